@@ -1,0 +1,23 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Both create .venv and install the package (editable, with test extras) on first use.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv clean
+demo: $(STAMP)
+	$(VENV)/bin/python -m imagesets.demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,15 @@
+"""tfds-imagesets: TFDS builders for image collections.
+
+`import imagesets` registers every builder with TFDS, so that
+`tfds.load('synthetic_images/tiny', data_dir=...)` and
+`tfds build synthetic_images --imports imagesets` find them.
+"""
+
+from imagesets import reproducible
+
+reproducible.install()
+
+# Importing a builder module registers its dataset name.
+from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
+
+__all__ = []

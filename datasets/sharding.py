@@ -1,0 +1,50 @@
+"""Shard-count policy: enough shards for multi-worker input sharding.
+
+TFDS picks one shard for anything under 64 MiB, and a 1-shard split cannot be split
+between workers with `ReadConfig(input_context=...)` (every worker but one gets
+nothing). We keep TFDS's size-based count but never go below `MIN_SHARDS` (or the
+number of examples, when smaller). An explicit `--num_shards` still wins.
+"""
+
+import dataclasses
+
+from tensorflow_datasets.core.download import download_manager
+from tensorflow_datasets.core.utils import shard_utils
+
+MIN_SHARDS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class MinShardsConfig(shard_utils.ShardConfig):
+  """TFDS's ShardConfig, with a floor on the automatic shard count."""
+
+  min_num_shards: int = MIN_SHARDS
+
+  def get_number_shards(self, total_size, num_examples, uses_precise_sharding=True):
+    if self.num_shards:
+      return self.num_shards
+    automatic = super().get_number_shards(total_size, num_examples, uses_precise_sharding)
+    return max(automatic, min(self.min_num_shards, num_examples))
+
+
+@dataclasses.dataclass(eq=False)
+class MinShardsDownloadConfig(download_manager.DownloadConfig):
+  """DownloadConfig whose shard config applies the MIN_SHARDS floor."""
+
+  min_num_shards: int = MIN_SHARDS
+
+  def get_shard_config(self) -> shard_utils.ShardConfig:
+    return MinShardsConfig(
+        num_shards=self.num_shards,
+        min_shard_size=self.min_shard_size,
+        max_shard_size=self.max_shard_size,
+        min_num_shards=self.min_num_shards,
+    )
+
+
+def with_min_shards(config: download_manager.DownloadConfig) -> MinShardsDownloadConfig:
+  """Returns a copy of `config` that keeps every field and adds the shard floor."""
+  if isinstance(config, MinShardsDownloadConfig):
+    return config
+  fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+  return MinShardsDownloadConfig(**fields)

@@ -1,0 +1,51 @@
+"""Registration, CLI and checksum rules shared by every builder."""
+
+import sys
+
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import REPO, run, tfds_cli
+from imagesets import checksums
+
+
+def test_cli_build_through_imports(tmp_path):
+  tfds_cli("build", "synthetic_images", "--imports", "imagesets", "--config", "tiny",
+           "--data_dir", str(tmp_path))
+  assert list((tmp_path / "synthetic_images" / "tiny" / "1.0.0").glob("*.tfrecord-*"))
+
+
+def test_builder_file_loads_by_path_beside_the_installed_package():
+  # What `tfds build datasets/<name>` and Beam workers do, in both import orders.
+  script = """
+import sys, importlib
+sys.path.insert(0, {datasets!r})
+{first}
+{second}
+import tensorflow_datasets as tfds
+assert tfds.builder_cls("synthetic_images").__module__ == (
+    "imagesets.synthetic_images.synthetic_images_dataset_builder")
+print("ok")
+"""
+  by_path = "importlib.import_module('synthetic_images.synthetic_images_dataset_builder')"
+  for first, second in [("import imagesets", by_path), (by_path, "import imagesets")]:
+    out = run([sys.executable, "-c", script.format(datasets=str(REPO / "datasets"),
+                                                   first=first, second=second)])
+    assert out.stdout.strip().endswith("ok")
+
+
+def test_schema_command_from_the_issue():
+  out = run([sys.executable, "-c", "import imagesets, tensorflow_datasets as tfds; "
+             "print(tfds.builder('synthetic_images').info.features)"])
+  assert "Image(shape=(224, 224, 3), dtype=uint8)" in out.stdout
+  assert "ClassLabel(shape=(), dtype=int64, num_classes=10)" in out.stdout
+
+
+def test_checksums_come_from_the_top_level_folder():
+  builder_cls = tfds.builder_cls("synthetic_images")
+  assert str(builder_cls._checksums_path) == f"{checksums.DIRECTORY}/synthetic_images.txt"
+  flowers = tfds.core.download.checksums.load_url_infos(
+      tfds.core.Path(checksums.DIRECTORY) / "flowers.txt")
+  info = flowers["http://download.tensorflow.org/example_images/flower_photos.tgz"]
+  assert info.size == 228_813_984
+  assert info.checksum == "4c54ace7911aaffe13a365c34f650e71dd5bf1be0a58b464e5a7183e3e595d9c"

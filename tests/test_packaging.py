@@ -1,0 +1,25 @@
+"""A plain (non-editable) wheel carries the code and every metadata file TFDS reads."""
+
+import sys
+import zipfile
+
+from conftest import REPO, run
+
+
+def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
+  run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+       "--wheel-dir", str(tmp_path), str(REPO)], cwd=tmp_path)
+  (wheel,) = tmp_path.glob("tfds_imagesets-*.whl")
+  names = set(zipfile.ZipFile(wheel).namelist())
+  expected = {
+      "imagesets/__init__.py",
+      "imagesets/synthetic_images/synthetic_images_dataset_builder.py",
+      "imagesets/synthetic_images/README.md",
+      "imagesets/synthetic_images/CITATIONS.bib",
+      "imagesets/synthetic_images/TAGS.txt",
+      "imagesets/checksums/__init__.py",
+      "imagesets/checksums/flowers.txt",
+      "imagesets/checksums/voc_segmentation.txt",
+  }
+  assert expected <= names, sorted(expected - names)
+  assert not any(name.startswith("datasets/") for name in names)
