@@ -24,7 +24,9 @@ PNG = "png"
 _EXIF_ORIENTATION = 0x0112
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
-_JPEG_NEXT_MARKER = re.compile(rb"\xff+[^\x00\xff\xd0-\xd7]")  # skips stuffing, restarts
+# Not stuffing (FF00) nor a restart marker; FF FF is fill before a marker. A literal first
+# byte keeps the regex on its fast scanning path (`\xff+` made it 20x slower).
+_JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _JPEG_STANDALONE = {0x01} | set(range(0xD0, 0xD8))  # TEM, RSTn: no length field
 _JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
 _DRAFT_SCALE = 8  # the smallest scale libjpeg decodes to; it still reads all the data
@@ -119,7 +121,7 @@ def _walk_jpeg_markers(data: bytes) -> None:
       found = _JPEG_NEXT_MARKER.search(data, position)
       if not found:
         raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
-      position = found.end() - 2
+      position = found.start()
 
 
 def _orientation(image: PIL.Image.Image) -> int | None:
