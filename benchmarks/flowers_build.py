@@ -10,8 +10,11 @@ in a fresh process so peak memory is its own:
   its shape, write the Example (same TFDS writer, splits and features as ours);
 * flowers: our builder (header read + 1/8-scale draft decode, both cores).
 
-Prints img/s of both, their ratio (goal >= 2.3x) and peak RSS at `--images` and `--small`
-images (goal: flat).
+Builds are interleaved `--repeats` times and medians reported, so a load change on this
+shared machine hits both kinds alike. Prints img/s of both, their ratio (goal >= 2.3x),
+shard/source size and the peak RSS of the build process at `--images` and `--small` images
+(goal: flat). Workers are forked from the build process; they hold at most a few chunks of
+files each.
 """
 
 import argparse
@@ -19,6 +22,7 @@ import json
 import os
 import pathlib
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -78,7 +82,6 @@ def build_once(kind: str, root: str, data_dir: str) -> dict:
   return {
       "seconds": seconds, "examples": examples, "shard_bytes": shards,
       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-      "worker_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
   }
 
 
@@ -96,6 +99,8 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--images", type=int, default=3000)
   parser.add_argument("--small", type=int, default=1500)
+  parser.add_argument("--repeats", type=int, default=3,
+                      help="interleaved builds of each kind; medians are reported")
   parser.add_argument("--work", default="/tmp/flowers_bench")
   parser.add_argument("--child", choices=["seed", "flowers"])
   parser.add_argument("--root")
@@ -105,22 +110,27 @@ def main():
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
-  results = {}
-  for count in (args.images, args.small):
-    root = work / f"photos_{count}"
-    source_bytes = make_tree(root, count)
-    print(f"{count} photos, {source_bytes / count / 1024:.1f} KiB each on average")
-    for kind in (("seed", "flowers") if count == args.images else ("flowers",)):
-      results[kind, count] = result = run_child(kind, root, work / f"tfds_{kind}_{count}")
+  roots = {count: work / f"photos_{count}" for count in (args.images, args.small)}
+  source_bytes = {count: make_tree(root, count) for count, root in roots.items()}
+  for count, total in source_bytes.items():
+    print(f"{count} photos, {total / count / 1024:.1f} KiB each on average")
+  runs = {("seed", args.images): [], ("flowers", args.images): [], ("flowers", args.small): []}
+  for _ in range(args.repeats):  # interleaved, so load changes hit both kinds alike
+    for kind, count in runs:
+      result = run_child(kind, roots[count], work / f"tfds_{kind}_{count}")
       assert result["examples"] == count, result
-      print(f"  {kind:8s} {count / result['seconds']:8,.0f} img/s  ({result['seconds']:.2f} s)"
-            f"  peak RSS {result['peak_rss_mib']:,.0f} MiB (workers {result['worker_peak_rss_mib']:,.0f})"
-            f"  shards/source bytes {result['shard_bytes'] / source_bytes:.4f}")
-  seed, ours = results["seed", args.images], results["flowers", args.images]
-  print(f"speed-up over seed-style: {seed['seconds'] / ours['seconds']:.2f}x (goal >= 2.3x)")
-  small = results["flowers", args.small]
-  print(f"peak RSS flowers: {small['peak_rss_mib']:,.0f} MiB at {args.small} images, "
-        f"{ours['peak_rss_mib']:,.0f} MiB at {args.images} images")
+      runs[kind, count].append(result)
+  for (kind, count), results in runs.items():
+    seconds = statistics.median(r["seconds"] for r in results)
+    peak = max(r["peak_rss_mib"] for r in results)
+    times = ", ".join(f"{r['seconds']:.2f}" for r in results)
+    ratio = results[0]["shard_bytes"] / source_bytes[count]
+    print(f"  {kind:8s} {count:5d} images: {count / seconds:6,.0f} img/s (median of "
+          f"{times} s), peak RSS {peak:,.0f} MiB, "
+          f"shards/source bytes {ratio:.4f}")
+  seed = statistics.median(r["seconds"] for r in runs["seed", args.images])
+  ours = statistics.median(r["seconds"] for r in runs["flowers", args.images])
+  print(f"speed-up over seed-style: {seed / ours:.2f}x (goal >= 2.3x)")
   print(f"load average after: {os.getloadavg()}")
 
 

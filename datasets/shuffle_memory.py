@@ -3,8 +3,10 @@
 TFDS's writer keeps every serialized example of a split in memory, up to 1 GB, before it
 spills them to temporary bucket files (tensorflow_datasets/core/shuffle.py). For image
 datasets that makes peak memory grow with the number of images until 1 GB. Under
-`limit(max_bytes)` it spills beyond `max_bytes` instead. The output is the same bytes:
-examples are ordered by their hashed key either way.
+`limit()` it spills beyond `max_bytes` instead, into 100 bucket files rather than TFDS's
+1,000 (creating and deleting 1,000 files cost ~0.6 s per split, more than writing the
+data; each bucket, 1/100 of the split, is read back alone). The output is the same bytes:
+buckets are consecutive ranges of the hashed keys, sorted one at a time.
 """
 
 import contextlib
@@ -12,14 +14,16 @@ import contextlib
 from tensorflow_datasets.core import shuffle
 
 DEFAULT_LIMIT = 64 << 20
+BUCKETS = 100
 
 
 @contextlib.contextmanager
 def limit(max_bytes: int | None = None):
   """Within the block, TFDS holds at most `max_bytes` (default DEFAULT_LIMIT) in RAM."""
-  previous = shuffle.MAX_MEM_BUFFER_SIZE
-  shuffle.MAX_MEM_BUFFER_SIZE = min(previous, max_bytes or DEFAULT_LIMIT)
+  previous = shuffle.MAX_MEM_BUFFER_SIZE, shuffle.BUCKETS_NUMBER
+  shuffle.MAX_MEM_BUFFER_SIZE = min(previous[0], max_bytes or DEFAULT_LIMIT)
+  shuffle.BUCKETS_NUMBER = BUCKETS
   try:
     yield
   finally:
-    shuffle.MAX_MEM_BUFFER_SIZE = previous
+    shuffle.MAX_MEM_BUFFER_SIZE, shuffle.BUCKETS_NUMBER = previous

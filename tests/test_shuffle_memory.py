@@ -11,12 +11,12 @@ from imagesets.flowers import flowers_dataset_builder as flowers
 
 
 def test_limit_is_restored_and_never_raised():
-  before = shuffle.MAX_MEM_BUFFER_SIZE
+  before = shuffle.MAX_MEM_BUFFER_SIZE, shuffle.BUCKETS_NUMBER
   with shuffle_memory.limit(1234):
-    assert shuffle.MAX_MEM_BUFFER_SIZE == 1234
-  with shuffle_memory.limit(before * 2):
-    assert shuffle.MAX_MEM_BUFFER_SIZE == before
-  assert shuffle.MAX_MEM_BUFFER_SIZE == before
+    assert (shuffle.MAX_MEM_BUFFER_SIZE, shuffle.BUCKETS_NUMBER) == (1234, shuffle_memory.BUCKETS)
+  with shuffle_memory.limit(before[0] * 2):
+    assert shuffle.MAX_MEM_BUFFER_SIZE == before[0]
+  assert (shuffle.MAX_MEM_BUFFER_SIZE, shuffle.BUCKETS_NUMBER) == before
 
 
 def test_spilling_to_disk_writes_the_same_shards(tmp_path, monkeypatch):
@@ -31,7 +31,7 @@ def test_spilling_to_disk_writes_the_same_shards(tmp_path, monkeypatch):
   monkeypatch.setattr(shuffle.Shuffler, "_add_to_bucket",
                       lambda self, *a: spills.append(1) or original(self, *a))
   built = {}
-  for limit in (1 << 30, 10_000):  # 10 kB: spills after a few photos
+  for limit in (1 << 30, 10_000):  # 10 kB: spills after a few photos (into 100 buckets)
     monkeypatch.setattr(shuffle_memory, "DEFAULT_LIMIT", limit)
     builder = flowers.Builder(config=flowers.FlowersConfig(**config),
                               data_dir=tmp_path / str(limit))
