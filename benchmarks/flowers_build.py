@@ -60,7 +60,7 @@ def _seed_style_builder():
         data = class_folders.read(self._root, relative_path)
         shape = tf.io.decode_image(data).shape  # decode everything just to learn the size
         yield relative_path, {
-            "image": data, "label": relative_path.split("/", 1)[0],
+            "image": data, "label": class_folders.label_of(relative_path),
             "file_name": relative_path, "height": shape[0], "width": shape[1],
             "channels": shape[2], "format": "jpeg"}
 

@@ -22,8 +22,10 @@ class ClassTree:
   images: list[str]                # relative paths "<class>/.../<file>", sorted
   ignored: list[str]               # relative paths of files that are not images by name
 
-  def label_of(self, relative_path: str) -> str:
-    return relative_path.split("/", 1)[0]
+
+def label_of(relative_path: str) -> str:
+  """The class of an image: the top-level folder of its relative path."""
+  return relative_path.split("/", 1)[0]
 
 
 def is_remote(root: str) -> bool:

@@ -139,15 +139,14 @@ def convert(data: bytes, facts: ImageFacts, *, shorter_side: int | None = None) 
   quality 90. Metadata (EXIF) is not carried over: the pixels are already upright.
   """
   with PIL.Image.open(io.BytesIO(data)) as source:
-    image = source
     if shorter_side and source.format in ("JPEG", "MPO"):
       # Let libjpeg do most of the downscaling, staying >= 2x the target for quality.
       scale = 2 * shorter_side / min(source.size)
       source.draft("RGB", (int(source.width * scale) + 1, int(source.height * scale) + 1))
     image = PIL.ImageOps.exif_transpose(_to_rgb(source))
-    save = dict(format="JPEG", quality=_JPEG_RESIZE_QUALITY)
     if shorter_side:
       image = _downsize(image, shorter_side)
+      save = dict(format="JPEG", quality=_JPEG_RESIZE_QUALITY)
     elif facts.format == JPEG:
       save = _same_quality_jpeg(source)
     else:
@@ -205,4 +204,7 @@ def prepare(data: bytes, *, shorter_side: int | None = None) -> tuple[bytes, Ima
     reason = f"resized to shorter side {shorter_side}"
     facts = dataclasses.replace(
         facts, conversion=f"{facts.conversion}; {reason}" if facts.conversion else reason)
-  return convert(data, facts, shorter_side=shorter_side)
+  try:
+    return convert(data, facts, shorter_side=shorter_side)
+  except Exception as error:  # a file PIL reads but cannot turn into RGB: report, not crash
+    raise BadImageError(f"cannot be converted ({facts.conversion}): {error}") from None

@@ -13,7 +13,7 @@ import contextlib
 
 from tensorflow_datasets.core import shuffle
 
-DEFAULT_LIMIT = 64 << 20
+DEFAULT_LIMIT = 16 << 20
 BUCKETS = 100
 
 

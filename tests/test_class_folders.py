@@ -37,7 +37,7 @@ def test_scan_lists_images_and_ignored_files(where, tmp_path):
   assert tree.ignored == [".hidden/g.jpg", "LICENSE.txt", "__MACOSX/tulips/._a.jpg", "top.jpg",
                           "tulips/.DS_Store", "tulips/._a.jpg", "tulips/Thumbs.db",
                           "tulips/notes.txt"]
-  assert tree.label_of("daisy/sub/e.jpg") == "daisy"
+  assert class_folders.label_of("daisy/sub/e.jpg") == "daisy"
   assert class_folders.read(root, "tulips/B.JPG") == b"2"
   assert class_folders.is_remote(root) == (where == "ram")
 

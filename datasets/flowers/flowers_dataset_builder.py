@@ -154,7 +154,7 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tup
   encoded, facts = image_checks.prepare(data, shorter_side=shorter_side or None)
   features = {
       "image": encoded,
-      "label": relative_path.split("/", 1)[0],
+      "label": class_folders.label_of(relative_path),
       "file_name": relative_path,
       "height": facts.height,
       "width": facts.width,
