@@ -5,9 +5,10 @@ uint8 RGB (3 channels) of the recorded height and width. `check` finds out fast,
 full decode: it reads the header, walks a JPEG's marker segments to its end-of-image marker,
 and decodes it at 1/8 scale (PIL `draft`), which still reads every byte of the entropy-coded
 data. So truncated or damaged files fail here, exactly when TensorFlow would fail to decode
-them (tested on hundreds of damaged files), and not in someone's training job. Files that do not meet the contract as they are (grayscale, CMYK,
-EXIF-rotated, alpha, palette, 16-bit, non-JPEG/PNG content) are named with the reason and
-re-encoded by `convert`; everything else is stored as it came.
+them (tested on damaged files), and not in someone's training job. Files that do not meet
+the contract as they are (grayscale, CMYK, EXIF-rotated, alpha, palette, 16-bit,
+non-JPEG/PNG content) are named with the reason and re-encoded by `convert`; everything
+else is stored as it came.
 """
 
 import dataclasses
