@@ -3,11 +3,13 @@
 `concurrent.futures`' own `map` submits every item at once, so results pile up in memory
 when the consumer (the TFDS writer) is slower than the workers. Here at most `window`
 chunks per worker are in flight, so memory does not grow with the number of items, and
-results come back in input order, so the output is deterministic.
+results come back in input order, so the output is deterministic. One `executor()` can
+serve several `ordered_map` calls (a builder's splits), so workers start once per build.
 """
 
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -21,35 +23,48 @@ def available_cores() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+@contextlib.contextmanager
+def executor(workers: int | None = None, *, threads: bool = False):
+  """Yields a pool for `ordered_map`, or None (run inline) when there is one core.
+
+  Processes by default (the mapped function must then be picklable, i.e. top-level);
+  `threads=True` for work that waits on I/O (bucket reads), where forking a process that
+  runs TensorFlow's network clients is not safe.
+  """
+  workers = available_cores() if workers is None else workers
+  if workers <= 1:
+    yield None
+  elif threads:
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+      yield pool
+  else:
+    # fork: workers start in milliseconds and need not re-import the caller's modules
+    # (the `tfds` CLI loads builders from a path). They only run `fn`, never TensorFlow.
+    with concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork")) as pool:
+      yield pool
+
+
 def _apply(fn, chunk):
   return [fn(item) for item in chunk]
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = None,
-                threads: bool = False, chunk_size: int = 16, window: int = 4) -> Iterator[R]:
-  """Yields fn(item) for each item, in order.
-
-  Processes by default (`fn` must then be picklable, i.e. top-level); `threads=True` for
-  work that waits on I/O (bucket reads), where forking a process that runs TensorFlow's
-  network clients is not safe.
-  """
-  workers = available_cores() if workers is None else workers
-  if workers <= 1:
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool=None, *,
+                chunk_size: int = 16, window: int = 4) -> Iterator[R]:
+  """Yields fn(item) for each item, in order, computed in `pool` (inline if None)."""
+  if pool is None:
     yield from map(fn, items)
     return
-  if threads:
-    pool = concurrent.futures.ThreadPoolExecutor(workers)
-  else:
-    # fork: workers start in milliseconds and need not re-import the caller's modules
-    # (the `tfds` CLI loads builders from a path). They only run `fn`, never TensorFlow.
-    pool = concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"))
   items = iter(items)
-  with pool:
-    pending = collections.deque()
+  in_flight = window * pool._max_workers  # pylint: disable=protected-access
+  pending = collections.deque()
+  try:
     while chunk := list(itertools.islice(items, chunk_size)):
       pending.append(pool.submit(_apply, fn, chunk))
-      if len(pending) >= window * workers:
+      if len(pending) >= in_flight:
         yield from pending.popleft().result()
     while pending:
       yield from pending.popleft().result()
+  finally:
+    for future in pending:  # the caller stopped early: drop the work not yet started
+      future.cancel()

@@ -109,7 +109,7 @@ class Builder(builder_base.ImageSetBuilder):
     work = functools.partial(file_result, self._root,
                              shorter_side=self.builder_config.shorter_side)
     for relative_path, example, conversion, problem in parallel_map.ordered_map(
-        work, relative_paths, threads=class_folders.is_remote(self._root)):
+        work, relative_paths, self._pool):
       if problem:
         self._report["problems"].append(problems.Problem(relative_path, problem))
         continue
@@ -118,7 +118,9 @@ class Builder(builder_base.ImageSetBuilder):
       yield relative_path, example
 
   def _generate_splits(self, dl_manager, download_config):
-    with shuffle_memory.limit():  # memory stays flat in the number of images
+    remote = class_folders.is_remote(self.builder_config.root)
+    with shuffle_memory.limit(), parallel_map.executor(threads=remote) as self._pool:
+      # limit(): memory stays flat in the number of images; one pool for all splits.
       split_infos = super()._generate_splits(dl_manager, download_config)
     report, config = self._report, self.builder_config
     bad = sorted(report["problems"])
