@@ -9,6 +9,7 @@ the caller can say what it left out.
 """
 
 import dataclasses
+import os
 import posixpath
 
 import tensorflow as tf
@@ -64,7 +65,8 @@ def scan(root: str) -> ClassTree:
   root = str(root).rstrip("/")
   names = class_names(root)
   images, ignored = [], []
-  for top, _, files in tf.io.gfile.walk(root):
+  walk = tf.io.gfile.walk if is_remote(root) else os.walk  # os.walk: no per-file stat calls
+  for top, _, files in walk(root):
     relative_top = posixpath.relpath(top.replace("\\", "/"), root.replace("\\", "/"))
     parts = [] if relative_top == "." else relative_top.split("/")
     for name in files:
