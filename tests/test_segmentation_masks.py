@@ -1,0 +1,107 @@
+"""segmentation_masks: palette indices read exactly, colour masks refused, PNGs reproducible."""
+
+import io
+
+import numpy as np
+import PIL.Image
+import PIL.PngImagePlugin
+import pytest
+import tensorflow as tf
+
+from imagesets import segmentation_masks
+
+
+def _indices(height=30, width=40):
+  mask = np.zeros((height, width), np.uint8)
+  mask[5:20, 8:30] = 15    # person
+  mask[4:21, 7] = 255      # void border
+  mask[22:, 31:] = 3       # bird
+  return mask
+
+
+def _save_palette_png(indices, path, palette=None, **save_kwargs):
+  image = PIL.Image.frombytes("P", indices.shape[::-1], indices.tobytes())
+  image.putpalette(segmentation_masks.pascal_palette().tobytes() if palette is None else palette)
+  image.save(path, **save_kwargs)
+  return path
+
+
+def test_pascal_palette_matches_voc_colours():
+  palette = segmentation_masks.pascal_palette()
+  assert palette.shape == (256, 3) and palette.dtype == np.uint8
+  assert palette[0].tolist() == [0, 0, 0]
+  assert palette[1].tolist() == [128, 0, 0]       # aeroplane
+  assert palette[15].tolist() == [192, 128, 128]  # person
+  assert palette[20].tolist() == [0, 64, 128]     # tvmonitor
+  assert palette[255].tolist() == [224, 224, 192]  # void
+  assert len({tuple(c) for c in palette}) == 256
+
+
+def test_reads_palette_and_grey_masks_as_indices(tmp_path):
+  indices = _indices()
+  palette_png = _save_palette_png(indices, tmp_path / "p.png")
+  PIL.Image.fromarray(indices).save(tmp_path / "l.png")
+  for path in (palette_png, tmp_path / "l.png"):
+    read, why = segmentation_masks.read_indices(path)
+    assert why is None
+    np.testing.assert_array_equal(read, indices)
+    np.testing.assert_array_equal(read, np.array(PIL.Image.open(path)))
+  # The trap this module exists for: TF decodes the palette PNG to colours.
+  assert tf.io.decode_png(palette_png.read_bytes()).shape[-1] == 3
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_colour_masks_are_refused_with_the_fix(tmp_path, mode):
+  colours = segmentation_masks.pascal_palette()[_indices()]
+  PIL.Image.fromarray(colours).convert(mode).save(tmp_path / "rgb.png")
+  read, why = segmentation_masks.read_indices(tmp_path / "rgb.png")
+  assert read is None
+  assert f"colour ({mode}) mask" in why and "palette-indexed" in why
+
+
+def test_other_modes_and_unreadable_files_are_refused(tmp_path):
+  PIL.Image.fromarray(_indices()).convert("LA").save(tmp_path / "la.png")
+  assert "mode 'LA'" in segmentation_masks.read_indices(tmp_path / "la.png")[1]
+  (tmp_path / "text.png").write_text("not a png")
+  assert "unreadable mask" in segmentation_masks.read_indices(tmp_path / "text.png")[1]
+
+
+def test_unexpected_values_lists_each_bad_value_once():
+  allowed = np.array([*range(21), 255])
+  mask = _indices()
+  assert segmentation_masks.unexpected_values(mask, allowed).tolist() == []
+  mask[0, :3] = [21, 100, 21]
+  assert segmentation_masks.unexpected_values(mask, allowed).tolist() == [21, 100]
+
+
+def test_encode_round_trips_through_tf_and_pil_as_one_channel():
+  indices = _indices()
+  encoded = segmentation_masks.encode(indices)
+  decoded = tf.io.decode_png(encoded).numpy()
+  assert decoded.shape == indices.shape + (1,)
+  np.testing.assert_array_equal(decoded[..., 0], indices)
+  np.testing.assert_array_equal(np.array(PIL.Image.open(io.BytesIO(encoded))), indices)
+  assert len(encoded) < indices.size / 5  # compressed: flat masks shrink a lot
+
+
+def test_same_indices_give_the_same_bytes_whatever_the_source_file(tmp_path):
+  indices = _indices()
+  info = PIL.PngImagePlugin.PngInfo()
+  info.add_text("Software", "some editor")
+  sources = [
+      _save_palette_png(indices, tmp_path / "a.png"),
+      _save_palette_png(indices, tmp_path / "b.png", palette=bytes(range(256)) * 3,
+                        pnginfo=info, compress_level=1),
+  ]
+  encoded = {segmentation_masks.encode(segmentation_masks.read_indices(p)[0]) for p in sources}
+  assert len(encoded) == 1
+  assert segmentation_masks.encode(indices.copy()) in encoded
+  changed = indices.copy()
+  changed[0, 0] = 1
+  assert segmentation_masks.encode(changed) not in encoded
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 4), np.int32), np.zeros((4, 4, 1), np.uint8)])
+def test_encode_refuses_non_index_arrays(bad):
+  with pytest.raises(ValueError, match="H x W uint8"):
+    segmentation_masks.encode(bad)
