@@ -57,10 +57,11 @@ def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[
     if not (folder / name).is_file():
       found.append(f"{name} is missing")
       continue
-    indices, why = segmentation_masks.read_indices(folder / name)
+    mask, why = segmentation_masks.read(folder / name)
     if why:
       found.append(f"{name}: {why}")
       continue
+    indices = mask.indices
     if shape and indices.shape != shape:
       found.append(f"{name} is {indices.shape[1]}x{indices.shape[0]} (WxH) but the image "
                    f"is {shape[1]}x{shape[0]}")
@@ -69,13 +70,13 @@ def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[
       if outside.size:
         found.append(f"{name} has values {outside.tolist()} outside 0-{len(CLASS_NAMES) - 1} "
                      f"and {VOID} (void)")
-    masks[key] = indices
+    masks[key] = mask.png
   if found:
     return None, [problems_lib.Problem(image_id, reason) for reason in found]
   return {
       "image": os.fspath(jpeg),  # stored byte for byte: the original JPEG
-      "class_mask": segmentation_masks.encode(masks["class_mask"]),
-      "object_mask": segmentation_masks.encode(masks["object_mask"]),
+      "class_mask": masks["class_mask"],
+      "object_mask": masks["object_mask"],
       "image_id": image_id,
       "height": shape[0],
       "width": shape[1],
