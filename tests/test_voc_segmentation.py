@@ -185,11 +185,15 @@ def test_a_pair_with_several_problems_gets_all_of_them(tmp_path):
       "SegmentationClass/2012_000000.png", "SegmentationObject/2012_000000.png"]
 
 
-def test_missing_split_lists_are_problems_too(tmp_path):
+def test_missing_or_empty_split_lists_are_problems_too(tmp_path):
   folder = fake_voc.write_tree(tmp_path, num_train=1, num_val=1, num_unlabelled=0)
   (folder / voc_pairs.LISTS_DIR / "val.txt").unlink()
-  with pytest.raises(problems.InvalidSourceError, match="val.txt: split list is missing"):
+  (folder / voc_pairs.LISTS_DIR / "train.txt").write_text("\n")
+  with pytest.raises(problems.InvalidSourceError) as caught:
     voc_pairs.scan(folder)
+  assert [(p.where, p.reason) for p in caught.value.problems] == [
+      ("ImageSets/Segmentation/train.txt", "split list is empty"),
+      ("ImageSets/Segmentation/val.txt", "split list is missing")]
 
 
 def test_builds_from_the_tar_and_from_other_manual_layouts(tree, built, tmp_path):

@@ -26,18 +26,20 @@ PALETTE_BYTES = segmentation_masks.pascal_palette().tobytes()
 
 def make_pair(rng: np.random.Generator, height: int, width: int):
   """(RGB image, class indices, object indices) with 1-3 objects on a noisy background."""
-  image = PIL.Image.new("RGB", (width, height), tuple(int(v) for v in rng.integers(40, 200, 3)))
+  # A left-to-right gradient between two random colours, then 1-3 random-coloured objects.
+  ramp = np.linspace(0, 1, width)[None, :, None]
+  left, right = rng.integers(40, 216, (2, 3))
+  image = PIL.Image.fromarray(np.broadcast_to(left + (right - left) * ramp, (height, width, 3)).astype(np.uint8))
   class_mask = PIL.Image.new("L", (width, height), 0)
   object_mask = PIL.Image.new("L", (width, height), 0)
   border = max(1, round(min(height, width) / 80))
-  palette = segmentation_masks.pascal_palette()
   for instance in range(1, int(rng.integers(1, 4)) + 1):
     class_id = int(rng.integers(1, len(voc_pairs.CLASS_NAMES)))
     x0, x1 = sorted(rng.integers(0, width, 2))
     y0, y1 = sorted(rng.integers(0, height, 2))
     box = (int(x0), int(y0), int(x1) + 2, int(y1) + 2)
     shape = "ellipse" if rng.random() < 0.5 else "rectangle"
-    colour = tuple(int(v) for v in np.clip(palette[class_id].astype(int) + rng.integers(-30, 30, 3), 0, 255))
+    colour = tuple(int(v) for v in rng.integers(20, 236, 3))
     getattr(PIL.ImageDraw.Draw(image), shape)(box, fill=colour)
     getattr(PIL.ImageDraw.Draw(class_mask), shape)(box, fill=class_id, outline=255, width=border)
     getattr(PIL.ImageDraw.Draw(object_mask), shape)(box, fill=instance, outline=255, width=border)

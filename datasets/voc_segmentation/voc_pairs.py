@@ -84,7 +84,7 @@ def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[
 
 
 def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[problems_lib.Problem]]:
-  """{split: ids} from ImageSets/Segmentation, and problems (missing lists, repeated ids)."""
+  """{split: ids} from ImageSets/Segmentation, and problems (missing or empty lists, repeats)."""
   folder = pathlib.Path(folder)
   ids, found, listed_in = {}, [], {}
   for split, file_name in SPLIT_LISTS.items():
@@ -93,6 +93,8 @@ def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[pr
       found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is missing"))
       continue
     ids[split] = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not ids[split]:
+      found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is empty"))
     for image_id in ids[split]:
       listed_in.setdefault(image_id, []).append(file_name)
   for image_id, files in listed_in.items():
