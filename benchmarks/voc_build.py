@@ -74,7 +74,8 @@ def main():
   num_val = args.pairs // 2
   folder = fake_voc.write_tree(out / "src", num_train=args.pairs - num_val, num_val=num_val,
                                num_unlabelled=0, height=(333, 500), width=(333, 500))
-  ids = [*voc_pairs.read_split_lists(folder)[0]["train"], *voc_pairs.read_split_lists(folder)[0]["validation"]]
+  ids = [image_id for split_ids in voc_pairs.read_split_lists(folder)[0].values()
+         for image_id in split_ids]
   jpeg_bytes = sum((folder / voc_pairs.JPEG_DIR / f"{i}.jpg").stat().st_size for i in ids)
   print(f"{len(ids)} pairs, images 333-500 px a side, mean JPEG {jpeg_bytes / len(ids):,.0f} bytes")
 

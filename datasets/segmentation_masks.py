@@ -72,7 +72,10 @@ def unexpected_values(indices: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 
 def as_grey_png(data: bytes) -> bytes | None:
-  """An 8-bit palette or grey PNG as an 8-bit grey PNG with the same IDAT; else None."""
+  """An 8-bit palette or grey PNG as an 8-bit grey PNG with the same IDAT; else None.
+
+  Expects a file that decodes (`read` decodes it first); it only re-frames chunks.
+  """
   if not data.startswith(_SIGNATURE):
     return None
   chunks, offset = [], len(_SIGNATURE)

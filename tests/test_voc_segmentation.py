@@ -141,6 +141,7 @@ def _break(folder, ids):
   PIL.Image.open(jpegs / f"{ids[6]}.jpg").save(jpegs / f"{ids[6]}.jpg", format="PNG")
   with (folder / voc_pairs.LISTS_DIR / "train.txt").open("a") as listing:
     listing.write(f"{ids[7]}\n")  # already in val.txt
+    listing.write("../../JPEGImages/2012_000009\n")  # a path, not an id
 
 
 EXPECTED = [
@@ -153,6 +154,7 @@ EXPECTED = [
     (6, "JPEGImages/{}.jpg is a PNG file, not a JPEG"),
     (7, "listed 2 times (train.txt, val.txt)"),
 ]
+PATH_ID = ("../../JPEGImages/2012_000009", "in train.txt: not a plain file name")
 
 
 def test_every_problem_of_a_build_is_reported_in_one_error(tmp_path):
@@ -163,7 +165,8 @@ def test_every_problem_of_a_build_is_reported_in_one_error(tmp_path):
   with pytest.raises(problems.InvalidSourceError) as caught:
     _build(tmp_path / "tfds", tmp_path / "src")
   found = caught.value.problems
-  assert len(found) == len(EXPECTED), found
+  assert len(found) == len(EXPECTED) + 1, found
+  assert problems.Problem(*PATH_ID) in found
   for index, reason in EXPECTED:
     assert any(p.where == ids[index] and p.reason.startswith(reason.format(ids[index]))
                for p in found), (ids[index], reason, found)

@@ -92,11 +92,17 @@ def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[pr
     if not path.is_file():
       found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is missing"))
       continue
-    ids[split] = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    if not ids[split]:
+    listed = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not listed:
       found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is empty"))
-    for image_id in ids[split]:
+    ids[split] = []
+    for image_id in listed:
+      if "/" in image_id or "\\" in image_id or image_id.startswith("."):
+        # An id names files inside the folder; never let it reach outside.
+        found.append(problems_lib.Problem(image_id, f"in {file_name}: not a plain file name"))
+        continue
       listed_in.setdefault(image_id, []).append(file_name)
+      ids[split].append(image_id)
   for image_id, files in listed_in.items():
     if len(files) > 1:
       found.append(problems_lib.Problem(
