@@ -189,14 +189,25 @@ def test_a_pair_with_several_problems_gets_all_of_them(tmp_path):
 
 
 def test_missing_or_empty_split_lists_are_problems_too(tmp_path):
-  folder = fake_voc.write_tree(tmp_path, num_train=1, num_val=1, num_unlabelled=0)
+  folder = fake_voc.write_tree(tmp_path / "src", num_train=1, num_val=1, num_unlabelled=0)
   (folder / voc_pairs.LISTS_DIR / "val.txt").unlink()
   (folder / voc_pairs.LISTS_DIR / "train.txt").write_text("\n")
   with pytest.raises(problems.InvalidSourceError) as caught:
-    voc_pairs.scan(folder)
+    _build(tmp_path / "tfds", tmp_path / "src")
   assert [(p.where, p.reason) for p in caught.value.problems] == [
       ("ImageSets/Segmentation/train.txt", "split list is empty"),
       ("ImageSets/Segmentation/val.txt", "split list is missing")]
+
+
+def test_a_wholly_bad_split_does_not_hide_the_other_splits_problems(tmp_path):
+  folder = fake_voc.write_tree(tmp_path / "src", num_train=2, num_val=2, num_unlabelled=0)
+  train, val = _listed(folder, "train.txt"), _listed(folder, "val.txt")
+  for image_id in train:  # every train pair is bad: TFDS alone would stop at "no examples"
+    (folder / voc_pairs.CLASS_DIR / f"{image_id}.png").unlink()
+  (folder / voc_pairs.JPEG_DIR / f"{val[1]}.jpg").unlink()
+  with pytest.raises(problems.InvalidSourceError) as caught:
+    _build(tmp_path / "tfds", tmp_path / "src")
+  assert [p.where for p in caught.value.problems] == sorted([*train, val[1]])
 
 
 def test_builds_from_the_tar_and_from_other_manual_layouts(tree, built, tmp_path):
@@ -289,3 +300,35 @@ def test_cli_build_is_byte_identical_to_the_library_build(tree, built, tmp_path)
   cli = shard_bytes(tmp_path / "voc_segmentation" / "1.0.0")
   assert cli == shard_bytes(pathlib.Path(built.data_path))
   assert len(cli) == 8
+
+
+def _beam_download_config(manual_dir):
+  beam = pytest.importorskip("apache_beam")
+  options = beam.options.pipeline_options.PipelineOptions(
+      ["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+  return tfds.download.DownloadConfig(manual_dir=str(manual_dir), beam_options=options)
+
+
+def _records(builder):
+  return {split: sorted(r.numpy() for r in tf.data.TFRecordDataset(
+              sorted(str(p) for p in pathlib.Path(builder.data_path).glob(f"*-{split}.tfrecord-*"))))
+          for split in builder.info.splits}
+
+
+def test_beam_build_holds_the_local_records_and_reports_bad_pairs_the_same_way(tree, built, tmp_path):
+  root, _ = tree
+  on_beam = voc.Builder(data_dir=tmp_path / "beam")
+  on_beam.download_and_prepare(download_config=_beam_download_config(root))
+  assert _records(on_beam) == _records(built)
+
+  folder = fake_voc.write_tree(tmp_path / "bad", num_train=3, num_val=2, num_unlabelled=0)
+  train = _listed(folder, "train.txt")
+  (folder / voc_pairs.OBJECT_DIR / f"{train[0]}.png").unlink()
+  with (folder / voc_pairs.LISTS_DIR / "val.txt").open("a") as listing:
+    listing.write(f"{train[1]}\n")
+  with pytest.raises(problems.InvalidSourceError) as caught:
+    voc.Builder(data_dir=tmp_path / "beam_bad").download_and_prepare(
+        download_config=_beam_download_config(tmp_path / "bad"))
+  assert [(p.where, p.reason.split(" ")[0]) for p in caught.value.problems] == [
+      (train[0], f"SegmentationObject/{train[0]}.png"), (train[1], "listed")]
+  assert not list((tmp_path / "beam_bad").glob("voc_segmentation/*/*.tfrecord*"))

@@ -1,8 +1,8 @@
 """PASCAL VOC 2012 segmentation pairs: the layout, the split lists and one example per id.
 
-`load_example(image_id, folder)` is a pure function (no builder state), so a Beam
-build can map it on workers and apply the same checks. `scan(folder)` runs it over
-every listed id and raises one error naming every problem of the whole source.
+`load_example(image_id, folder)` is a pure function (no builder state); `process` wraps
+it for `imagesets.generation`, which runs it on local processes or Beam workers with the
+same checks and gathers every problem of the build into one report.
 """
 
 import os
@@ -11,6 +11,7 @@ import pathlib
 import numpy as np
 import PIL.Image
 
+from imagesets import generation
 from imagesets import problems as problems_lib
 from imagesets import segmentation_masks
 
@@ -110,15 +111,19 @@ def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[pr
   return ids, found
 
 
-def scan(folder: os.PathLike) -> dict[str, list[tuple[str, dict]]]:
-  """{split: [(image_id, example)]} for a VOC2012 folder, or one error with every problem."""
+def work_items(folder: os.PathLike) -> tuple[dict[str, list[tuple[str, tuple[str, str]]]],
+                                             list[problems_lib.Problem]]:
+  """{split: [(key, item)]} for `generation.Generation` (key = image id), and list problems."""
   ids, found = read_split_lists(folder)
-  examples = {split: [] for split in ids}
-  for split, split_ids in ids.items():
-    for image_id in dict.fromkeys(split_ids):
-      example, problems = load_example(image_id, folder)
-      found.extend(problems)
-      if example:
-        examples[split].append((image_id, example))
-  problems_lib.raise_if_any(set(found), source=os.fspath(folder), fix=FIX)
-  return examples
+  items = {split: [(image_id, (os.fspath(folder), image_id)) for image_id in split_ids]
+           for split, split_ids in ids.items() if split_ids}
+  return items, found
+
+
+def process(item: tuple[str, str]) -> dict:
+  """`load_example` for `generation.Generation`: a pair's problems become one BadItem."""
+  folder, image_id = item
+  example, found = load_example(image_id, folder)
+  if found:
+    raise generation.BadItem("; ".join(problem.reason for problem in found))
+  return example
