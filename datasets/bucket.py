@@ -200,8 +200,8 @@ class Bucket:
   def check(self) -> None:
     """Fails fast with a clear message if the bucket is unreachable, missing or denied."""
     if self.is_local:
-      if self.root and not os.path.isdir(os.path.dirname(self.root) or "/"):
-        raise BucketError(f"{self.url}: parent folder does not exist")
+      if os.path.exists(self.root) and not os.path.isdir(self.root):
+        raise BucketError(f"{self.url} is a file, not a folder")
       return
     bucket_name = self.root.split("/", 1)[0]
     with self._translated("list"):
@@ -310,19 +310,22 @@ def _whole_object_md5(info: dict) -> bytes | None:
 
 
 class _Callback(fsspec.callbacks.Callback):
-  """Forwards fsspec's byte counts to a plain function."""
+  """Forwards fsspec's byte counts to a plain function, as increments.
+
+  Clients report either increments (relative_update) or totals (absolute_update, e.g.
+  gcsfs for single-request uploads); both end in `call`.
+  """
 
   def __init__(self, progress: ProgressFn | None):
     super().__init__()
     self._progress = progress
+    self._reported = 0
 
   def call(self, *args, **kwargs):
-    return None
-
-  def relative_update(self, inc=1):
-    super().relative_update(inc)
-    if self._progress and inc:
-      self._progress(inc)
+    delta = (self.value or 0) - self._reported
+    if delta > 0 and self._progress:
+      self._progress(delta)
+    self._reported += max(delta, 0)
 
 
 def _copy_atomically(source: str, target: str, callback: _Callback) -> None:
