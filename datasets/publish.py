@@ -89,7 +89,7 @@ class Manifest:
     return {name: (f["size"], f["sha256"]) for name, f in self.files.items()}
 
   def to_bytes(self) -> bytes:
-    return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True).encode()
+    return json.dumps(dataclasses.asdict(self), indent=1).encode()
 
   @classmethod
   def from_bytes(cls, data: bytes, where: str) -> "Manifest":
