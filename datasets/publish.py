@@ -5,12 +5,12 @@ Layout (the bucket URL is a TFDS data_dir; docs/publishing.md has the whole desi
   URL/<name>/.config/metadata.json                default config, for tfds.load('<name>')
   URL/<name>/<config>/<version>/<shards, ...>     the files of the prepared version
   URL/<name>/<config>/<version>/imagesets-manifest.json   size, sha256, md5 of each file
-  URL/<name>/<config>/<version>/features.json     }
-  URL/<name>/<config>/<version>/dataset_info.json } written last: the commit marker
+  URL/<name>/<config>/<version>/dataset_info.json
+  URL/<name>/<config>/<version>/features.json     written last: the commit marker
 
-A version is published when its `dataset_info.json` exists — the same file TFDS looks
-for — and it is written only after every other object was uploaded and verified. A
-published version is never changed.
+A version is published when its `features.json` exists — the file without which TFDS
+itself finds no version — and it is written only after every other object was uploaded
+and verified. A published version is never changed.
 """
 
 import contextlib
@@ -29,9 +29,12 @@ from typing import Callable
 from imagesets import bucket as bucket_lib
 
 MANIFEST = "imagesets-manifest.json"
-MARKER = "dataset_info.json"          # TFDS's version file; ours is the commit marker too
-FEATURES = "features.json"            # TFDS's test for "this version exists" (explicit version)
-COMMIT_FILES = (FEATURES, MARKER)     # uploaded in this order, after everything else
+# TFDS lists versions by dataset_info.json but loads one only if features.json exists too
+# (read_only_builder), so writing dataset_info.json, then features.json, last of all keeps
+# every unfinished upload invisible to stock TFDS as well as to us.
+MARKER = "features.json"
+DATASET_INFO = "dataset_info.json"
+COMMIT_FILES = (DATASET_INFO, MARKER)  # uploaded in this order, after everything else
 CONFIG_METADATA = ".config/metadata.json"
 MANIFEST_FORMAT = 1
 CACHE_ENV = "IMAGESETS_CACHE"
@@ -147,7 +150,7 @@ def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
   config_dir = dataset_dir / config if config else dataset_dir
   version = ref.version
   if version is None:
-    prepared = [p.parent.name for p in config_dir.glob(f"*/{MARKER}")]
+    prepared = [p.parent.name for p in config_dir.glob(f"*/{DATASET_INFO}")]
     if not _versions_in(prepared):
       raise PublishError(f"no prepared version of {Ref(ref.name, config)} in {config_dir}")
     version = _versions_in(prepared)[-1]
@@ -380,7 +383,7 @@ def cached_data_dir(url: str, cache_dir=None) -> pathlib.Path:
 
 def _local_copy_ok(version_dir: pathlib.Path, deep: bool) -> bool:
   """Whether a cached version is complete: sizes always, checksums if `deep`."""
-  if not (version_dir / MARKER).exists() or not (version_dir / MANIFEST).exists():
+  if not all((version_dir / name).exists() for name in (*COMMIT_FILES, MANIFEST)):
     return False
   manifest = Manifest.from_bytes((version_dir / MANIFEST).read_bytes(), str(version_dir))
   for name, entry in manifest.files.items():

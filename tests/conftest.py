@@ -32,7 +32,7 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 
 
 # Bucket servers (S3 + GCS) and a fresh bucket URL per test: see bucket_servers.py.
-from bucket_servers import bucket_servers, bucket_url  # noqa: E402,F401
+from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
 
 import pytest  # noqa: E402
 

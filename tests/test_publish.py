@@ -1,7 +1,9 @@
 """publish: publish -> list -> fetch -> tfds.load through the production code path, on a
 real S3 server, a GCS server and a local folder; immutability, kills, damage."""
 
+import hashlib
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -87,6 +89,56 @@ for name in ('synthetic_images:1.0.0', '{TINY}'):
   assert out.stdout.split() == ["default", "800", "tiny", "12"]
 
 
+STOCK_TFDS_ON_GS = """
+import hashlib, json, sys
+import tensorflow_datasets as tfds
+
+def examples(name, data_dir):
+  return {split: [[hashlib.sha256(e["image"].tobytes()).hexdigest(), int(e["label"])]
+                  for e in tfds.as_numpy(tfds.load(name, split=split, data_dir=data_dir,
+                                                   download=False))]
+          for split in ("train", "test")}
+
+def fails(name, data_dir):
+  try:
+    tfds.load(name, split="train", data_dir=data_dir, download=False)
+  except Exception as exc:
+    return type(exc).__name__
+  return "loaded"
+
+committed, unfinished_early, unfinished_late = sys.argv[1:4]
+out = {"explicit": examples("%(tiny)s", committed),
+       "latest": examples("synthetic_images/tiny", committed),
+       "unfinished": [fails(name, url) for url in (unfinished_early, unfinished_late)
+                      for name in ("%(tiny)s", "synthetic_images/tiny")],
+       "package_was_imported": "imagesets" in sys.modules}
+import imagesets  # now the package: stream() checks the commit, TensorFlow reads gs://
+out["streamed"] = examples("%(tiny)s", imagesets.stream(committed, "%(tiny)s"))
+print(json.dumps(out))
+""" % {"tiny": TINY}
+
+
+def test_stock_tfds_reads_gs_with_tensorflows_own_client(bucket_servers, tensorflow_gcs_env,
+                                                         tiny_data_dir, tmp_path):
+  # `tfds.load('NAME:VERSION', data_dir='gs://...')` without the package, through
+  # TensorFlow's GCS client; unfinished uploads (killed among the shards, and just before
+  # the commit marker) are not loadable by name, explicit version or latest.
+  urls = [f"gs://{servers.BUCKET}/{tmp_path.name}-{i}/tfds" for i in range(3)]
+  quiet_publish(TINY, tiny_data_dir, urls[0])
+  _kill_publisher_after(4, TINY, tiny_data_dir, urls[1], tmp_path)
+  _kill_publisher_after(11, TINY, tiny_data_dir, urls[2], tmp_path)
+  result = subprocess.run([sys.executable, "-c", STOCK_TFDS_ON_GS, *urls], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, **tensorflow_gcs_env},
+                          timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  local = {split: [[hashlib.sha256(e[0]).hexdigest(), e[1]] for e in values]
+           for split, values in examples(tiny_data_dir).items()}
+  assert out["explicit"] == out["latest"] == out["streamed"] == local
+  assert out["unfinished"] == ["DatasetNotFoundError"] * 4, out["unfinished"]
+  assert out["package_was_imported"] is False
+
+
 def test_identical_republish_is_a_no_op_and_different_content_is_refused(
     bucket_url, tiny_data_dir, tmp_path):
   quiet_publish(TINY, tiny_data_dir, bucket_url)
@@ -117,7 +169,7 @@ def _kill_publisher_after(uploads, spec, data_dir, url, cwd):
   assert result.returncode == -9, result.stderr[-3000:]
 
 
-# Upload order: .config/metadata.json, 8 shards, manifest, features.json, dataset_info.json.
+# Upload order: .config/metadata.json, 8 shards, manifest, dataset_info.json, features.json.
 @pytest.mark.parametrize("uploads", [4, 11])
 def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
     uploads, bucket_url, tiny_data_dir, tmp_path):
@@ -130,9 +182,11 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
   assert published == [] and unfinished == [publish.Ref.parse(TINY)]
   with pytest.raises(publish.PublishError, match="not published .* unfinished: re-run publish"):
     publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
-  if store.is_local:  # TFDS itself finds no version either
-    from tensorflow_datasets.core.utils import file_utils
-    assert file_utils.list_dataset_versions(pathlib.Path(bucket_url) / "synthetic_images/tiny") == []
+  if store.is_local:  # TFDS itself (without our builder code) finds no version either
+    from tensorflow_datasets.core import read_only_builder
+    for name in (TINY, "synthetic_images/tiny"):
+      with pytest.raises(tfds.core.registered.DatasetNotFoundError):
+        read_only_builder.builder_from_files(name, data_dir=bucket_url)
 
   result = quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert result.status == "published"
