@@ -32,6 +32,9 @@ READ_TIMEOUT = 60     # seconds without a byte on an open connection
 ATTEMPTS = 3          # tries per request (first try included)
 CHECK_DEADLINE = 12   # seconds for the first request (`Bucket.check`)
 CHUNK = 8 << 20
+# Part size of S3 multipart uploads (files of twice this size or more). We set it, rather
+# than take s3fs's default, so the multipart ETag can be computed locally to verify.
+S3_PART_SIZE = 64 << 20
 
 REMOTE_SCHEMES = ("s3", "gs")
 # Environment variables whose values must never appear in a message.
@@ -47,6 +50,7 @@ class BucketError(RuntimeError):
 class ObjectInfo:
   size: int
   md5: bytes | None  # MD5 of the whole object as reported by the store, if it reports one
+  multipart_etag: str | None = None  # S3 multipart ETag "<md5 of part md5s>-<parts>"
 
 
 ProgressFn = Callable[[int], None]  # called with the number of bytes just moved
@@ -257,7 +261,9 @@ class Bucket:
   def info(self, rel: str) -> ObjectInfo:
     with self._translated("look up", rel):
       info = self.fs.info(self._path(rel))
-    return ObjectInfo(size=int(info.get("size") or 0), md5=_whole_object_md5(info))
+    etag = str(info.get("ETag") or "").strip('"')
+    return ObjectInfo(size=int(info.get("size") or 0), md5=_whole_object_md5(info),
+                      multipart_etag=etag if re.fullmatch(r"[0-9a-f]{32}-\d+", etag) else None)
 
   def sha256(self, rel: str) -> str:
     """SHA-256 of an object's bytes as read back from the store."""
@@ -275,7 +281,8 @@ class Bucket:
       if self.is_local:
         _copy_atomically(local_path, self._path(rel), callback)
       else:
-        self.fs.put_file(local_path, self._path(rel), callback=callback)
+        extra = {"chunksize": S3_PART_SIZE} if self.scheme == "s3" else {}
+        self.fs.put_file(local_path, self._path(rel), callback=callback, **extra)
 
   def download(self, rel: str, local_path: str, progress: ProgressFn | None = None) -> None:
     callback = _Callback(progress)
@@ -353,4 +360,14 @@ def file_digests(path: str | os.PathLike) -> tuple[str, bytes]:
   return sha.hexdigest(), md5.digest()
 
 
-__all__ = ["Bucket", "BucketError", "ObjectInfo", "file_digests", "split_url"]
+def s3_multipart_etag(path: str | os.PathLike, part_size: int | None = None) -> str:
+  """The ETag S3 gives a multipart upload of a local file cut in `part_size` parts."""
+  part_size = part_size or S3_PART_SIZE
+  digests = []
+  with open(path, "rb") as f:
+    while part := f.read(part_size):
+      digests.append(hashlib.md5(part).digest())
+  return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
+
+
+__all__ = ["Bucket", "BucketError", "ObjectInfo", "file_digests", "s3_multipart_etag", "split_url"]

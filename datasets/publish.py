@@ -230,11 +230,12 @@ def _describe_local(ref: Ref, version_dir: pathlib.Path) -> Manifest:
   return Manifest(dataset=str(ref), files=files, splits=splits)
 
 
-def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict) -> bool:
+def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict, local_path) -> bool:
   """Whether the object at `rel` has the expected size and content.
 
-  Uses the MD5 the store computed from the bytes it received when it reports one
-  (GCS; S3 single-part uploads), else reads the object back and compares SHA-256.
+  Uses the checksum the store computed from the bytes it received when it gives one we
+  can compute too (GCS MD5; S3 ETag: MD5 for single-part uploads, MD5 of the part MD5s
+  for multipart ones), else reads the object back and compares SHA-256.
   """
   try:
     info = bucket.info(rel)
@@ -243,6 +244,8 @@ def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict) -> bool:
   if info.size != entry["size"]:
     return False
   if info.md5 is not None and info.md5.hex() == entry["md5"]:
+    return True
+  if info.multipart_etag and bucket_lib.s3_multipart_etag(local_path) == info.multipart_etag:
     return True
   return bucket.sha256(rel) == entry["sha256"]
 
@@ -318,7 +321,7 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   local.published_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   data_files = [n for n in local.files if n not in COMMIT_FILES]
   reused = [n for n in data_files if n in remote_files and _verified(
-      bucket, f"{ref.folder}/{n}", local.files[n])]
+      bucket, f"{ref.folder}/{n}", local.files[n], version_dir / n)]
   to_upload = [n for n in data_files if n not in reused]
   total = sum(local.files[n]["size"] for n in to_upload + list(COMMIT_FILES))
   with tempfile.TemporaryDirectory() as tmp:
@@ -332,7 +335,7 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
       for name in to_upload + [MANIFEST, *COMMIT_FILES]:
         rel = f"{ref.folder}/{name}"
         bucket.upload(str(sources[name]), rel, progress=bar.update)
-        if not _verified(bucket, rel, entries[name]):
+        if not _verified(bucket, rel, entries[name], sources[name]):
           raise PublishError(f"{bucket.url_of(rel)} does not match {sources[name]} after "
                              "upload (size or checksum); re-run to upload it again")
   log(f"published {ref} to {bucket.url_of(ref.folder)}: {len(to_upload) + 3} object(s) "

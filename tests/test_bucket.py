@@ -116,3 +116,15 @@ def test_endpoint_that_never_answers_hits_the_deadline(scheme, bucket_servers, m
   finally:
     listener.close()
 
+
+
+def test_s3_multipart_etag_is_computed_locally(bucket_servers, tmp_path, monkeypatch):
+  monkeypatch.setattr(bucket_lib, "S3_PART_SIZE", 5 << 20)  # S3's smallest part
+  source = tmp_path / "big"
+  source.write_bytes(os.urandom((11 << 20) + 123))  # three parts
+  store = bucket_lib.Bucket(f"s3://{servers.BUCKET}/{tmp_path.name}")
+  store.upload(str(source), "big")
+  info = store.info("big")
+  assert info.md5 is None and info.multipart_etag.endswith("-3")
+  assert info.multipart_etag == bucket_lib.s3_multipart_etag(source)
+  assert bucket_lib.s3_multipart_etag(source, 4 << 20) != info.multipart_etag

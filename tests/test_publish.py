@@ -313,3 +313,42 @@ def test_training_entry_points(bucket_url, tiny_data_dir, tmp_path):
   else:
     assert resolved == str(publish.cached_data_dir(bucket_url, tmp_path / "c"))
   assert examples(resolved) == examples(tiny_data_dir)
+
+
+def test_uploads_are_verified_by_the_store_checksum_or_read_back(bucket_url, tiny_data_dir,
+                                                                 monkeypatch):
+  read_back = []
+  sha256 = bucket_lib.Bucket.sha256
+  monkeypatch.setattr(bucket_lib.Bucket, "sha256",
+                      lambda self, rel: read_back.append(rel) or sha256(self, rel))
+  quiet_publish(TINY, tiny_data_dir, bucket_url)
+  # Both servers report checksums of what they received; a folder is read back.
+  expected = 0 if bucket_url.startswith(("s3:", "gs:")) else 11
+  assert len(read_back) == expected
+
+
+@pytest.mark.parametrize("bucket_url", ["s3", "gs", "file"], indirect=True)
+def test_an_object_damaged_in_transit_stops_the_publish(bucket_url, tiny_data_dir, tmp_path,
+                                                        monkeypatch):
+  upload = bucket_lib.Bucket.upload
+  damaged = tmp_path / "damaged"
+
+  def damaging_upload(self, local_path, rel, progress=None):
+    if rel.endswith("train.tfrecord-00002-of-00004"):  # same size, one bit flipped
+      data = bytearray(pathlib.Path(local_path).read_bytes())
+      data[len(data) // 2] ^= 4
+      damaged.write_bytes(bytes(data))
+      local_path = str(damaged)
+    return upload(self, local_path, rel, progress)
+  monkeypatch.setattr(bucket_lib.Bucket, "upload", damaging_upload)
+  with pytest.raises(publish.PublishError, match="train.tfrecord-00002-of-00004 does not "
+                     "match .* after upload"):
+    quiet_publish(TINY, tiny_data_dir, bucket_url)
+  assert publish.list_published(bucket_url)[0] == []
+  monkeypatch.setattr(bucket_lib.Bucket, "upload", upload)
+  # The re-run keeps the 6 verified shards uploaded before (test 0-3, train 0-1) and
+  # replaces the damaged one.
+  result = quiet_publish(TINY, tiny_data_dir, bucket_url)
+  assert (result.reused, result.uploaded) == (6, 5)
+  data_dir = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  assert examples(data_dir) == examples(tiny_data_dir)
