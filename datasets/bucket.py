@@ -16,6 +16,7 @@ import binascii
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import os
 import pathlib
@@ -104,38 +105,45 @@ def _is_denied(exc: BaseException) -> bool:
           or type(exc).__name__ in ("RefreshError", "DefaultCredentialsError"))
 
 
+@functools.cache
 def _gcs_class():
   """gcsfs with a bounded retry count.
 
   gcsfs retries every request 6 times with exponential backoff (~35 s), also on refused
   connections and failed credential refreshes; its count is fixed when the class is
-  defined, so we re-wrap the undecorated request method with our count.
+  defined, so we re-wrap the undecorated request method with our count. (Should a gcsfs
+  release drop `__wrapped__`, its own count stays and `Bucket.check`'s deadline still
+  bounds the first request.)
   """
   from gcsfs import core as gcs_core
   from gcsfs import retry as gcs_retry
 
+  undecorated = getattr(gcs_core.GCSFileSystem._request, "__wrapped__", None)
+  if undecorated is None:
+    return gcs_core.GCSFileSystem
+
   class BoundedGCSFileSystem(gcs_core.GCSFileSystem):
     # The protocol attribute stays ("gs", "gcs"), so FSSPEC_GCS_* settings still apply.
     retries = ATTEMPTS
-    _request = gcs_retry.retry_request(retries=ATTEMPTS)(
-        getattr(gcs_core.GCSFileSystem._request, "__wrapped__",
-                gcs_core.GCSFileSystem._request))
+    _request = gcs_retry.retry_request(retries=ATTEMPTS)(undecorated)
   return BoundedGCSFileSystem
 
 
 def _filesystem(scheme: str) -> fsspec.AbstractFileSystem:
   # skip_instance_cache: credentials are read when the client is made; a cached client
-  # would keep old ones (and tests change them between calls).
+  # would keep old ones (and tests change them between calls). No listings cache: objects
+  # are checked right after they are written, and others may write meanwhile.
+  common = {"skip_instance_cache": True, "use_listings_cache": False}
   if scheme == "s3":
     import s3fs
-    fs = s3fs.S3FileSystem(skip_instance_cache=True, config_kwargs={
+    fs = s3fs.S3FileSystem(**common, config_kwargs={
         "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,
         "retries": {"max_attempts": ATTEMPTS, "mode": "standard"}})
     fs.retries = ATTEMPTS  # s3fs's own retry loop around botocore's
     return fs
   if scheme == "gs":
     import aiohttp
-    return _gcs_class()(skip_instance_cache=True, requests_timeout=aiohttp.ClientTimeout(
+    return _gcs_class()(**common, requests_timeout=aiohttp.ClientTimeout(
         total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT))
   return fsspec.filesystem("file")
 

@@ -205,6 +205,11 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
 
 # ---------------------------------------------------------------- publishing
 
+def _entry(path: pathlib.Path) -> dict:
+  sha256, md5 = bucket_lib.file_digests(path)
+  return {"size": path.stat().st_size, "sha256": sha256, "md5": md5.hex()}
+
+
 def _describe_local(ref: Ref, version_dir: pathlib.Path) -> Manifest:
   """Checks that a local version is complete and hashes every file of it."""
   import tensorflow_datasets as tfds
@@ -225,8 +230,7 @@ def _describe_local(ref: Ref, version_dir: pathlib.Path) -> Manifest:
     rel = path.relative_to(version_dir).as_posix()
     if not path.is_file() or rel == MANIFEST or any(p.startswith(".") for p in rel.split("/")):
       continue
-    sha256, md5 = bucket_lib.file_digests(path)
-    files[rel] = {"size": path.stat().st_size, "sha256": sha256, "md5": md5.hex()}
+    files[rel] = _entry(path)
   return Manifest(dataset=str(ref), files=files, splits=splits)
 
 
@@ -259,7 +263,8 @@ def _progress_bar(total: int, desc: str, enabled: bool):
 def _differences(old: Manifest, new: Manifest, limit=5) -> str:
   a, b = old.content(), new.content()
   names = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
-  shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+  more = f" and {len(names) - limit} more" if len(names) > limit else ""
+  shown = ", ".join(names[:limit]) + more
   return f"{len(names)} file(s) differ: {shown}"
 
 
@@ -342,11 +347,6 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
       f"uploaded and verified, {len(reused)} reused from an interrupted run")
   return PublishResult(ref, bucket.url_of(ref.folder), "published",
                        uploaded=len(to_upload) + 3, reused=len(reused), num_bytes=total)
-
-
-def _entry(path: pathlib.Path) -> dict:
-  sha256, md5 = bucket_lib.file_digests(path)
-  return {"size": path.stat().st_size, "sha256": sha256, "md5": md5.hex()}
 
 
 # ---------------------------------------------------------------- listing
