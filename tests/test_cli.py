@@ -76,6 +76,16 @@ def test_empty_bucket_lists_nothing_and_shows_unfinished_uploads(bucket_url, tin
   assert "4 reused from an interrupted run" in resumed.stdout, resumed.stderr
 
 
+@pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
+def test_ctrl_c_says_so_in_one_line_and_publishes_nothing(bucket_url, tiny_data_dir, tmp_path):
+  result = _kill_publisher_after(3, TINY, tiny_data_dir, bucket_url, tmp_path, signal="INT")
+  assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "imagesets: interrupted; nothing half-done is visible: re-run to resume")
+  assert imagesets("list", bucket_url).stdout.strip().splitlines()[-1].startswith(
+      "(unfinished upload, not published: ")
+
+
 @pytest.mark.parametrize("bucket_url", ["gs"], indirect=True)
 def test_different_content_is_refused_in_one_line(bucket_url, tiny_data_dir, tmp_path):
   assert imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url,
