@@ -13,4 +13,8 @@ reproducible.install()
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
 
-__all__ = []
+# Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
+# a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
+from imagesets.publish import fetch, resolve_data_dir, stream  # noqa: E402
+
+__all__ = ["fetch", "resolve_data_dir", "stream"]

@@ -25,6 +25,12 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/checksums/__init__.py",
       "imagesets/checksums/flowers.txt",
       "imagesets/checksums/voc_segmentation.txt",
+      "imagesets/bucket.py",
+      "imagesets/publish.py",
+      "imagesets/cli.py",
   }
   assert expected <= names, sorted(expected - names)
+  (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+  scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+  assert "imagesets = imagesets.cli:main" in scripts
   assert not any(name.startswith("datasets/") for name in names)
