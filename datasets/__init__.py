@@ -13,3 +13,18 @@ reproducible.install()
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
 
 __all__ = []
+
+# The training input pipeline: one call per task, built from `preprocess_ops`.
+from imagesets import input_pipeline, preprocess_ops  # noqa: E402
+from imagesets.input_pipeline import (  # noqa: E402
+    DatasetNotPreparedError,
+    classification_eval,
+    classification_train,
+    segmentation_eval,
+    segmentation_train,
+)
+
+__all__ += [
+    "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",
+    "classification_eval", "segmentation_train", "segmentation_eval",
+]
