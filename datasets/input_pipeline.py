@@ -98,11 +98,14 @@ def _read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context, d
                             read_config=read_config)
 
 
-def _with_seeds(ds, seed, input_context):
-  """Attaches a per-example seed (int64 [2]) from a stream seeded by (seed, worker)."""
+def _map_with_seeds(ds, preprocess, seed, input_context):
+  """Maps `preprocess` with a per-example seed (int64 [2]) from a stream seeded by
+  (seed, worker): the seeds follow the (seeded) element order, not thread timing."""
   worker = input_context.input_pipeline_id if input_context else 0
   seeds = tf.data.Dataset.random(seed=_derived_seed(seed, worker)).batch(2)
-  return tf.data.Dataset.zip(ds, seeds).map(lambda data, s: {**data, ops.SEED_KEY: s})
+  return tf.data.Dataset.zip(ds, seeds).map(
+      lambda data, example_seed: preprocess({**data, ops.SEED_KEY: example_seed}),
+      num_parallel_calls=AUTOTUNE)
 
 
 def _output_op(dtype, mean, std) -> ops.Op:
@@ -162,16 +165,17 @@ def _seed_or_random(seed):
 
 
 def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_context,
-           shuffle_buffer, num_epochs, cache_op):
+           shuffle_buffer, num_epochs, cache=False, cache_op=None):
   seed, deterministic = _seed_or_random(seed)
   ds = _read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
              seed=seed, input_context=input_context, deterministic=deterministic)
   if cache_op is not None:
     ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
+  elif cache:
+    ds = ds.cache()
   ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, 1), reshuffle_each_iteration=True)
   ds = ds.repeat(num_epochs)
-  ds = _with_seeds(ds, seed, input_context)
-  return ds.map(preprocess, num_parallel_calls=AUTOTUNE)
+  return _map_with_seeds(ds, preprocess, seed, input_context)
 
 
 def _eval(builder, split, *, keys, encoded_keys, preprocess, input_context, cache):
@@ -181,6 +185,9 @@ def _eval(builder, split, *, keys, encoded_keys, preprocess, input_context, cach
   return ds.cache() if cache else ds
 
 
+TRAIN_CACHE_MODES = (None, "encoded", "decoded")
+
+
 def classification_train(
     dataset: Dataset, *, batch_size: int, split: str = "train",
     data_dir: Optional[str] = None, image_size=224, seed: Optional[int] = None,
@@ -188,7 +195,8 @@ def classification_train(
     aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3), flip: bool = True,
     dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
     std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-    num_epochs: Optional[int] = None, drop_remainder: bool = True, cache: bool = False,
+    num_epochs: Optional[int] = None, drop_remainder: bool = True,
+    cache: Optional[str] = None,
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", label_key: str = "label",
     prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
@@ -198,12 +206,18 @@ def classification_train(
   JPEG decoding (PNG and other formats: decoded whole, same crop), flips left-right,
   resizes to `image_size`. Repeats `num_epochs` times (None: forever).
 
-  `cache=True` keeps the *decoded* images in memory after the first epoch (only when
-  the decoded split fits in RAM: height * width * 3 bytes per image); crops are then
-  taken from the cached pixels instead of being fused into decoding.
+  cache (memory, filled during the first epoch; later epochs are still reshuffled by
+  the example-level shuffle buffer, and get new crops):
+    None: read the shard files every epoch;
+    "encoded": keep the stored bytes (about the split's size on disk) and skip file
+      reading and parsing; crops stay fused into decoding;
+    "decoded": keep the decoded pixels (height * width * 3 bytes per image: only when
+      that fits in RAM); crops are then cut from cached pixels, no decoding at all.
   """
+  if cache not in TRAIN_CACHE_MODES:
+    raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
   builder = open_builder(dataset, data_dir)
-  if cache:
+  if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
   else:
@@ -214,7 +228,8 @@ def classification_train(
       ops.rename(image=image_key, label=label_key), ops.keep("image", "label"))
   ds = _train(builder, split, keys=[image_key, label_key], encoded_keys=[image_key],
               preprocess=preprocess, seed=seed, input_context=input_context,
-              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs, cache_op=cache_op)
+              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs,
+              cache=cache == "encoded", cache_op=cache_op)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
                  dtype=dtype, mean=mean, std=std, input_context=input_context,
                  prefetch_devices=prefetch_devices)
@@ -299,7 +314,7 @@ def segmentation_train(
   ds = _train(builder, split, keys=[image_key, mask_key],
               encoded_keys=[image_key, mask_key], preprocess=preprocess, seed=seed,
               input_context=input_context, shuffle_buffer=shuffle_buffer,
-              num_epochs=num_epochs, cache_op=None)
+              num_epochs=num_epochs)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
                  dtype=dtype, mean=mean, std=std, input_context=input_context,
                  prefetch_devices=prefetch_devices)

@@ -65,16 +65,18 @@ def _decode_any(contents, channels):
   return image
 
 
-def _to_dtype(image, dtype):
+def _to_dtype(image, dtype, in_range=False):
+  """Casts back to an integer dtype, rounding; clips unless values are `in_range`."""
   if dtype.is_integer and image.dtype.is_floating:
     image = tf.round(image)
-  return tf.saturate_cast(image, dtype)
+  # Bilinear and nearest only blend input values, so they cannot leave the dtype's range.
+  return tf.cast(image, dtype) if in_range else tf.saturate_cast(image, dtype)
 
 
 def _resize(image, size, method="bilinear"):
   """Resizes to exactly `size`, keeping the dtype (uint8 in, uint8 out)."""
   resized = tf.image.resize(image, _size(size), method=method)
-  return _to_dtype(resized, image.dtype)
+  return _to_dtype(resized, image.dtype, in_range=method in ("bilinear", "nearest"))
 
 
 def _crop_window(shape, seed, area_range, aspect_ratio_range):
