@@ -99,12 +99,12 @@ def _read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context, d
 
 
 def _map_with_seeds(ds, preprocess, seed, input_context):
-  """Maps `preprocess` with a per-example seed (int64 [2]) from a stream seeded by
-  (seed, worker): the seeds follow the (seeded) element order, not thread timing."""
+  """Maps `preprocess` with a per-example seed (int64 [2]): (a key of seed and worker,
+  the element's position). The seeds follow the seeded element order, not thread timing."""
   worker = input_context.input_pipeline_id if input_context else 0
-  seeds = tf.data.Dataset.random(seed=_derived_seed(seed, worker)).batch(2)
-  return tf.data.Dataset.zip(ds, seeds).map(
-      lambda data, example_seed: preprocess({**data, ops.SEED_KEY: example_seed}),
+  key = tf.constant(_derived_seed(seed, worker), tf.int64)
+  return ds.enumerate().map(
+      lambda index, data: preprocess({**data, ops.SEED_KEY: tf.stack([key, index])}),
       num_parallel_calls=AUTOTUNE)
 
 
