@@ -1,0 +1,60 @@
+"""voc_segmentation: PASCAL VOC 2012 images with class and instance masks as class ids."""
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from imagesets import builder_base
+from imagesets.voc_segmentation import voc_pairs
+from imagesets.voc_segmentation import voc_source
+
+_CLASSES = ", ".join(f"{i} {name}" for i, name in enumerate(voc_pairs.CLASS_NAMES))
+
+
+def _mask(desc: str, value_range: str) -> tfds.features.Image:
+  # Single-channel PNG of indices: tf.io.decode_png gives ids, not palette colours.
+  return tfds.features.Image(
+      shape=(None, None, 1), encoding_format="png", use_colormap=True,
+      doc=tfds.features.Documentation(desc=desc, value_range=value_range))
+
+
+class Builder(builder_base.ImageSetBuilder):
+  """VOC2012 segmentation pairs: train 1,464, validation 1,449."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Initial release: VOC2012 train/val segmentation pairs."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = voc_source.MANUAL_DOWNLOAD_INSTRUCTIONS
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict({
+            "image": tfds.features.Image(
+                shape=(None, None, 3), encoding_format="jpeg",
+                doc="The original JPEG bytes from JPEGImages/."),
+            "class_mask": _mask(
+                f"Class id per pixel: {_CLASSES}; {voc_pairs.VOID} void (object "
+                "borders and ambiguous regions, ignore in losses and metrics).",
+                f"0-{len(voc_pairs.CLASS_NAMES) - 1} or {voc_pairs.VOID}"),
+            "object_mask": _mask(
+                "Instance id per pixel: 0 background, 1..N the objects of the image in "
+                f"annotation order, {voc_pairs.VOID} void.",
+                f"0-N or {voc_pairs.VOID}"),
+            "image_id": tfds.features.Text(doc="VOC id, e.g. 2007_000032."),
+            "height": tfds.features.Scalar(np.int32),
+            "width": tfds.features.Scalar(np.int32),
+        }),
+        supervised_keys=("image", "class_mask"),
+        homepage="http://host.robots.ox.ac.uk/pascal/VOC/voc2012/",
+        metadata=tfds.core.MetadataDict(
+            class_names=list(voc_pairs.CLASS_NAMES),
+            void_value=voc_pairs.VOID,
+            void_meaning="object borders and ambiguous regions; ignore in losses and metrics",
+        ),
+    )
+
+  def _split_generators(self, dl_manager):
+    # Every pair is checked before anything is written: one error lists all problems.
+    examples = voc_pairs.scan(voc_source.voc2012_folder(dl_manager))
+    return {split: self._generate_examples(pairs) for split, pairs in examples.items()}
+
+  def _generate_examples(self, pairs):
+    yield from pairs
