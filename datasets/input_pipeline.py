@@ -52,10 +52,7 @@ def build_command(builder: tfds.core.DatasetBuilder) -> str:
   command = f"tfds build {builder.name} --imports imagesets"
   if builder.builder_config is not None:
     command += f" --config {builder.builder_config.name}"
-  command += f" --data_dir {builder.data_dir_root}"
-  if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
-    command += " --manual_dir DIR_WITH_THE_SOURCE_ARCHIVES"
-  return command
+  return command + f" --data_dir {builder.data_dir_root}"
 
 
 def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
@@ -66,10 +63,13 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.
   builder = dataset if isinstance(dataset, tfds.core.DatasetBuilder) else tfds.builder(
       dataset, data_dir=data_dir)
   if not builder.is_prepared():
+    config = f"/{builder.builder_config.name}" if builder.builder_config else ""
+    manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"
+              if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
     raise DatasetNotPreparedError(
-        f"{builder.name} {builder.builder_config.name + ' ' if builder.builder_config else ''}"
-        f"version {builder.version} is not prepared in {builder.data_dir_root} "
-        f"(nothing was downloaded). Build it first:\n  {build_command(builder)}")
+        f"{builder.name}{config} {builder.version} is not prepared in "
+        f"{builder.data_dir_root} (nothing was downloaded). Build it first:\n"
+        f"  {build_command(builder)}{manual}")
   return builder
 
 

@@ -12,6 +12,8 @@ import imagesets  # noqa: F401
 from imagesets import builder_base
 from imagesets import input_pipeline as ip
 from imagesets import preprocess_ops as ops
+from imagesets.voc_segmentation import fake_voc
+from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
 
 NUM_CLASSIFICATION = 24
 NUM_SEGMENTATION = 16
@@ -307,3 +309,23 @@ def test_segmentation_padded_mode_pads_masks_with_255_and_images_with_0(segments
       assert not image[height:].any() and not image[:, width:].any()
     if len(batch["mask"]) > 1:
       assert (batch["mask"] == 255).any()  # sizes differ within a batch
+
+
+def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
+  with pytest.raises(ip.DatasetNotPreparedError) as error:
+    ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path), batch_size=2)
+  assert f"tfds build voc_segmentation --imports imagesets --data_dir {tmp_path}" in str(error.value)
+  assert "--manual_dir" in str(error.value)
+  fake_voc.write_tree(tmp_path / "src", num_train=4, num_val=4, num_unlabelled=0,
+                      height=(40, 60), width=(40, 70))
+  voc.Builder(data_dir=tmp_path).download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "src")))
+  train = _batches(ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path),
+                                         batch_size=2, crop_size=48, seed=0), 4)
+  for batch in train:
+    assert batch["image"].shape == (2, 48, 48, 3) and batch["mask"].shape == (2, 48, 48, 1)
+    assert set(np.unique(batch["mask"])) <= set(range(21)) | {255}
+  padded = _batches(ip.segmentation_eval("voc_segmentation", data_dir=str(tmp_path),
+                                         batch_size=4, mode="padded"))
+  assert [len(b["mask"]) for b in padded] == [4]
+  assert (padded[0]["mask"] == 255).any() and (padded[0]["mask"] == 0).any()
