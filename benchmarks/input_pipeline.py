@@ -170,8 +170,10 @@ def pipelines(photo_root, builder, blobs, size, batch_size):
     def decode(image, label):
       return tf.image.resize(tf.image.decode_jpeg(image, channels=3), (size, size)), label
 
-    return (tf.data.TFRecordDataset(files).map(parse).map(decode).shuffle(1000, seed=0)
-            .batch(batch_size).repeat())
+    # repeat() first: the scripts' shuffle holds decoded images, and draining it at the
+    # end of an epoch would hand out images without decoding them (not steady state).
+    return (tf.data.TFRecordDataset(files).repeat().map(parse).map(decode)
+            .shuffle(1000, seed=0).batch(batch_size))
 
   common = dict(batch_size=batch_size, image_size=size)
   makers = {

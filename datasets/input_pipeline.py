@@ -110,9 +110,7 @@ def _map_with_seeds(ds, preprocess, seed, input_context):
 
 def _output_op(dtype, mean, std) -> ops.Op:
   if dtype == tf.uint8:
-    if mean is not None or std is not None:
-      raise ValueError("mean/std normalization needs dtype=tf.float32")
-    return ops.compose()
+    raise ValueError("mean/std normalization needs dtype=tf.float32")
   if dtype != tf.float32:
     raise ValueError(f"dtype must be tf.uint8 or tf.float32, not {dtype}")
   if (mean is None) != (std is None):
@@ -150,8 +148,9 @@ def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_c
     ds = padded_batch(ds, batch_size, drop_remainder)
   else:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
-  # Casting / normalizing whole batches is cheaper than per image.
-  ds = ds.map(_output_op(dtype, mean, std), num_parallel_calls=AUTOTUNE)
+  if dtype != tf.uint8 or mean is not None or std is not None:
+    # Casting / normalizing whole batches is cheaper than per image.
+    ds = ds.map(_output_op(dtype, mean, std), num_parallel_calls=AUTOTUNE)
   if input_context is not None:
     return ds.prefetch(AUTOTUNE)
   return prefetch_to_accelerator(ds, prefetch_devices)
