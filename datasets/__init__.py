@@ -12,6 +12,7 @@ reproducible.install()
 # Importing a builder module registers its dataset name.
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
+from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
 
 __all__ = []
 
