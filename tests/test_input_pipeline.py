@@ -329,3 +329,23 @@ def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
                                          batch_size=4, mode="padded"))
   assert [len(b["mask"]) for b in padded] == [4]
   assert (padded[0]["mask"] == 255).any() and (padded[0]["mask"] == 0).any()
+
+
+def test_flowers_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(tmp_path):
+  from imagesets.flowers import flowers_dataset_builder as flowers
+  for index in range(16):  # 2 classes, PNG files among the JPEGs
+    path = tmp_path / "tree" / f"class_{index % 2}" / f"{index:02d}.{'png' if index % 4 == 1 else 'jpg'}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_encode(classification_pixels(index), "PNG" if index % 4 == 1 else "JPEG"))
+  builder = flowers.Builder(config=flowers.FlowersConfig(name="tree", root=str(tmp_path / "tree")),
+                            data_dir=tmp_path / "tfds")
+  builder.download_and_prepare()
+  everything = "train+validation+test"
+  batches = _batches(ip.classification_train(builder, split=everything, batch_size=3,
+                                             image_size=32, seed=0, num_epochs=1,
+                                             drop_remainder=False))
+  assert sum(len(b["label"]) for b in batches) == 16
+  assert sorted(np.concatenate([b["label"] for b in batches]).tolist()) == [0] * 8 + [1] * 8
+  assert batches[0]["image"].shape == (3, 32, 32, 3)
+  evaluation = _batches(ip.classification_eval(builder, split=everything, batch_size=16))
+  assert evaluation[0]["image"].shape == (16, 224, 224, 3)
