@@ -17,8 +17,9 @@ batch 64, in images/s and CPU ms per image:
 * bound: decode+resize       in-memory JPEG bytes, parallel decode_jpeg + resize, batch
 * bound: fused decode_crop   in-memory JPEG bytes, parallel random crop fused into decoding
 
-Each pipeline is timed over `--batches` batches after a warm-up; `--rounds` interleaved
-rounds, the best round counts (the machine is shared). Prints the load average too.
+Each pipeline is timed over `--batches` batches after a warm-up, in `--rounds`
+interleaved rounds; the table shows the median round (the machine is shared: it prints
+the load average, and CPU time per image, which other jobs barely move).
 """
 
 import argparse
@@ -26,6 +27,7 @@ import io
 import multiprocessing
 import os
 import pathlib
+import statistics
 import time
 
 import numpy as np
@@ -201,19 +203,22 @@ def main():
   print(f"{len(blobs)} JPEG photos, mean {np.mean([len(b) for b in blobs]) / 1024:.0f} KiB, "
         f"flowers shards {shards}; ready in {time.perf_counter() - started:.0f} s")
 
+  load_at_start = os.getloadavg()
   candidates = pipelines(photo_root, builder, blobs, args.image_size, args.batch_size)
-  rates = {name: 0.0 for name in candidates}
-  cpu_ms = {name: float("inf") for name in candidates}
+  measured = {name: [] for name in candidates}
   for round_index in range(args.rounds):
     for name, (make, warmup) in candidates.items():
       rate, cpu = measure(make(), args.batches, warmup)
-      rates[name], cpu_ms[name] = max(rates[name], rate), min(cpu_ms[name], cpu)
+      measured[name].append((rate, cpu))
       print(f"  round {round_index + 1}: {name:42s} {rate:8,.0f} img/s {cpu:6.3f} CPU ms/img",
             flush=True)
 
-  print(f"\nload average (1, 5, 15 min) at the end: {os.getloadavg()}")
+  rates = {name: statistics.median(r for r, _ in runs) for name, runs in measured.items()}
+  cpu_ms = {name: statistics.median(c for _, c in runs) for name, runs in measured.items()}
+  print(f"\nload average (1, 5, 15 min) at the start: {load_at_start}, at the end: "
+        f"{os.getloadavg()}")
   print(f"{args.image_size}x{args.image_size}, batch {args.batch_size}, "
-        f"{args.batches} batches per measurement, best of {args.rounds} rounds, "
+        f"{args.batches} batches per measurement, median of {args.rounds} rounds, "
         f"{os.cpu_count()} cores\n")
   print("| pipeline | img/s (wall) | CPU ms / image |")
   print("|---|---:|---:|")
