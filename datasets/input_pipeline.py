@@ -73,6 +73,10 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.
   return builder
 
 
+# Independent streams derived from the user's seed.
+_SHUFFLE_SALT, _EXAMPLE_SALT = 1, 2
+
+
 def _derived_seed(seed: int, *salts: int) -> int:
   return int(np.random.SeedSequence([seed, *salts]).generate_state(1, np.uint32)[0])
 
@@ -92,7 +96,7 @@ def _read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context, d
       shuffle_seed=seed if shuffle else None,
       input_context=input_context,
       options=_options(deterministic),
-      # Multi-epoch training repeats the whole pipeline; TFDS's own prefetch is redundant.
+      # The pipeline ends with its own prefetch; TFDS's would be one more buffer.
       skip_prefetch=True)
   return builder.as_dataset(split=split, shuffle_files=shuffle, decoders=decoders,
                             read_config=read_config)
@@ -102,7 +106,7 @@ def _map_with_seeds(ds, preprocess, seed, input_context):
   """Maps `preprocess` with a per-example seed (int64 [2]): (a key of seed and worker,
   the element's position). The seeds follow the seeded element order, not thread timing."""
   worker = input_context.input_pipeline_id if input_context else 0
-  key = tf.constant(_derived_seed(seed, worker), tf.int64)
+  key = tf.constant(_derived_seed(seed, _EXAMPLE_SALT, worker), tf.int64)
   return ds.enumerate().map(
       lambda index, data: preprocess({**data, ops.SEED_KEY: tf.stack([key, index])}),
       num_parallel_calls=AUTOTUNE)
@@ -172,7 +176,8 @@ def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_contex
     ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
   elif cache:
     ds = ds.cache()
-  ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, 1), reshuffle_each_iteration=True)
+  ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, _SHUFFLE_SALT),
+                  reshuffle_each_iteration=True)
   ds = ds.repeat(num_epochs)
   return _map_with_seeds(ds, preprocess, seed, input_context)
 
