@@ -1,0 +1,208 @@
+"""Is this file a usable image, and can it be stored byte-for-byte?
+
+Our contract for a stored image: `tf.io.decode_image(bytes)` gives the upright picture as
+uint8 RGB (3 channels) of the recorded height and width. `check` finds out fast, without a
+full decode: it reads the header and decodes JPEGs at 1/8 scale (PIL `draft`), which still
+reads every byte of the entropy-coded data, so truncated or cut files fail here and not in
+someone's training job. Files that do not meet the contract as they are (grayscale, CMYK,
+EXIF-rotated, alpha, palette, 16-bit, non-JPEG/PNG content) are named with the reason and
+re-encoded by `convert`; everything else is stored as it came.
+"""
+
+import dataclasses
+import io
+import re
+import warnings
+
+import numpy as np
+import PIL.Image
+import PIL.ImageOps
+from PIL import JpegImagePlugin
+
+JPEG = "jpeg"
+PNG = "png"
+_EXIF_ORIENTATION = 0x0112
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
+# Not stuffing (FF00) nor a restart marker; FF FF is fill before a marker. A literal first
+# byte keeps the regex on its fast scanning path (`\xff+` made it 20x slower).
+_JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
+_JPEG_STANDALONE = {0x01} | set(range(0xD0, 0xD8))  # TEM, RSTn: no length field
+_JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
+_DRAFT_SCALE = 8  # the smallest scale libjpeg decodes to; it still reads all the data
+_JPEG_RESIZE_QUALITY = 90
+
+
+class BadImageError(ValueError):
+  """The bytes are not a usable image; the message is the reason, for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFacts:
+  format: str              # JPEG or PNG: the format of the bytes we store
+  height: int              # of the stored, upright image
+  width: int
+  conversion: str | None   # why the bytes must be re-encoded; None = store them as they are
+
+
+def check(data: bytes) -> ImageFacts:
+  """Validates encoded image bytes; raises BadImageError with a reason if unusable."""
+  if not data:
+    raise BadImageError("empty file (0 bytes)")
+  with warnings.catch_warnings():
+    # A decompression-bomb *warning* is PIL being careful, not a broken file.
+    warnings.simplefilter("ignore", PIL.Image.DecompressionBombWarning)
+    try:
+      image = PIL.Image.open(io.BytesIO(data))
+    except PIL.UnidentifiedImageError:
+      raise BadImageError(f"not an image (starts with {data[:8]!r})") from None
+    except Exception as error:  # PIL raises many types for broken headers.
+      raise BadImageError(f"unreadable image header: {error}") from None
+    with image:
+      kind = image.format
+      mode = image.mode
+      orientation = _orientation(image)
+      width, height = image.size
+      try:
+        if kind in ("JPEG", "MPO"):
+          _walk_jpeg_markers(data)
+          image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
+        image.load()
+      except Exception as error:
+        raise BadImageError(f"cannot be decoded ({kind}): {error}") from None
+  if orientation in (5, 6, 7, 8):  # transposed: the upright image is width x height
+    height, width = width, height
+  reasons = []
+  if kind in ("JPEG", "MPO"):  # MPO = phone multi-picture JPEG; decoders read the first
+    stored = JPEG
+    if mode != "RGB":
+      reasons.append(f"{mode} JPEG, not RGB")
+  elif kind == "PNG":
+    stored = PNG
+    depth, color = data[24], data[25]  # IHDR, right after the signature and chunk header
+    if color != 2:
+      reasons.append(f"{_PNG_COLOR_TYPES.get(color, color)} PNG, not RGB")
+    if depth != 8:
+      reasons.append(f"{depth}-bit PNG")
+  else:
+    stored = PNG
+    reasons.append(f"{kind} content, stored as lossless PNG")
+  if orientation not in (None, 1):
+    reasons.append(f"EXIF orientation {orientation}, which decoders ignore: rotated upright")
+  return ImageFacts(stored, height, width, "; ".join(reasons) or None)
+
+
+def _walk_jpeg_markers(data: bytes) -> None:
+  """Follows the marker segments from SOI to EOI as libjpeg's memory reader does.
+
+  PIL tolerates some damage that TensorFlow's decoder refuses (a marker segment running
+  past the end of the data, a missing end-of-image marker); this walk refuses it too.
+  """
+  position, size = 2, len(data)
+  while True:
+    if position + 2 > size or data[position] != 0xFF:
+      raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
+    marker = data[position + 1]
+    if marker == 0xFF:  # fill byte before a marker
+      position += 1
+      continue
+    if marker == _JPEG_EOI:
+      return
+    if marker in _JPEG_STANDALONE:
+      position += 2
+      continue
+    if position + 4 > size:
+      raise ValueError("marker segment cut off at the end of the file")
+    end = position + 2 + int.from_bytes(data[position + 2:position + 4], "big")
+    if end > size:
+      raise ValueError(f"marker 0x{marker:02X} segment runs past the end of the file")
+    position = end
+    if marker == _JPEG_SOS:  # entropy-coded data runs to the next real marker
+      found = _JPEG_NEXT_MARKER.search(data, position)
+      if not found:
+        raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
+      position = found.start()
+
+
+def _orientation(image: PIL.Image.Image) -> int | None:
+  try:
+    return image.getexif().get(_EXIF_ORIENTATION)
+  except Exception:  # A broken EXIF block does not make the pixels unusable.
+    return None
+
+
+def convert(data: bytes, facts: ImageFacts, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
+  """Re-encodes checked bytes as upright 8-bit RGB; with `shorter_side`, also downsizes.
+
+  JPEG stays JPEG, re-encoded with the source's own quantization tables (about the same
+  quality and size); anything else becomes PNG. Resized images are always JPEG at
+  quality 90. Metadata (EXIF) is not carried over: the pixels are already upright.
+  """
+  with PIL.Image.open(io.BytesIO(data)) as source:
+    image = source
+    if shorter_side and source.format in ("JPEG", "MPO"):
+      # Let libjpeg do most of the downscaling, staying >= 2x the target for quality.
+      scale = 2 * shorter_side / min(source.size)
+      source.draft("RGB", (int(source.width * scale) + 1, int(source.height * scale) + 1))
+    image = PIL.ImageOps.exif_transpose(_to_rgb(source))
+    save = dict(format="JPEG", quality=_JPEG_RESIZE_QUALITY)
+    if shorter_side:
+      image = _downsize(image, shorter_side)
+    elif facts.format == JPEG:
+      save = _same_quality_jpeg(source)
+    else:
+      save = dict(format="PNG")
+  out = io.BytesIO()
+  image.save(out, **save)
+  height, width = image.height, image.width
+  return out.getvalue(), ImageFacts(save["format"].lower(), height, width, facts.conversion)
+
+
+def _to_rgb(image: PIL.Image.Image) -> PIL.Image.Image:
+  if image.mode in ("I", "I;16", "I;16B", "I;16L"):  # 16-bit grey: keep the top 8 bits
+    image = PIL.Image.fromarray((np.asarray(image, np.uint32) >> 8).astype(np.uint8))
+  if image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info:
+    # Transparent pixels often hide arbitrary colours; show them as a viewer would.
+    rgba = image.convert("RGBA")
+    white = PIL.Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return PIL.Image.alpha_composite(white, rgba).convert("RGB")
+  # Keep the EXIF block on the copy: exif_transpose reads the orientation from it.
+  rgb = image.convert("RGB")
+  if "exif" in image.info:
+    rgb.info["exif"] = image.info["exif"]
+  return rgb
+
+
+def _same_quality_jpeg(source: PIL.Image.Image) -> dict:
+  tables = list(getattr(source, "quantization", {}).values())
+  if len(tables) == 1:  # grayscale source: use its one table for chroma too
+    tables *= 2
+  sampling = JpegImagePlugin.get_sampling(source)
+  save = dict(format="JPEG", subsampling=sampling if sampling >= 0 else 2)
+  if tables:
+    save["qtables"] = tables[:2]
+  else:
+    save["quality"] = 95
+  if source.mode == "RGB" and source.info.get("icc_profile"):
+    save["icc_profile"] = source.info["icc_profile"]  # still valid for the RGB pixels
+  return save
+
+
+def _downsize(image: PIL.Image.Image, shorter_side: int) -> PIL.Image.Image:
+  scale = shorter_side / min(image.size)
+  if scale >= 1:
+    return image  # never upscale
+  size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+  return image.resize(size, PIL.Image.Resampling.BICUBIC)
+
+
+def prepare(data: bytes, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
+  """Checked bytes to store and their facts: the input itself when it can pass through."""
+  facts = check(data)
+  if facts.conversion is None and not shorter_side:
+    return data, facts
+  if shorter_side:
+    reason = f"resized to shorter side {shorter_side}"
+    facts = dataclasses.replace(
+        facts, conversion=f"{facts.conversion}; {reason}" if facts.conversion else reason)
+  return convert(data, facts, shorter_side=shorter_side)

@@ -1,0 +1,54 @@
+"""Stable, seeded train/validation/test assignment by hashing each file's relative path.
+
+A file's split depends only on (seed, its relative path, the proportions): adding or
+removing other files never moves it (unlike shuffling a list and cutting it). Each class
+is split by the same thresholds on the same uniform hash, so every class gets the target
+proportions up to sampling noise -- stratified in expectation, as TF's image-retraining
+example did with its hashed `which_set`. Changing the seed or the proportions does move
+files: that is a new dataset version.
+"""
+
+import hashlib
+from typing import Iterable, Mapping
+
+DEFAULT_PROPORTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+
+
+def validate(proportions: Mapping[str, float]) -> dict[str, float]:
+  """Returns the proportions as a dict, or raises ValueError saying what is wrong."""
+  proportions = dict(proportions)
+  if not proportions or any(not (0 < p <= 1) for p in proportions.values()):
+    raise ValueError(f"split proportions must each be in (0, 1]: {proportions}")
+  if abs(sum(proportions.values()) - 1) > 1e-6:
+    raise ValueError(f"split proportions must sum to 1, not {sum(proportions.values())}: "
+                     f"{proportions}")
+  if "all" in proportions:
+    raise ValueError("'all' is reserved by TFDS and cannot be a split name")
+  return proportions
+
+
+def unit_hash(relative_path: str, seed: int) -> float:
+  """A uniform number in [0, 1) that depends only on the seed and the path."""
+  digest = hashlib.sha256(f"{seed}\0{relative_path}".encode("utf-8")).digest()
+  return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_of(relative_path: str, proportions: Mapping[str, float], seed: int = 0) -> str:
+  """The split `relative_path` belongs to (proportions in their given order)."""
+  point = unit_hash(relative_path, seed)
+  total = 0.0
+  for name, proportion in proportions.items():
+    total += proportion
+    if point < total:
+      return name
+  return name  # rounding: proportions summed to 1 - epsilon
+
+
+def assign(relative_paths: Iterable[str], proportions: Mapping[str, float],
+           seed: int = 0) -> dict[str, list[str]]:
+  """{split: sorted relative paths}, with every split of `proportions` present."""
+  proportions = validate(proportions)
+  out = {name: [] for name in proportions}
+  for path in relative_paths:
+    out[split_of(path, proportions, seed)].append(path)
+  return {name: sorted(paths) for name, paths in out.items()}
