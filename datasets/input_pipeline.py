@@ -35,6 +35,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets import preprocess_ops as ops
+from imagesets import publish
 
 AUTOTUNE = tf.data.AUTOTUNE
 Dataset = Union[str, tfds.core.DatasetBuilder]
@@ -58,10 +59,14 @@ def build_command(builder: tfds.core.DatasetBuilder) -> str:
 def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
   """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
 
-  Raises DatasetNotPreparedError instead of downloading or building anything.
+  `data_dir` may be a team bucket URL (docs/publishing.md): the published version is
+  fetched into the verified local cache first. Raises DatasetNotPreparedError instead
+  of downloading or building anything.
   """
-  builder = dataset if isinstance(dataset, tfds.core.DatasetBuilder) else tfds.builder(
-      dataset, data_dir=data_dir)
+  if isinstance(dataset, tfds.core.DatasetBuilder):
+    builder = dataset
+  else:
+    builder = tfds.builder(dataset, data_dir=publish.resolve_data_dir(data_dir, dataset))
   if not builder.is_prepared():
     config = f"/{builder.builder_config.name}" if builder.builder_config else ""
     manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"

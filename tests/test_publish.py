@@ -9,12 +9,14 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 import bucket_servers as servers
 from conftest import REPO, build_synthetic
 from imagesets import bucket as bucket_lib
+from imagesets import input_pipeline
 from imagesets import publish
 
 TINY = "synthetic_images/tiny:1.0.0"
@@ -354,3 +356,13 @@ def test_an_object_damaged_in_transit_stops_the_publish(bucket_url, tiny_data_di
   assert (result.reused, result.uploaded) == (6, 5)
   data_dir = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(data_dir) == examples(tiny_data_dir)
+
+
+def test_training_pipeline_reads_from_a_bucket_url(bucket_url, tiny_data_dir, tmp_path, monkeypatch):
+  quiet_publish(TINY, tiny_data_dir, bucket_url)
+  monkeypatch.setenv(publish.CACHE_ENV, str(tmp_path / "cache"))
+  kwargs = dict(batch_size=4, image_size=16, seed=3)
+  remote = next(iter(input_pipeline.classification_train(TINY, data_dir=bucket_url, **kwargs)))
+  local = next(iter(input_pipeline.classification_train(TINY, data_dir=str(tiny_data_dir), **kwargs)))
+  np.testing.assert_array_equal(remote["image"].numpy(), local["image"].numpy())
+  np.testing.assert_array_equal(remote["label"].numpy(), local["label"].numpy())
