@@ -11,6 +11,25 @@ reproducible.install()
 
 # Importing a builder module registers its dataset name.
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
+from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
 from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
 
-__all__ = []
+# The training input pipeline: one call per task, built from `preprocess_ops`.
+from imagesets import input_pipeline, preprocess_ops  # noqa: E402
+from imagesets.input_pipeline import (  # noqa: E402
+    DatasetNotPreparedError,
+    classification_eval,
+    classification_train,
+    segmentation_eval,
+    segmentation_train,
+)
+
+# Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
+# a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
+from imagesets.publish import fetch, resolve_data_dir, stream  # noqa: E402
+
+__all__ = [
+    "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",
+    "classification_eval", "segmentation_train", "segmentation_eval",
+    "fetch", "resolve_data_dir", "stream",
+]

@@ -2,9 +2,10 @@
 
     python -m imagesets.demo [--config default] [--data_dir DIR] [--batch_size 64]
 
-Builds the dataset (a no-op when that version is already prepared), loads it with
-`tfds.load` as a shuffled, batched, prefetched `tf.data` pipeline, reads one epoch and
-prints what came out: shapes, dtypes, the label histogram and throughput.
+Builds the dataset (a no-op when that version is already prepared), reads one epoch
+through the training pipeline (`input_pipeline.classification_train`: seeded shuffle,
+random-resized crop fused into decoding, flip, batches, prefetch) and prints what came
+out: shapes, dtypes, the label histogram and throughput.
 """
 
 import argparse
@@ -16,6 +17,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401  (registers the builders)
+from imagesets import input_pipeline
 
 
 def main(argv=None) -> None:
@@ -23,6 +25,8 @@ def main(argv=None) -> None:
   parser.add_argument("--config", default="default", help="synthetic_images config")
   parser.add_argument("--data_dir", default=None, help="TFDS data dir (default: TFDS's)")
   parser.add_argument("--batch_size", type=int, default=64)
+  parser.add_argument("--image_size", type=int, default=None,
+                      help="output size (default: the config's size, 224 if variable)")
   args = parser.parse_args(argv)
 
   name = f"synthetic_images/{args.config}"
@@ -32,16 +36,18 @@ def main(argv=None) -> None:
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
         f"({time.perf_counter() - started:.1f} s)")
 
-  ds = tfds.load(name, split="train", data_dir=args.data_dir, download=False,
-                 shuffle_files=True, as_supervised=True,
-                 read_config=tfds.ReadConfig(shuffle_seed=0))
-  ds = ds.shuffle(1024, seed=0).batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
+  image_size = args.image_size or builder.info.features["image"].shape[0] or 224
+  # One full epoch (every image once, last batch partial) so the histogram is complete.
+  ds = input_pipeline.classification_train(
+      builder, batch_size=args.batch_size, image_size=image_size, seed=0, num_epochs=1,
+      drop_remainder=False)
 
   labels = collections.Counter()
   num_images = 0
   first = None
   started = time.perf_counter()
-  for images, batch_labels in ds:
+  for batch in ds:
+    images, batch_labels = batch["image"], batch["label"]
     first = first or (images, batch_labels)
     labels.update(batch_labels.numpy().tolist())
     num_images += int(images.shape[0])

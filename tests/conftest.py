@@ -29,3 +29,23 @@ def tfds_cli(*args, **kwargs) -> subprocess.CompletedProcess:
 def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
   """{file name: bytes} of every TFRecord shard in a prepared version folder."""
   return {p.name: p.read_bytes() for p in sorted(version_dir.glob("*.tfrecord-*"))}
+
+
+# Bucket servers (S3 + GCS) and a fresh bucket URL per test: see bucket_servers.py.
+from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
+
+import pytest  # noqa: E402
+
+
+def build_synthetic(data_dir: pathlib.Path, config: str = "tiny") -> pathlib.Path:
+  """Builds synthetic_images/<config>:1.0.0 with TFDS into data_dir; returns data_dir."""
+  import imagesets  # noqa: F401
+  import tensorflow_datasets as tfds
+  tfds.builder(f"synthetic_images/{config}", data_dir=data_dir).download_and_prepare()
+  return data_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_data_dir(tmp_path_factory) -> pathlib.Path:
+  """A local TFDS data_dir holding synthetic_images/tiny:1.0.0 (do not modify it)."""
+  return build_synthetic(tmp_path_factory.mktemp("tiny_tfds"))

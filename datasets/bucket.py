@@ -1,0 +1,381 @@
+"""One storage interface for team buckets: `s3://`, `gs://` and plain local paths.
+
+Everything goes through fsspec (s3fs, gcsfs, the local file system), so publishing,
+listing and fetching run the same code against AWS, GCS, an emulator in the tests or
+an NFS folder. Credentials come from each cloud's standard chain (AWS: env vars,
+`AWS_PROFILE`, `~/.aws/*`, instance roles, `AWS_ENDPOINT_URL`; GCS: application
+default credentials, `STORAGE_EMULATOR_HOST`) and are never printed.
+
+Storage failures become one `BucketError` with a one-line message. Timeouts and retry
+counts are bounded, so an unreachable endpoint or denied credentials fail within
+seconds instead of after the clients' minute-long default backoff.
+"""
+
+import base64
+import binascii
+import contextlib
+import dataclasses
+import errno
+import functools
+import hashlib
+import os
+import pathlib
+import re
+import tempfile
+import urllib.parse
+from typing import Callable
+
+import fsspec
+from fsspec import asyn
+
+CONNECT_TIMEOUT = 3   # seconds to open a connection
+READ_TIMEOUT = 60     # seconds without a byte on an open connection
+ATTEMPTS = 3          # tries per request (first try included)
+CHECK_DEADLINE = 12   # seconds for the first request (`Bucket.check`)
+CHUNK = 8 << 20
+# Part size of S3 multipart uploads (files of twice this size or more). We set it, rather
+# than take s3fs's default, so the multipart ETag can be computed locally to verify.
+S3_PART_SIZE = 64 << 20
+
+REMOTE_SCHEMES = ("s3", "gs")
+# Environment variables whose values must never appear in a message.
+_SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+               "GOOGLE_OAUTH_ACCESS_TOKEN")
+
+
+class BucketError(RuntimeError):
+  """A storage operation failed; the message is one line meant for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+  size: int
+  md5: bytes | None  # MD5 of the whole object as reported by the store, if it reports one
+  multipart_etag: str | None = None  # S3 multipart ETag "<md5 of part md5s>-<parts>"
+
+
+ProgressFn = Callable[[int], None]  # called with the number of bytes just moved
+
+
+def split_url(url: str) -> tuple[str, str]:
+  """('s3', 'bucket/prefix') for s3://bucket/prefix; ('file', '/abs/path') for paths."""
+  parsed = urllib.parse.urlsplit(url)
+  if parsed.scheme in ("gcs",):
+    return "gs", (parsed.netloc + parsed.path).rstrip("/")
+  if parsed.scheme in REMOTE_SCHEMES:
+    if not parsed.netloc:
+      raise BucketError(f"{url}: no bucket name (expected {parsed.scheme}://BUCKET/PREFIX)")
+    return parsed.scheme, (parsed.netloc + parsed.path).rstrip("/")
+  if parsed.scheme in ("", "file"):
+    path = parsed.path if parsed.scheme == "file" else url
+    return "file", str(pathlib.Path(path).expanduser().absolute())
+  raise BucketError(f"{url}: unsupported scheme {parsed.scheme!r} (use s3://, gs:// or a path)")
+
+
+def _redact(text: str) -> str:
+  for name in _SECRET_ENV:
+    value = os.environ.get(name)
+    if value and len(value) >= 4:
+      text = text.replace(value, "***")
+  return text
+
+
+def _one_line(exc: BaseException) -> str:
+  text = str(exc).strip() or type(exc).__name__
+  return _redact(" ".join(text.split()))[:300]
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+  names = {cls.__name__ for cls in type(exc).__mro__}
+  return bool(names & {
+      "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+      "ClientConnectorError", "ServerTimeoutError", "ConnectionError",
+      "FSTimeoutError", "TimeoutError", "ProxyConnectionError",
+  }) or getattr(exc, "errno", None) in (errno.ECONNREFUSED, errno.EHOSTUNREACH,
+                                        errno.ENETUNREACH, errno.ETIMEDOUT)
+
+
+def _is_denied(exc: BaseException) -> bool:
+  if isinstance(exc, PermissionError):
+    return True
+  text = str(exc)
+  # gcsfs raises OSError("Forbidden: ...") for 403 and HttpError(code=401) for bad tokens;
+  # google-auth raises RefreshError when a credential cannot be refreshed.
+  return (text.startswith("Forbidden") or getattr(exc, "code", None) in (401, 403)
+          or type(exc).__name__ in ("RefreshError", "DefaultCredentialsError"))
+
+
+@functools.cache
+def _gcs_class():
+  """gcsfs with a bounded retry count.
+
+  gcsfs retries every request 6 times with exponential backoff (~35 s), also on refused
+  connections and failed credential refreshes; its count is fixed when the class is
+  defined, so we re-wrap the undecorated request method with our count. (Should a gcsfs
+  release drop `__wrapped__`, its own count stays and `Bucket.check`'s deadline still
+  bounds the first request.)
+  """
+  from gcsfs import core as gcs_core
+  from gcsfs import retry as gcs_retry
+
+  undecorated = getattr(gcs_core.GCSFileSystem._request, "__wrapped__", None)
+  if undecorated is None:
+    return gcs_core.GCSFileSystem
+
+  class BoundedGCSFileSystem(gcs_core.GCSFileSystem):
+    # The protocol attribute stays ("gs", "gcs"), so FSSPEC_GCS_* settings still apply.
+    retries = ATTEMPTS
+    _request = gcs_retry.retry_request(retries=ATTEMPTS)(undecorated)
+  return BoundedGCSFileSystem
+
+
+def _filesystem(scheme: str) -> fsspec.AbstractFileSystem:
+  # skip_instance_cache: credentials are read when the client is made; a cached client
+  # would keep old ones (and tests change them between calls). No listings cache: objects
+  # are checked right after they are written, and others may write meanwhile.
+  common = {"skip_instance_cache": True, "use_listings_cache": False}
+  if scheme == "s3":
+    import s3fs
+    fs = s3fs.S3FileSystem(**common, config_kwargs={
+        "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,
+        "retries": {"max_attempts": ATTEMPTS, "mode": "standard"}})
+    fs.retries = ATTEMPTS  # s3fs's own retry loop around botocore's
+    return fs
+  if scheme == "gs":
+    import aiohttp
+    return _gcs_class()(**common, requests_timeout=aiohttp.ClientTimeout(
+        total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT))
+  return fsspec.filesystem("file")
+
+
+class Bucket:
+  """A folder in a bucket (or on disk) addressed by paths relative to its URL."""
+
+  def __init__(self, url: str):
+    self.scheme, self.root = split_url(url)
+    self.url = url.rstrip("/") if self.scheme != "file" else self.root
+    self._fs = None
+
+  @property
+  def is_local(self) -> bool:
+    return self.scheme == "file"
+
+  @property
+  def fs(self) -> fsspec.AbstractFileSystem:
+    if self._fs is None:
+      with self._translated("connect to"):
+        self._fs = _filesystem(self.scheme)
+    return self._fs
+
+  def _path(self, rel: str = "") -> str:
+    return f"{self.root}/{rel}" if rel else self.root
+
+  def url_of(self, rel: str) -> str:
+    return f"{self.url}/{rel}" if rel else self.url
+
+  def _endpoint(self) -> str:
+    if self.scheme == "s3":
+      return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
+          "AWS_ENDPOINT_URL") or "the AWS S3 endpoint"
+    if self.scheme == "gs":
+      return os.environ.get("STORAGE_EMULATOR_HOST") or "the Google Cloud Storage endpoint"
+    return "the local file system"
+
+  def _credentials_hint(self) -> str:
+    if self.scheme == "s3":
+      return ("check the AWS credentials (AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+              "AWS_SECRET_ACCESS_KEY, ~/.aws/credentials) and the bucket policy")
+    if self.scheme == "gs":
+      return ("check the Google credentials (gcloud auth application-default login or "
+              "GOOGLE_APPLICATION_CREDENTIALS) and the bucket's IAM roles")
+    return "check the folder's permissions"
+
+  @contextlib.contextmanager
+  def _translated(self, action: str, rel: str = ""):
+    """Turns client exceptions into one-line BucketErrors; FileNotFoundError passes."""
+    where = self.url_of(rel)
+    try:
+      yield
+    except (BucketError, FileNotFoundError, KeyboardInterrupt):
+      raise
+    except Exception as exc:  # noqa: BLE001 - every client error gets the same treatment
+      if _is_denied(exc):
+        raise BucketError(f"access denied: cannot {action} {where} ({_one_line(exc)}); "
+                          f"{self._credentials_hint()}") from None
+      if _is_unreachable(exc):
+        raise BucketError(f"cannot reach {self._endpoint()} to {action} {where} "
+                          f"({type(exc).__name__}: {_one_line(exc)}); check the network "
+                          "and the endpoint") from None
+      raise BucketError(f"cannot {action} {where}: {type(exc).__name__}: "
+                        f"{_one_line(exc)}") from None
+
+  def check(self) -> None:
+    """Fails fast with a clear message if the bucket is unreachable, missing or denied."""
+    if self.is_local:
+      if os.path.exists(self.root) and not os.path.isdir(self.root):
+        raise BucketError(f"{self.url} is a file, not a folder")
+      return
+    bucket_name = self.root.split("/", 1)[0]
+    with self._translated("list"):
+      try:
+        # One listing call under an overall deadline, whatever the clients' retries do.
+        asyn.sync(self.fs.loop, self.fs._ls, self.root, timeout=CHECK_DEADLINE)
+      except FileNotFoundError:
+        # A missing prefix is fine (nothing published yet); a missing bucket is not.
+        try:
+          asyn.sync(self.fs.loop, self.fs._ls, bucket_name, timeout=CHECK_DEADLINE)
+        except FileNotFoundError:
+          raise BucketError(f"bucket {bucket_name!r} does not exist at {self._endpoint()} "
+                            f"({self.url}); create it first") from None
+      except asyn.FSTimeoutError:
+        raise BucketError(f"cannot reach {self._endpoint()} to list {self.url}: no answer "
+                          f"within {CHECK_DEADLINE} s; check the network and the "
+                          "endpoint") from None
+
+  def list_files(self, rel: str = "") -> dict[str, int]:
+    """{path relative to the bucket URL: size} of every object under `rel`."""
+    base = self._path(rel).rstrip("/")
+    with self._translated("list", rel):
+      try:
+        found = self.fs.find(base, detail=True)
+      except FileNotFoundError:
+        return {}
+    prefix = self.root.rstrip("/") + "/"
+    out = {}
+    for path, info in found.items():
+      path = path.rstrip("/")
+      if self.is_local:
+        path = os.path.abspath(path)
+      if info.get("type") == "directory" or not path.startswith(prefix):
+        continue
+      out[path[len(prefix):]] = int(info.get("size") or 0)
+    return out
+
+  def exists(self, rel: str) -> bool:
+    with self._translated("look up", rel):
+      return self.fs.exists(self._path(rel))
+
+  def read_bytes(self, rel: str) -> bytes:
+    """The object's bytes; FileNotFoundError if it does not exist."""
+    with self._translated("read", rel):
+      return self.fs.cat_file(self._path(rel))
+
+  def write_bytes(self, rel: str, data: bytes) -> None:
+    with tempfile.NamedTemporaryFile() as tmp:
+      tmp.write(data)
+      tmp.flush()
+      self.upload(tmp.name, rel)
+
+  def info(self, rel: str) -> ObjectInfo:
+    with self._translated("look up", rel):
+      info = self.fs.info(self._path(rel))
+    etag = str(info.get("ETag") or "").strip('"')
+    return ObjectInfo(size=int(info.get("size") or 0), md5=_whole_object_md5(info),
+                      multipart_etag=etag if re.fullmatch(r"[0-9a-f]{32}-\d+", etag) else None)
+
+  def sha256(self, rel: str) -> str:
+    """SHA-256 of an object's bytes as read back from the store."""
+    sha = hashlib.sha256()
+    with self._translated("read", rel):
+      with self.fs.open(self._path(rel), "rb", block_size=CHUNK) as f:
+        while chunk := f.read(CHUNK):
+          sha.update(chunk)
+    return sha.hexdigest()
+
+  def upload(self, local_path: str, rel: str, progress: ProgressFn | None = None) -> None:
+    """Copies a local file to `rel`; a local destination appears whole or not at all."""
+    callback = _Callback(progress)
+    with self._translated("upload to", rel):
+      if self.is_local:
+        _copy_atomically(local_path, self._path(rel), callback)
+      else:
+        extra = {"chunksize": S3_PART_SIZE} if self.scheme == "s3" else {}
+        self.fs.put_file(local_path, self._path(rel), callback=callback, **extra)
+
+  def download(self, rel: str, local_path: str, progress: ProgressFn | None = None) -> None:
+    callback = _Callback(progress)
+    with self._translated("download", rel):
+      if self.is_local:
+        _copy_atomically(self._path(rel), local_path, callback)
+      else:
+        self.fs.get_file(self._path(rel), local_path, callback=callback)
+
+  def delete(self, rels: list[str]) -> None:
+    if not rels:
+      return
+    with self._translated("delete from", rels[0]):
+      self.fs.rm([self._path(rel) for rel in rels])
+
+
+def _whole_object_md5(info: dict) -> bytes | None:
+  """The MD5 a store reports for a whole object, or None when it reports none.
+
+  GCS gives base64 `md5Hash` (absent for composite objects). An S3 ETag is the hex MD5
+  only for single-part uploads; multipart ETags end in `-N`.
+  """
+  if info.get("md5Hash"):
+    try:
+      return base64.b64decode(info["md5Hash"])
+    except (binascii.Error, ValueError):
+      return None
+  etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+  if re.fullmatch(r"[0-9a-fA-F]{32}", etag):
+    return bytes.fromhex(etag)
+  return None
+
+
+class _Callback(fsspec.callbacks.Callback):
+  """Forwards fsspec's byte counts to a plain function, as increments.
+
+  Clients report either increments (relative_update) or totals (absolute_update, e.g.
+  gcsfs for single-request uploads); both end in `call`.
+  """
+
+  def __init__(self, progress: ProgressFn | None):
+    super().__init__()
+    self._progress = progress
+    self._reported = 0
+
+  def call(self, *args, **kwargs):
+    delta = (self.value or 0) - self._reported
+    if delta > 0 and self._progress:
+      self._progress(delta)
+    self._reported += max(delta, 0)
+
+
+def _copy_atomically(source: str, target: str, callback: _Callback) -> None:
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+  try:
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+      while chunk := src.read(CHUNK):
+        dst.write(chunk)
+        callback.relative_update(len(chunk))
+    os.replace(tmp, target)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+    raise
+
+
+def file_digests(path: str | os.PathLike) -> tuple[str, bytes]:
+  """(sha256 hex, md5 bytes) of a local file, in one pass."""
+  sha, md5 = hashlib.sha256(), hashlib.md5()
+  with open(path, "rb") as f:
+    while chunk := f.read(CHUNK):
+      sha.update(chunk)
+      md5.update(chunk)
+  return sha.hexdigest(), md5.digest()
+
+
+def s3_multipart_etag(path: str | os.PathLike, part_size: int | None = None) -> str:
+  """The ETag S3 gives a multipart upload of a local file cut in `part_size` parts."""
+  part_size = part_size or S3_PART_SIZE
+  digests = []
+  with open(path, "rb") as f:
+    while part := f.read(part_size):
+      digests.append(hashlib.md5(part).digest())
+  return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
+
+
+__all__ = ["Bucket", "BucketError", "ObjectInfo", "file_digests", "s3_multipart_etag", "split_url"]

@@ -1,0 +1,306 @@
+"""Small named transforms for tf.data input pipelines, composed like big_vision's pp ops.
+
+Every op is a factory: `op(settings...)` returns a function `dict -> dict` that reads and
+writes named features of one example (a copy of the dict; the input is not mutated).
+`compose(*ops)` chains them into one function for `Dataset.map`:
+
+    preprocess = compose(decode_and_random_crop(224), random_flip_left_right(),
+                         keep("image", "label"))
+
+Random ops are *stateless*: they draw from the example's own seed, `data[SEED_KEY]`
+(an int64 vector of 2, attached by `input_pipeline` from a seeded stream), folded with a
+per-op salt. So the same seeds give the same crops and flips whatever the thread
+scheduling, and ops listed together with the same `keys` (image and mask) get the very
+same crop, scale and flip.
+
+Ops that cast back to integers round and saturate; masks are only ever resized with
+nearest-neighbour (`method="nearest"`), so class ids are never blended. Padding uses
+`PAD_VALUES`: 0 for images, 255 (VOC's "void", ignored by losses and metrics) for masks.
+
+Ops that work on pixel values only (`to_float`, `normalize`) are rank-agnostic, so they can
+also run once per batch after `Dataset.batch`, which is cheaper.
+"""
+
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+Op = Callable[[dict], dict]
+
+SEED_KEY = "_seed"
+IMAGE_PAD_VALUE = 0
+MASK_PAD_VALUE = 255
+PAD_VALUES = {"image": IMAGE_PAD_VALUE, "mask": MASK_PAD_VALUE}
+
+# Distinct salts keep the random ops of one example independent of each other.
+_CROP_SALT, _FLIP_SALT, _SCALE_SALT, _PATCH_SALT = 1, 2, 3, 4
+
+
+def _size(size) -> tuple[int, int]:
+  return (size, size) if isinstance(size, int) else tuple(size)
+
+
+def compose(*ops: Op) -> Op:
+  """One op that applies `ops` left to right."""
+  def composed(data):
+    for op in ops:
+      data = op(data)
+    return data
+  return composed
+
+
+def _op_seed(data, salt):
+  return tf.random.experimental.stateless_fold_in(data[SEED_KEY], salt)
+
+
+def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
+  """True when the encoded bytes start with the JPEG SOI marker (FF D8 FF)."""
+  return tf.equal(tf.strings.substr(contents, 0, 3), b"\xff\xd8\xff")
+
+
+def _decode_any(contents, channels):
+  # decode_image reads JPEG, PNG, GIF (first frame) and BMP.
+  image = tf.io.decode_image(contents, channels=channels, expand_animations=False)
+  image.set_shape([None, None, channels])
+  return image
+
+
+def _to_dtype(image, dtype, in_range=False):
+  """Casts back to an integer dtype, rounding; clips unless values are `in_range`."""
+  if dtype.is_integer and image.dtype.is_floating:
+    image = tf.round(image)
+  # Bilinear and nearest only blend input values, so they cannot leave the dtype's range.
+  return tf.cast(image, dtype) if in_range else tf.saturate_cast(image, dtype)
+
+
+def _resize(image, size, method="bilinear"):
+  """Resizes to exactly `size`, keeping the dtype (uint8 in, uint8 out)."""
+  resized = tf.image.resize(image, _size(size), method=method)
+  return _to_dtype(resized, image.dtype, in_range=method in ("bilinear", "nearest"))
+
+
+def _crop_window(shape, seed, area_range, aspect_ratio_range):
+  """Inception-style window (offset_y, offset_x, height, width) inside an image of `shape`."""
+  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+      image_size=shape, bounding_boxes=tf.zeros([1, 0, 4]), seed=seed,
+      min_object_covered=0.0, aspect_ratio_range=aspect_ratio_range,
+      area_range=area_range, max_attempts=10, use_image_if_no_bounding_boxes=True)
+  return begin[0], begin[1], size[0], size[1]
+
+
+def _central_window(shape, fraction):
+  """Central square of side `fraction` * the shorter side."""
+  height, width = shape[0], shape[1]
+  side = tf.cast(tf.cast(tf.minimum(height, width), tf.float32) * fraction, tf.int32)
+  side = tf.maximum(side, 1)
+  return (height - side) // 2, (width - side) // 2, side, side
+
+
+def _decode_window(contents, channels, window_fn):
+  """Decodes only the window `window_fn(shape)` of an encoded image.
+
+  JPEG goes through `decode_and_crop_jpeg` on a window computed from the header alone
+  (`extract_jpeg_shape`), so the pixels outside the window are never produced. Anything
+  else (PNG, GIF, BMP) is decoded whole and sliced: same window, same result.
+  """
+  def jpeg():
+    offset_y, offset_x, height, width = window_fn(tf.image.extract_jpeg_shape(contents))
+    return tf.image.decode_and_crop_jpeg(
+        contents, tf.stack([offset_y, offset_x, height, width]), channels=channels)
+
+  def other():
+    image = _decode_any(contents, channels)
+    offset_y, offset_x, height, width = window_fn(tf.shape(image))
+    return image[offset_y:offset_y + height, offset_x:offset_x + width]
+
+  image = tf.cond(is_jpeg(contents), jpeg, other)
+  image.set_shape([None, None, channels])
+  return image
+
+
+def decode(key: str = "image", channels: int = 3) -> Op:
+  """Encoded bytes (JPEG, PNG, GIF, BMP) -> uint8 [H, W, channels].
+
+  Use `channels=1` for masks: a single-channel PNG of class ids decodes to those ids.
+  """
+  def op(data):
+    return {**data, key: _decode_any(data[key], channels)}
+  return op
+
+
+def decode_and_random_crop(size, key: str = "image",
+                           area_range: Sequence[float] = (0.08, 1.0),
+                           aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3)) -> Op:
+  """Random-resized ("Inception") crop fused into decoding, resized to `size`.
+
+  The crop window covers `area_range` of the image with an aspect ratio in
+  `aspect_ratio_range`; JPEG decodes only that window (see `_decode_window`).
+  """
+  def op(data):
+    seed = _op_seed(data, _CROP_SALT)
+    window = lambda shape: _crop_window(shape, seed, area_range, aspect_ratio_range)
+    return {**data, key: _resize(_decode_window(data[key], 3, window), size)}
+  return op
+
+
+def random_resized_crop(size, key: str = "image",
+                        area_range: Sequence[float] = (0.08, 1.0),
+                        aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3)) -> Op:
+  """`decode_and_random_crop` for already decoded images (e.g. from a cache).
+
+  For the same example seed it picks the same window as `decode_and_random_crop`.
+  """
+  def op(data):
+    image = data[key]
+    seed = _op_seed(data, _CROP_SALT)
+    offset_y, offset_x, height, width = _crop_window(
+        tf.shape(image), seed, area_range, aspect_ratio_range)
+    crop = image[offset_y:offset_y + height, offset_x:offset_x + width]
+    return {**data, key: _resize(crop, size)}
+  return op
+
+
+def decode_and_central_crop(size, key: str = "image", crop_fraction: float = 0.875) -> Op:
+  """Deterministic evaluation crop fused into decoding.
+
+  Decodes the central square of side `crop_fraction` * the shorter side and resizes it to
+  `size` (the usual "resize to size / 0.875, crop the centre" without the wasted pixels).
+  """
+  def op(data):
+    window = lambda shape: _central_window(shape, crop_fraction)
+    return {**data, key: _resize(_decode_window(data[key], 3, window), size)}
+  return op
+
+
+def resize(size, key: str = "image", method: str = "bilinear") -> Op:
+  """Resizes `key` to exactly `size` (aspect ratio not kept); same dtype out.
+
+  Use `method="nearest"` for masks.
+  """
+  def op(data):
+    return {**data, key: _resize(data[key], size, method)}
+  return op
+
+
+def _method(key):
+  return "nearest" if key == "mask" else "bilinear"
+
+
+def _pad_value(key, pad_values):
+  return pad_values.get(key, IMAGE_PAD_VALUE)
+
+
+def _pad_to_at_least(image, height, width, value, centred):
+  shape = tf.shape(image)
+  pad_y = tf.maximum(height - shape[0], 0)
+  pad_x = tf.maximum(width - shape[1], 0)
+  before_y, before_x = (pad_y // 2, pad_x // 2) if centred else (0, 0)
+  return tf.pad(image, [[before_y, pad_y - before_y], [before_x, pad_x - before_x], [0, 0]],
+                constant_values=tf.cast(value, image.dtype))
+
+
+def random_flip_left_right(keys: Sequence[str] = ("image",)) -> Op:
+  """Mirrors all `keys` together with probability 1/2."""
+  def op(data):
+    flip = tf.random.stateless_uniform([], _op_seed(data, _FLIP_SALT)) < 0.5
+    out = dict(data)
+    for key in keys:
+      out[key] = tf.cond(flip, lambda x=data[key]: tf.reverse(x, [1]), lambda x=data[key]: x)
+    return out
+  return op
+
+
+def random_scale(scale_range: Sequence[float] = (0.5, 2.0),
+                 keys: Sequence[str] = ("image", "mask")) -> Op:
+  """Rescales all `keys` by one random factor (images bilinear, masks nearest)."""
+  def op(data):
+    scale = tf.random.stateless_uniform([], _op_seed(data, _SCALE_SALT),
+                                        scale_range[0], scale_range[1])
+    shape = tf.cast(tf.shape(data[keys[0]])[:2], tf.float32)
+    new_size = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), 1)
+    out = dict(data)
+    for key in keys:
+      out[key] = _to_dtype(tf.image.resize(data[key], new_size, method=_method(key)),
+                           data[key].dtype)
+    return out
+  return op
+
+
+def random_crop_or_pad(size, keys: Sequence[str] = ("image", "mask"),
+                       pad_values: dict = PAD_VALUES) -> Op:
+  """Pads all `keys` (bottom/right) up to `size`, then crops one random `size` window.
+
+  Padding uses `pad_values` per key (masks: 255), so padded pixels are ignorable.
+  """
+  height, width = _size(size)
+
+  def op(data):
+    out = {**data, **{key: _pad_to_at_least(data[key], height, width,
+                                            _pad_value(key, pad_values), centred=False)
+                      for key in keys}}
+    shape = tf.shape(out[keys[0]])
+    seed_y, seed_x = _op_seed(data, _PATCH_SALT), _op_seed(data, _PATCH_SALT + 100)
+    offset_y = tf.random.stateless_uniform([], seed_y, 0, shape[0] - height + 1, tf.int32)
+    offset_x = tf.random.stateless_uniform([], seed_x, 0, shape[1] - width + 1, tf.int32)
+    for key in keys:
+      crop = out[key][offset_y:offset_y + height, offset_x:offset_x + width]
+      crop.set_shape([height, width, data[key].shape[-1]])
+      out[key] = crop
+    return out
+  return op
+
+
+def crop_or_pad(size, keys: Sequence[str] = ("image", "mask"),
+                pad_values: dict = PAD_VALUES) -> Op:
+  """`tf.image.resize_with_crop_or_pad` for several keys, with a pad value per key.
+
+  Central crop where larger than `size`, centred padding where smaller (masks: 255,
+  where TF's own op would pad with 0 = background).
+  """
+  height, width = _size(size)
+
+  def op(data):
+    out = dict(data)
+    for key in keys:
+      padded = _pad_to_at_least(data[key], height, width, _pad_value(key, pad_values),
+                                centred=True)
+      shape = tf.shape(padded)
+      offset_y, offset_x = (shape[0] - height) // 2, (shape[1] - width) // 2
+      crop = padded[offset_y:offset_y + height, offset_x:offset_x + width]
+      crop.set_shape([height, width, data[key].shape[-1]])
+      out[key] = crop
+    return out
+  return op
+
+
+def to_float(key: str = "image") -> Op:
+  """uint8 [0, 255] -> float32 [0, 1]."""
+  def op(data):
+    return {**data, key: tf.cast(data[key], tf.float32) / 255.0}
+  return op
+
+
+def normalize(mean: Sequence[float], std: Sequence[float], key: str = "image") -> Op:
+  """(x - mean) / std per channel, on float images in [0, 1] (apply after `to_float`)."""
+  mean_t = tf.constant(mean, tf.float32)
+  std_t = tf.constant(std, tf.float32)
+
+  def op(data):
+    return {**data, key: (data[key] - mean_t) / std_t}
+  return op
+
+
+def keep(*keys: str) -> Op:
+  """Drops every feature but `keys` (the per-example seed too, unless listed)."""
+  def op(data):
+    return {key: data[key] for key in keys}
+  return op
+
+
+def rename(**new_from_old: str) -> Op:
+  """`rename(mask="class_mask")` renames feature `class_mask` to `mask`."""
+  def op(data):
+    out = {k: v for k, v in data.items() if k not in new_from_old.values()}
+    out.update({new: data[old] for new, old in new_from_old.items()})
+    return out
+  return op

@@ -1,0 +1,83 @@
+"""voc_segmentation: PASCAL VOC 2012 images with class and instance masks as class ids."""
+
+import multiprocessing
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from imagesets import builder_base
+from imagesets import generation
+from imagesets import problems
+from imagesets.voc_segmentation import voc_pairs
+from imagesets.voc_segmentation import voc_source
+
+_CLASSES = ", ".join(f"{i} {name}" for i, name in enumerate(voc_pairs.CLASS_NAMES))
+
+
+def _mask(desc: str, value_range: str) -> tfds.features.Image:
+  # Single-channel PNG of indices: tf.io.decode_png gives ids, not palette colours.
+  return tfds.features.Image(
+      shape=(None, None, 1), encoding_format="png", use_colormap=True,
+      doc=tfds.features.Documentation(desc=desc, value_range=value_range))
+
+
+class Builder(builder_base.ImageSetBuilder):
+  """VOC2012 segmentation pairs: train 1,464, validation 1,449."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Initial release: VOC2012 train/val segmentation pairs."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = voc_source.MANUAL_DOWNLOAD_INSTRUCTIONS
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict({
+            "image": tfds.features.Image(
+                shape=(None, None, 3), encoding_format="jpeg",
+                doc="The original JPEG bytes from JPEGImages/."),
+            "class_mask": _mask(
+                f"Class id per pixel: {_CLASSES}; {voc_pairs.VOID} void (object "
+                "borders and ambiguous regions, ignore in losses and metrics).",
+                f"0-{len(voc_pairs.CLASS_NAMES) - 1} or {voc_pairs.VOID}"),
+            "object_mask": _mask(
+                "Instance id per pixel: 0 background, 1..N the objects of the image in "
+                f"annotation order, {voc_pairs.VOID} void.",
+                f"0-N or {voc_pairs.VOID}"),
+            "image_id": tfds.features.Text(doc="VOC id, e.g. 2007_000032."),
+            "height": tfds.features.Scalar(np.int32),
+            "width": tfds.features.Scalar(np.int32),
+        }),
+        supervised_keys=("image", "class_mask"),
+        homepage="http://host.robots.ox.ac.uk/pascal/VOC/voc2012/",
+        metadata=tfds.core.MetadataDict(
+            class_names=list(voc_pairs.CLASS_NAMES),
+            void_value=voc_pairs.VOID,
+            void_meaning="object borders and ambiguous regions; ignore in losses and metrics",
+        ),
+    )
+
+  def _generate_splits(self, dl_manager, download_config):
+    self._generation = generation.Generation(
+        use_beam=download_config.beam_options is not None, workers=multiprocessing.cpu_count(),
+        data_dir=self.data_path)
+    split_infos = super()._generate_splits(dl_manager, download_config)
+    self._raise_if_any()  # on Beam, the workers' problems are known only now
+    return split_infos
+
+  def _split_generators(self, dl_manager):
+    self._folder = voc_source.voc2012_folder(dl_manager)
+    items, self._list_problems = voc_pairs.work_items(self._folder)
+    runs = {split: self._generation.examples(split, split_items, voc_pairs.process)
+            for split, split_items in items.items()}
+    if not self._generation.use_beam:
+      # Locally every pair is checked before anything is written, so one error lists all
+      # problems even when a whole split is bad (TFDS stops at the first empty split).
+      runs = {split: list(run) for split, run in runs.items()}
+      self._raise_if_any()
+    return runs
+
+  def _raise_if_any(self):
+    problems.raise_if_any({*self._list_problems, *self._generation.problems()},
+                          source=str(self._folder), fix=voc_pairs.FIX)
+
+  def _generate_examples(self):
+    raise NotImplementedError  # abstract in TFDS; _split_generators uses imagesets.generation
