@@ -164,16 +164,26 @@ def test_bad_files_stop_the_build_with_one_error_listing_all(tree, tmp_path):
   assert not list(data_dir.glob("flowers/mine/*/dataset_info.json"))  # nothing published
 
 
-def test_skip_bad_files_records_them_in_metadata_and_log(tmp_path, caplog):
+def test_skip_bad_files_records_them_in_metadata_and_log(tmp_path):
   root = write_tree(tmp_path / "photos", {**real_world_files(), **{p: d for p, (d, _) in BAD.items()}})
-  with caplog.at_level(logging.WARNING):
+  # Listen on absl's logger itself: other tests (the tfds CLI) may stop it propagating.
+  records, absl_logger = [], logging.getLogger("absl")
+  handler = logging.Handler(logging.WARNING)
+  handler.emit = records.append
+  absl_logger.addHandler(handler)
+  level, absl_logger.level = absl_logger.level, logging.WARNING
+  try:
     builder = build(root, tmp_path / "tfds", skip_bad_files=True)
+  finally:
+    absl_logger.removeHandler(handler)
+    absl_logger.setLevel(level)
+  log = "\n".join(record.getMessage() for record in records)
   metadata = builder.info.metadata
   assert metadata["num_skipped_files"] == 3
   assert sorted(metadata["skipped_files"]) == sorted(BAD)
   good = len(real_world_files()) - len(IGNORED)
   assert sum(s.num_examples for s in builder.info.splits.values()) == good
-  assert "skipped 3 bad file(s)" in caplog.text and "dogs/empty.jpeg: empty file" in caplog.text
+  assert "skipped 3 bad file(s)" in log and "dogs/empty.jpeg: empty file" in log
   # The record survives a reload from disk.
   reloaded = tfds.builder_from_directory(builder.data_dir)
   assert reloaded.info.metadata["skipped_files"] == metadata["skipped_files"]
