@@ -1,36 +1,34 @@
 """Per-example work that runs the same way locally and on Apache Beam.
 
 A builder lists its work items on the driver as `(key, item)` pairs and names a
-top-level (picklable) function `process(item) -> example dict` that raises
-`BadItem(reason)` for bad input. `Generation.examples(...)` then runs it:
+top-level (picklable) function `process(item) -> (example, note)` that raises
+`BadItem(reason)` for bad input; `note` (or None) says something worth recording
+about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` runs it:
 
-* locally, in key order, on `workers` processes (decoding is CPU-bound);
+* locally, in key order, on the build's worker pool (`parallel_map`: bounded memory);
 * on Beam, when the build was given Beam options (`tfds build --beam_pipeline_options`),
   as `Create | FlatMap` on the runner's workers.
 
-Both paths turn every BadItem into a `Problem(key, reason)`. Beam workers write
-theirs to files under the (temporary) data dir, which the driver reads once the
-pipeline is done. `Generation.finish()` then raises one error listing every bad
-item, or, when skipping was asked for, returns them so the builder records them
-in the dataset's metadata. Nothing is dropped silently either way.
+Both paths turn every BadItem into a `Problem(key, reason)` and keep every note.
+Beam workers write theirs to files under the (temporary) data dir, which the driver
+reads once the pipeline is done. `report()` gives all of them to the builder, which
+raises one error or records them (`builder_base.ImageSetBuilder`).
 """
 
-import concurrent.futures
 import dataclasses
 import json
-import multiprocessing
 import os
 from typing import Any, Callable, Iterator, Sequence
 
-from absl import logging
 from etils import epath
 import tensorflow_datasets as tfds
 
+from imagesets import parallel_map
 from imagesets import problems as problems_lib
 
 Item = Any
-Process = Callable[[Item], dict]
-_PROBLEMS_DIR = "_imagesets_problems"
+Process = Callable[[Item], tuple[dict, str | None]]
+_REPORT_DIR = "_imagesets_report"
 
 
 class BadItem(Exception):
@@ -41,24 +39,43 @@ class BadItem(Exception):
     self.reason = reason
 
 
+@dataclasses.dataclass(frozen=True)
+class Report:
+  problems: list[problems_lib.Problem]   # sorted
+  notes: dict[str, str]                  # key -> note, sorted by key
+
+
 def _outcome(process: Process, key: str, item: Item):
-  """(key, example, None) or (key, None, reason): one shape for both runners."""
+  """(key, example, note, reason): one shape for both runners."""
   try:
-    return key, process(item), None
+    example, note = process(item)
   except BadItem as bad:
-    return key, None, bad.reason
+    return key, None, None, bad.reason
+  return key, example, note, None
 
 
 def _examples_of(outcome):
-  key, example, _ = outcome
+  key, example, _, _ = outcome
   if example is not None:
     yield key, example
 
 
-def _problem_json(outcome):
-  key, _, reason = outcome
+def _report_lines(outcome):
+  key, _, note, reason = outcome
   if reason is not None:
-    yield json.dumps({"where": key, "reason": reason})
+    yield json.dumps({"problem": [key, reason]})
+  if note is not None:
+    yield json.dumps({"note": [key, note]})
+
+
+class _LocalItem:
+  """Picklable `item -> outcome` for the worker pool."""
+
+  def __init__(self, process: Process):
+    self.process = process
+
+  def __call__(self, key_item):
+    return _outcome(self.process, *key_item)
 
 
 @dataclasses.dataclass
@@ -66,38 +83,46 @@ class Generation:
   """One build's run of per-example work over all of its splits."""
 
   use_beam: bool
-  workers: int = 1
-  data_dir: epath.Path | None = None
-  _local_problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
+  data_dir: epath.PathLike
+  pool: Any = None  # a parallel_map.executor(), or None to run inline
+  _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
+  _notes: dict[str, str] = dataclasses.field(default_factory=dict)
+  _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
 
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
     if self.use_beam:
       return self._beam(split, items, process)
-    return self._local(items, process)
+    self._unfinished[split] = (items, process)
+    return self._local(split, items, process)
 
-  def _local(self, items, process) -> Iterator[tuple[str, dict]]:
-    if self.workers > 1 and len(items) > 1:
-      # fork: children inherit the builder's state; `process` touches no TensorFlow.
-      context = multiprocessing.get_context("fork")
-      with concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-        keys, values = zip(*items)
-        chunk = max(1, min(64, len(items) // (4 * self.workers)))
-        outcomes = pool.map(_outcome, [process] * len(items), keys, values, chunksize=chunk)
-        yield from self._collect_local(outcomes)
-    else:
-      yield from self._collect_local(_outcome(process, key, item) for key, item in items)
-
-  def _collect_local(self, outcomes):
-    for key, example, reason in outcomes:
-      if reason is None:
+  def _local(self, split, items, process) -> Iterator[tuple[str, dict]]:
+    for key, example, note, reason in parallel_map.ordered_map(
+        _LocalItem(process), items, self.pool):
+      self._record(key, note, reason)
+      if example is not None:
         yield key, example
-      else:
-        self._local_problems.append(problems_lib.Problem(key, reason))
+    del self._unfinished[split]
+
+  def _record(self, key, note, reason):
+    if reason is not None:
+      self._problems.append(problems_lib.Problem(key, reason))
+    if note is not None:
+      self._notes[key] = note
+
+  def check_unfinished(self) -> None:
+    """Runs the items of splits TFDS did not finish, for their problems only.
+
+    When a build fails early (e.g. TFDS stops at a split with no good example),
+    this still finds every problem, so one error can list them all.
+    """
+    for split in list(self._unfinished):
+      for _ in self._local(split, *self._unfinished[split]):
+        pass
 
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam
-    problems_prefix = os.fspath(self._problems_dir() / split)
+    report_prefix = os.fspath(self._report_dir() / split)
 
     class _ProcessItems(beam.PTransform):
 
@@ -107,33 +132,27 @@ class Generation:
             | "Items" >> beam.Create(list(items))
             | "Process" >> beam.MapTuple(lambda key, item: _outcome(process, key, item)))
         _ = (outcomes
-             | "Problems" >> beam.FlatMap(_problem_json)
-             | "WriteProblems" >> beam.io.WriteToText(problems_prefix, file_name_suffix=".jsonl"))
+             | "Report" >> beam.FlatMap(_report_lines)
+             | "WriteReport" >> beam.io.WriteToText(report_prefix, file_name_suffix=".jsonl"))
         return outcomes | "Examples" >> beam.FlatMap(_examples_of)
 
     return _ProcessItems()
 
-  def _problems_dir(self) -> epath.Path:
-    return epath.Path(self.data_dir) / _PROBLEMS_DIR
+  def _report_dir(self) -> epath.Path:
+    return epath.Path(self.data_dir) / _REPORT_DIR
 
-  def problems(self) -> list[problems_lib.Problem]:
-    """Every problem of the build; Beam's are read (and removed) from the data dir."""
-    found = list(self._local_problems)
-    if self.use_beam and self._problems_dir().exists():
-      for path in sorted(self._problems_dir().glob("*.jsonl")):
+  def report(self) -> Report:
+    """Every problem and note of the build; Beam's are read (and removed) from the data dir."""
+    report_dir = self._report_dir()
+    if self.use_beam and report_dir.exists():
+      for path in sorted(report_dir.glob("*.jsonl")):
         for line in path.read_text().splitlines():
-          found.append(problems_lib.Problem(**json.loads(line)))
-      for path in self._problems_dir().iterdir():
+          record = json.loads(line)
+          if "problem" in record:
+            self._record(record["problem"][0], None, record["problem"][1])
+          else:
+            self._record(record["note"][0], record["note"][1], None)
+      for path in report_dir.iterdir():
         path.unlink()
-      self._problems_dir().rmdir()
-    return sorted(found)
-
-  def finish(self, *, source: str, fix: str, skip_bad: bool) -> list[problems_lib.Problem]:
-    """Raises one error for all problems, or returns them when skipping was asked for."""
-    found = self.problems()
-    if found and skip_bad:
-      logging.warning("Skipped %d bad item(s) of %s:\n%s", len(found), source,
-                      "\n".join(f"  {p.where}: {p.reason}" for p in found))
-      return found
-    problems_lib.raise_if_any(found, source=source, fix=fix)
-    return []
+      report_dir.rmdir()
+    return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())))

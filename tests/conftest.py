@@ -7,6 +7,10 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_datasets as tfds  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
 
@@ -34,13 +38,10 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 # Bucket servers (S3 + GCS) and a fresh bucket URL per test: see bucket_servers.py.
 from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
 
-import pytest  # noqa: E402
-
 
 def build_synthetic(data_dir: pathlib.Path, config: str = "tiny") -> pathlib.Path:
   """Builds synthetic_images/<config>:1.0.0 with TFDS into data_dir; returns data_dir."""
   import imagesets  # noqa: F401
-  import tensorflow_datasets as tfds
   tfds.builder(f"synthetic_images/{config}", data_dir=data_dir).download_and_prepare()
   return data_dir
 
@@ -49,3 +50,20 @@ def build_synthetic(data_dir: pathlib.Path, config: str = "tiny") -> pathlib.Pat
 def tiny_data_dir(tmp_path_factory) -> pathlib.Path:
   """A local TFDS data_dir holding synthetic_images/tiny:1.0.0 (do not modify it)."""
   return build_synthetic(tmp_path_factory.mktemp("tiny_tfds"))
+
+
+def beam_download_config(*, multi_processing: bool = True, **kwargs):
+  """DownloadConfig that makes TFDS generate on Beam's DirectRunner with 2 workers."""
+  options = pytest.importorskip("apache_beam").options.pipeline_options.PipelineOptions(
+      ["--direct_num_workers=2",
+       f"--direct_running_mode={'multi_processing' if multi_processing else 'in_memory'}"])
+  return tfds.download.DownloadConfig(beam_options=options, **kwargs)
+
+
+def records_by_split(version_dir) -> dict[str, list[bytes]]:
+  """{split: sorted serialized records}, read straight from the shards of a version."""
+  version_dir = pathlib.Path(version_dir)
+  splits = {p.name.split("-")[1].split(".")[0] for p in version_dir.glob("*.tfrecord-*")}
+  return {split: sorted(r.numpy() for r in tf.data.TFRecordDataset(
+              sorted(str(p) for p in version_dir.glob(f"*-{split}.tfrecord-*"))))
+          for split in splits}

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import REPO, shard_bytes, tfds_cli
+from conftest import REPO, beam_download_config, records_by_split, shard_bytes, tfds_cli
 from imagesets import archives
 from imagesets import problems
 from imagesets import sample_images
@@ -359,3 +359,34 @@ def test_user_folder_with_the_tfds_cli_json_config(tree, tmp_path):
                  as_supervised=True)
   for image, label in ds:
     assert image.shape[-1] == 3 and 0 <= label < 3
+
+
+def _build_on_beam(root, data_dir, multi_processing=True, **config):
+  builder = flowers.Builder(config=flowers.FlowersConfig(name="mine", root=root, **config),
+                            data_dir=data_dir)
+  builder.download_and_prepare(download_config=beam_download_config(multi_processing=multi_processing))
+  return builder
+
+
+def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
+  root = write_tree(tmp_path / "photos", {**real_world_files(), **{p: d for p, (d, _) in BAD.items()}})
+  local = build(root, tmp_path / "local", skip_bad_files=True)
+  on_beam = _build_on_beam(root, tmp_path / "beam", skip_bad_files=True)
+  assert records_by_split(on_beam.data_path) == records_by_split(local.data_path)
+  assert dict(on_beam.info.metadata) == dict(local.info.metadata)
+  assert sorted(on_beam.info.metadata["converted_files"]) == sorted(CONVERTED)
+  assert on_beam.info.metadata["num_skipped_files"] == len(BAD)
+  with pytest.raises(problems.InvalidSourceError) as caught:  # default: one error, every file
+    _build_on_beam(root, tmp_path / "beam_strict")
+  assert [p.where for p in caught.value.problems] == sorted(BAD)
+  assert not list((tmp_path / "beam_strict").glob("flowers/mine/*/*.tfrecord*"))
+
+
+def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):
+  root = f"ram://{tmp_path.name}/photos"  # in-memory file system: Beam workers in-process
+  for relative, data in real_world_files().items():
+    tf.io.gfile.makedirs(f"{root}/{relative}".rsplit("/", 1)[0])
+    with tf.io.gfile.GFile(f"{root}/{relative}", "wb") as f:
+      f.write(data)
+  on_beam = _build_on_beam(root, tmp_path / "beam", multi_processing=False)
+  assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)

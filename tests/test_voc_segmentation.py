@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import REPO, shard_bytes, tfds_cli
+from conftest import REPO, beam_download_config, records_by_split, shard_bytes, tfds_cli
 from imagesets import archives
 from imagesets import problems
 from imagesets import segmentation_masks
@@ -302,24 +302,11 @@ def test_cli_build_is_byte_identical_to_the_library_build(tree, built, tmp_path)
   assert len(cli) == 8
 
 
-def _beam_download_config(manual_dir):
-  beam = pytest.importorskip("apache_beam")
-  options = beam.options.pipeline_options.PipelineOptions(
-      ["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
-  return tfds.download.DownloadConfig(manual_dir=str(manual_dir), beam_options=options)
-
-
-def _records(builder):
-  return {split: sorted(r.numpy() for r in tf.data.TFRecordDataset(
-              sorted(str(p) for p in pathlib.Path(builder.data_path).glob(f"*-{split}.tfrecord-*"))))
-          for split in builder.info.splits}
-
-
 def test_beam_build_holds_the_local_records_and_reports_bad_pairs_the_same_way(tree, built, tmp_path):
   root, _ = tree
   on_beam = voc.Builder(data_dir=tmp_path / "beam")
-  on_beam.download_and_prepare(download_config=_beam_download_config(root))
-  assert _records(on_beam) == _records(built)
+  on_beam.download_and_prepare(download_config=beam_download_config(manual_dir=str(root)))
+  assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)
 
   folder = fake_voc.write_tree(tmp_path / "bad", num_train=3, num_val=2, num_unlabelled=0)
   train = _listed(folder, "train.txt")
@@ -328,7 +315,7 @@ def test_beam_build_holds_the_local_records_and_reports_bad_pairs_the_same_way(t
     listing.write(f"{train[1]}\n")
   with pytest.raises(problems.InvalidSourceError) as caught:
     voc.Builder(data_dir=tmp_path / "beam_bad").download_and_prepare(
-        download_config=_beam_download_config(tmp_path / "bad"))
+        download_config=beam_download_config(manual_dir=str(tmp_path / "bad")))
   assert [(p.where, p.reason.split(" ")[0]) for p in caught.value.problems] == [
       (train[0], f"SegmentationObject/{train[0]}.png"), (train[1], "listed")]
   assert not list((tmp_path / "beam_bad").glob("voc_segmentation/*/*.tfrecord*"))

@@ -1,7 +1,6 @@
 """flowers: TF's flower_photos, or any class-per-folder image tree, as validated TFRecords."""
 
 import dataclasses
-import functools
 
 from absl import logging
 from etils import epath
@@ -11,10 +10,9 @@ import tensorflow_datasets as tfds
 from imagesets import archives
 from imagesets import builder_base
 from imagesets import class_folders
+from imagesets import generation
 from imagesets import image_checks
-from imagesets import parallel_map
 from imagesets import problems
-from imagesets import shuffle_memory
 from imagesets import splits
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
@@ -78,13 +76,18 @@ class Builder(builder_base.ImageSetBuilder):
     if tree.ignored:
       logging.info("flowers: ignored %d file(s) not named like images: %s",
                    len(tree.ignored), tree.ignored)
-    self._report = {"problems": [], "converted": {}, "ignored": tree.ignored}
+    self._ignored = tree.ignored
     by_split = splits.assign(tree.images, config.split_proportions, config.seed)
     empty = [name for name, paths in by_split.items() if not paths]
     if empty:
       raise ValueError(f"split(s) {empty} get no images from {len(tree.images)} in "
                        f"{self._root}: add images or change split_proportions.")
-    return {name: self._generate_examples(paths) for name, paths in by_split.items()}
+    return {
+        name: self.generation.examples(
+            name, [(path, (self._root, path, config.shorter_side)) for path in paths],
+            process_file)
+        for name, paths in by_split.items()
+    }
 
   def _source_root(self, dl_manager) -> str:
     if self.builder_config.root:
@@ -105,25 +108,15 @@ class Builder(builder_base.ImageSetBuilder):
     target = epath.Path(dl_manager._extract_dir) / f"safe_tar.{archive.name}"  # pylint: disable=protected-access
     return str(archives.safe_extract(archive, target) / "flower_photos")
 
-  def _generate_examples(self, relative_paths):
-    work = functools.partial(file_result, self._root,
-                             shorter_side=self.builder_config.shorter_side)
-    for relative_path, example, conversion, problem in parallel_map.ordered_map(
-        work, relative_paths, self._pool):
-      if problem:
-        self._report["problems"].append(problems.Problem(relative_path, problem))
-        continue
-      if conversion:
-        self._report["converted"][relative_path] = conversion
-      yield relative_path, example
+  def _generate_examples(self):
+    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
 
-  def _generate_splits(self, dl_manager, download_config):
-    remote = class_folders.is_remote(self.builder_config.root)
-    with shuffle_memory.limit(), parallel_map.executor(threads=remote) as self._pool:
-      # limit(): memory stays flat in the number of images; one pool for all splits.
-      split_infos = super()._generate_splits(dl_manager, download_config)
-    report, config = self._report, self.builder_config
-    bad = sorted(report["problems"])
+  def _reads_remote_files(self) -> bool:
+    return class_folders.is_remote(self.builder_config.root)
+
+  def _finish_generation(self, report: generation.Report) -> None:
+    config = self.builder_config
+    bad = report.problems
     if not config.skip_bad_files:
       problems.raise_if_any(bad, source=self._root, fix=(
           "repair or delete these files, or build with skip_bad_files=true to leave them "
@@ -131,20 +124,18 @@ class Builder(builder_base.ImageSetBuilder):
     if bad:
       logging.warning("flowers: skipped %d bad file(s):\n%s", len(bad),
                       "\n".join(f"  {p.where}: {p.reason}" for p in bad))
-    if report["converted"]:
-      logging.info("flowers: re-encoded %d file(s): %s", len(report["converted"]),
-                   report["converted"])
+    if report.notes:
+      logging.info("flowers: re-encoded %d file(s): %s", len(report.notes), report.notes)
     self.info.metadata.update({
         "source": self._root if config.root else URL,
         "split_proportions": config.split_proportions,
         "seed": config.seed,
         "num_skipped_files": len(bad),
         "skipped_files": {p.where: p.reason for p in bad},
-        "num_converted_files": len(report["converted"]),
-        "converted_files": dict(sorted(report["converted"].items())),
-        "ignored_files": report["ignored"],
+        "num_converted_files": len(report.notes),
+        "converted_files": report.notes,
+        "ignored_files": self._ignored,
     })
-    return split_infos
 
 
 def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tuple[dict, str | None]:
@@ -166,12 +157,12 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tup
   return features, facts.conversion
 
 
-def file_result(root: str, relative_path: str, *, shorter_side: int = 0):
-  """(path, features, conversion, problem): a bad file becomes a problem, not a crash."""
+def process_file(item: tuple[str, str, int]) -> tuple[dict, str | None]:
+  """`make_example` for imagesets.generation: a bad file becomes a BadItem, not a crash."""
+  root, relative_path, shorter_side = item
   try:
-    features, conversion = make_example(root, relative_path, shorter_side=shorter_side)
+    return make_example(root, relative_path, shorter_side=shorter_side)
   except image_checks.BadImageError as error:
-    return relative_path, None, None, str(error)
+    raise generation.BadItem(str(error)) from None
   except OSError as error:
-    return relative_path, None, None, f"cannot be read: {error}"
-  return relative_path, features, conversion, None
+    raise generation.BadItem(f"cannot be read: {error}") from None

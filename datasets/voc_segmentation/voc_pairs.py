@@ -120,10 +120,10 @@ def work_items(folder: os.PathLike) -> tuple[dict[str, list[tuple[str, tuple[str
   return items, found
 
 
-def process(item: tuple[str, str]) -> dict:
+def process(item: tuple[str, str]) -> tuple[dict, None]:
   """`load_example` for `generation.Generation`: a pair's problems become one BadItem."""
   folder, image_id = item
   example, found = load_example(image_id, folder)
   if found:
     raise generation.BadItem("; ".join(problem.reason for problem in found))
-  return example
+  return example, None

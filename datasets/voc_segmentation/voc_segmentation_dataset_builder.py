@@ -1,12 +1,9 @@
 """voc_segmentation: PASCAL VOC 2012 images with class and instance masks as class ids."""
 
-import multiprocessing
-
 import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets import builder_base
-from imagesets import generation
 from imagesets import problems
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
@@ -55,29 +52,15 @@ class Builder(builder_base.ImageSetBuilder):
         ),
     )
 
-  def _generate_splits(self, dl_manager, download_config):
-    self._generation = generation.Generation(
-        use_beam=download_config.beam_options is not None, workers=multiprocessing.cpu_count(),
-        data_dir=self.data_path)
-    split_infos = super()._generate_splits(dl_manager, download_config)
-    self._raise_if_any()  # on Beam, the workers' problems are known only now
-    return split_infos
-
   def _split_generators(self, dl_manager):
     self._folder = voc_source.voc2012_folder(dl_manager)
     items, self._list_problems = voc_pairs.work_items(self._folder)
-    runs = {split: self._generation.examples(split, split_items, voc_pairs.process)
+    return {split: self.generation.examples(split, split_items, voc_pairs.process)
             for split, split_items in items.items()}
-    if not self._generation.use_beam:
-      # Locally every pair is checked before anything is written, so one error lists all
-      # problems even when a whole split is bad (TFDS stops at the first empty split).
-      runs = {split: list(run) for split, run in runs.items()}
-      self._raise_if_any()
-    return runs
 
-  def _raise_if_any(self):
-    problems.raise_if_any({*self._list_problems, *self._generation.problems()},
+  def _finish_generation(self, report):
+    problems.raise_if_any({*self._list_problems, *report.problems},
                           source=str(self._folder), fix=voc_pairs.FIX)
 
   def _generate_examples(self):
-    raise NotImplementedError  # abstract in TFDS; _split_generators uses imagesets.generation
+    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
