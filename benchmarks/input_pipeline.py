@@ -16,6 +16,10 @@ batch 64, in images/s and CPU ms per image:
                  sequential maps as in the queue-runner era scripts it replaces
 * bound: decode+resize       in-memory JPEG bytes, parallel decode_jpeg + resize, batch
 * bound: fused decode_crop   in-memory JPEG bytes, parallel random crop fused into decoding
+* the same + flip            (diagnostic) the fused bound plus a random left-right flip
+* train ops, in memory       (diagnostic) our training map (seeded crop fused into decoding,
+                             flip) on the in-memory bytes: the training pipeline minus
+                             reading shard files, parsing and the shuffle buffer
 
 Each pipeline is timed over `--batches` batches after a warm-up, in `--rounds`
 interleaved rounds; the table shows the median round (the machine is shared: it prints
@@ -38,6 +42,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets import input_pipeline
+from imagesets import preprocess_ops as ops
 from imagesets.flowers import flowers_dataset_builder as flowers
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -139,6 +144,16 @@ def pipelines(photo_root, builder, blobs, size, batch_size):
     window = tf.stack([begin[0], begin[1], crop_size[0], crop_size[1]])
     return _resize_u8(tf.image.decode_and_crop_jpeg(contents, window, channels=3), size)
 
+  def train_ops_in_memory():
+    # `classification_train`'s per-example work (same ops, same per-example seeds).
+    preprocess = ops.compose(ops.decode_and_random_crop(size), ops.random_flip_left_right(),
+                             ops.keep("image"))
+    key = tf.constant(1, tf.int64)
+    return (tf.data.Dataset.from_tensor_slices({"image": blobs}).repeat().enumerate()
+            .map(lambda index, data: preprocess({**data, ops.SEED_KEY: tf.stack([key, index])}),
+                 num_parallel_calls=AUTOTUNE)
+            .batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE))
+
   def old_script():
     files = sorted(str(p) for p in pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))
     spec = {"image": tf.io.FixedLenFeature([], tf.string),
@@ -174,6 +189,9 @@ def pipelines(photo_root, builder, blobs, size, batch_size):
       "bound: decode+resize (in memory)": lambda: in_memory(blobs, decode_resize, batch_size),
       "bound: fused decode_and_crop (in memory)": lambda: in_memory(
           blobs, fused_decode_crop, batch_size),
+      "diagnostic: fused bound + flip (in memory)": lambda: in_memory(
+          blobs, lambda c: tf.image.random_flip_left_right(fused_decode_crop(c)), batch_size),
+      "diagnostic: train ops, in memory (ours)": train_ops_in_memory,
   }
   epoch = -(-len(blobs) // batch_size)
   return {name: (make, 5 + epoch * ("cache" in name)) for name, make in makers.items()}
@@ -210,7 +228,7 @@ def main():
     for name, (make, warmup) in candidates.items():
       rate, cpu = measure(make(), args.batches, warmup)
       measured[name].append((rate, cpu))
-      print(f"  round {round_index + 1}: {name:42s} {rate:8,.0f} img/s {cpu:6.3f} CPU ms/img",
+      print(f"  round {round_index + 1}: {name:44s} {rate:8,.0f} img/s {cpu:6.3f} CPU ms/img",
             flush=True)
 
   rates = {name: statistics.median(r for r, _ in runs) for name, runs in measured.items()}
