@@ -59,8 +59,8 @@ def seed_style_process(item):
 def _use_seed_style():
   """Same builder, splits, features and TFDS writer; seed-style work, in one process."""
   from imagesets import parallel_map
-  from imagesets.flowers import flowers_dataset_builder as flowers
-  flowers.process_file = seed_style_process
+  from imagesets.flowers import flower_files
+  flower_files.process_file = seed_style_process
   parallel_map.available_cores = lambda: 1
 
 

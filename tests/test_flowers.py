@@ -371,7 +371,11 @@ def _build_on_beam(root, data_dir, multi_processing=True, **config):
 def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
   root = write_tree(tmp_path / "photos", {**real_world_files(), **{p: d for p, (d, _) in BAD.items()}})
   local = build(root, tmp_path / "local", skip_bad_files=True)
-  on_beam = _build_on_beam(root, tmp_path / "beam", skip_bad_files=True)
+  # The stock CLI: builder imported by path, Beam workers in other processes.
+  tfds_cli("build", "datasets/flowers", "--data_dir", str(tmp_path / "beam"),
+           "--config", json.dumps({"name": "mine", "root": root, "skip_bad_files": True}),
+           "--beam_pipeline_options=direct_num_workers=2,direct_running_mode=multi_processing")
+  on_beam = tfds.builder_from_directory(tmp_path / "beam" / "flowers" / "mine" / "1.0.0")
   assert records_by_split(on_beam.data_path) == records_by_split(local.data_path)
   assert dict(on_beam.info.metadata) == dict(local.info.metadata)
   assert sorted(on_beam.info.metadata["converted_files"]) == sorted(CONVERTED)

@@ -11,9 +11,9 @@ from imagesets import archives
 from imagesets import builder_base
 from imagesets import class_folders
 from imagesets import generation
-from imagesets import image_checks
 from imagesets import problems
 from imagesets import splits
+from imagesets.flowers import flower_files
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
 FLOWER_CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
@@ -85,7 +85,7 @@ class Builder(builder_base.ImageSetBuilder):
     return {
         name: self.generation.examples(
             name, [(path, (self._root, path, config.shorter_side)) for path in paths],
-            process_file)
+            flower_files.process_file)
         for name, paths in by_split.items()
     }
 
@@ -136,33 +136,3 @@ class Builder(builder_base.ImageSetBuilder):
         "converted_files": report.notes,
         "ignored_files": self._ignored,
     })
-
-
-def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tuple[dict, str | None]:
-  """(features, why it was re-encoded or None) for one file; raises BadImageError.
-
-  A pure function of the file: safe to map on any worker (processes here, Beam later).
-  """
-  data = class_folders.read(root, relative_path)
-  encoded, facts = image_checks.prepare(data, shorter_side=shorter_side or None)
-  features = {
-      "image": encoded,
-      "label": class_folders.label_of(relative_path),
-      "file_name": relative_path,
-      "height": facts.height,
-      "width": facts.width,
-      "channels": 3,
-      "format": facts.format,
-  }
-  return features, facts.conversion
-
-
-def process_file(item: tuple[str, str, int]) -> tuple[dict, str | None]:
-  """`make_example` for imagesets.generation: a bad file becomes a BadItem, not a crash."""
-  root, relative_path, shorter_side = item
-  try:
-    return make_example(root, relative_path, shorter_side=shorter_side)
-  except image_checks.BadImageError as error:
-    raise generation.BadItem(str(error)) from None
-  except OSError as error:
-    raise generation.BadItem(f"cannot be read: {error}") from None
