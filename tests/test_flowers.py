@@ -73,6 +73,15 @@ def write_tree(root: pathlib.Path, files: dict[str, bytes]) -> str:
   return str(root)
 
 
+def write_gfile_tree(root: str, files: dict[str, bytes]) -> str:
+  """write_tree for a tf.io.gfile URL (ram://, gs://, ...)."""
+  for relative, data in files.items():
+    tf.io.gfile.makedirs(f"{root}/{relative}".rsplit("/", 1)[0])
+    with tf.io.gfile.GFile(f"{root}/{relative}", "wb") as f:
+      f.write(data)
+  return root
+
+
 def build(root: str, data_dir, name="mine", **config):
   builder = flowers.Builder(config=flowers.FlowersConfig(name=name, root=root, **config),
                             data_dir=data_dir)
@@ -202,10 +211,7 @@ def test_parallel_and_serial_builds_write_identical_shards(tree, built, tmp_path
 
 def test_bucket_style_root_read_through_gfile(tmp_path):
   root = f"ram://{tmp_path.name}/photos"  # tf.io.gfile URL; gs:// goes the same way
-  for relative, data in real_world_files().items():
-    tf.io.gfile.makedirs(f"{root}/{relative}".rsplit("/", 1)[0])
-    with tf.io.gfile.GFile(f"{root}/{relative}", "wb") as f:
-      f.write(data)
+  write_gfile_tree(root, real_world_files())
   builder = build(root, tmp_path / "tfds")
   assert builder.info.metadata["source"] == root
   assert len(raw_examples(builder)) == len(real_world_files()) - len(IGNORED)
@@ -388,9 +394,6 @@ def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
 
 def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):
   root = f"ram://{tmp_path.name}/photos"  # in-memory file system: Beam workers in-process
-  for relative, data in real_world_files().items():
-    tf.io.gfile.makedirs(f"{root}/{relative}".rsplit("/", 1)[0])
-    with tf.io.gfile.GFile(f"{root}/{relative}", "wb") as f:
-      f.write(data)
+  write_gfile_tree(root, real_world_files())
   on_beam = _build_on_beam(root, tmp_path / "beam", multi_processing=False)
   assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)
