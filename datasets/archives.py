@@ -55,3 +55,13 @@ def safe_extract(archive_path: os.PathLike, target: os.PathLike) -> pathlib.Path
     shutil.rmtree(partial, ignore_errors=True)
     raise
   return target
+
+
+def extract_root(dl_manager) -> pathlib.Path:
+  """Where a build extracts archives: TFDS's `<download_dir>/extracted`, by public API."""
+  return pathlib.Path(dl_manager.download_dir) / "extracted"
+
+
+def safe_extract_under(archive_path: os.PathLike, root: os.PathLike) -> pathlib.Path:
+  """`safe_extract` into `root/<archive name>.safe`: the one naming every builder uses."""
+  return safe_extract(archive_path, pathlib.Path(root) / f"{pathlib.Path(archive_path).name}.safe")

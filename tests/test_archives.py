@@ -39,3 +39,14 @@ def test_refuses_escaping_members_all_named_and_writes_nothing(tmp_path):
   assert "evil.tgz" in str(caught.value)
   assert not (tmp_path / "escape.txt").exists()
   assert list((tmp_path / "out").iterdir()) == []  # no partial or target folder left
+
+
+def test_builders_extract_beside_tfds_downloads(tmp_path):
+  class DownloadManager:
+    download_dir = tmp_path / "downloads"
+  root = archives.extract_root(DownloadManager())
+  assert root == tmp_path / "downloads" / "extracted"
+  archive = _tar(tmp_path / "photos.tgz", [("flower_photos/a/1.jpg", b"x")])
+  target = archives.safe_extract_under(archive, root)
+  assert target == root / "photos.tgz.safe"
+  assert (target / "flower_photos" / "a" / "1.jpg").read_bytes() == b"x"

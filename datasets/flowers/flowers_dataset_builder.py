@@ -3,7 +3,6 @@
 import dataclasses
 
 from absl import logging
-from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
@@ -104,9 +103,8 @@ class Builder(builder_base.ImageSetBuilder):
         raise FileNotFoundError(
             f"{manual} has neither flower_photos/ nor flower_photos.tgz. "
             + self.MANUAL_DOWNLOAD_INSTRUCTIONS)
-    # TFDS's own extraction folder (DownloadConfig.extract_dir), but our safe extractor.
-    target = epath.Path(dl_manager._extract_dir) / f"safe_tar.{archive.name}"  # pylint: disable=protected-access
-    return str(archives.safe_extract(archive, target) / "flower_photos")
+    return str(archives.safe_extract_under(archive, archives.extract_root(dl_manager))
+               / "flower_photos")
 
   def _generate_examples(self):
     raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation

@@ -33,7 +33,7 @@ class SourceNotFoundError(FileNotFoundError):
 
 def voc2012_folder(dl_manager) -> pathlib.Path:
   """The VOC2012 folder (with ImageSets/, JPEGImages/, Segmentation*/) to build from."""
-  extract_root = pathlib.Path(dl_manager.download_dir) / "extracted"
+  extract_root = archives.extract_root(dl_manager)
   try:
     manual_dir = pathlib.Path(dl_manager.manual_dir)
   except AssertionError:  # no manual dir, or an empty one: download instead
@@ -66,7 +66,7 @@ def download_first(dl_manager, urls) -> pathlib.Path:
 
 
 def _folder_in_tar(tar_path: pathlib.Path, extract_root: pathlib.Path) -> pathlib.Path:
-  extracted = archives.safe_extract(tar_path, extract_root / f"{tar_path.name}.safe")
+  extracted = archives.safe_extract_under(tar_path, extract_root)
   folder = extracted / voc_pairs.IN_ARCHIVE
   if not (folder / voc_pairs.LISTS_DIR).is_dir():
     raise SourceNotFoundError(
