@@ -55,12 +55,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         split_infos = super()._generate_splits(
             dl_manager, sharding.with_min_shards(download_config))
       except Exception:
-        # TFDS can stop before every split ran (e.g. a split without one good example):
-        # check the rest too, so that one error names every bad item of the source.
-        self.generation.check_unfinished()
-        report = self.generation.report()
-        if report.problems:
-          self._finish_generation(report)
+        # TFDS can stop before every split ran (e.g. a split without one good example).
+        # If bad items caused it, check the rest too, so that one error names every bad
+        # item of the source; any other failure is re-raised without more work.
+        if self.generation.report().problems:
+          self.generation.check_unfinished()
+          self._finish_generation(self.generation.report())
         raise
     self._finish_generation(self.generation.report())
     return split_infos
