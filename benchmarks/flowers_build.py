@@ -1,20 +1,25 @@
-"""Build speed and peak memory of the flowers builder against a seed-style build.
+"""Build speed and peak memory of the flowers builder against the seed converter.
 
     python benchmarks/flowers_build.py [--images 3000] [--small 1500] [--work /tmp/flowers_bench]
 
 Makes a class-per-folder tree of photo-like JPEGs (500x375, imagesets.sample_images: smooth
-colour fields, soft shapes and grain, so they compress like photos, not like noise), then builds it twice, each
-in a fresh process so peak memory is its own:
+colour fields, soft shapes and grain, so they compress like photos, not like noise), then
+runs, each in a fresh process so peak memory is its own:
 
-* seed-style: the old converters' way -- read each file, decode it with TensorFlow to learn
-  its shape, write the Example (same TFDS writer, splits and features as ours);
-* flowers: our builder (header read + 1/8-scale draft decode, both cores).
+* seed: TF-slim's flowers converter (the seed article's `_convert_dataset`) in TF2 --
+  read each file, decode it with TensorFlow to learn its size, build the tf.train.Example,
+  write it with tf.io.TFRecordWriter into 5 shards per split; one process, as the script
+  was. This is the reference of the goal (>= 2.3x);
+* seed via TFDS: the same per-file work inside our builder (TFDS's writer and shuffling,
+  our splits and features), one process: what the seed's approach costs as a TFDS build;
+* flowers: our builder (header read + marker walk + 1/8-scale draft decode, both cores),
+  at `--images` and at `--small` images (peak memory must be flat);
+* ceiling: only our per-file work on both cores, results thrown away -- no writer at all:
+  the most any build doing this validation can reach here.
 
-Builds are interleaved `--repeats` times and medians reported, so a load change on this
-shared machine hits both kinds alike. Prints img/s of both, their ratio (goal >= 2.3x),
-shard/source size and the peak RSS of the build process at `--images` and `--small` images
-(goal: flat). Workers are forked from the build process; they hold at most a few chunks of
-files each.
+Runs are interleaved `--repeats` times and medians reported, so a load change on this
+shared machine hits every kind alike. Workers are forked from the build process; they
+hold at most a few chunks of files each.
 """
 
 import argparse
@@ -30,6 +35,7 @@ import time
 from imagesets import sample_images
 
 CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
+KINDS = ["seed", "seed_tfds", "flowers", "ceiling"]
 
 
 def make_tree(root: pathlib.Path, count: int) -> int:
@@ -42,6 +48,41 @@ def make_tree(root: pathlib.Path, count: int) -> int:
       path.write_bytes(sample_images.jpeg(375, 500, seed=index))
     total += path.stat().st_size
   return total
+
+
+def seed_converter(root: str, out_dir: str) -> int:
+  """TF-slim's download_and_convert_flowers, minus the download; returns examples written."""
+  import random
+  import tensorflow as tf
+  class_names = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+  ids = {name: i for i, name in enumerate(class_names)}
+  files = sorted(os.path.join(root, c, f) for c in class_names for f in os.listdir(os.path.join(root, c)))
+  random.seed(0)
+  random.shuffle(files)
+  validation = len(files) // 10
+  written = 0
+  os.makedirs(out_dir, exist_ok=True)
+  for split, names in (("validation", files[:validation]), ("train", files[validation:])):
+    per_shard = -(-len(names) // 5)
+    for shard in range(5):
+      path = os.path.join(out_dir, f"flowers_{split}_{shard:05d}-of-00005.tfrecord")
+      with tf.io.TFRecordWriter(path) as writer:
+        for name in names[shard * per_shard:(shard + 1) * per_shard]:
+          data = tf.io.gfile.GFile(name, "rb").read()
+          image = tf.io.decode_jpeg(data, channels=3)  # slim: ImageReader.read_image_dims
+          def feature(**kind):
+            return tf.train.Feature(**kind)
+          example = tf.train.Example(features=tf.train.Features(feature={
+              "image/encoded": feature(bytes_list=tf.train.BytesList(value=[data])),
+              "image/format": feature(bytes_list=tf.train.BytesList(value=[b"jpg"])),
+              "image/class/label": feature(int64_list=tf.train.Int64List(
+                  value=[ids[os.path.basename(os.path.dirname(name))]])),
+              "image/height": feature(int64_list=tf.train.Int64List(value=[image.shape[0]])),
+              "image/width": feature(int64_list=tf.train.Int64List(value=[image.shape[1]])),
+          }))
+          writer.write(example.SerializeToString())
+          written += 1
+  return written
 
 
 def seed_style_process(item):
@@ -64,19 +105,39 @@ def _use_seed_style():
   parallel_map.available_cores = lambda: 1
 
 
+def ceiling(root: str) -> int:
+  """Our per-file work on every core, results dropped: no serializing, no writing."""
+  from imagesets import class_folders
+  from imagesets import parallel_map
+  from imagesets.flowers import flower_files
+  items = [(root, path, 0) for path in class_folders.scan(root).images]
+  with parallel_map.executor() as pool:
+    return sum(1 for _ in parallel_map.ordered_map(flower_files.process_file, items, pool))
+
+
 def build_once(kind: str, root: str, data_dir: str) -> dict:
   """Runs in a child process: one build, its time and peak memory."""
   import imagesets  # noqa: F401
   from imagesets.flowers import flowers_dataset_builder as flowers
-  if kind == "seed":
-    _use_seed_style()
-  builder = flowers.Builder(config=flowers.FlowersConfig(name="bench", root=root),
-                            data_dir=data_dir)
+  import tensorflow as tf
+  tf.constant(0)  # start TensorFlow's runtime before the clock, as the builders have it
   started = time.perf_counter()
-  builder.download_and_prepare()
+  if kind == "seed":
+    examples = seed_converter(root, data_dir)
+    out_dir = pathlib.Path(data_dir)
+  elif kind == "ceiling":
+    examples = ceiling(root)
+    out_dir = None
+  else:
+    if kind == "seed_tfds":
+      _use_seed_style()
+    builder = flowers.Builder(config=flowers.FlowersConfig(name="bench", root=root),
+                              data_dir=data_dir)
+    builder.download_and_prepare()
+    examples = sum(split.num_examples for split in builder.info.splits.values())
+    out_dir = pathlib.Path(builder.data_dir)
   seconds = time.perf_counter() - started
-  examples = sum(split.num_examples for split in builder.info.splits.values())
-  shards = sum(p.stat().st_size for p in pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))
+  shards = sum(p.stat().st_size for p in out_dir.glob("*.tfrecord*")) if out_dir else 0
   return {
       "seconds": seconds, "examples": examples, "shard_bytes": shards,
       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -100,7 +161,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=3,
                       help="interleaved builds of each kind; medians are reported")
   parser.add_argument("--work", default="/tmp/flowers_bench")
-  parser.add_argument("--child", choices=["seed", "flowers"])
+  parser.add_argument("--child", choices=KINDS)
   parser.add_argument("--root")
   args = parser.parse_args()
   if args.child:
@@ -112,23 +173,26 @@ def main():
   source_bytes = {count: make_tree(root, count) for count, root in roots.items()}
   for count, total in source_bytes.items():
     print(f"{count} photos, {total / count / 1024:.1f} KiB each on average")
-  runs = {("seed", args.images): [], ("flowers", args.images): [], ("flowers", args.small): []}
-  for _ in range(args.repeats):  # interleaved, so load changes hit both kinds alike
+  runs = {(kind, args.images): [] for kind in KINDS}
+  runs["flowers", args.small] = []
+  for _ in range(args.repeats):  # interleaved, so load changes hit every kind alike
     for kind, count in runs:
-      result = run_child(kind, roots[count], work / f"tfds_{kind}_{count}")
+      result = run_child(kind, roots[count], work / f"out_{kind}_{count}")
       assert result["examples"] == count, result
       runs[kind, count].append(result)
+  median = {key: statistics.median(r["seconds"] for r in results)
+            for key, results in runs.items()}
   for (kind, count), results in runs.items():
-    seconds = statistics.median(r["seconds"] for r in results)
     peak = max(r["peak_rss_mib"] for r in results)
     times = ", ".join(f"{r['seconds']:.2f}" for r in results)
-    ratio = results[0]["shard_bytes"] / source_bytes[count]
-    print(f"  {kind:8s} {count:5d} images: {count / seconds:6,.0f} img/s (median of "
-          f"{times} s), peak RSS {peak:,.0f} MiB, "
-          f"shards/source bytes {ratio:.4f}")
-  seed = statistics.median(r["seconds"] for r in runs["seed", args.images])
-  ours = statistics.median(r["seconds"] for r in runs["flowers", args.images])
-  print(f"speed-up over seed-style: {seed / ours:.2f}x (goal >= 2.3x)")
+    size = (f", shards/source bytes {results[0]['shard_bytes'] / source_bytes[count]:.4f}"
+            if results[0]["shard_bytes"] else "")
+    print(f"  {kind:9s} {count:5d} images: {count / median[kind, count]:6,.0f} img/s (median "
+          f"of {times} s), peak RSS {peak:,.0f} MiB{size}")
+  seed, ours = median["seed", args.images], median["flowers", args.images]
+  print(f"flowers / seed converter: {seed / ours:.2f}x (goal >= 2.3x); "
+        f"flowers / seed via TFDS: {median['seed_tfds', args.images] / ours:.2f}x; "
+        f"flowers / ceiling: {median['ceiling', args.images] / ours:.2f}")
   print(f"load average after: {os.getloadavg()}")
 
 

@@ -3,9 +3,11 @@
 Our contract for a stored image: `tf.io.decode_image(bytes)` gives the upright picture as
 uint8 RGB (3 channels) of the recorded height and width. `check` finds out fast, without a
 full decode: it reads the header, walks a JPEG's marker segments to its end-of-image marker,
-and decodes it at 1/8 scale (PIL `draft`), which still reads every byte of the entropy-coded
-data. So truncated or damaged files fail here, exactly when TensorFlow would fail to decode
-them (tested on damaged files), and not in someone's training job. Files that do not meet
+and decodes it at 1/8 scale (libjpeg-turbo through simplejpeg; PIL `draft` for CMYK), which
+still reads every byte of the entropy-coded data. So truncated or damaged files fail here,
+when TensorFlow would fail to decode them, and not in someone's training job (tested on
+damaged files; of 900 randomly damaged ones, one that TensorFlow still decoded, a changed
+byte in a marker segment, was refused too: we err on the side of reporting). Files that do not meet
 the contract as they are (grayscale, CMYK, EXIF-rotated, alpha, palette, 16-bit,
 non-JPEG/PNG content) are named with the reason and re-encoded by `convert`; everything
 else is stored as it came.
@@ -18,6 +20,7 @@ import warnings
 
 import numpy as np
 import PIL.Image
+import simplejpeg
 import PIL.ImageOps
 from PIL import JpegImagePlugin
 
@@ -30,6 +33,9 @@ _PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha"
 _JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _JPEG_STANDALONE = {0x01} | set(range(0xD0, 0xD8))  # TEM, RSTn: no length field
 _JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
+# PIL imports its format plugins on the first open; do it now, so that worker processes
+# forked from the build inherit them instead of each importing them again.
+PIL.Image.preinit()
 _DRAFT_SCALE = 8  # the smallest scale libjpeg decodes to; it still reads all the data
 _JPEG_RESIZE_QUALITY = 90
 
@@ -67,8 +73,13 @@ def check(data: bytes) -> ImageFacts:
       try:
         if kind in ("JPEG", "MPO"):
           _walk_jpeg_markers(data)
-          image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
-        image.load()
+          if mode in ("RGB", "L"):
+            _decode_jpeg_at_one_eighth(data)
+          else:  # CMYK, YCCK: not converted by libjpeg-turbo's fast path, rare
+            image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
+            image.load()
+        else:
+          image.load()
       except Exception as error:
         raise BadImageError(f"cannot be decoded ({kind}): {error}") from None
   if orientation in (5, 6, 7, 8):  # transposed: the upright image is width x height
@@ -123,6 +134,14 @@ def _walk_jpeg_markers(data: bytes) -> None:
       if not found:
         raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
       position = found.start()
+
+
+def _decode_jpeg_at_one_eighth(data: bytes) -> None:
+  """libjpeg-turbo's smallest scale, as grey levels: every byte of the entropy-coded data
+  is still decoded, with ~15 % less work than PIL's draft mode (no colour conversion, no
+  Python-level read loop). Warnings (damaged but decodable data) pass, as in TensorFlow."""
+  simplejpeg.decode_jpeg(data, colorspace="GRAY", min_height=1, min_width=1,
+                         min_factor=_DRAFT_SCALE, strict=False)
 
 
 def _orientation(image: PIL.Image.Image) -> int | None:
