@@ -10,6 +10,7 @@ serve several `ordered_map` calls (a builder's splits), so workers start once pe
 import collections
 import concurrent.futures
 import contextlib
+import gc
 import itertools
 import multiprocessing
 import os
@@ -40,9 +41,17 @@ def executor(workers: int | None = None, *, threads: bool = False):
   else:
     # fork: workers start in milliseconds and need not re-import the caller's modules
     # (the `tfds` CLI loads builders from a path). They only run `fn`, never TensorFlow.
-    with concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork")) as pool:
-      yield pool
+    # gc.freeze(): the objects that exist now (TensorFlow's, TFDS's: hundreds of MB) are
+    # left out of garbage collection until the pool is done, so collections in the
+    # workers do not touch, and copy, every inherited page; and the build process's own
+    # collections get cheap. A flowers build ran ~20 % faster (docs/flowers.md).
+    gc.freeze()
+    try:
+      with concurrent.futures.ProcessPoolExecutor(
+          workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield pool
+    finally:
+      gc.unfreeze()
 
 
 def _apply(fn, chunk):
