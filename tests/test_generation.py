@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from conftest import beam_download_config, records_by_split
 from imagesets import builder_base
 from imagesets import generation
+from imagesets import parallel_map
 from imagesets import problems
 
 HERE = pathlib.Path(__file__).parent
@@ -92,3 +93,44 @@ def test_a_split_without_good_items_still_reports_every_split(tmp_path, monkeypa
     Toy(data_dir=tmp_path).download_and_prepare()
   assert [p.where for p in caught.value.problems] == [
       "test101", "test108", "test115", "test122", "test129", "train003", "train010"]
+
+
+_SEEN = []
+
+
+def _double_and_note(item):
+  _SEEN.append(item)
+  return {"value": item * 2}, None
+
+
+def _splits(gen, sizes):
+  return {name: gen.examples(name, [(f"{name}{i}", i + 100 * n) for i in range(size)],
+                             _double_and_note)
+          for n, (name, size) in enumerate(sizes.items())}
+
+
+def test_workers_go_on_with_the_next_split_while_one_is_written(tmp_path):
+  """In the order given (TFDS's), one stream runs over all splits: by the time a split's
+  last example is handed over, the next split's items are already being worked on."""
+  import time
+  with parallel_map.executor(2, threads=True) as pool:
+    gen = generation.Generation(use_beam=False, data_dir=tmp_path, pool=pool)
+    splits = _splits(gen, {"a": 40, "b": 40, "c": 5})
+    _SEEN.clear()
+    first = [example["value"] for _, example in splits["a"]]
+    time.sleep(0.5)  # TFDS writing split a's shards
+    assert any(item >= 100 for item in _SEEN)  # split b started meanwhile
+    rest = {name: [example["value"] for _, example in splits[name]] for name in ("b", "c")}
+  assert first == [2 * i for i in range(40)]
+  assert rest == {"b": [2 * (100 + i) for i in range(40)], "c": [2 * (200 + i) for i in range(5)]}
+  assert not gen._unfinished
+
+
+@pytest.mark.parametrize("order", [("b", "a", "c"), ("a", "c", "b")])
+def test_splits_asked_for_in_another_order_still_get_their_own_items(tmp_path, order):
+  with parallel_map.executor(2) as pool:
+    gen = generation.Generation(use_beam=False, data_dir=tmp_path, pool=pool)
+    splits = _splits(gen, {"a": 40, "b": 33, "c": 5})
+    got = {name: [key for key, _ in splits[name]] for name in order}
+  assert got == {name: [f"{name}{i}" for i in range(size)]
+                 for name, size in {"a": 40, "b": 33, "c": 5}.items()}
