@@ -17,6 +17,7 @@ import os
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
 R = TypeVar("R")
 
 
@@ -41,6 +42,9 @@ def executor(workers: int | None = None, *, threads: bool = False):
   else:
     # fork: workers start in milliseconds and need not re-import the caller's modules
     # (the `tfds` CLI loads builders from a path). They only run `fn`, never TensorFlow.
+    # Workers run at a lower priority than the process that hands out their work and
+    # consumes it (for a build: TFDS's writer): when that process waits for a core behind
+    # a worker, both workers soon wait for it. Measured: flowers builds 4-8 % faster.
     # gc.freeze(): the objects that exist now (TensorFlow's, TFDS's: hundreds of MB) are
     # left out of garbage collection until the pool is done, so collections in the
     # workers do not touch, and copy, every inherited page; and the build process's own
@@ -48,7 +52,8 @@ def executor(workers: int | None = None, *, threads: bool = False):
     gc.freeze()
     try:
       with concurrent.futures.ProcessPoolExecutor(
-          workers, mp_context=multiprocessing.get_context("fork")) as pool:
+          workers, mp_context=multiprocessing.get_context("fork"),
+          initializer=os.nice, initargs=(WORKER_NICENESS,)) as pool:
         yield pool
     finally:
       gc.unfreeze()

@@ -68,3 +68,13 @@ def test_process_pool_leaves_inherited_objects_out_of_garbage_collection():
 
 def _inverse(value):
   return 1 / value
+
+
+def _niceness(_):
+  return os.nice(0)
+
+
+def test_process_workers_run_at_a_lower_priority_than_the_caller():
+  with parallel_map.executor(2) as pool:
+    niceness = set(parallel_map.ordered_map(_niceness, range(40), pool, chunk_size=1))
+  assert niceness == {min(19, os.nice(0) + parallel_map.WORKER_NICENESS)}
