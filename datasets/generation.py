@@ -75,9 +75,10 @@ def _local_outcome(process_key_item):
   return _outcome(*process_key_item)
 
 
-# Items in flight per worker (in chunks of parallel_map's 16): enough for the workers to
-# keep going while TFDS writes a finished split's shards (about 0.1 s per 2,400 photos).
-_WINDOW_CHUNKS = 12
+# Work goes to the workers in tasks of 64 items (fewer, larger messages between the
+# processes: a flowers build ran 7 % faster than with 16), 3 tasks per worker in flight:
+# enough to keep going while TFDS writes a finished split's shards (~0.1 s per 2,400 photos).
+_CHUNK, _WINDOW_CHUNKS = 64, 3
 
 
 @dataclasses.dataclass
@@ -119,7 +120,7 @@ class Generation:
       given = list(self._unfinished.values())
       work = ((process_, *key_item) for items_, process_ in given for key_item in items_)
       self._stream = parallel_map.ordered_map(_local_outcome, work, self.pool,
-                                              window=_WINDOW_CHUNKS)
+                                              chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
     if share and self._stream and self._stream_splits[:1] == [split]:
       self._stream_splits.pop(0)
       return itertools.islice(self._stream, len(items))
@@ -127,7 +128,7 @@ class Generation:
       self._stream.close()  # cancels the work not started yet
     self._stream = False
     return parallel_map.ordered_map(_local_outcome, ((process, *key_item) for key_item in items),
-                                    self.pool)
+                                    self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
 
   def _record(self, key, note, reason):
     if reason is not None:
