@@ -94,9 +94,11 @@ class Generation:
   # Locally, one stream of outcomes runs over every split's items in the order the
   # splits were given, which is the order TFDS writes them in: the workers go on with
   # the next split while TFDS writes one's shards. `None`: not started; `False`: given up
-  # (TFDS asked for splits in another order, or a rerun): each split then runs alone.
+  # (TFDS asked for splits in another order, stopped a split early, e.g.
+  # --max_examples_per_split, or a rerun): each split then runs alone.
   _stream: Any = None
   _stream_splits: list[str] = dataclasses.field(default_factory=list)
+  _stream_owed: int = 0  # outcomes of the split being read from the stream, not taken yet
 
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
@@ -121,14 +123,21 @@ class Generation:
       work = ((process_, *key_item) for items_, process_ in given for key_item in items_)
       self._stream = parallel_map.ordered_map(_local_outcome, work, self.pool,
                                               chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
-    if share and self._stream and self._stream_splits[:1] == [split]:
+    if (share and self._stream and self._stream_splits[:1] == [split]
+        and not self._stream_owed):
       self._stream_splits.pop(0)
-      return itertools.islice(self._stream, len(items))
+      self._stream_owed = len(items)
+      return self._take_from_stream(len(items))
     if self._stream:
       self._stream.close()  # cancels the work not started yet
     self._stream = False
     return parallel_map.ordered_map(_local_outcome, ((process, *key_item) for key_item in items),
                                     self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
+
+  def _take_from_stream(self, count):
+    for outcome in itertools.islice(self._stream, count):
+      self._stream_owed -= 1  # a split left unfinished leaves the stream out of step
+      yield outcome
 
   def _record(self, key, note, reason):
     if reason is not None:

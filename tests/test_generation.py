@@ -1,5 +1,6 @@
 """generation + builder_base: the same per-example work, problems and notes, locally and on Beam."""
 
+import itertools
 import os
 import pathlib
 
@@ -134,3 +135,26 @@ def test_splits_asked_for_in_another_order_still_get_their_own_items(tmp_path, o
     got = {name: [key for key, _ in splits[name]] for name in order}
   assert got == {name: [f"{name}{i}" for i in range(size)]
                  for name, size in {"a": 40, "b": 33, "c": 5}.items()}
+
+
+def test_a_split_stopped_early_does_not_shift_the_next_splits_items(tmp_path):
+  """TFDS stops reading a split early with --max_examples_per_split: the shared stream is
+  then out of step, and the following splits must still get exactly their own items."""
+  with parallel_map.executor(2) as pool:
+    gen = generation.Generation(use_beam=False, data_dir=tmp_path, pool=pool)
+    splits = _splits(gen, {"a": 40, "b": 33, "c": 5})
+    first = [key for key, _ in itertools.islice(splits["a"], 3)]
+    rest = {name: [key for key, _ in splits[name]] for name in ("b", "c")}
+  assert first == ["a0", "a1", "a2"]
+  assert rest == {"b": [f"b{i}" for i in range(33)], "c": [f"c{i}" for i in range(5)]}
+
+
+def test_max_examples_per_split_builds_each_split_from_its_own_items(tmp_path):
+  builder = Toy(data_dir=tmp_path)
+  builder.SKIP_BAD = True
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(max_examples_per_split=4))
+  values = {split: sorted(int(tf.train.Example.FromString(r).features.feature["value"]
+                              .int64_list.value[0]) for r in records)
+            for split, records in records_by_split(builder.data_dir).items()}
+  assert values == {"train": [0, 2, 4, 8], "test": [200, 204, 206, 208]}  # 3, 101 cursed
