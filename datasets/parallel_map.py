@@ -17,8 +17,8 @@ import os
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
-WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
 R = TypeVar("R")
+WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
 
 
 def available_cores() -> int:

@@ -46,10 +46,11 @@ def _entry_header(key_field: bytes, feature_tag: int, value_header: bytes,
                   value_length: int) -> bytes:
   """Everything of one map entry that comes before its value's bytes."""
   inner = len(value_header) + value_length                  # BytesList / Int64List
-  feature = 1 + len(_varint(inner)) + inner                 # Feature
-  entry = len(key_field) + 1 + len(_varint(feature)) + feature
-  return (_header(0x0A, entry) + key_field + _header(0x12, feature)
-          + _header(feature_tag, inner) + value_header)
+  inner_header = _header(feature_tag, inner)
+  feature = len(inner_header) + inner                       # Feature
+  feature_header = _header(0x12, feature)
+  entry = len(key_field) + len(feature_header) + feature    # map entry
+  return _header(0x0A, entry) + key_field + feature_header + inner_header + value_header
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:
@@ -96,11 +97,11 @@ def _scalar_kind(info) -> str | None:
 class _ScalarWriter:
   """Writes examples of one flat, all-scalar feature spec; None when a value is unusual."""
 
-  def __init__(self, specs: dict):
+  def __init__(self, specs: dict, kinds: dict[str, str]):
     self._features = []  # (name, key field, kind, (min, max) or None), in map order
     for name in _deterministic_map_order(list(specs)):
       key = name.encode("utf-8")
-      kind = _scalar_kind(specs[name])
+      kind = kinds[name]
       limits = np.iinfo(specs[name].np_dtype) if kind == "int" else None
       self._features.append((name, _header(0x0A, len(key)) + key, kind,
                              limits and (int(limits.min), int(limits.max))))
@@ -140,8 +141,8 @@ def _scalar_writer(serializer) -> _ScalarWriter | None:
     pass
   specs = serializer._flat_example_specs  # pylint: disable=protected-access
   nested = specs.keys() != serializer.example_specs.keys()
-  kinds = [_scalar_kind(info) for info in specs.values()]
-  writer = None if nested or None in kinds else _ScalarWriter(specs)
+  kinds = {name: _scalar_kind(info) for name, info in specs.items()}
+  writer = None if nested or None in kinds.values() else _ScalarWriter(specs, kinds)
   serializer._imagesets_scalar_writer = writer  # pylint: disable=protected-access
   return writer
 
