@@ -70,15 +70,13 @@ def seed_converter(root: str, out_dir: str) -> int:
         for name in names[shard * per_shard:(shard + 1) * per_shard]:
           data = tf.io.gfile.GFile(name, "rb").read()
           image = tf.io.decode_jpeg(data, channels=3)  # slim: ImageReader.read_image_dims
-          def feature(**kind):
-            return tf.train.Feature(**kind)
-          example = tf.train.Example(features=tf.train.Features(feature={
-              "image/encoded": feature(bytes_list=tf.train.BytesList(value=[data])),
-              "image/format": feature(bytes_list=tf.train.BytesList(value=[b"jpg"])),
-              "image/class/label": feature(int64_list=tf.train.Int64List(
-                  value=[ids[os.path.basename(os.path.dirname(name))]])),
-              "image/height": feature(int64_list=tf.train.Int64List(value=[image.shape[0]])),
-              "image/width": feature(int64_list=tf.train.Int64List(value=[image.shape[1]])),
+          label = ids[os.path.basename(os.path.dirname(name))]
+          example = tf.train.Example(features=tf.train.Features(feature={  # image_to_tfexample
+              "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+              "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"jpg"])),
+              "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+              "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[image.shape[0]])),
+              "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[image.shape[1]])),
           }))
           writer.write(example.SerializeToString())
           written += 1
@@ -106,13 +104,17 @@ def _use_seed_style():
 
 
 def ceiling(root: str) -> int:
-  """Our per-file work on every core, results dropped: no serializing, no writing."""
+  """Our per-file work on every core, handed out as builds do, results dropped: no
+  serializing, no writing."""
   from imagesets import class_folders
+  from imagesets import generation
   from imagesets import parallel_map
   from imagesets.flowers import flower_files
   items = [(root, path, 0) for path in class_folders.scan(root).images]
   with parallel_map.executor() as pool:
-    return sum(1 for _ in parallel_map.ordered_map(flower_files.process_file, items, pool))
+    return sum(1 for _ in parallel_map.ordered_map(
+        flower_files.process_file, items, pool,
+        chunk_size=generation._CHUNK, window=generation._WINDOW_CHUNKS))  # pylint: disable=protected-access
 
 
 def build_once(kind: str, root: str, data_dir: str) -> dict:
