@@ -1,0 +1,91 @@
+"""Keeps TensorFlow's start-up noise off the terminal; errors and anything unknown still show.
+
+Loading TensorFlow prints a dozen lines that say nothing to a user of this package:
+"All log messages before absl::InitializeLog()...", "Could not find cuda drivers",
+"This TensorFlow binary is optimized to use...", and on the first device probe
+"failed call to cuInit" (an ERROR line on every machine without a GPU). Most come from
+C++ static initialisers, before any Python switch can act, so `TF_CPP_MIN_LOG_LEVEL`
+alone does not stop them.
+
+`import imagesets` calls `load_tensorflow()` first. If TensorFlow is not loaded yet and
+the user has not asked for TensorFlow's logs, it
+
+* sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off, warnings
+  and errors still printed), and
+* loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, then
+  writes back every captured line except the known start-up lines in `NOISE`.
+
+Our commands also call `probe_devices()`, the same for the first device probe.
+
+Everything comes back with `-v`/`--verbose` on the command line, `IMAGESETS_VERBOSE=1`,
+or a `TF_CPP_MIN_LOG_LEVEL` of the user's own (which is then left as it is). When
+TensorFlow is already loaded (`tfds build` loads it before any of our code), nothing
+here runs.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+# Known, harmless start-up lines (matched anywhere in a line).
+NOISE = re.compile("|".join([
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"cudart_stub\.cc.*Could not find cuda drivers",
+    r"cpu_feature_guard\.cc.*This TensorFlow binary is optimized",
+    r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate",
+    r"oneDNN custom operations are on",
+    r"failed call to cuInit",
+    r"Unable to register cu(DNN|FFT|BLAS) factory",
+    r"computation placer already registered",
+    r"TF-TRT Warning: Could not find TensorRT",
+]))
+
+
+def verbose() -> bool:
+  """The user wants TensorFlow's own start-up output."""
+  return (os.environ.get("IMAGESETS_VERBOSE", "") not in ("", "0")
+          or bool({"-v", "--verbose"} & set(sys.argv[1:])))
+
+
+@contextlib.contextmanager
+def _filtered_stderr():
+  """Sends fd 2 to a file inside the block, then writes back all but the NOISE lines."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile(mode="w+b") as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      kept = [line for line in captured.read().decode("utf-8", "replace").splitlines(True)
+              if not NOISE.search(line)]
+      if kept:
+        sys.stderr.write("".join(kept))
+        sys.stderr.flush()
+
+
+def _quiet() -> bool:
+  return not verbose() and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") == "1"
+
+
+def load_tensorflow() -> None:
+  """Loads TensorFlow without its start-up noise, unless it is loaded or wanted."""
+  if "tensorflow" in sys.modules or verbose() or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    return
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+  with _filtered_stderr():
+    import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
+def probe_devices() -> None:
+  """Finds the devices now, without the "no GPU here" noise (for our commands)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  if _quiet():
+    with _filtered_stderr():
+      tf.config.list_physical_devices()
