@@ -1,0 +1,129 @@
+"""One build of a dataset version at a time, and no leftovers of builds that died.
+
+TFDS builds a version into `<parent>/incomplete.XXXXXX_<version>/` beside the final
+`<parent>/<version>/` and renames it at the end. A build that is killed (SIGKILL, out of
+memory, a preempted machine) leaves that folder behind, tens of GB for a large tree, and
+no later build removes it. Two builds of one version started together both write, and
+the slower one fails on TFDS's final rename with a raw FileExistsError.
+
+How the owner is known: a build holds an exclusive `fcntl.flock` on
+`<parent>/.<version>.lock` for as long as it runs, and writes its pid, host and start
+time into it. The kernel releases a flock when its process ends, however it ends, so:
+
+* a lock we can take has no living owner: every `incomplete.*_<version>/` folder there
+  was left by a build that is gone, and is removed before this build starts;
+* a lock we cannot take belongs to a build that is running: we stop at once with
+  `BuildInProgressError`, one line that names its pid, and touch nothing of it.
+
+A build removes its lock file before it lets go of it, and a build that has just
+locked a file checks that it is still the one at that path (else it starts again), so
+removing it never lets two builds in. Only a killed build leaves its (hidden, tiny)
+lock file; the next build takes it over and removes it. Only local data dirs are locked:
+buckets (gs://, s3://) have no flock, so builds into them go on as TFDS does alone.
+"""
+
+import contextlib
+import datetime
+import fcntl
+import os
+import pathlib
+import shutil
+import socket
+import sys
+
+from absl import logging
+
+INCOMPLETE_PREFIX = "incomplete."
+
+
+class BuildInProgressError(RuntimeError):
+  """Another process is building (or has just built) this version."""
+
+
+def lock_path(version_dir: os.PathLike) -> pathlib.Path:
+  version_dir = pathlib.Path(version_dir)
+  return version_dir.parent / f".{version_dir.name}.lock"
+
+
+def leftovers(version_dir: os.PathLike) -> list[pathlib.Path]:
+  """TFDS's unfinished build folders of this version (`incomplete.XXXXXX_<version>`)."""
+  version_dir = pathlib.Path(version_dir)
+  if not version_dir.parent.is_dir():
+    return []
+  return sorted(path for path in version_dir.parent.glob(f"{INCOMPLETE_PREFIX}*_{version_dir.name}")
+                if path.is_dir())
+
+
+def _size(path: pathlib.Path) -> int:
+  return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _remove_leftovers(version_dir: pathlib.Path) -> None:
+  for path in leftovers(version_dir):
+    size = _size(path)
+    shutil.rmtree(path)
+    logging.warning("removed %s (%.1f MB), left by a build of this version that did not "
+                    "finish", path, size / 1e6)
+
+
+def _one_line_if_uncaught(error: BaseException) -> None:
+  """If `error` ends the program (e.g. under the `tfds` CLI), print it as one line.
+
+  Any other exception still gets the usual traceback: only this error is shortened.
+  """
+  previous = sys.excepthook
+
+  def hook(kind, value, traceback):
+    if value is error:
+      print(f"error: {error}", file=sys.stderr)
+    else:
+      previous(kind, value, traceback)
+
+  sys.excepthook = hook
+
+
+def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
+  """The open lock file, flock'ed by us; raises BuildInProgressError if a build holds it."""
+  while True:
+    lock = open(path, "a+")  # pylint: disable=consider-using-with
+    try:
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      lock.seek(0)
+      owner = lock.read().strip() or "another process"
+      lock.close()
+      error = BuildInProgressError(
+          f"{name} is being built by another process ({owner}) into {version_dir}; "
+          "wait for it to finish (a finished build is then reused), or build into "
+          "another data dir.")
+      _one_line_if_uncaught(error)
+      raise error from None
+    # The holder before us removes the file before it lets go: if what we locked is no
+    # longer the file at `path`, another build may lock a new one; start again.
+    try:
+      same = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+    except FileNotFoundError:
+      same = False
+    if same:
+      return lock
+    lock.close()
+
+
+@contextlib.contextmanager
+def hold(version_dir: os.PathLike, name: str):
+  """While the block runs, this process alone builds `version_dir` (see module doc)."""
+  version_dir = pathlib.Path(version_dir)
+  version_dir.parent.mkdir(parents=True, exist_ok=True)
+  path = lock_path(version_dir)
+  lock = _locked(path, name, version_dir)
+  try:
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}")
+    lock.flush()
+    _remove_leftovers(version_dir)
+    yield
+  finally:
+    path.unlink(missing_ok=True)  # while still holding it: see _locked
+    lock.close()  # releases the flock

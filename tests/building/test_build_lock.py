@@ -1,0 +1,86 @@
+"""One build per version: leftovers of killed builds go, a concurrent build stops cleanly."""
+
+import pathlib
+import signal
+import subprocess
+import sys
+
+import pytest
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import BIN, REPO
+from imagesets.building import build_lock
+
+HELD_BUILD = pathlib.Path(__file__).with_name("held_build.py")
+
+
+def _start_held_build(data_dir, go_file) -> subprocess.Popen:
+  process = subprocess.Popen([sys.executable, str(HELD_BUILD), str(data_dir), str(go_file)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  lines = []  # TFDS prints its own lines to stdout first
+  while (line := process.stdout.readline()) and line.strip() != "generating":
+    lines.append(line)
+  if not line:
+    process.kill()
+    pytest.fail(f"held build did not start: {lines}{process.communicate()[1][-3000:]}")
+  return process
+
+
+def _version_dir(data_dir) -> pathlib.Path:
+  return pathlib.Path(data_dir) / "synthetic_images" / "tiny" / "1.0.0"
+
+
+def test_next_build_removes_what_a_killed_build_left(tmp_path):
+  held = _start_held_build(tmp_path, tmp_path / "never")
+  (leftover,) = build_lock.leftovers(_version_dir(tmp_path))
+  assert list(leftover.glob("*.tfrecord-*"))  # train written, test under way
+  held.send_signal(signal.SIGKILL)
+  held.communicate()
+  assert leftover.is_dir()  # what TFDS alone would leave behind for good
+  assert build_lock.lock_path(_version_dir(tmp_path)).exists()  # its owner is gone
+
+  builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
+  builder.download_and_prepare()
+  assert not leftover.exists()
+  assert build_lock.leftovers(_version_dir(tmp_path)) == []
+  assert not build_lock.lock_path(_version_dir(tmp_path)).exists()
+  assert len(list(builder.as_dataset(split="train"))) == 12
+
+
+def test_a_build_never_removes_the_folder_of_a_running_build(tmp_path):
+  held = _start_held_build(tmp_path, tmp_path / "go")
+  try:
+    (running,) = build_lock.leftovers(_version_dir(tmp_path))
+    with pytest.raises(build_lock.BuildInProgressError,
+                       match=rf"synthetic_images/tiny/1.0.0 is being built by another process "
+                             rf"\(pid {held.pid} on .*\) into {_version_dir(tmp_path)}"):
+      tfds.builder("synthetic_images/tiny", data_dir=tmp_path).download_and_prepare()
+    assert running.is_dir()
+  finally:
+    (tmp_path / "go").touch()
+    out, err = held.communicate(timeout=120)
+  assert held.returncode == 0 and out.strip().endswith("built"), err[-3000:]
+  assert not running.exists()  # renamed into place by its own build
+  assert _version_dir(tmp_path).is_dir()
+  assert sorted(p.name for p in _version_dir(tmp_path).parent.iterdir()) == ["1.0.0"]
+
+
+def test_two_concurrent_cli_builds_one_succeeds_the_other_says_one_line(tmp_path):
+  held = _start_held_build(tmp_path, tmp_path / "go")
+  try:
+    second = subprocess.run(
+        [str(BIN / "tfds"), "build", "datasets/synthetic_images", "--config", "tiny",
+         "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True)
+  finally:
+    (tmp_path / "go").touch()
+    _, err = held.communicate(timeout=120)
+  assert held.returncode == 0, err[-3000:]
+  assert second.returncode != 0
+  last = second.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: synthetic_images/tiny/1.0.0 is being built by another process "
+                         f"(pid {held.pid} on "), second.stderr[-3000:]
+  assert "Traceback" not in second.stderr
+  # The winner's data is complete and readable.
+  builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
+  assert len(list(builder.as_dataset(split="test"))) == 4
