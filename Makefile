@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv clean
 demo: $(STAMP)
-	$(VENV)/bin/python -m imagesets.demo
+	$(VENV)/bin/python -m imagesets.cli.demo
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest

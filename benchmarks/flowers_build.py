@@ -2,7 +2,7 @@
 
     python benchmarks/flowers_build.py [--images 3000] [--small 1500] [--work /tmp/flowers_bench]
 
-Makes a class-per-folder tree of photo-like JPEGs (500x375, imagesets.sample_images: smooth
+Makes a class-per-folder tree of photo-like JPEGs (500x375, imagesets_testing.sample_images: smooth
 colour fields, soft shapes and grain, so they compress like photos, not like noise), then
 runs, each in a fresh process so peak memory is its own:
 
@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from imagesets import sample_images
+from imagesets_testing import sample_images
 
 CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 KINDS = ["seed", "seed_tfds", "flowers", "ceiling"]
@@ -86,7 +86,7 @@ def seed_converter(root: str, out_dir: str) -> int:
 def seed_style_process(item):
   """The old converters' per-image work: decode everything with TF just to learn the size."""
   import tensorflow as tf
-  from imagesets import class_folders
+  from imagesets.building import class_folders
   root, relative_path, _ = item
   data = class_folders.read(root, relative_path)
   shape = tf.io.decode_image(data).shape
@@ -97,7 +97,7 @@ def seed_style_process(item):
 
 def _use_seed_style():
   """Same builder, splits, features and TFDS writer; seed-style work, in one process."""
-  from imagesets import parallel_map
+  from imagesets.building import parallel_map
   from imagesets.flowers import flower_files
   flower_files.process_file = seed_style_process
   parallel_map.available_cores = lambda: 1
@@ -106,9 +106,9 @@ def _use_seed_style():
 def ceiling(root: str) -> int:
   """Our per-file work on every core, handed out as builds do, results dropped: no
   serializing, no writing."""
-  from imagesets import class_folders
-  from imagesets import generation
-  from imagesets import parallel_map
+  from imagesets.building import class_folders
+  from imagesets.building import generation
+  from imagesets.building import parallel_map
   from imagesets.flowers import flower_files
   items = [(root, path, 0) for path in class_folders.scan(root).images]
   with parallel_map.executor() as pool:

@@ -41,8 +41,8 @@ import PIL.ImageFilter
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets import input_pipeline
-from imagesets import preprocess_ops as ops
+from imagesets.reading import input_pipeline
+from imagesets.reading import preprocess_ops as ops
 from imagesets.flowers import flowers_dataset_builder as flowers
 
 AUTOTUNE = tf.data.AUTOTUNE

@@ -14,7 +14,7 @@ import numpy as np
 import PIL.Image
 import tensorflow as tf
 
-from imagesets import png_stored
+from imagesets.building import png_stored
 
 
 def _pil(fmt, **kwargs):

@@ -25,7 +25,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from imagesets.voc_segmentation import fake_voc
+from imagesets_testing import fake_voc
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
 

@@ -5,9 +5,10 @@
 `tfds build synthetic_images --imports imagesets` find them.
 """
 
-from imagesets import reproducible
+# First, before TensorFlow loads: keep its start-up noise off the terminal (see startup).
+from imagesets import startup
 
-reproducible.install()
+startup.load_tensorflow()
 
 # Importing a builder module registers its dataset name.
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
@@ -15,8 +16,8 @@ from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa:
 from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
 
 # The training input pipeline: one call per task, built from `preprocess_ops`.
-from imagesets import input_pipeline, preprocess_ops  # noqa: E402
-from imagesets.input_pipeline import (  # noqa: E402
+from imagesets.reading import input_pipeline, preprocess_ops  # noqa: E402
+from imagesets.reading.input_pipeline import (  # noqa: E402
     DatasetNotPreparedError,
     classification_eval,
     classification_train,
@@ -26,7 +27,7 @@ from imagesets.input_pipeline import (  # noqa: E402
 
 # Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
 # a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
-from imagesets.publish import fetch, resolve_data_dir, stream  # noqa: E402
+from imagesets.publishing.publish import fetch, resolve_data_dir, stream  # noqa: E402
 
 __all__ = [
     "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",

@@ -4,7 +4,7 @@
     python docs/make_flowers_examples.py
 
 The real flower_photos archive cannot be downloaded where this project is developed, so the
-picture shows a build of photo-like images (imagesets.sample_images) in the five
+picture shows a build of photo-like images (imagesets_testing.sample_images) in the five
 flower_photos class folders, including a sideways phone photo (EXIF orientation 6) and a
 grayscale JPEG that the builder stored upright and as RGB.
 """
@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import imagesets  # noqa: E402,F401
-from imagesets import sample_images  # noqa: E402
+from imagesets_testing import sample_images  # noqa: E402
 from imagesets.flowers import flowers_dataset_builder as flowers  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 

@@ -3,7 +3,7 @@
     python docs/make_voc_segmentation_figure.py
 
 The real VOC tar cannot be downloaded where this was written, so the figure is built
-from a generated VOC-shaped tree (imagesets.voc_segmentation.fake_voc), through the
+from a generated VOC-shaped tree (imagesets_testing.fake_voc), through the
 real path: `voc_segmentation` built with --manual_dir, read back with tfds.load, and the
 decoded class ids coloured with the PASCAL palette.
 """
@@ -17,8 +17,8 @@ import PIL.ImageDraw
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from imagesets import segmentation_masks
-from imagesets.voc_segmentation import fake_voc
+from imagesets.building import segmentation_masks
+from imagesets_testing import fake_voc
 from imagesets.voc_segmentation import voc_pairs
 
 OUT = pathlib.Path(__file__).resolve().parent / "voc_segmentation_examples.png"

@@ -8,7 +8,8 @@ import os
 import signal
 import sys
 
-from imagesets import bucket, cli
+from imagesets.cli import main as cli
+from imagesets.publishing import bucket
 
 limit = int(sys.argv[1])
 signal_number = getattr(signal, f"SIG{sys.argv[2]}")

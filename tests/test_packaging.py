@@ -17,7 +17,7 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/synthetic_images/README.md",
       "imagesets/synthetic_images/CITATIONS.bib",
       "imagesets/synthetic_images/TAGS.txt",
-      "imagesets/segmentation_masks.py",
+      "imagesets/building/segmentation_masks.py",
       "imagesets/voc_segmentation/voc_segmentation_dataset_builder.py",
       "imagesets/voc_segmentation/README.md",
       "imagesets/voc_segmentation/CITATIONS.bib",
@@ -25,12 +25,17 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/checksums/__init__.py",
       "imagesets/checksums/flowers.txt",
       "imagesets/checksums/voc_segmentation.txt",
-      "imagesets/bucket.py",
-      "imagesets/publish.py",
-      "imagesets/cli.py",
+      "imagesets/building/builder_base.py",
+      "imagesets/building/build_lock.py",
+      "imagesets/reading/input_pipeline.py",
+      "imagesets/publishing/bucket.py",
+      "imagesets/publishing/publish.py",
+      "imagesets/cli/main.py",
+      "imagesets/cli/demo.py",
+      "imagesets/startup.py",
   }
   assert expected <= names, sorted(expected - names)
   (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
   scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-  assert "imagesets = imagesets.cli:main" in scripts
+  assert "imagesets = imagesets.cli.main:main" in scripts
   assert not any(name.startswith("datasets/") for name in names)

@@ -6,9 +6,9 @@ could not import, while `imagesets.flowers.flower_files` is importable wherever 
 package is installed.
 """
 
-from imagesets import class_folders
-from imagesets import generation
-from imagesets import image_checks
+from imagesets.building import class_folders
+from imagesets.building import generation
+from imagesets.building import image_checks
 
 
 def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tuple[dict, str | None]:
@@ -31,7 +31,7 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tup
 
 
 def process_file(item: tuple[str, str, int]) -> tuple[dict, str | None]:
-  """`make_example` for imagesets.generation: a bad file becomes a BadItem, not a crash."""
+  """`make_example` for imagesets.building.generation: a bad file becomes a BadItem, not a crash."""
   root, relative_path, shorter_side = item
   try:
     return make_example(root, relative_path, shorter_side=shorter_side)

@@ -6,12 +6,12 @@ from absl import logging
 import numpy as np
 import tensorflow_datasets as tfds
 
-from imagesets import archives
-from imagesets import builder_base
-from imagesets import class_folders
-from imagesets import generation
-from imagesets import problems
-from imagesets import splits
+from imagesets.building import archives
+from imagesets.building import builder_base
+from imagesets.building import class_folders
+from imagesets.building import generation
+from imagesets.building import problems
+from imagesets.building import splits
 from imagesets.flowers import flower_files
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"

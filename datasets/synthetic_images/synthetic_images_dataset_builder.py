@@ -5,8 +5,8 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from imagesets import builder_base
-from imagesets import png_stored
+from imagesets.building import builder_base
+from imagesets.building import png_stored
 
 
 @dataclasses.dataclass(eq=False)

@@ -1,7 +1,7 @@
 """PASCAL VOC 2012 segmentation pairs: the layout, the split lists and one example per id.
 
 `load_example(image_id, folder)` is a pure function (no builder state); `process` wraps
-it for `imagesets.generation`, which runs it on local processes or Beam workers with the
+it for `imagesets.building.generation`, which runs it on local processes or Beam workers with the
 same checks and gathers every problem of the build into one report.
 """
 
@@ -11,9 +11,9 @@ import pathlib
 import numpy as np
 import PIL.Image
 
-from imagesets import generation
-from imagesets import problems as problems_lib
-from imagesets import segmentation_masks
+from imagesets.building import generation
+from imagesets.building import problems as problems_lib
+from imagesets.building import segmentation_masks
 
 IN_ARCHIVE = "VOCdevkit/VOC2012"
 JPEG_DIR = "JPEGImages"

@@ -3,8 +3,8 @@
 import numpy as np
 import tensorflow_datasets as tfds
 
-from imagesets import builder_base
-from imagesets import problems
+from imagesets.building import builder_base
+from imagesets.building import problems
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
 

@@ -9,7 +9,7 @@ unpacked with `archives.safe_extract`.
 import os
 import pathlib
 
-from imagesets import archives
+from imagesets.building import archives
 from imagesets.voc_segmentation import voc_pairs
 
 TAR_NAME = "VOCtrainval_11-May-2012.tar"

@@ -11,7 +11,7 @@ import io
 import pathlib
 import tarfile
 
-from imagesets import sample_images
+from imagesets_testing import sample_images
 from imagesets.flowers import flowers_dataset_builder as flowers
 
 PER_CLASS = 7

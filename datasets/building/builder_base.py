@@ -1,0 +1,97 @@
+"""The base class every imagesets builder derives from.
+
+It holds the two rules that all our builders share, so each builder stays a thin
+description of its source:
+
+* Registration: only the canonical module `imagesets.<name>.<name>_dataset_builder`
+  registers the dataset name. `tfds build datasets/<name>` (and Beam workers that
+  unpickle it) import the same file a second time under another module name; that
+  copy stays unregistered instead of failing with "already registered".
+* Sharding: never fewer than `sharding.MIN_SHARDS` shards per split, so
+  multi-worker input sharding works on every split.
+* Records: every tf.train.Example is written in protobuf's deterministic form, so two
+  builds of the same data give byte-identical shards (`deterministic_writer`), through
+  TFDS's own `_example_writer` hook: nothing changes for other datasets.
+* One build per version: a build locks its version and removes what killed builds of it
+  left behind; a second concurrent build stops with one line (`build_lock`).
+* Checksums: download checksums live in the top-level `checksums/<name>.txt`
+  (also where `tfds build --register_checksums` writes them).
+* Generation: `self.generation` runs per-example work locally (worker pool) or on
+  Beam when the build has Beam options, and gathers the problems and notes of the
+  whole build; `_finish_generation` raises them as one error or records them.
+  TFDS's in-memory shuffle is capped while our builders build, so memory stays flat in
+  the number of images (`shuffle_memory`).
+"""
+
+from etils import epath
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core import utils as tfds_utils
+
+from imagesets import checksums
+from imagesets.building import build_lock
+from imagesets.building import class_folders
+from imagesets.building import deterministic_writer
+from imagesets.building import generation
+from imagesets.building import parallel_map
+from imagesets.building import problems
+from imagesets.building import sharding
+from imagesets.building import shuffle_memory
+
+CANONICAL_PACKAGE = "imagesets."
+
+
+class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+  """GeneratorBasedBuilder with imagesets' registration and shard-count rules."""
+
+  def __init_subclass__(cls, skip_registration=False, **kwargs):
+    canonical = cls.__module__.startswith(CANONICAL_PACKAGE)
+    super().__init_subclass__(
+        skip_registration=skip_registration or not canonical, **kwargs
+    )
+
+  @tfds_utils.classproperty
+  @classmethod
+  def _checksums_path(cls) -> epath.Path:
+    return epath.Path(checksums.DIRECTORY) / f"{cls.name}.txt"
+
+  def download_and_prepare(self, **kwargs):
+    config = kwargs.get("download_config")
+    overwrite = config is not None and config.download_mode.overwrite_dataset
+    # A prepared version is only read (and may sit in a read-only folder): no lock.
+    if ((self.data_path.exists() and not overwrite)
+        or class_folders.is_remote(self.data_path)):
+      return super().download_and_prepare(**kwargs)
+    with build_lock.hold(self.data_path, name=f"{self.info.full_name}"):
+      return super().download_and_prepare(**kwargs)
+
+  def _example_writer(self):
+    return deterministic_writer.DeterministicExampleWriter(file_format=self.info.file_format)
+
+  def _generate_splits(self, dl_manager, download_config):
+    use_beam = (download_config.beam_options is not None
+                or download_config.beam_runner is not None)
+    with shuffle_memory.limit(), parallel_map.executor(threads=self._reads_remote_files()) as pool:
+      self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
+                                              pool=pool)
+      try:
+        split_infos = super()._generate_splits(
+            dl_manager, sharding.with_min_shards(download_config))
+      except Exception:
+        # TFDS can stop before every split ran (e.g. a split without one good example).
+        # If bad items caused it, check the rest too, so that one error names every bad
+        # item of the source; any other failure is re-raised without more work.
+        if self.generation.report().problems:
+          self.generation.check_unfinished()
+          self._finish_generation(self.generation.report())
+        raise
+    self._finish_generation(self.generation.report())
+    return split_infos
+
+  def _reads_remote_files(self) -> bool:
+    """True when per-example work reads a bucket: threads then, not forked processes."""
+    return False
+
+  def _finish_generation(self, report: generation.Report) -> None:
+    """Raises one error for every problem; builders say where the source is and the fix."""
+    problems.raise_if_any(report.problems, source=self.name,
+                          fix="repair or remove the items named above.")

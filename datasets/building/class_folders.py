@@ -1,0 +1,79 @@
+"""List a class-per-folder image tree: root/<class>/**/<image>, local or in a bucket.
+
+Labels are the sorted names of root's sub-folders (as keras' image_dataset_from_directory
+and TF-slim do). Candidate images are chosen by file name, any case (`.JPG`, `.jpeg`);
+their content is checked later (imagesets.building.image_checks), so a text file named `x.jpg` is
+reported, not skipped. Everything else (LICENSE.txt, .DS_Store, Thumbs.db, files next to
+the class folders, anything in hidden folders such as __MACOSX/) is listed as ignored, so
+the caller can say what it left out.
+"""
+
+import dataclasses
+import os
+import posixpath
+
+import tensorflow as tf
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassTree:
+  class_names: list[str]           # sorted: label i is class_names[i]
+  images: list[str]                # relative paths "<class>/.../<file>", sorted
+  ignored: list[str]               # relative paths of files that are not images by name
+
+
+def label_of(relative_path: str) -> str:
+  """The class of an image: the top-level folder of its relative path."""
+  return relative_path.split("/", 1)[0]
+
+
+def is_remote(root: str) -> bool:
+  """A bucket or other URL-style path (gs://, s3://, ram://), read through tf.io.gfile."""
+  return "://" in str(root)
+
+
+def read(root: str, relative_path: str) -> bytes:
+  """The bytes of one file of the tree."""
+  path = posixpath.join(str(root), relative_path)
+  if not is_remote(root):
+    with open(path, "rb") as f:  # plain I/O: safe and fastest in forked workers
+      return f.read()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return f.read()
+
+
+def _hidden(name: str) -> bool:
+  return name.startswith(".") or name == "__MACOSX"
+
+
+def class_names(root: str) -> list[str]:
+  """Sorted names of the class folders in `root` (hidden folders are not classes)."""
+  root = str(root)
+  if not tf.io.gfile.isdir(root):
+    raise FileNotFoundError(f"class-per-folder root {root!r} is not a folder")
+  names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)
+                 if not _hidden(name) and tf.io.gfile.isdir(posixpath.join(root, name)))
+  if not names:
+    raise ValueError(f"{root!r} has no class folders: expected root/<class>/<image files>")
+  return names
+
+
+def scan(root: str) -> ClassTree:
+  """Lists every file under `root`; images sorted by relative path."""
+  root = str(root).rstrip("/")
+  names = class_names(root)
+  images, ignored = [], []
+  walk = tf.io.gfile.walk if is_remote(root) else os.walk  # os.walk: no per-file stat calls
+  for top, _, files in walk(root):
+    relative_top = posixpath.relpath(top.replace("\\", "/"), root.replace("\\", "/"))
+    parts = [] if relative_top == "." else relative_top.split("/")
+    for name in files:
+      relative = "/".join(parts + [name])
+      in_class = parts and not any(map(_hidden, parts))
+      if in_class and not _hidden(name) and name.lower().endswith(IMAGE_SUFFIXES):
+        images.append(relative)
+      else:
+        ignored.append(relative)
+  return ClassTree(names, sorted(images), sorted(ignored))

@@ -1,0 +1,1 @@
+"""Command-line entry points: `imagesets` (`main`) and the demo (`python -m imagesets.cli.demo`)."""

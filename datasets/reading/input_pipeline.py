@@ -1,0 +1,388 @@
+"""Training and evaluation `tf.data` pipelines for imagesets builders (one call each).
+
+    from imagesets.reading import input_pipeline
+    train = input_pipeline.classification_train("flowers", batch_size=64, seed=0)
+    test = input_pipeline.classification_eval("flowers", split="test", batch_size=64)
+    for batch in train:  # {"image": uint8 [64, 224, 224, 3], "label": int64 [64]}
+      ...
+
+What every pipeline does:
+
+* Never downloads or builds: a dataset that is not prepared in `data_dir` raises
+  `DatasetNotPreparedError` with the `tfds build ...` command to run.
+* Reads the stored encoded bytes (`tfds.decode.SkipDecoding`) and decodes them in the
+  map step, so a training crop is fused into JPEG decoding (see `preprocess_ops`).
+* Seeded: the file order, the shuffle buffer and every random crop / flip come from
+  `seed`, so the same seed gives the same batches (`seed=None`: a fresh random seed and
+  non-deterministic element order, slightly faster).
+* `input_context` (from `tf.distribute`'s `distribute_datasets_from_function`) gives each
+  worker a disjoint set of shard files (`tfds.ReadConfig(input_context=...)`); pass the
+  per-worker batch size (`input_context.get_per_replica_batch_size(global_batch)`).
+* Batches have static shapes in training (`drop_remainder=True`); `dtype=tf.float32`
+  gives [0, 1] floats, normalized with `mean`/`std` (per channel, in [0, 1] units) when
+  given; the conversion runs once per batch.
+* Ends with prefetching to the accelerator when one is visible (and no `input_context`:
+  the distribution strategy places data itself), else `prefetch(AUTOTUNE)`.
+
+Features out: classification `{"image", "label"}`; segmentation `{"image", "mask"}` with
+the mask uint8 [H, W, 1] of class ids, 255 = void (also for every padded pixel).
+"""
+
+import contextlib
+import logging
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from imagesets.reading import preprocess_ops as ops
+from imagesets.publishing import publish
+
+AUTOTUNE = tf.data.AUTOTUNE
+Dataset = Union[str, tfds.core.DatasetBuilder]
+
+# Examples held by the shuffle buffer before decoding (encoded bytes, ~100 KB each).
+DEFAULT_SHUFFLE_BUFFER = 2048
+
+
+class DatasetNotPreparedError(FileNotFoundError):
+  """The dataset version is not in `data_dir`; the message says how to build it."""
+
+
+def build_command(builder: tfds.core.DatasetBuilder) -> str:
+  """The `tfds build` command that prepares exactly this builder's config in its data_dir."""
+  command = f"tfds build {builder.name} --imports imagesets"
+  if builder.builder_config is not None:
+    command += f" --config {builder.builder_config.name}"
+  return command + f" --data_dir {builder.data_dir_root}"
+
+
+def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+  """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
+
+  `data_dir` may be a team bucket URL (docs/publishing.md): the published version is
+  fetched into the verified local cache first. Raises DatasetNotPreparedError instead
+  of downloading or building anything.
+  """
+  if isinstance(dataset, tfds.core.DatasetBuilder):
+    builder = dataset
+  else:
+    builder = tfds.builder(dataset, data_dir=publish.resolve_data_dir(data_dir, dataset))
+  if not builder.is_prepared():
+    config = f"/{builder.builder_config.name}" if builder.builder_config else ""
+    manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"
+              if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
+    raise DatasetNotPreparedError(
+        f"{builder.name}{config} {builder.version} is not prepared in "
+        f"{builder.data_dir_root} (nothing was downloaded). Build it first:\n"
+        f"  {build_command(builder)}{manual}")
+  return builder
+
+
+# Independent streams derived from the user's seed.
+_SHUFFLE_SALT, _EXAMPLE_SALT = 1, 2
+
+
+def _derived_seed(seed: int, *salts: int) -> int:
+  return int(np.random.SeedSequence([seed, *salts]).generate_state(1, np.uint32)[0])
+
+
+def _options(deterministic: bool) -> tf.data.Options:
+  options = tf.data.Options()
+  options.deterministic = deterministic
+  return options
+
+
+class _TfdsDtypeWarning(logging.Filter):
+  """TFDS's own PartialDecoding reads the deprecated `FeatureConnector.dtype` and warns
+  about it, once per feature; the deprecated call is TFDS's, not ours or the user's."""
+
+  def filter(self, record):
+    return "FeatureConnector.dtype` is deprecated" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_tfds_dtype_warning():
+  absl_logger = logging.getLogger("absl")
+  log_filter = _TfdsDtypeWarning()
+  absl_logger.addFilter(log_filter)
+  try:
+    yield
+  finally:
+    absl_logger.removeFilter(log_filter)
+
+
+def _read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context, deterministic):
+  """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes."""
+  decoders = tfds.decode.PartialDecoding(
+      {key: True for key in keys},
+      decoders={key: tfds.decode.SkipDecoding() for key in encoded_keys})
+  read_config = tfds.ReadConfig(
+      shuffle_seed=seed if shuffle else None,
+      input_context=input_context,
+      options=_options(deterministic),
+      # The pipeline ends with its own prefetch; TFDS's would be one more buffer.
+      skip_prefetch=True)
+  with _without_tfds_dtype_warning():
+    return builder.as_dataset(split=split, shuffle_files=shuffle, decoders=decoders,
+                              read_config=read_config)
+
+
+def _map_with_seeds(ds, preprocess, seed, input_context):
+  """Maps `preprocess` with a per-example seed (int64 [2]): (a key of seed and worker,
+  the element's position). The seeds follow the seeded element order, not thread timing."""
+  worker = input_context.input_pipeline_id if input_context else 0
+  key = tf.constant(_derived_seed(seed, _EXAMPLE_SALT, worker), tf.int64)
+  return ds.enumerate().map(
+      lambda index, data: preprocess({**data, ops.SEED_KEY: tf.stack([key, index])}),
+      num_parallel_calls=AUTOTUNE)
+
+
+def _output_op(dtype, mean, std) -> ops.Op:
+  if dtype == tf.uint8:
+    raise ValueError("mean/std normalization needs dtype=tf.float32")
+  if dtype != tf.float32:
+    raise ValueError(f"dtype must be tf.uint8 or tf.float32, not {dtype}")
+  if (mean is None) != (std is None):
+    raise ValueError("give both mean and std, or neither")
+  return ops.compose(ops.to_float(), *([ops.normalize(mean, std)] if mean is not None else []))
+
+
+def padded_batch(ds: tf.data.Dataset, batch_size: int, drop_remainder: bool = False,
+                 pad_values: dict = ops.PAD_VALUES) -> tf.data.Dataset:
+  """`padded_batch` of variable-size examples: images padded with 0, masks with 255.
+
+  Each batch is padded (bottom / right) to its largest example.
+  """
+  padding = {key: tf.constant(pad_values.get(key, 0), spec.dtype)
+             for key, spec in ds.element_spec.items()}
+  return ds.padded_batch(batch_size, padding_values=padding, drop_remainder=drop_remainder)
+
+
+def prefetch_to_accelerator(ds: tf.data.Dataset, devices: Optional[Sequence[str]] = None,
+                            buffer_size: int = 2) -> tf.data.Dataset:
+  """Prefetches into the first accelerator's memory, or `prefetch(AUTOTUNE)` without one.
+
+  `devices` defaults to the visible GPUs. Must be the last transformation.
+  """
+  if devices is None:
+    devices = [device.name for device in tf.config.list_logical_devices("GPU")]
+  if not devices:
+    return ds.prefetch(AUTOTUNE)
+  return ds.apply(tf.data.experimental.prefetch_to_device(devices[0], buffer_size))
+
+
+def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_context,
+            prefetch_devices):
+  if padded:
+    ds = padded_batch(ds, batch_size, drop_remainder)
+  else:
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
+  if dtype != tf.uint8 or mean is not None or std is not None:
+    # Casting / normalizing whole batches is cheaper than per image.
+    ds = ds.map(_output_op(dtype, mean, std), num_parallel_calls=AUTOTUNE)
+  if input_context is not None:
+    return ds.prefetch(AUTOTUNE)
+  return prefetch_to_accelerator(ds, prefetch_devices)
+
+
+def _seed_or_random(seed):
+  """(seed, deterministic): `None` draws a fresh seed and allows any element order."""
+  if seed is None:
+    return int(np.random.SeedSequence().generate_state(1, np.uint32)[0]), False
+  return seed, True
+
+
+def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_context,
+           shuffle_buffer, num_epochs, cache=False, cache_op=None):
+  seed, deterministic = _seed_or_random(seed)
+  ds = _read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
+             seed=seed, input_context=input_context, deterministic=deterministic)
+  if cache_op is not None:
+    ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
+  elif cache:
+    ds = ds.cache()
+  ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, _SHUFFLE_SALT),
+                  reshuffle_each_iteration=True)
+  ds = ds.repeat(num_epochs)
+  return _map_with_seeds(ds, preprocess, seed, input_context)
+
+
+def _eval(builder, split, *, keys, encoded_keys, preprocess, input_context, cache):
+  ds = _read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=False,
+             seed=None, input_context=input_context, deterministic=True)
+  ds = ds.map(preprocess, num_parallel_calls=AUTOTUNE)
+  return ds.cache() if cache else ds
+
+
+TRAIN_CACHE_MODES = (None, "encoded", "decoded")
+
+
+def classification_train(
+    dataset: Dataset, *, batch_size: int, split: str = "train",
+    data_dir: Optional[str] = None, image_size=224, seed: Optional[int] = None,
+    area_range: Sequence[float] = (0.08, 1.0),
+    aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3), flip: bool = True,
+    dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
+    std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    num_epochs: Optional[int] = None, drop_remainder: bool = True,
+    cache: Optional[str] = None,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    image_key: str = "image", label_key: str = "label",
+    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+  """Shuffled, augmented, batched training batches `{"image", "label"}`.
+
+  Shuffles shard files and examples (seeded), takes a random-resized crop fused into
+  JPEG decoding (PNG and other formats: decoded whole, same crop), flips left-right,
+  resizes to `image_size`. Repeats `num_epochs` times (None: forever).
+
+  cache (memory, filled during the first epoch; later epochs are still reshuffled by
+  the example-level shuffle buffer, and get new crops):
+    None: read the shard files every epoch;
+    "encoded": keep the stored bytes (about the split's size on disk) and skip file
+      reading and parsing; crops stay fused into decoding;
+    "decoded": keep the decoded pixels (height * width * 3 bytes per image: only when
+      that fits in RAM); crops are then cut from cached pixels, no decoding at all.
+  """
+  if cache not in TRAIN_CACHE_MODES:
+    raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
+  builder = open_builder(dataset, data_dir)
+  if cache == "decoded":
+    crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
+    cache_op = ops.decode(image_key)
+  else:
+    crop = ops.decode_and_random_crop(image_size, image_key, area_range, aspect_ratio_range)
+    cache_op = None
+  preprocess = ops.compose(
+      crop, *([ops.random_flip_left_right([image_key])] if flip else []),
+      ops.rename(image=image_key, label=label_key), ops.keep("image", "label"))
+  ds = _train(builder, split, keys=[image_key, label_key], encoded_keys=[image_key],
+              preprocess=preprocess, seed=seed, input_context=input_context,
+              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs,
+              cache=cache == "encoded", cache_op=cache_op)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                 dtype=dtype, mean=mean, std=std, input_context=input_context,
+                 prefetch_devices=prefetch_devices)
+
+
+CLASSIFICATION_EVAL_MODES = ("central_crop", "resize", "padded")
+
+
+def classification_eval(
+    dataset: Dataset, *, batch_size: int, split: str = "test",
+    data_dir: Optional[str] = None, image_size=224, mode: str = "central_crop",
+    crop_fraction: float = 0.875, dtype: tf.DType = tf.uint8,
+    mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
+    drop_remainder: bool = False, cache: bool = False,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    image_key: str = "image", label_key: str = "label",
+    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+  """Deterministic evaluation batches `{"image", "label"}`, in stored order, one epoch.
+
+  mode: "central_crop" (the central `crop_fraction` square, fused into JPEG decoding,
+  resized to `image_size`), "resize" (whole image resized to `image_size`), or "padded"
+  (native size, `padded_batch` with images padded by 0). `cache=True` keeps the
+  preprocessed examples in memory after the first pass.
+  """
+  if mode not in CLASSIFICATION_EVAL_MODES:
+    raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
+  builder = open_builder(dataset, data_dir)
+  image_op = {
+      "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
+      "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
+      "padded": lambda: ops.decode(image_key),
+  }[mode]()
+  preprocess = ops.compose(image_op, ops.rename(image=image_key, label=label_key),
+                           ops.keep("image", "label"))
+  ds = _eval(builder, split, keys=[image_key, label_key], encoded_keys=[image_key],
+             preprocess=preprocess, input_context=input_context, cache=cache)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,
+                 padded=mode == "padded", dtype=dtype, mean=mean, std=std,
+                 input_context=input_context, prefetch_devices=prefetch_devices)
+
+
+def _decode_pair(image_key, mask_key):
+  return ops.compose(ops.decode(image_key, 3), ops.decode(mask_key, 1),
+                     ops.rename(image=image_key, mask=mask_key))
+
+
+SEGMENTATION_TRAIN_MODES = ("scale_crop", "resize", "resize_with_crop_or_pad")
+
+
+def segmentation_train(
+    dataset: Dataset = "voc_segmentation", *, batch_size: int, split: str = "train",
+    data_dir: Optional[str] = None, crop_size=(512, 512), mode: str = "scale_crop",
+    scale_range: Sequence[float] = (0.5, 2.0), flip: bool = True,
+    seed: Optional[int] = None, dtype: tf.DType = tf.uint8,
+    mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, num_epochs: Optional[int] = None,
+    drop_remainder: bool = True, input_context: Optional[tf.distribute.InputContext] = None,
+    image_key: str = "image", mask_key: str = "class_mask",
+    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+  """Shuffled, augmented training batches `{"image", "mask"}` of fixed `crop_size`.
+
+  Image and mask always get the same geometry; masks are resized nearest-neighbour and
+  padded with 255. mode: "scale_crop" (random scale in `scale_range`, pad to
+  `crop_size`, random `crop_size` crop), "resize" (both resized to `crop_size`), or
+  "resize_with_crop_or_pad" (central crop / centred pad to `crop_size`, like
+  `tf.image.resize_with_crop_or_pad` but masks padded with 255). Then a random flip.
+  """
+  if mode not in SEGMENTATION_TRAIN_MODES:
+    raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
+  builder = open_builder(dataset, data_dir)
+  geometry = {
+      "scale_crop": lambda: ops.compose(ops.random_scale(scale_range),
+                                        ops.random_crop_or_pad(crop_size)),
+      "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
+                                    ops.resize(crop_size, "mask", "nearest")),
+      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size),
+  }[mode]()
+  preprocess = ops.compose(
+      _decode_pair(image_key, mask_key), geometry,
+      *([ops.random_flip_left_right(["image", "mask"])] if flip else []),
+      ops.keep("image", "mask"))
+  ds = _train(builder, split, keys=[image_key, mask_key],
+              encoded_keys=[image_key, mask_key], preprocess=preprocess, seed=seed,
+              input_context=input_context, shuffle_buffer=shuffle_buffer,
+              num_epochs=num_epochs)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                 dtype=dtype, mean=mean, std=std, input_context=input_context,
+                 prefetch_devices=prefetch_devices)
+
+
+SEGMENTATION_EVAL_MODES = ("resize_with_crop_or_pad", "resize", "padded")
+
+
+def segmentation_eval(
+    dataset: Dataset = "voc_segmentation", *, batch_size: int, split: str = "validation",
+    data_dir: Optional[str] = None, crop_size=(512, 512),
+    mode: str = "resize_with_crop_or_pad", dtype: tf.DType = tf.uint8,
+    mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
+    drop_remainder: bool = False, cache: bool = False,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    image_key: str = "image", mask_key: str = "class_mask",
+    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+  """Deterministic evaluation batches `{"image", "mask"}`, in stored order, one epoch.
+
+  mode: "resize_with_crop_or_pad" (default; `crop_size` 512 holds every VOC image
+  unscaled, padding masks with 255 so the padding is ignored by metrics), "resize"
+  (mask nearest-neighbour) or "padded" (native size, `padded_batch`: images padded with
+  0, masks with 255).
+  """
+  if mode not in SEGMENTATION_EVAL_MODES:
+    raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
+  builder = open_builder(dataset, data_dir)
+  geometry = {
+      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size),
+      "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
+                                    ops.resize(crop_size, "mask", "nearest")),
+      "padded": lambda: ops.compose(),
+  }[mode]()
+  preprocess = ops.compose(_decode_pair(image_key, mask_key), geometry,
+                           ops.keep("image", "mask"))
+  ds = _eval(builder, split, keys=[image_key, mask_key], encoded_keys=[image_key, mask_key],
+             preprocess=preprocess, input_context=input_context, cache=cache)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,
+                 padded=mode == "padded", dtype=dtype, mean=mean, std=std,
+                 input_context=input_context, prefetch_devices=prefetch_devices)

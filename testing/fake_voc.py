@@ -1,0 +1,104 @@
+"""VOC-shaped trees made from scratch, for tests, dummy data, the benchmark and the docs.
+
+The real VOCtrainval tar cannot be downloaded here, so we write its layout ourselves:
+`VOCdevkit/VOC2012/` with JPEGImages/*.jpg (PIL, quality 90), SegmentationClass/*.png
+and SegmentationObject/*.png (palette PNGs with the VOC colormap, class or instance
+indices, a void (255) border around each object as in VOC) and
+ImageSets/Segmentation/{train,val,trainval}.txt. Extra JPEGs without masks stand for
+the detection-only images that make up most of VOC.
+
+    python -m imagesets_testing.fake_voc OUT_DIR [--train 3 --val 2 ...]
+"""
+
+import argparse
+import pathlib
+import tarfile
+
+import numpy as np
+import PIL.Image
+import PIL.ImageDraw
+
+from imagesets.building import segmentation_masks
+from imagesets.voc_segmentation import voc_pairs
+
+PALETTE_BYTES = segmentation_masks.pascal_palette().tobytes()
+
+
+def make_pair(rng: np.random.Generator, height: int, width: int):
+  """(RGB image, class indices, object indices) with 1-3 objects on a noisy background."""
+  # A left-to-right gradient between two random colours, then 1-3 random-coloured objects.
+  ramp = np.linspace(0, 1, width)[None, :, None]
+  left, right = rng.integers(40, 216, (2, 3))
+  image = PIL.Image.fromarray(np.broadcast_to(left + (right - left) * ramp, (height, width, 3)).astype(np.uint8))
+  class_mask = PIL.Image.new("L", (width, height), 0)
+  object_mask = PIL.Image.new("L", (width, height), 0)
+  border = max(1, round(min(height, width) / 80))
+  for instance in range(1, int(rng.integers(1, 4)) + 1):
+    class_id = int(rng.integers(1, len(voc_pairs.CLASS_NAMES)))
+    x0, x1 = sorted(rng.integers(0, width, 2))
+    y0, y1 = sorted(rng.integers(0, height, 2))
+    box = (int(x0), int(y0), int(x1) + 2, int(y1) + 2)
+    shape = "ellipse" if rng.random() < 0.5 else "rectangle"
+    colour = tuple(int(v) for v in rng.integers(20, 236, 3))
+    getattr(PIL.ImageDraw.Draw(image), shape)(box, fill=colour)
+    getattr(PIL.ImageDraw.Draw(class_mask), shape)(box, fill=class_id, outline=255, width=border)
+    getattr(PIL.ImageDraw.Draw(object_mask), shape)(box, fill=instance, outline=255, width=border)
+  # Texture, so that JPEG sizes are like photos' rather than like flat drawings'.
+  noise = rng.normal(0, 10, (height, width, 3))
+  pixels = np.clip(np.asarray(image, np.float64) + noise, 0, 255).astype(np.uint8)
+  return pixels, np.asarray(class_mask), np.asarray(object_mask)
+
+
+def write_palette_png(indices: np.ndarray, path: pathlib.Path) -> None:
+  mask = PIL.Image.frombytes("P", indices.shape[::-1], np.ascontiguousarray(indices).tobytes())
+  mask.putpalette(PALETTE_BYTES)
+  mask.save(path)
+
+
+def write_tree(root, *, num_train=3, num_val=2, num_unlabelled=2,
+               height=(24, 40), width=(24, 48), seed=0) -> pathlib.Path:
+  """Writes root/VOCdevkit/VOC2012 and returns that folder. Sizes are [low, high]."""
+  folder = pathlib.Path(root) / voc_pairs.IN_ARCHIVE
+  for sub in (voc_pairs.JPEG_DIR, voc_pairs.CLASS_DIR, voc_pairs.OBJECT_DIR, voc_pairs.LISTS_DIR):
+    (folder / sub).mkdir(parents=True, exist_ok=True)
+  ids = [f"2012_{index:06d}" for index in range(num_train + num_val + num_unlabelled)]
+  for index, image_id in enumerate(ids):
+    rng = np.random.default_rng([seed, index])
+    size = (int(rng.integers(height[0], height[1], endpoint=True)),
+            int(rng.integers(width[0], width[1], endpoint=True)))
+    pixels, class_ids, instance_ids = make_pair(rng, *size)
+    PIL.Image.fromarray(pixels).save(folder / voc_pairs.JPEG_DIR / f"{image_id}.jpg", quality=90)
+    if index < num_train + num_val:
+      write_palette_png(class_ids, folder / voc_pairs.CLASS_DIR / f"{image_id}.png")
+      write_palette_png(instance_ids, folder / voc_pairs.OBJECT_DIR / f"{image_id}.png")
+  train, val = ids[:num_train], ids[num_train:num_train + num_val]
+  for name, listed in (("train", train), ("val", val), ("trainval", train + val)):
+    (folder / voc_pairs.LISTS_DIR / f"{name}.txt").write_text("".join(f"{i}\n" for i in listed))
+  return folder
+
+
+def write_tar(root, tar_path) -> pathlib.Path:
+  """Packs root/VOCdevkit into an uncompressed tar, as the original archive is."""
+  with tarfile.open(tar_path, "w") as tar:
+    tar.add(pathlib.Path(root) / "VOCdevkit", arcname="VOCdevkit")
+  return pathlib.Path(tar_path)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("out_dir")
+  parser.add_argument("--train", type=int, default=3)
+  parser.add_argument("--val", type=int, default=2)
+  parser.add_argument("--unlabelled", type=int, default=2)
+  parser.add_argument("--height", type=int, nargs=2, default=(24, 40))
+  parser.add_argument("--width", type=int, nargs=2, default=(24, 48))
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args()
+  folder = write_tree(args.out_dir, num_train=args.train, num_val=args.val,
+                      num_unlabelled=args.unlabelled, height=args.height, width=args.width,
+                      seed=args.seed)
+  print(folder)
+
+
+if __name__ == "__main__":
+  main()

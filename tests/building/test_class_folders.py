@@ -1,0 +1,50 @@
+"""class_folders: labels from sorted folder names, images by name in any case, the rest
+listed as ignored; works on local folders and tf.io.gfile URLs."""
+
+import pytest
+import tensorflow as tf
+
+from imagesets.building import class_folders
+
+
+def write(root, files):
+  for relative, data in files.items():
+    path = f"{root}/{relative}"
+    tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
+    with tf.io.gfile.GFile(path, "wb") as f:
+      f.write(data)
+
+
+FILES = {
+    "tulips/a.jpg": b"1", "tulips/B.JPG": b"2", "tulips/c.jpeg": b"3", "tulips/d.PNG": b"4",
+    "daisy/sub/e.jpg": b"5",                 # nested: still daisy
+    "Roses/f.png": b"6",                     # capitalised class names sort as strings
+    "LICENSE.txt": b"cc-by", "top.jpg": b"7",  # not in a class folder
+    "tulips/.DS_Store": b"", "tulips/Thumbs.db": b"", "tulips/notes.txt": b"",
+    "tulips/._a.jpg": b"appledouble",        # macOS resource fork, named like an image
+    ".hidden/g.jpg": b"8", "__MACOSX/tulips/._a.jpg": b"",
+}
+
+
+@pytest.mark.parametrize("where", ["local", "ram"])
+def test_scan_lists_images_and_ignored_files(where, tmp_path):
+  root = str(tmp_path / "photos") if where == "local" else f"ram://{tmp_path.name}/photos"
+  write(root, FILES)
+  tree = class_folders.scan(root)
+  assert tree.class_names == ["Roses", "daisy", "tulips"]
+  assert tree.images == ["Roses/f.png", "daisy/sub/e.jpg", "tulips/B.JPG", "tulips/a.jpg",
+                         "tulips/c.jpeg", "tulips/d.PNG"]
+  assert tree.ignored == [".hidden/g.jpg", "LICENSE.txt", "__MACOSX/tulips/._a.jpg", "top.jpg",
+                          "tulips/.DS_Store", "tulips/._a.jpg", "tulips/Thumbs.db",
+                          "tulips/notes.txt"]
+  assert class_folders.label_of("daisy/sub/e.jpg") == "daisy"
+  assert class_folders.read(root, "tulips/B.JPG") == b"2"
+  assert class_folders.is_remote(root) == (where == "ram")
+
+
+def test_missing_or_empty_roots_are_clear_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match="not a folder"):
+    class_folders.scan(str(tmp_path / "nope"))
+  write(str(tmp_path / "flat"), {"a.jpg": b"1"})
+  with pytest.raises(ValueError, match="no class folders"):
+    class_folders.scan(str(tmp_path / "flat"))

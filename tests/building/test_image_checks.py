@@ -1,0 +1,180 @@
+"""image_checks: every stored image decodes with tf.io.decode_image as upright RGB of the
+recorded shape; good files pass byte-identical; bad files are refused with a reason, and
+refused exactly when TensorFlow cannot decode them."""
+
+import io
+
+import numpy as np
+import PIL.Image
+import pytest
+import tensorflow as tf
+
+from imagesets.building import image_checks
+from imagesets_testing import sample_images
+
+H, W = 48, 64
+UPRIGHT = sample_images.photo(H, W, seed=1)
+
+
+def decoded(stored: bytes, facts: image_checks.ImageFacts) -> np.ndarray:
+  """The contract: tf.io.decode_image gives uint8 RGB of the recorded shape."""
+  pixels = tf.io.decode_image(stored, expand_animations=False)
+  assert pixels.dtype == tf.uint8
+  assert pixels.shape == (facts.height, facts.width, 3)
+  assert facts.format == {b"\xff\xd8": "jpeg", b"\x89P": "png"}[stored[:2]]
+  return pixels.numpy().astype(np.int32)
+
+
+def mean_error(a, b) -> float:
+  return float(np.abs(np.asarray(a, np.int32) - np.asarray(b, np.int32)).mean())
+
+
+@pytest.mark.parametrize("source", [
+    sample_images.jpeg(H, W, seed=2),
+    sample_images.encode(UPRIGHT, "JPEG", quality=75, progressive=True),
+    sample_images.encode(UPRIGHT, "JPEG", orientation=1),  # upright already
+    sample_images.encode(UPRIGHT, "PNG"),
+], ids=["jpeg", "progressive-jpeg", "exif-orientation-1", "rgb-png"])
+def test_good_files_pass_through_byte_identical(source):
+  stored, facts = image_checks.prepare(source)
+  assert stored is source and facts.conversion is None
+  decoded(stored, facts)
+  assert (facts.height, facts.width) == (H, W)
+
+
+def test_grayscale_jpeg_becomes_rgb_jpeg_of_the_same_grey():
+  grey = UPRIGHT[..., 1]
+  stored, facts = image_checks.prepare(sample_images.encode(grey, "JPEG", quality=90))
+  assert "L JPEG" in facts.conversion
+  pixels = decoded(stored, facts)
+  assert mean_error(pixels, np.dstack([grey] * 3)) < 3
+  assert np.abs(pixels[..., 0] - pixels[..., 2]).max() <= 2  # still grey
+
+
+def test_cmyk_jpeg_becomes_rgb_jpeg():
+  stored, facts = image_checks.prepare(sample_images.cmyk_jpeg(UPRIGHT))
+  assert "CMYK JPEG" in facts.conversion and facts.format == "jpeg"
+  assert mean_error(decoded(stored, facts), UPRIGHT) < 6
+
+
+@pytest.mark.parametrize("orientation", [3, 6])
+def test_exif_rotated_photo_is_stored_upright(orientation):
+  if orientation == 6:
+    source = sample_images.sideways_jpeg(UPRIGHT)
+  else:  # 3 = upside down
+    source = sample_images.encode(UPRIGHT[::-1, ::-1], "JPEG", orientation=3, quality=95)
+  # TensorFlow ignores EXIF: stored as is, the photo would come out sideways/upside down.
+  raw = tf.io.decode_image(source).numpy()
+  assert raw.shape[:2] != (H, W) or mean_error(raw, UPRIGHT) > 20
+  stored, facts = image_checks.prepare(source)
+  assert f"EXIF orientation {orientation}" in facts.conversion
+  pixels = decoded(stored, facts)
+  assert (facts.height, facts.width) == (H, W)
+  assert mean_error(pixels, UPRIGHT) < 6
+  assert PIL.Image.open(io.BytesIO(stored)).getexif().get(sample_images.EXIF_ORIENTATION) is None
+
+
+def test_rgba_png_is_composited_on_white_losslessly():
+  stored, facts = image_checks.prepare(sample_images.rgba_png(UPRIGHT))
+  assert "RGBA PNG" in facts.conversion and facts.format == "png"
+  pixels = decoded(stored, facts)
+  assert (pixels[:, : W // 2] == 255).all()                     # transparent -> white
+  np.testing.assert_array_equal(pixels[:, W // 2:], UPRIGHT[:, W // 2:])  # opaque: exact
+
+
+@pytest.mark.parametrize("image,expected", [
+    (PIL.Image.fromarray(UPRIGHT).convert("P"), "palette PNG"),
+    (PIL.Image.fromarray(UPRIGHT[..., 0]), "grayscale PNG"),
+    (PIL.Image.fromarray(UPRIGHT[..., 0].astype(np.uint16) * 257), "16-bit PNG"),
+])
+def test_other_pngs_are_converted_losslessly(image, expected):
+  stored, facts = image_checks.prepare(sample_images.encode(image, "PNG"))
+  assert expected in facts.conversion
+  pixels = decoded(stored, facts)
+  np.testing.assert_array_equal(pixels, np.asarray(image.convert("RGB")) if image.mode == "P"
+                                else np.dstack([UPRIGHT[..., 0]] * 3))
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "BMP"])
+def test_other_formats_named_like_images_become_png(fmt):
+  stored, facts = image_checks.prepare(sample_images.encode(UPRIGHT, fmt))
+  assert f"{fmt} content" in facts.conversion and facts.format == "png"
+  decoded(stored, facts)
+
+
+GOOD_JPEG = sample_images.jpeg(120, 160, seed=3)
+GOOD_PNG = sample_images.encode(UPRIGHT, "PNG")
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"", "empty file"),
+    (b"Copyright (c) the photographers\n", "not an image"),
+    (b"<html><body>404 Not Found</body></html>", "not an image"),
+    (GOOD_JPEG[:10], "unreadable image header"),
+    (GOOD_JPEG[: len(GOOD_JPEG) // 2], "cannot be decoded"),
+    (GOOD_JPEG[:-2], "cannot be decoded"),   # only the end-of-image marker missing
+    (GOOD_PNG[: len(GOOD_PNG) - 30], "cannot be decoded"),
+], ids=["empty", "text", "html", "header-only", "half-jpeg", "no-eoi", "cut-png"])
+def test_bad_files_are_refused_with_a_reason(data, reason):
+  with pytest.raises(image_checks.BadImageError, match=reason):
+    image_checks.check(data)
+  with pytest.raises(tf.errors.InvalidArgumentError):  # and TensorFlow agrees
+    tf.io.decode_image(data)
+
+
+def _damaged_copies(data, count, seed=0):
+  """Random cuts, overwritten runs and single-byte changes, as disks and downloads do."""
+  rng = np.random.default_rng(seed)
+  for trial in range(count):
+    damaged = bytearray(data)
+    if trial % 3 == 0:
+      start, size = int(rng.integers(600, len(data) - 20)), int(rng.choice([1, 16, 300, 1000]))
+      damaged[start:start + size] = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+    elif trial % 3 == 1:
+      damaged = damaged[: int(rng.integers(1, len(data)))]
+    else:
+      damaged[int(rng.integers(2, len(data)))] = int(rng.integers(0, 256))
+    yield bytes(damaged)
+
+
+def test_refuses_exactly_what_tensorflow_cannot_decode():
+  """Our fast check (marker walk + 1/8-scale decode) and a full TensorFlow decode give the
+  same verdict on every damaged file."""
+  verdicts = set()
+  for source in (GOOD_JPEG, sample_images.jpeg(375, 500, seed=4)):
+    for index, damaged in enumerate(_damaged_copies(source, 90)):
+      try:
+        tf.io.decode_image(damaged)
+        tf_ok = True
+      except tf.errors.InvalidArgumentError:
+        tf_ok = False
+      try:
+        image_checks.check(damaged)
+        ours_ok = True
+      except image_checks.BadImageError:
+        ours_ok = False
+      assert ours_ok == tf_ok, index
+      verdicts.add(ours_ok)
+  assert verdicts == {True, False}  # both kinds of damage occurred
+
+
+def test_shorter_side_resize_is_upright_jpeg():
+  big = sample_images.photo(400, 600, seed=4)
+  stored, facts = image_checks.prepare(sample_images.sideways_jpeg(big), shorter_side=256)
+  assert "resized to shorter side 256" in facts.conversion
+  pixels = decoded(stored, facts)
+  assert (facts.height, facts.width) == (256, 384)
+  small = np.asarray(PIL.Image.fromarray(big).resize((384, 256), PIL.Image.BICUBIC))
+  assert mean_error(pixels, small) < 8
+  # Never upscaled; still re-encoded as JPEG for one format.
+  stored, facts = image_checks.prepare(sample_images.encode(UPRIGHT, "PNG"), shorter_side=256)
+  assert (facts.height, facts.width, facts.format) == (H, W, "jpeg")
+  decoded(stored, facts)
+
+
+def test_converted_jpeg_keeps_the_source_quality_and_size():
+  photo = sample_images.photo(240, 320, seed=5)
+  for quality in (60, 95):
+    source = sample_images.sideways_jpeg(photo, quality=quality)
+    stored, facts = image_checks.prepare(source)
+    assert 0.8 < len(stored) / len(source) < 1.2, (quality, len(stored), len(source))

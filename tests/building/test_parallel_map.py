@@ -1,0 +1,80 @@
+"""parallel_map: same results as map, in order, from processes or threads, bounded."""
+
+import os
+
+import pytest
+
+from imagesets.building import parallel_map
+
+
+def square_and_pid(x):
+  return x * x, os.getpid()
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_results_come_back_in_input_order(threads):
+  with parallel_map.executor(2, threads=threads) as pool:
+    results = list(parallel_map.ordered_map(square_and_pid, range(200), pool, chunk_size=3))
+    again = list(parallel_map.ordered_map(square_and_pid, range(5), pool))  # pool reused
+  assert [r for r, _ in results] == [x * x for x in range(200)]
+  pids = {pid for _, pid in results}
+  assert (os.getpid() in pids) == threads and (len(pids) == 2 or threads)
+  assert [r for r, _ in again] == [0, 1, 4, 9, 16]
+
+
+def test_one_worker_runs_inline():
+  with parallel_map.executor(1) as pool:
+    assert pool is None
+    assert list(parallel_map.ordered_map(square_and_pid, range(5), pool)) == [
+        (x * x, os.getpid()) for x in range(5)]
+
+
+def test_items_are_pulled_lazily_so_memory_stays_bounded():
+  pulled = []
+
+  def items():
+    for x in range(10_000):
+      pulled.append(x)
+      yield x
+
+  with parallel_map.executor(2) as pool:
+    results = parallel_map.ordered_map(square_and_pid, items(), pool, chunk_size=4, window=2)
+    next(results)
+    # window * workers chunks in flight, not all 10,000 items.
+    assert len(pulled) <= 2 * 2 * 4 + 4
+    results.close()
+
+
+def test_worker_errors_reach_the_caller():
+  with pytest.raises(ZeroDivisionError), parallel_map.executor(2) as pool:
+    list(parallel_map.ordered_map(divide_one_by, [1, 0, 2], pool))
+
+
+def divide_one_by(x):
+  return 1 / x
+
+
+def test_process_pool_leaves_inherited_objects_out_of_garbage_collection():
+  """Frozen while the pool runs (workers' collections would copy every inherited page),
+  thawed after, also when the work fails."""
+  import gc
+  before = gc.get_freeze_count()
+  with pytest.raises(ZeroDivisionError):
+    with parallel_map.executor(2) as pool:
+      assert gc.get_freeze_count() > before
+      list(parallel_map.ordered_map(_inverse, [1, 0], pool))
+  assert gc.get_freeze_count() == before
+
+
+def _inverse(value):
+  return 1 / value
+
+
+def _niceness(_):
+  return os.nice(0)
+
+
+def test_process_workers_run_at_a_lower_priority_than_the_caller():
+  with parallel_map.executor(2) as pool:
+    niceness = set(parallel_map.ordered_map(_niceness, range(40), pool, chunk_size=1))
+  assert niceness == {min(19, os.nice(0) + parallel_map.WORKER_NICENESS)}

@@ -1,0 +1,12 @@
+import sys
+
+from conftest import run
+
+
+def test_demo_builds_loads_and_summarises(tmp_path):
+  out = run([sys.executable, "-m", "imagesets.cli.demo", "--config", "tiny",
+             "--data_dir", str(tmp_path), "--batch_size", "5"]).stdout
+  assert "batch: image (5, 32, 32, 3) uint8, label (5,) int64" in out
+  histogram = out.split("label histogram (train, 12 images): ")[1].splitlines()[0]
+  assert sum(int(item.split(":")[1]) for item in histogram.split()) == 12
+  assert "images/s" in out

@@ -1,0 +1,142 @@
+"""The `imagesets` console script, run as a user runs it (a subprocess of the installed
+entry point), against the real S3 and GCS servers."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import bucket_servers as servers
+from conftest import BIN
+from imagesets.cli import main as cli
+from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
+
+
+def imagesets(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
+                        text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
+
+
+def assert_one_line_error(result, pattern):
+  """Exit 1 and the error on one line, the last one (TensorFlow may log before it)."""
+  assert result.returncode == 1, (result.stdout, result.stderr)
+  assert "Traceback" not in result.stderr + result.stdout
+  lines = result.stderr.strip().splitlines()
+  ours = [line for line in lines if line.startswith("imagesets")]
+  assert ours == lines[-1:] and lines[-1].startswith("imagesets: error: "), result.stderr
+  assert pattern in lines[-1], lines[-1]
+  return lines[-1]
+
+
+def test_publish_list_fetch(bucket_url, tiny_data_dir, tmp_path):
+  published = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
+  assert published.returncode == 0, published.stderr
+  assert f"published {TINY} to " in published.stdout
+  assert "11 object(s) uploaded and verified" in published.stdout
+  # The progress bar counts bytes (tqdm with unit B, scaled).
+  assert f"publish {TINY}: 100%" in published.stderr and "B/s" in published.stderr
+
+  again = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
+  assert again.returncode == 0 and "identical content; nothing to do" in again.stdout
+
+  listed = imagesets("list", bucket_url)
+  assert listed.returncode == 0, listed.stderr
+  header, row = listed.stdout.strip().splitlines()
+  assert header.split() == ["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "PUBLISHED"]
+  cells = row.split()
+  assert cells[:3] == ["synthetic_images", "tiny", "1.0.0"]
+  size = sum(p.stat().st_size for p in (tiny_data_dir / FOLDER).iterdir())
+  assert " ".join(cells[3:5]) == cli._size(size) and cells[5:7] == ["train=12", "test=4"]
+  assert cells[-1] == "UTC" and cells[-3].startswith("20")
+
+  fetched = imagesets("fetch", bucket_url, TINY, "--cache-dir", tmp_path / "cache")
+  assert fetched.returncode == 0, fetched.stderr
+  assert f"fetch {TINY}: 100%" in fetched.stderr
+  data_dir = fetched.stdout.strip()
+  assert pathlib.Path(data_dir).is_relative_to(tmp_path / "cache")
+  assert examples(data_dir) == examples(tiny_data_dir)
+
+
+@pytest.mark.parametrize("bucket_url", ["gs"], indirect=True)
+def test_empty_bucket_lists_nothing_and_shows_unfinished_uploads(bucket_url, tiny_data_dir,
+                                                                 tmp_path):
+  listed = imagesets("list", bucket_url)
+  assert listed.returncode == 0 and listed.stdout.strip() == f"no published datasets in {bucket_url}"
+  kill_publisher_after(5, TINY, tiny_data_dir, bucket_url, tmp_path)
+  listed = imagesets("list", bucket_url)
+  assert listed.stdout.strip().splitlines() == [
+      f"no published datasets in {bucket_url}",
+      f"(unfinished upload, not published: {TINY}; re-run publish to complete it)"]
+  fetched = imagesets("fetch", bucket_url, TINY, "--cache-dir", tmp_path / "cache")
+  assert_one_line_error(fetched, "is not published")
+  resumed = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
+  assert "4 reused from an interrupted run" in resumed.stdout, resumed.stderr
+
+
+@pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
+def test_ctrl_c_says_so_in_one_line_and_publishes_nothing(bucket_url, tiny_data_dir, tmp_path):
+  result = kill_publisher_after(3, TINY, tiny_data_dir, bucket_url, tmp_path, signal="INT")
+  assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "imagesets: interrupted; nothing half-done is visible: re-run to resume")
+  assert imagesets("list", bucket_url).stdout.strip().splitlines()[-1].startswith(
+      "(unfinished upload, not published: ")
+
+
+@pytest.mark.parametrize("bucket_url", ["gs"], indirect=True)
+def test_different_content_is_refused_in_one_line(bucket_url, tiny_data_dir, tmp_path):
+  assert imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url,
+                   "--quiet").returncode == 0
+  changed = tmp_path / "changed"
+  shutil.copytree(tiny_data_dir, changed)
+  info = changed / "synthetic_images/tiny/1.0.0/dataset_info.json"
+  info.write_text(info.read_text().replace("Seeded random", "Seeded  random"))
+  result = imagesets("publish", TINY, "--data-dir", changed, "--to", bucket_url)
+  assert_one_line_error(result, "1 file(s) differ: dataset_info.json); published versions "
+                        "are immutable: bump the version")
+
+
+# Every command and scheme goes through Bucket.check (test_bucket.py covers both schemes);
+# here two combinations show the user-facing result.
+@pytest.mark.parametrize("scheme, command", [("s3", "publish"), ("gs", "fetch")])
+def test_unreachable_endpoint_is_one_line_within_seconds(scheme, command, bucket_servers,
+                                                         tiny_data_dir, tmp_path):
+  closed = f"http://127.0.0.1:{servers.free_port()}"
+  url = f"{scheme}://{servers.BUCKET}/tfds"
+  args = {"publish": ["publish", TINY, "--data-dir", tiny_data_dir, "--to", url],
+          "list": ["list", url],
+          "fetch": ["fetch", url, TINY, "--cache-dir", tmp_path]}[command]
+  start = time.monotonic()
+  result = imagesets(*args, env={"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed})
+  assert time.monotonic() - start < 15  # includes starting Python and TensorFlow
+  assert_one_line_error(result, f"cannot reach {closed}")
+
+
+def test_denied_credentials_are_one_line_and_never_printed(bucket_servers, tiny_data_dir):
+  url = f"s3://{servers.BUCKET}/tfds"
+  secret = "not-the-right-secret-42"
+  result = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", url,
+                     env={"AWS_SECRET_ACCESS_KEY": secret})
+  line = assert_one_line_error(result, "access denied: cannot list s3://team-bucket/tfds")
+  assert secret not in result.stdout + result.stderr
+  assert servers.S3_KEY not in line
+
+
+def test_usage_errors(tmp_path, capsys):
+  # In-process: the same main() as the console script, without starting Python again.
+  def error_of(*args):
+    assert cli.main([str(a) for a in args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("imagesets: error: ")
+    return err
+  assert "is not NAME[/CONFIG][:VERSION]" in error_of(
+      "publish", "synthetic_images:1", "--to", tmp_path)
+  assert "does not exist: build synthetic_images" in error_of(
+      "publish", TINY, "--data-dir", tmp_path / "none", "--to", tmp_path / "b")
+  assert "unsupported scheme 'ftp'" in error_of("list", "ftp://host/x")
+  with pytest.raises(SystemExit) as usage:
+    cli.main(["publish", TINY])  # argparse: --to is required
+  assert usage.value.code == 2

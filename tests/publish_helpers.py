@@ -1,0 +1,29 @@
+"""Helpers the publishing and CLI tests share: the tiny version, its examples, a killed publish."""
+
+import subprocess
+import sys
+
+import tensorflow_datasets as tfds
+
+from conftest import REPO
+
+TINY = "synthetic_images/tiny:1.0.0"
+FOLDER = "synthetic_images/tiny/1.0.0"
+
+
+def examples(data_dir, name=TINY):
+  """Every example of every split, as comparable tuples, in file order."""
+  return {split: [(e["image"].tobytes(), int(e["label"]), int(e["height"]), int(e["width"]))
+                  for e in tfds.as_numpy(tfds.load(name, split=split, data_dir=str(data_dir),
+                                                   download=False))]
+          for split in ("train", "test")}
+
+
+def kill_publisher_after(uploads, spec, data_dir, url, cwd, signal="KILL"):
+  result = subprocess.run(
+      [sys.executable, str(REPO / "tests" / "kill_after.py"), str(uploads), signal, "publish",
+       spec, "--data-dir", str(data_dir), "--to", url, "--quiet"],
+      capture_output=True, text=True, cwd=cwd)
+  if signal == "KILL":
+    assert result.returncode == -9, result.stderr[-3000:]
+  return result

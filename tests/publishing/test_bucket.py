@@ -1,0 +1,130 @@
+"""bucket: one storage interface over a real S3 server, a GCS server and local paths."""
+
+import hashlib
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+import bucket_servers as servers
+from imagesets.publishing import bucket as bucket_lib
+
+
+def test_objects_round_trip_in_every_kind_of_bucket(bucket_url, tmp_path):
+  store = bucket_lib.Bucket(bucket_url)
+  store.check()
+  assert store.list_files() == {}
+  data = os.urandom(3 << 20)
+  source = tmp_path / "blob"
+  source.write_bytes(data)
+  moved = []
+  store.upload(str(source), "a/blob", progress=moved.append)
+  store.write_bytes("a/b/empty", b"")
+  assert sum(moved) == len(data)  # the progress bar sees every byte
+  assert store.list_files() == {"a/blob": len(data), "a/b/empty": 0}
+  assert store.list_files("a/b") == {"a/b/empty": 0}
+  info = store.info("a/blob")
+  assert info.size == len(data)
+  if store.scheme != "file":  # both servers report the MD5 they computed on receipt
+    assert info.md5 == hashlib.md5(data).digest()
+  assert store.sha256("a/blob") == hashlib.sha256(data).hexdigest()
+  assert store.read_bytes("a/b/empty") == b""
+  back = tmp_path / "back"
+  store.download("a/blob", str(back))
+  assert back.read_bytes() == data
+  with pytest.raises(FileNotFoundError):
+    store.read_bytes("a/missing")
+  assert not store.exists("a/missing") and store.exists("a/blob")
+  store.delete(["a/blob"])
+  assert store.list_files() == {"a/b/empty": 0}
+
+
+def test_urls_and_paths():
+  assert bucket_lib.split_url("s3://team/tfds/") == ("s3", "team/tfds")
+  assert bucket_lib.split_url("gs://team") == ("gs", "team")
+  assert bucket_lib.split_url("gcs://team/x") == ("gs", "team/x")
+  assert bucket_lib.split_url("/data/tfds") == ("file", "/data/tfds")
+  assert bucket_lib.split_url("file:///data/tfds") == ("file", "/data/tfds")
+  with pytest.raises(bucket_lib.BucketError, match="unsupported scheme 'hdfs'"):
+    bucket_lib.split_url("hdfs://x/y")
+  with pytest.raises(bucket_lib.BucketError, match="no bucket name"):
+    bucket_lib.split_url("s3:///x")
+
+
+def test_store_checksums_are_used_only_for_whole_objects():
+  md5 = hashlib.md5(b"x").digest()
+  assert bucket_lib._whole_object_md5({"ETag": f'"{md5.hex()}"'}) == md5
+  assert bucket_lib._whole_object_md5({"ETag": '"0123456789abcdef0123456789abcdef-3"'}) is None
+  assert bucket_lib._whole_object_md5({"md5Hash": "XUFAKrxLKna5cZ2REBfFkg=="}) == \
+      hashlib.md5(b"hello").digest()
+  assert bucket_lib._whole_object_md5({"size": 1}) is None
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_missing_bucket_is_one_clear_error(scheme, bucket_servers):
+  with pytest.raises(bucket_lib.BucketError, match="bucket 'no-such-bucket' does not exist"):
+    bucket_lib.Bucket(f"{scheme}://no-such-bucket/tfds").check()
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-1234"),
+    ("AWS_ACCESS_KEY_ID", "wrong-key-id-5678"),
+])
+def test_denied_credentials_fail_fast_without_printing_them(variable, value, bucket_servers):
+  with servers.environment({variable: value}):
+    start = time.monotonic()
+    with pytest.raises(bucket_lib.BucketError) as caught:
+      bucket_lib.Bucket(f"s3://{servers.BUCKET}/tfds").check()
+    elapsed = time.monotonic() - start
+  message = str(caught.value)
+  assert message.startswith("access denied: cannot list s3://team-bucket/tfds"), message
+  assert "AWS_PROFILE" in message and "\n" not in message
+  for secret in (value, servers.S3_SECRET):
+    assert secret not in message
+  assert elapsed < 5, elapsed
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_unreachable_endpoint_fails_fast(scheme, bucket_servers):
+  closed = f"http://127.0.0.1:{servers.free_port()}"
+  with servers.environment({"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed}):
+    start = time.monotonic()
+    with pytest.raises(bucket_lib.BucketError, match=f"cannot reach {closed}"):
+      bucket_lib.Bucket(f"{scheme}://team-bucket/tfds").check()
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_endpoint_that_never_answers_hits_the_deadline(scheme, bucket_servers, monkeypatch):
+  # Accepts connections and never replies: no error from the network, only silence.
+  listener = socket.socket()
+  listener.bind(("127.0.0.1", 0))
+  listener.listen(16)
+  accepted = []
+  threading.Thread(target=lambda: accepted.extend(
+      listener.accept() for _ in range(64)), daemon=True).start()
+  monkeypatch.setattr(bucket_lib, "CHECK_DEADLINE", 2)
+  silent = f"http://127.0.0.1:{listener.getsockname()[1]}"
+  try:
+    with servers.environment({"AWS_ENDPOINT_URL": silent, "STORAGE_EMULATOR_HOST": silent}):
+      start = time.monotonic()
+      with pytest.raises(bucket_lib.BucketError, match="no answer within 2 s"):
+        bucket_lib.Bucket(f"{scheme}://team-bucket/tfds").check()
+      assert time.monotonic() - start < 5
+  finally:
+    listener.close()
+
+
+
+def test_s3_multipart_etag_is_computed_locally(bucket_servers, tmp_path, monkeypatch):
+  monkeypatch.setattr(bucket_lib, "S3_PART_SIZE", 5 << 20)  # S3's smallest part
+  source = tmp_path / "big"
+  source.write_bytes(os.urandom((11 << 20) + 123))  # three parts
+  store = bucket_lib.Bucket(f"s3://{servers.BUCKET}/{tmp_path.name}")
+  store.upload(str(source), "big")
+  info = store.info("big")
+  assert info.md5 is None and info.multipart_etag.endswith("-3")
+  assert info.multipart_etag == bucket_lib.s3_multipart_etag(source)
+  assert bucket_lib.s3_multipart_etag(source, 4 << 20) != info.multipart_etag

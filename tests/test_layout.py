@@ -1,0 +1,59 @@
+"""The package layout's rule: imports flow one way (builders -> build -> TFDS; the read path
+and publishing never import builders or the build machinery; nothing imports test makers)."""
+
+import ast
+import pathlib
+
+from conftest import REPO
+
+PACKAGE = REPO / "datasets"
+BUILDERS = sorted(p.parent.name for p in PACKAGE.glob("*/*_dataset_builder.py"))
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names |= {alias.name for alias in node.names}
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+  return names
+
+
+def _modules(folder: str):
+  return sorted((PACKAGE / folder).glob("*.py"))
+
+
+def _violations(folder: str, forbidden: list[str]) -> dict[str, list[str]]:
+  found = {}
+  for path in _modules(folder):
+    bad = sorted(name for name in _imports(path)
+                 if any(name == f or name.startswith(f + ".") for f in forbidden))
+    if bad:
+      found[str(path.relative_to(REPO))] = bad
+  return found
+
+
+def test_there_are_three_builders_and_the_folders_of_the_layout():
+  assert BUILDERS == ["flowers", "synthetic_images", "voc_segmentation"]
+  for folder in ("building", "reading", "publishing", "cli"):
+    assert _modules(folder), folder
+
+
+def test_read_path_and_publishing_never_import_builders_or_build_machinery():
+  forbidden = ["imagesets.building", *(f"imagesets.{name}" for name in BUILDERS), "imagesets_testing"]
+  assert _violations("reading", forbidden) == {}
+  assert _violations("publishing", forbidden + ["imagesets.reading", "imagesets.cli"]) == {}
+
+
+def test_build_machinery_never_imports_builders_read_path_publishing_or_cli():
+  forbidden = [*(f"imagesets.{name}" for name in BUILDERS), "imagesets.reading",
+               "imagesets.publishing", "imagesets.cli", "imagesets_testing"]
+  assert _violations("building", forbidden) == {}
+
+
+def test_runtime_package_never_imports_the_test_data_makers():
+  users = [str(path.relative_to(REPO)) for path in PACKAGE.rglob("*.py")
+           if "dummy_data" not in path.parts
+           and any(name.startswith("imagesets_testing") for name in _imports(path))]
+  assert users == []
