@@ -98,8 +98,8 @@ def seed_style_process(item):
 def _use_seed_style():
   """Same builder, splits, features and TFDS writer; seed-style work, in one process."""
   from imagesets.building import parallel_map
-  from imagesets.flowers import flower_files
-  flower_files.process_file = seed_style_process
+  from imagesets.building import class_folder_examples
+  class_folder_examples.process_file = seed_style_process
   parallel_map.available_cores = lambda: 1
 
 
@@ -109,18 +109,18 @@ def ceiling(root: str) -> int:
   from imagesets.building import class_folders
   from imagesets.building import generation
   from imagesets.building import parallel_map
-  from imagesets.flowers import flower_files
+  from imagesets.building import class_folder_examples
   items = [(root, path, 0) for path in class_folders.scan(root).images]
   with parallel_map.executor() as pool:
     return sum(1 for _ in parallel_map.ordered_map(
-        flower_files.process_file, items, pool,
+        class_folder_examples.process_file, items, pool,
         chunk_size=generation._CHUNK, window=generation._WINDOW_CHUNKS))  # pylint: disable=protected-access
 
 
 def build_once(kind: str, root: str, data_dir: str) -> dict:
   """Runs in a child process: one build, its time and peak memory."""
   import imagesets  # noqa: F401
-  from imagesets.flowers import flowers_dataset_builder as flowers
+  from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
   import tensorflow as tf
   tf.constant(0)  # start TensorFlow's runtime before the clock, as the builders have it
   started = time.perf_counter()
@@ -133,7 +133,7 @@ def build_once(kind: str, root: str, data_dir: str) -> dict:
   else:
     if kind == "seed_tfds":
       _use_seed_style()
-    builder = flowers.Builder(config=flowers.FlowersConfig(name="bench", root=root),
+    builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="bench", root=root),
                               data_dir=data_dir)
     builder.download_and_prepare()
     examples = sum(split.num_examples for split in builder.info.splits.values())

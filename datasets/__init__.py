@@ -14,6 +14,7 @@ startup.load_tensorflow()
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
 from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
+from imagesets.labeled_folders import labeled_folders_dataset_builder  # noqa: E402,F401
 
 # The training input pipeline: one call per task, built from `preprocess_ops`.
 from imagesets.reading import input_pipeline, preprocess_ops  # noqa: E402

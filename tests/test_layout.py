@@ -35,8 +35,8 @@ def _violations(folder: str, forbidden: list[str]) -> dict[str, list[str]]:
 
 
 def test_there_are_three_builders_and_the_folders_of_the_layout():
-  assert BUILDERS == ["flowers", "synthetic_images", "voc_segmentation"]
-  for folder in ("building", "reading", "publishing", "cli"):
+  assert BUILDERS == ["flowers", "labeled_folders", "synthetic_images", "voc_segmentation"]
+  for folder in ("building", "reading", "publishing", "cli", "folder_datasets"):
     assert _modules(folder), folder
 
 
@@ -50,6 +50,11 @@ def test_build_machinery_never_imports_builders_read_path_publishing_or_cli():
   forbidden = [*(f"imagesets.{name}" for name in BUILDERS), "imagesets.reading",
                "imagesets.publishing", "imagesets.cli", "imagesets_testing"]
   assert _violations("building", forbidden) == {}
+
+
+def test_folder_datasets_build_and_read_but_never_import_builders():
+  forbidden = [*(f"imagesets.{name}" for name in BUILDERS), "imagesets.cli", "imagesets_testing"]
+  assert _violations("folder_datasets", forbidden) == {}
 
 
 def test_runtime_package_never_imports_the_test_data_makers():

@@ -33,6 +33,11 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/cli/main.py",
       "imagesets/cli/demo.py",
       "imagesets/startup.py",
+      "imagesets/labeled_folders/labeled_folders_dataset_builder.py",
+      "imagesets/labeled_folders/README.md",
+      "imagesets/labeled_folders/dummy_data/pets/cat/0000.jpg",
+      "imagesets/building/class_folder_builder.py",
+      "imagesets/folder_datasets/named_build.py",
   }
   assert expected <= names, sorted(expected - names)
   (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]

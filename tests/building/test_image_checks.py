@@ -170,6 +170,9 @@ def test_shorter_side_resize_is_upright_jpeg():
   stored, facts = image_checks.prepare(sample_images.encode(UPRIGHT, "PNG"), shorter_side=256)
   assert (facts.height, facts.width, facts.format) == (H, W, "jpeg")
   decoded(stored, facts)
+  # A JPEG already small enough is stored as it came (no second lossy encoding).
+  source = sample_images.encode(UPRIGHT, "JPEG", quality=90)
+  assert image_checks.prepare(source, shorter_side=256) == (source, image_checks.check(source))
 
 
 def test_converted_jpeg_keeps_the_source_quality_and_size():

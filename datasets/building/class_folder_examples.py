@@ -1,9 +1,10 @@
-"""One flowers example from one image file: the per-example work of every flowers build.
+"""One example from one image file of a class-per-folder tree: the per-example work of
+every class-folder build (flowers, labeled_folders, `imagesets build PATH --name NAME`).
 
-Kept out of the builder file on purpose: `tfds build datasets/flowers` imports the
-builder under another module name, which Beam workers (multi-process, Dataflow, ...)
-could not import, while `imagesets.flowers.flower_files` is importable wherever the
-package is installed.
+A module of its own, in the build machinery, so that it is importable wherever the
+package is installed: `tfds build datasets/<name>` imports a builder file under another
+module name, and Beam workers (multi-process, Dataflow, ...) unpickle `process_file` by
+its module path.
 """
 
 from imagesets.building import class_folders

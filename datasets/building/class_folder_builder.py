@@ -1,0 +1,140 @@
+"""The builder of class-per-folder image trees, shared by flowers, labeled_folders and the
+datasets `imagesets build PATH --name NAME` makes (`imagesets.folder_datasets`).
+
+What every such build does: list the tree (`class_folders`), assign each file to a split
+by a seeded hash of its path (`splits`), turn each file into an example on every core or
+on Beam (`class_folder_examples`, `generation`), then stop with one error naming every
+bad file, or skip and record them. The dataset's metadata says what it was built from:
+source, class names, examples per class, skipped, converted and ignored files.
+
+Subclasses say where the tree comes from (`_source_root`) and, when the classes are
+fixed (flowers), which they must be (`CLASS_NAMES`).
+"""
+
+import collections
+import dataclasses
+
+from absl import logging
+import numpy as np
+import tensorflow_datasets as tfds
+
+from imagesets.building import builder_base
+from imagesets.building import class_folder_examples
+from imagesets.building import class_folders
+from imagesets.building import generation
+from imagesets.building import problems
+from imagesets.building import splits
+
+
+@dataclasses.dataclass(eq=False)
+class FolderConfig(tfds.core.BuilderConfig):
+  """How to build a class-per-folder tree. Every field changes the stored bytes."""
+
+  root: str = ""  # root/<class>/**/<image>, local or a bucket URL
+  split_proportions: dict[str, float] = dataclasses.field(
+      default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
+  seed: int = 0
+  skip_bad_files: bool = False  # default: one error listing every bad file
+  shorter_side: int = 0         # > 0: store larger JPEGs resized to this shorter side
+
+
+def features(class_names: list[str]) -> tfds.features.FeaturesDict:
+  return tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3)),
+      "label": tfds.features.ClassLabel(names=class_names),
+      "file_name": tfds.features.Text(),
+      "height": tfds.features.Scalar(np.int32),
+      "width": tfds.features.Scalar(np.int32),
+      "channels": tfds.features.Scalar(np.int32),
+      "format": tfds.features.Text(),
+  })
+
+
+class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
+  """Class-per-folder images with their original bytes, validated and split by hash."""
+
+  CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
+  OPTIONS: FolderConfig | None = None   # for builders without configs (named builds)
+
+  @property
+  def options(self) -> FolderConfig:
+    return self.builder_config or self.OPTIONS
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    if not (self.CLASS_NAMES or (self.options and self.options.root)):
+      raise ValueError(f"{self.name} needs a folder: --config '{{\"name\": \"NAME\", "
+                       "\"root\": \"PATH\"}' (or run `imagesets build PATH --name NAME`).")
+    names = self.CLASS_NAMES or class_folders.class_names(self.options.root)
+    return self._dataset_info(features=features(names), supervised_keys=("image", "label"),
+                              metadata=tfds.core.MetadataDict())
+
+  def _dataset_info(self, **fields) -> tfds.core.DatasetInfo:
+    """DatasetInfo with the description and citation of the builder's folder (TFDS style)."""
+    return self.dataset_info_from_configs(**fields)
+
+  def _source_root(self, dl_manager) -> str:
+    del dl_manager  # a local or bucket folder: nothing to download
+    return self.options.root
+
+  def _source_name(self) -> str:
+    """What the metadata names as the source."""
+    return self._root
+
+  def _split_generators(self, dl_manager):
+    options = self.options
+    self._root = self._source_root(dl_manager)
+    tree = class_folders.scan(self._root)
+    expected = self.info.features["label"].names
+    if tree.class_names != expected:
+      raise ValueError(f"{self._root} has class folders {tree.class_names}, expected {expected}.")
+    if tree.ignored:
+      logging.info("%s: ignored %d file(s) not named like images: %s",
+                   self.name, len(tree.ignored), tree.ignored)
+    self._tree = tree
+    by_split = splits.assign(tree.images, options.split_proportions, options.seed)
+    empty = [name for name, paths in by_split.items() if not paths]
+    if empty:
+      raise ValueError(f"split(s) {empty} get no images from {len(tree.images)} in "
+                       f"{self._root}: add images or change the split proportions.")
+    return {
+        name: self.generation.examples(
+            name, [(path, (self._root, path, options.shorter_side)) for path in paths],
+            class_folder_examples.process_file)
+        for name, paths in by_split.items()
+    }
+
+  def _generate_examples(self):
+    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
+
+  def _reads_remote_files(self) -> bool:
+    return class_folders.is_remote(self.options.root)
+
+  def _finish_generation(self, report: generation.Report) -> None:
+    options = self.options
+    bad = report.problems
+    if not options.skip_bad_files:
+      problems.raise_if_any(bad, source=self._root, fix=(
+          "repair or delete these files, or build with skip_bad_files to leave them out "
+          "(`imagesets build --skip-bad-files`, or \"skip_bad_files\": true in a --config); "
+          "they are then listed in the dataset's metadata."))
+    if bad:
+      logging.warning("%s: skipped %d bad file(s):\n%s", self.name, len(bad),
+                      "\n".join(f"  {p.where}: {p.reason}" for p in bad))
+    if report.notes:
+      logging.info("%s: re-encoded %d file(s): %s", self.name, len(report.notes), report.notes)
+    skipped = {p.where for p in bad}
+    per_class = collections.Counter(class_folders.label_of(path) for path in self._tree.images
+                                    if path not in skipped)
+    self.info.metadata.update({
+        "source": self._source_name(),
+        "class_names": self._tree.class_names,
+        "num_examples_per_class": {name: per_class[name] for name in self._tree.class_names},
+        "split_proportions": options.split_proportions,
+        "seed": options.seed,
+        "shorter_side": options.shorter_side,
+        "num_skipped_files": len(bad),
+        "skipped_files": {p.where: p.reason for p in bad},
+        "num_converted_files": len(report.notes),
+        "converted_files": report.notes,
+        "ignored_files": self._tree.ignored,
+    })

@@ -1,0 +1,57 @@
+"""Fingerprints of a class-per-folder tree and the options that change a build's bytes.
+
+* `content`: sha256 over every image's relative path and bytes, and the options. The same
+  fingerprint means the same dataset (rebuilding it is a no-op); any changed byte, file or
+  option gives another (rebuilding under the same version is refused).
+* `listing`: relative paths, sizes and modification times, and the options: no file is
+  read, so it is cheap enough to check on every call (`image_dataset_from_directory`'s
+  cache key). An edited file changes its size or mtime; that is what make, rsync and
+  keras' own caching rely on too.
+"""
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import posixpath
+from typing import Iterable, Mapping
+
+import tensorflow as tf
+
+from imagesets.building import class_folders
+
+_READERS = 8  # files are read by threads: hashlib and file reads release the GIL
+
+
+def _digest(entries: Iterable[str], options: Mapping) -> str:
+  hasher = hashlib.sha256(json.dumps(dict(options), sort_keys=True).encode())
+  for entry in entries:
+    hasher.update(entry.encode("utf-8", "surrogateescape") + b"\0")
+  return hasher.hexdigest()
+
+
+def _file_sha256(root: str, relative_path: str) -> str:
+  return hashlib.sha256(class_folders.read(root, relative_path)).hexdigest()
+
+
+def content(root: str, relative_paths: list[str], options: Mapping) -> str:
+  """Hex sha256 of the images' paths and bytes and the options (reads every file)."""
+  with concurrent.futures.ThreadPoolExecutor(_READERS) as pool:
+    hashes = pool.map(lambda path: _file_sha256(root, path), relative_paths)
+    return _digest((f"{path}\0{digest}" for path, digest in zip(relative_paths, hashes)),
+                   options)
+
+
+def _stat(root: str, relative_path: str) -> tuple[int, int]:
+  path = posixpath.join(str(root), relative_path)
+  if class_folders.is_remote(root):
+    stat = tf.io.gfile.stat(path)
+    return stat.length, stat.mtime_nsec
+  stat = os.stat(path)
+  return stat.st_size, stat.st_mtime_ns
+
+
+def listing(root: str, relative_paths: list[str], options: Mapping) -> str:
+  """Hex sha256 of the images' paths, sizes and mtimes and the options (reads no file)."""
+  return _digest((f"{path}\0{size}\0{mtime}" for path in relative_paths
+                  for size, mtime in [_stat(root, path)]), options)

@@ -1,0 +1,138 @@
+"""named_build and `imagesets build PATH --name NAME`: a team's folder as its own dataset,
+loaded by name without our code, published and fetched by that name, never rebuilt from
+other content under the same version."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import BIN, beam_download_config, records_by_split
+from imagesets.folder_datasets import named_build
+from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.publishing import publish
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+ABOUT = ('description = "Our two pets, photographed at home."\n'
+         'citation = """@misc{pets, title = {Pets}}"""\n'
+         'homepage = "https://example.com/pets"\n')
+
+
+def pet_files() -> dict[str, bytes]:
+  files = {f"{name}/{i:02d}.jpg": sample_images.jpeg(40 + i, 56, seed=10 * c + i)
+           for c, name in enumerate(["cat", "dog"]) for i in range(12)}
+  files["dog/grey.jpg"] = sample_images.encode(sample_images.photo(30, 40, 3)[..., 0], "JPEG")
+  files["cat/cut.jpg"] = sample_images.jpeg(60, 80, seed=1)[:500]
+  files["imagesets.toml"] = ABOUT.encode()
+  return files
+
+
+def imagesets(*args) -> subprocess.CompletedProcess:
+  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
+                        text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+  return write_tree(tmp_path_factory.mktemp("pets"), pet_files())
+
+
+@pytest.fixture(scope="module")
+def data_dir(tree, tmp_path_factory):
+  data_dir = tmp_path_factory.mktemp("tfds")
+  result = imagesets("build", tree, "--name", "pets", "--version", "1.2.0", "--data-dir",
+                     data_dir, "--skip-bad-files", "--seed", "5")
+  assert result.returncode == 0, result.stderr
+  assert "pets:1.2.0 in" in result.stdout and "(1 skipped, 1 re-encoded" in result.stdout
+  assert 'tfds.load("pets:1.2.0"' in result.stdout
+  return data_dir
+
+
+def test_the_dataset_has_the_users_name_version_and_card(data_dir, tree):
+  builder = tfds.builder_from_directory(data_dir / "pets" / "1.2.0")
+  info = builder.info
+  assert (info.name, str(info.version), info.config_name) == ("pets", "1.2.0", "")
+  assert info.description == "Our two pets, photographed at home."
+  assert info.citation == "@misc{pets, title = {Pets}}" and info.homepage == "https://example.com/pets"
+  assert "Flowers" not in json.dumps(info.as_json)  # never another dataset's card
+  metadata = info.metadata
+  assert metadata["source"] == tree
+  assert metadata["class_names"] == ["cat", "dog"]
+  assert metadata["num_examples_per_class"] == {"cat": 12, "dog": 13}
+  assert list(metadata["skipped_files"]) == ["cat/cut.jpg"]
+  assert list(metadata["converted_files"]) == ["dog/grey.jpg"]
+  assert metadata["ignored_files"] == ["imagesets.toml"]
+  assert metadata["seed"] == 5 and len(metadata["content_fingerprint"]) == 64
+  assert sum(s.num_examples for s in info.splits.values()) == 25
+
+
+def test_loads_by_name_in_a_process_that_never_imports_imagesets(data_dir):
+  script = (
+      "import sys, tensorflow_datasets as tfds\n"
+      f"ds = tfds.load('pets:1.2.0', data_dir={str(data_dir)!r}, split='all', download=False)\n"
+      "labels = sorted(int(e['label']) for e in tfds.as_numpy(ds))\n"
+      "assert not any(m.startswith('imagesets') for m in sys.modules)\n"
+      "print(labels.count(0), labels.count(1))\n")
+  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.split() == ["12", "13"]
+  # And with the package loaded, in this process.
+  ds = tfds.load("pets:1.2.0", data_dir=data_dir, split="train", download=False)
+  assert len(list(ds)) == tfds.builder_from_directory(
+      data_dir / "pets" / "1.2.0").info.splits["train"].num_examples
+
+
+def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tmp_path):
+  moved = shutil.copytree(tree, tmp_path / "copy")  # other folder, other mtimes, same bytes
+  again = imagesets("build", moved, "--name", "pets", "--version", "1.2.0", "--data-dir",
+                    data_dir, "--skip-bad-files", "--seed", "5")
+  assert again.returncode == 0, again.stderr
+  assert "already built from this content" in again.stdout
+  before = records_by_split(data_dir / "pets" / "1.2.0")
+  (moved / "dog" / "00.jpg").write_bytes(sample_images.jpeg(40, 56, seed=999))
+  for changed in ([moved], [tree, "--seed", "6"]):
+    refused = imagesets("build", *changed, "--name", "pets", "--version", "1.2.0",
+                        "--data-dir", data_dir, "--skip-bad-files", *(
+                            ["--seed", "5"] if len(changed) == 1 else []))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("imagesets: error: pets:1.2.0 in") and "new version" in last, last
+  assert records_by_split(data_dir / "pets" / "1.2.0") == before  # untouched
+
+
+def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
+  for name, says in [("Pets!", "lower case letters"), ("mnist", "registered TFDS builder")]:
+    result = imagesets("build", tree, "--name", name, "--data-dir", tmp_path)
+    assert result.returncode == 1 and says in result.stderr.strip().splitlines()[-1]
+  strict = imagesets("build", tree, "--name", "pets", "--data-dir", tmp_path)
+  assert strict.returncode == 1 and "Traceback" not in strict.stderr
+  assert "cat/cut.jpg" in strict.stderr and "--skip-bad-files" in strict.stderr
+  assert not list(tmp_path.glob("pets/*/dataset_info.json"))
+
+
+def test_publish_and_fetch_by_the_users_name(data_dir, bucket_url, tmp_path):
+  publish.publish("pets:1.2.0", data_dir, bucket_url, progress=False)
+  fetched = publish.fetch(bucket_url, "pets:1.2.0", cache_dir=tmp_path / "cache", progress=False)
+  assert (records_by_split(pathlib.Path(fetched) / "pets" / "1.2.0")
+          == records_by_split(data_dir / "pets" / "1.2.0"))
+
+
+def test_same_records_as_labeled_folders_and_on_beam(tree, tmp_path):
+  """One code path: the stock-CLI builder and a Beam build write the same examples."""
+  options = labeled_folders.LabeledFoldersConfig(name="pets", root=tree, skip_bad_files=True)
+  named = named_build.build(tree, "pets", data_dir=tmp_path / "named", options=options)
+  stock = labeled_folders.Builder(config=options, data_dir=tmp_path / "stock")
+  stock.download_and_prepare()
+  assert records_by_split(named.data_path) == records_by_split(stock.data_path)
+  beam = named_build.build(tree, "pets", data_dir=tmp_path / "beam", options=options,
+                           beam_options=beam_download_config(multi_processing=False).beam_options)
+  assert records_by_split(beam.data_path) == records_by_split(named.data_path)
+  assert dict(beam.info.metadata) == dict(named.info.metadata)
