@@ -30,8 +30,11 @@ from imagesets.reading.input_pipeline import (  # noqa: E402
 # a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
 from imagesets.publishing.publish import fetch, resolve_data_dir, stream  # noqa: E402
 
+# Your own folder: keras' one call, over a cached, validated build (docs/own_folders.md).
+from imagesets.folder_datasets.from_directory import image_dataset_from_directory  # noqa: E402
+
 __all__ = [
     "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",
     "classification_eval", "segmentation_train", "segmentation_eval",
-    "fetch", "resolve_data_dir", "stream",
+    "fetch", "resolve_data_dir", "stream", "image_dataset_from_directory",
 ]

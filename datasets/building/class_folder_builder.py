@@ -36,6 +36,8 @@ class FolderConfig(tfds.core.BuilderConfig):
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
   shorter_side: int = 0         # > 0: store larger JPEGs resized to this shorter side
+  exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
+  follow_links: bool = False    # descend into symlinked folders of a local tree
 
 
 def features(class_names: list[str]) -> tfds.features.FeaturesDict:
@@ -83,7 +85,7 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _split_generators(self, dl_manager):
     options = self.options
     self._root = self._source_root(dl_manager)
-    tree = class_folders.scan(self._root)
+    tree = class_folders.scan(self._root, follow_links=options.follow_links)
     expected = self.info.features["label"].names
     if tree.class_names != expected:
       raise ValueError(f"{self._root} has class folders {tree.class_names}, expected {expected}.")
@@ -91,7 +93,8 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
       logging.info("%s: ignored %d file(s) not named like images: %s",
                    self.name, len(tree.ignored), tree.ignored)
     self._tree = tree
-    by_split = splits.assign(tree.images, options.split_proportions, options.seed)
+    by_split = splits.assign(tree.images, options.split_proportions, options.seed,
+                             exact_sizes=options.exact_split_sizes)
     empty = [name for name, paths in by_split.items() if not paths]
     if empty:
       raise ValueError(f"split(s) {empty} get no images from {len(tree.images)} in "

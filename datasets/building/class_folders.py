@@ -60,13 +60,17 @@ def class_names(root: str) -> list[str]:
   return names
 
 
-def scan(root: str) -> ClassTree:
-  """Lists every file under `root`; images sorted by relative path."""
+def scan(root: str, follow_links: bool = False) -> ClassTree:
+  """Lists every file under `root`; images sorted by relative path.
+
+  `follow_links`: also descend into symlinked folders (local trees; as keras' option).
+  """
   root = str(root).rstrip("/")
   names = class_names(root)
   images, ignored = [], []
-  walk = tf.io.gfile.walk if is_remote(root) else os.walk  # os.walk: no per-file stat calls
-  for top, _, files in walk(root):
+  # os.walk: no per-file stat calls.
+  walk = tf.io.gfile.walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
+  for top, _, files in walk:
     relative_top = posixpath.relpath(top.replace("\\", "/"), root.replace("\\", "/"))
     parts = [] if relative_top == "." else relative_top.split("/")
     for name in files:

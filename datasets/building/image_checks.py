@@ -218,9 +218,11 @@ def _downsize(image: PIL.Image.Image, shorter_side: int) -> PIL.Image.Image:
 def prepare(data: bytes, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
   """Checked bytes to store and their facts: the input itself when it can pass through."""
   facts = check(data)
-  small_jpeg = facts.format == JPEG and min(facts.height, facts.width) <= (shorter_side or 0)
-  if facts.conversion is None and (not shorter_side or small_jpeg):
-    return data, facts  # a JPEG already small enough is not re-encoded to the same size
+  small_enough = min(facts.height, facts.width) <= (shorter_side or 0)
+  if small_enough:
+    shorter_side = None  # never upscaled, nor re-encoded only to be the same size
+  if facts.conversion is None and not shorter_side:
+    return data, facts
   if shorter_side:
     reason = f"resized to shorter side {shorter_side}"
     facts = dataclasses.replace(

@@ -45,10 +45,29 @@ def split_of(relative_path: str, proportions: Mapping[str, float], seed: int = 0
 
 
 def assign(relative_paths: Iterable[str], proportions: Mapping[str, float],
-           seed: int = 0) -> dict[str, list[str]]:
-  """{split: sorted relative paths}, with every split of `proportions` present."""
+           seed: int = 0, exact_sizes: bool = False) -> dict[str, list[str]]:
+  """{split: sorted relative paths}, with every split of `proportions` present.
+
+  `exact_sizes`: every split but the first gets exactly int(proportion * n) files, the
+  first the rest (keras' `validation_split` rule), chosen by rank of the same hash. Then
+  adding files can move others, which the default (thresholds on the hash) never does.
+  """
   proportions = validate(proportions)
+  if exact_sizes:
+    return _assign_by_rank(list(relative_paths), proportions, seed)
   out = {name: [] for name in proportions}
   for path in relative_paths:
     out[split_of(path, proportions, seed)].append(path)
   return {name: sorted(paths) for name, paths in out.items()}
+
+
+def _assign_by_rank(relative_paths, proportions, seed):
+  ranked = sorted(relative_paths, key=lambda path: (unit_hash(path, seed), path))
+  names = list(proportions)
+  sizes = [int(proportions[name] * len(ranked)) for name in names[1:]]
+  sizes.insert(0, len(ranked) - sum(sizes))
+  out, start = {}, 0
+  for name, size in zip(names, sizes):
+    out[name] = sorted(ranked[start:start + size])
+    start += size
+  return out

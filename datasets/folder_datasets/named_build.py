@@ -109,6 +109,7 @@ def fingerprint_options(options: class_folder_builder.FolderConfig, file_format:
   """The options that change the stored bytes (the folder's location does not)."""
   return {"split_proportions": options.split_proportions, "seed": options.seed,
           "skip_bad_files": options.skip_bad_files, "shorter_side": options.shorter_side,
+          "exact_split_sizes": options.exact_split_sizes, "follow_links": options.follow_links,
           "file_format": file_format}
 
 
@@ -133,7 +134,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   options = dataclasses.replace(options or class_folder_builder.FolderConfig(name=name),
                                 name=name, root=root)
   data_dir = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
-  tree = class_folders.scan(root)
+  tree = class_folders.scan(root, follow_links=options.follow_links)
   fingerprint = fingerprints.content(root, tree.images, fingerprint_options(options, file_format))
   version_dir = pathlib.Path(data_dir) / name / version
   if (version_dir / "dataset_info.json").exists():

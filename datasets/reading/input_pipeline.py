@@ -113,7 +113,8 @@ def _without_tfds_dtype_warning():
     absl_logger.removeFilter(log_filter)
 
 
-def _read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context, deterministic):
+def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=None,
+         deterministic=True):
   """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes."""
   decoders = tfds.decode.PartialDecoding(
       {key: True for key in keys},
@@ -197,7 +198,7 @@ def _seed_or_random(seed):
 def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_context,
            shuffle_buffer, num_epochs, cache=False, cache_op=None):
   seed, deterministic = _seed_or_random(seed)
-  ds = _read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
+  ds = read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
              seed=seed, input_context=input_context, deterministic=deterministic)
   if cache_op is not None:
     ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
@@ -210,7 +211,7 @@ def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_contex
 
 
 def _eval(builder, split, *, keys, encoded_keys, preprocess, input_context, cache):
-  ds = _read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=False,
+  ds = read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=False,
              seed=None, input_context=input_context, deterministic=True)
   ds = ds.map(preprocess, num_parallel_calls=AUTOTUNE)
   return ds.cache() if cache else ds

@@ -182,6 +182,48 @@ def resize(size, key: str = "image", method: str = "bilinear") -> Op:
   return op
 
 
+def _aspect_window(shape, size):
+  """The largest central window with the aspect ratio of `size` (keras' smart_resize)."""
+  height, width = shape[0], shape[1]
+  target_height, target_width = _size(size)
+  crop_height = tf.maximum(1, tf.minimum(height, tf.cast(
+      tf.cast(width * target_height, tf.float32) / target_width, tf.int32)))
+  crop_width = tf.maximum(1, tf.minimum(width, tf.cast(
+      tf.cast(height * target_width, tf.float32) / target_height, tf.int32)))
+  return ((height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width)
+
+
+FITS = ("stretch", "crop", "pad")
+
+
+def decode_and_fit(size, key: str = "image", fit: str = "stretch",
+                   method: str = "bilinear") -> Op:
+  """Encoded image -> float32 [height, width, 3] of `size`, values 0-255 (not rounded).
+
+  `fit`: "stretch" resizes the whole image (aspect ratio not kept); "crop" takes the
+  largest central window of the target's aspect ratio first; "pad" keeps the aspect ratio
+  and pads with 0. Bit for bit the images of keras' `image_dataset_from_directory`
+  (default, `crop_to_aspect_ratio`, `pad_to_aspect_ratio`): so the whole image is decoded
+  (libjpeg's windowed decode upsamples chroma differently at the window's edges).
+  """
+  if fit not in FITS:
+    raise ValueError(f"fit must be one of {FITS}, not {fit!r}")
+  height, width = _size(size)
+
+  def op(data):
+    image = _decode_any(data[key], 3)
+    if fit == "crop":
+      offset_y, offset_x, crop_height, crop_width = _aspect_window(tf.shape(image), size)
+      image = image[offset_y:offset_y + crop_height, offset_x:offset_x + crop_width]
+    if fit == "pad":
+      image = tf.image.resize_with_pad(image, height, width, method=method)
+    else:
+      image = tf.image.resize(image, (height, width), method=method)
+    image.set_shape([height, width, 3])
+    return {**data, key: tf.cast(image, tf.float32)}
+  return op
+
+
 def _method(key):
   return "nearest" if key == "mask" else "bilinear"
 

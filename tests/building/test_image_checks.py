@@ -166,13 +166,12 @@ def test_shorter_side_resize_is_upright_jpeg():
   assert (facts.height, facts.width) == (256, 384)
   small = np.asarray(PIL.Image.fromarray(big).resize((384, 256), PIL.Image.BICUBIC))
   assert mean_error(pixels, small) < 8
-  # Never upscaled; still re-encoded as JPEG for one format.
-  stored, facts = image_checks.prepare(sample_images.encode(UPRIGHT, "PNG"), shorter_side=256)
-  assert (facts.height, facts.width, facts.format) == (H, W, "jpeg")
-  decoded(stored, facts)
-  # A JPEG already small enough is stored as it came (no second lossy encoding).
-  source = sample_images.encode(UPRIGHT, "JPEG", quality=90)
-  assert image_checks.prepare(source, shorter_side=256) == (source, image_checks.check(source))
+  # Never upscaled: an image already small enough is stored as it came (no lossy re-encoding).
+  for source in (sample_images.encode(UPRIGHT, "PNG"), sample_images.encode(UPRIGHT, "JPEG")):
+    assert image_checks.prepare(source, shorter_side=256) == (source, image_checks.check(source))
+  # One that needs converting anyway is converted, not resized.
+  stored, facts = image_checks.prepare(sample_images.sideways_jpeg(UPRIGHT), shorter_side=256)
+  assert (facts.height, facts.width) == UPRIGHT.shape[:2] and "resized" not in facts.conversion
 
 
 def test_converted_jpeg_keeps_the_source_quality_and_size():
