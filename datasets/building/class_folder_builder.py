@@ -35,7 +35,7 @@ class FolderConfig(tfds.core.BuilderConfig):
       default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
-  shorter_side: int = 0         # > 0: store larger JPEGs resized to this shorter side
+  shorter_side: int = 0         # > 0: store larger images downscaled to >= this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
 

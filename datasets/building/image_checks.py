@@ -52,8 +52,13 @@ class ImageFacts:
   conversion: str | None   # why the bytes must be re-encoded; None = store them as they are
 
 
-def check(data: bytes) -> ImageFacts:
-  """Validates encoded image bytes; raises BadImageError with a reason if unusable."""
+def check(data: bytes, *, resized_below: int | None = None) -> ImageFacts:
+  """Validates encoded image bytes; raises BadImageError with a reason if unusable.
+
+  `resized_below`: the caller resizes images whose shorter side is larger than this, which
+  decodes them anyway (and fails on damaged data); those JPEGs skip the 1/8-scale decode
+  here, so a 12 MP photo is entropy-decoded once, not twice.
+  """
   if not data:
     raise BadImageError("empty file (0 bytes)")
   with warnings.catch_warnings():
@@ -73,11 +78,12 @@ def check(data: bytes) -> ImageFacts:
       try:
         if kind in ("JPEG", "MPO"):
           _walk_jpeg_markers(data)
-          if mode in ("RGB", "L"):
-            _decode_jpeg_at_one_eighth(data)
-          else:  # CMYK, YCCK: not converted by libjpeg-turbo's fast path, rare
+          resized = resized_below is not None and min(width, height) > resized_below
+          if mode not in ("RGB", "L"):  # CMYK, YCCK: not libjpeg-turbo's fast path, rare
             image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
             image.load()
+          elif not resized:  # (a resized one is decoded by `convert`, which raises)
+            _decode_jpeg_at_one_eighth(data)
         else:
           image.load()
       except Exception as error:
@@ -215,19 +221,41 @@ def _downsize(image: PIL.Image.Image, shorter_side: int) -> PIL.Image.Image:
   return image.resize(size, PIL.Image.Resampling.BICUBIC)
 
 
+def _dct_downscaled(data: bytes, facts: ImageFacts, shorter_side: int) -> tuple[bytes, ImageFacts]:
+  """An upright RGB JPEG decoded by libjpeg-turbo straight at the smallest scale n/8 whose
+  shorter side is at least `shorter_side`, then encoded at quality 90.
+
+  Scaling inside the inverse DCT replaces a decode at full size plus a resampling pass:
+  about 3x less work for a 500x375 photo, and a 12 MP photo is decoded at 1/8 scale. The
+  shorter side lands between `shorter_side` and the next scale step above it (e.g. 282
+  for 258 from 375; 378 for 258 from 3024).
+  """
+  fits = ({"min_height": shorter_side} if facts.height <= facts.width
+          else {"min_width": shorter_side})
+  pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False, **fits)
+  out = io.BytesIO()
+  PIL.Image.fromarray(pixels).save(out, format="JPEG", quality=_JPEG_RESIZE_QUALITY)
+  height, width = pixels.shape[:2]
+  return out.getvalue(), ImageFacts(
+      JPEG, height, width, f"resized to shorter side {min(height, width)} (>= {shorter_side}, "
+      "libjpeg DCT scaling)")
+
+
 def prepare(data: bytes, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
   """Checked bytes to store and their facts: the input itself when it can pass through."""
-  facts = check(data)
+  facts = check(data, resized_below=shorter_side)
   small_enough = min(facts.height, facts.width) <= (shorter_side or 0)
   if small_enough:
     shorter_side = None  # never upscaled, nor re-encoded only to be the same size
   if facts.conversion is None and not shorter_side:
     return data, facts
-  if shorter_side:
-    reason = f"resized to shorter side {shorter_side}"
-    facts = dataclasses.replace(
-        facts, conversion=f"{facts.conversion}; {reason}" if facts.conversion else reason)
   try:
+    if shorter_side and facts.conversion is None and facts.format == JPEG:
+      return _dct_downscaled(data, facts, shorter_side)
+    if shorter_side:
+      reason = f"resized to shorter side {shorter_side}"
+      facts = dataclasses.replace(
+          facts, conversion=f"{facts.conversion}; {reason}" if facts.conversion else reason)
     return convert(data, facts, shorter_side=shorter_side)
   except Exception as error:  # a file PIL reads but cannot turn into RGB: report, not crash
-    raise BadImageError(f"cannot be converted ({facts.conversion}): {error}") from None
+    raise BadImageError(f"cannot be decoded or converted ({facts.conversion}): {error}") from None

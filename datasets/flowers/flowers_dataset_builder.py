@@ -12,8 +12,13 @@ FlowersConfig = class_folder_builder.FolderConfig
 class Builder(class_folder_builder.ClassFolderBuilder):
   """flower_photos with its original bytes, validated and split by hash."""
 
-  VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release."}
+  VERSION = tfds.core.Version("1.1.0")
+  RELEASE_NOTES = {
+      "1.0.0": "Initial release.",
+      "1.1.0": "fast_read: upright RGB JPEGs downscaled in libjpeg's DCT (shorter side 256 "
+               "to the next n/8 scale, not exactly 256); images already small enough keep "
+               "their bytes. default: unchanged bytes.",
+  }
   CLASS_NAMES = FLOWER_CLASSES
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Offline: put flower_photos.tgz (from " + URL + "), or the flower_photos/ folder "
@@ -23,7 +28,8 @@ class Builder(class_folder_builder.ClassFolderBuilder):
           "TF's flower_photos (3,670 photos, 5 classes), original JPEG bytes, "
           "80/10/10 train/validation/test.")),
       FlowersConfig(name="fast_read", shorter_side=256, description=(
-          "flower_photos resized at build time to shorter side 256 (JPEG quality 90), "
+          "flower_photos downscaled at build time to a shorter side of at least 256 (libjpeg "
+          "n/8 scales, JPEG quality 90), "
           "for training runs that never need full resolution.")),
   ]
 

@@ -174,6 +174,33 @@ def test_shorter_side_resize_is_upright_jpeg():
   assert (facts.height, facts.width) == UPRIGHT.shape[:2] and "resized" not in facts.conversion
 
 
+def test_a_damaged_jpeg_to_be_resized_is_still_refused():
+  """With shorter_side, large JPEGs skip the 1/8-scale check decode: the resize decodes
+  them, and must refuse what the check would have refused."""
+  whole = sample_images.jpeg(600, 800, seed=8)
+  for cut in (len(whole) // 2, len(whole) - 40):
+    with pytest.raises(image_checks.BadImageError, match="cannot be decoded"):
+      image_checks.prepare(whole[:cut], shorter_side=256)
+
+
+
+@pytest.mark.parametrize("height, width, shorter_side, expected", [
+    (600, 800, 256, (300, 400)),    # scale 4/8: the smallest n/8 with shorter side >= 256
+    (375, 500, 258, (282, 375)),    # 6/8
+    (800, 600, 258, (400, 300)),    # portrait: the width is the shorter side
+    (1512, 2016, 258, (378, 504)),  # 2/8 (1/8 of a 12 MP photo, which takes long to draw)
+])
+def test_upright_jpegs_are_downscaled_in_the_dct(height, width, shorter_side, expected):
+  source = sample_images.photo(height, width, seed=9)
+  stored, facts = image_checks.prepare(sample_images.encode(source, "JPEG", quality=90),
+                                       shorter_side=shorter_side)
+  pixels = decoded(stored, facts)
+  assert (facts.height, facts.width) == expected and facts.format == "jpeg"
+  assert "resized to shorter side" in facts.conversion
+  reference = np.asarray(PIL.Image.fromarray(source).resize(expected[::-1], PIL.Image.BICUBIC))
+  assert mean_error(pixels, reference) < 6
+
+
 def test_converted_jpeg_keeps_the_source_quality_and_size():
   photo = sample_images.photo(240, 320, seed=5)
   for quality in (60, 95):

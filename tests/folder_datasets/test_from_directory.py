@@ -150,11 +150,11 @@ def test_large_jpegs_are_stored_at_the_training_resolution(tmp_path, cache):
   ds = stored.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
   shapes = {e["file_name"].decode(): (int(e["height"]), int(e["width"]), e["image"])
             for e in tfds.as_numpy(ds)}
-  assert shapes["a/big.jpg"][:2] == (111, 148) and shapes["b/big.jpg"][:2] == (200, 111)
+  # The smallest libjpeg scale n/8 with a shorter side of at least 111: 2/8 for both.
+  assert shapes["a/big.jpg"][:2] == (150, 200) and shapes["b/big.jpg"][:2] == (225, 125)
   assert shapes["b/small.jpg"][2] == files["b/small.jpg"]  # small enough: kept as it came
   # The same pictures as keras up to resampling: keras' bilinear 800 -> 96 without
-  # antialiasing aliases the photo's grain, ours is downsized with PIL's antialiased
-  # bicubic first (mean difference 3.4 of 255 on these grainy test photos).
+  # antialiasing aliases the photo's grain, ours was downscaled in libjpeg's DCT first.
   for (image, label), (keras_image, keras_label) in zip(
       sorted(ours.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0])))),
       sorted(theirs.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0]))))):

@@ -1,0 +1,161 @@
+"""imagesets.image_dataset_from_directory against keras.utils.image_dataset_from_directory.
+
+    python benchmarks/from_directory.py [--photos 3000] [--phone 300] [--work /tmp/fromdir_bench]
+
+Two trees made once with PIL (imagesets_testing.sample_images: smooth colour fields, soft
+shapes and grain, so they compress and decode like photos):
+
+* photos: `--photos` JPEGs of 500x375 (quality 90), 5 classes;
+* phone:  `--phone` JPEGs of 4032x3024 (quality 90, ~3 MB each), 5 classes.
+
+For each tree, each run in a fresh process (TensorFlow started before the clock): keras'
+first call + one epoch, keras' second call + one epoch (keras has no cache: the same
+work), ours first call (build into an empty cache + one epoch), ours second call (reads
+the build + one epoch). 224x224, batch 64, shuffle on, seed 1. Reported: wall seconds,
+images/s and CPU ms per image (user + system of the whole process, all threads and
+worker processes), medians of `--repeats` interleaved rounds, and the goals' ratios
+from this one run, by wall clock and by CPU time (the machine is shared: wall clock swings
+by up to 2x between identical runs, CPU time per image barely moves).
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
+SIZE, BATCH, SEED = (224, 224), 64, 1
+RUNS = ["keras 1st", "keras 2nd", "ours 1st", "ours 2nd"]
+
+
+def make_photos(root: pathlib.Path, count: int) -> None:
+  from imagesets_testing import sample_images
+  for i in range(count):
+    path = root / CLASSES[i % 5] / f"{i:05d}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.jpeg(375, 500, seed=i))
+
+
+def make_phone(root: pathlib.Path, count: int) -> None:
+  """12 MP photos: 6 base scenes (slow to draw), each shifted, mirrored and re-grained."""
+  from imagesets_testing import sample_images
+  bases = [sample_images.photo(3024, 4032, seed=s).astype(np.int16) for s in range(6)]
+  rng = np.random.default_rng(0)
+  for i in range(count):
+    image = np.roll(bases[i % 6], (rng.integers(3024), rng.integers(4032)), axis=(0, 1))
+    if i % 2:
+      image = image[:, ::-1]
+    grain = rng.integers(-4, 5, size=(3024, 4032, 1), dtype=np.int16)
+    image = np.clip(image + grain, 0, 255).astype(np.uint8)
+    path = root / CLASSES[i % 5] / f"IMG_{i:04d}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.encode(image, "JPEG", quality=90))
+
+
+def tree(work: pathlib.Path, kind: str, count: int) -> pathlib.Path:
+  root = work / f"{kind}_{count}"
+  done = root / ".complete"
+  if not done.exists():
+    shutil.rmtree(root, ignore_errors=True)
+    started = time.perf_counter()
+    (make_photos if kind == "photos" else make_phone)(root, count)
+    done.write_text("")
+    print(f"made {count} {kind} JPEGs in {time.perf_counter() - started:.0f} s")
+  return root
+
+
+def one_run(which: str, root: str, cache: str) -> dict:
+  """In a child process: one call of the function and one epoch over what it returns."""
+  import tensorflow as tf
+  if which.startswith("ours"):
+    import imagesets
+    make = lambda: imagesets.image_dataset_from_directory(  # noqa: E731
+        root, image_size=SIZE, batch_size=BATCH, seed=SEED, cache_dir=cache, verbose=False)
+  else:
+    import keras
+    make = lambda: keras.utils.image_dataset_from_directory(  # noqa: E731
+        root, image_size=SIZE, batch_size=BATCH, seed=SEED, verbose=False)
+  tf.constant(0)  # TensorFlow's runtime up before the clock
+  cpu_before = _cpu_seconds()
+  started = time.perf_counter()
+  images = 0
+  for batch, _ in make():
+    images += int(batch.shape[0])
+  wall = time.perf_counter() - started
+  return {"images": images, "wall": wall, "cpu": _cpu_seconds() - cpu_before}
+
+
+def _cpu_seconds() -> float:
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the build's worker processes
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_child(which: str, root: pathlib.Path, cache: pathlib.Path) -> dict:
+  result = subprocess.run(
+      [sys.executable, __file__, "--child", which, "--root", str(root), "--cache", str(cache)],
+      capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  if result.returncode:
+    sys.exit(f"{which} failed:\n{result.stderr[-3000:]}")
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
+          repeats: int) -> None:
+  cache = work / f"cache_{name.split()[0]}"
+  runs = {which: [] for which in RUNS}
+  for _ in range(repeats):  # interleaved, so a load change hits every run alike
+    shutil.rmtree(cache, ignore_errors=True)  # "ours 1st" builds into an empty cache
+    for which in RUNS:
+      runs[which].append(run_child(which, root, cache))
+  count = runs["keras 1st"][0]["images"]
+  size = sum(p.stat().st_size for p in root.rglob("*.jpg")) / count / 1e6
+  print(f"\n{name}: {count} images, {size:.2f} MB each; medians of {repeats} rounds")
+  print("| run | wall s | img/s | CPU ms / image |")
+  print("|---|---|---|---|")
+  wall, cpu = {}, {}
+  for which, results in runs.items():
+    assert all(r["images"] == count for r in results), (which, results)
+    wall[which] = statistics.median(r["wall"] for r in results)
+    cpu[which] = statistics.median(r["cpu"] for r in results) / count
+    walls = ", ".join(f"{r['wall']:.2f}" for r in results)
+    print(f"| {which} | {wall[which]:.2f} ({walls}) | {count / wall[which]:,.0f} | "
+          f"{1000 * cpu[which]:.2f} |")
+  keras_wall = statistics.mean([wall["keras 1st"], wall["keras 2nd"]])
+  keras_cpu = statistics.mean([cpu["keras 1st"], cpu["keras 2nd"]])
+  print(f"second call: {keras_wall / wall['ours 2nd']:.2f}x keras by wall, "
+        f"{keras_cpu / cpu['ours 2nd']:.2f}x by CPU (goal >= {goal_second}x); first call "
+        f"(build + epoch): {wall['ours 1st'] / (2 * keras_wall):.2f} of two keras epochs by "
+        f"wall, {cpu['ours 1st'] / (2 * keras_cpu):.2f} by CPU (goal <= 1)")
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--photos", type=int, default=3000)
+  parser.add_argument("--phone", type=int, default=300)
+  parser.add_argument("--work", default="/tmp/fromdir_bench")
+  parser.add_argument("--repeats", type=int, default=3, help="rounds; medians are reported")
+  parser.add_argument("--child", choices=RUNS)
+  parser.add_argument("--root")
+  parser.add_argument("--cache")
+  args = parser.parse_args()
+  if args.child:
+    print(json.dumps(one_run(args.child, args.root, args.cache)))
+    return
+  work = pathlib.Path(args.work)
+  print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+  bench("photos 500x375", tree(work, "photos", args.photos), work, 1.5, args.repeats)
+  bench("phone 4032x3024", tree(work, "phone", args.phone), work, 20, args.repeats)
+  print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+  main()
