@@ -29,10 +29,10 @@ import pathlib
 import resource
 import statistics
 import subprocess
-import sys
 import time
 
 from imagesets_testing import sample_images
+import child_runs
 
 CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 KINDS = ["seed", "seed_tfds", "flowers", "ceiling"]
@@ -148,12 +148,7 @@ def build_once(kind: str, root: str, data_dir: str) -> dict:
 
 def run_child(kind: str, root: pathlib.Path, data_dir: pathlib.Path) -> dict:
   subprocess.run(["rm", "-rf", str(data_dir)], check=True)
-  result = subprocess.run(
-      [sys.executable, __file__, "--child", kind, "--root", str(root), "--work", str(data_dir)],
-      capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  if result.returncode:
-    sys.exit(f"{kind} build failed:\n{result.stderr[-3000:]}")
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return child_runs.run(__file__, kind, "--root", root, "--work", data_dir)
 
 
 def main():

@@ -25,11 +25,11 @@ import pathlib
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
+
+import child_runs
 
 CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 SIZE, BATCH, SEED = (224, 224), 64, 1
@@ -65,6 +65,7 @@ def tree(work: pathlib.Path, kind: str, count: int) -> pathlib.Path:
   done = root / ".complete"
   if not done.exists():
     shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
     started = time.perf_counter()
     (make_photos if kind == "photos" else make_phone)(root, count)
     done.write_text("")
@@ -99,15 +100,6 @@ def _cpu_seconds() -> float:
   return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_child(which: str, root: pathlib.Path, cache: pathlib.Path) -> dict:
-  result = subprocess.run(
-      [sys.executable, __file__, "--child", which, "--root", str(root), "--cache", str(cache)],
-      capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  if result.returncode:
-    sys.exit(f"{which} failed:\n{result.stderr[-3000:]}")
-  return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
           repeats: int) -> None:
   cache = work / f"cache_{name.split()[0]}"
@@ -115,7 +107,7 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
   for _ in range(repeats):  # interleaved, so a load change hits every run alike
     shutil.rmtree(cache, ignore_errors=True)  # "ours 1st" builds into an empty cache
     for which in RUNS:
-      runs[which].append(run_child(which, root, cache))
+      runs[which].append(child_runs.run(__file__, which, root, cache))
   count = runs["keras 1st"][0]["images"]
   size = sum(p.stat().st_size for p in root.rglob("*.jpg")) / count / 1e6
   print(f"\n{name}: {count} images, {size:.2f} MB each; medians of {repeats} rounds")
@@ -143,12 +135,11 @@ def main():
   parser.add_argument("--phone", type=int, default=300)
   parser.add_argument("--work", default="/tmp/fromdir_bench")
   parser.add_argument("--repeats", type=int, default=3, help="rounds; medians are reported")
-  parser.add_argument("--child", choices=RUNS)
-  parser.add_argument("--root")
-  parser.add_argument("--cache")
+  parser.add_argument("--child", nargs=3, metavar=("RUN", "ROOT", "CACHE"),
+                      help="(internal) one run in this process")
   args = parser.parse_args()
   if args.child:
-    print(json.dumps(one_run(args.child, args.root, args.cache)))
+    print(json.dumps(one_run(*args.child)))
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
