@@ -67,3 +67,20 @@ def records_by_split(version_dir) -> dict[str, list[bytes]]:
   return {split: sorted(r.numpy() for r in tf.data.TFRecordDataset(
               sorted(str(p) for p in version_dir.glob(f"*-{split}.tfrecord-*"))))
           for split in splits}
+
+
+def registered(*paths) -> dict:
+  """`url_infos` naming test archives as a builder's registered files (size, sha256)."""
+  import hashlib
+  from tensorflow_datasets.core.download import checksums as tfds_checksums
+  return {f"https://example.invalid/{pathlib.Path(p).name}": tfds_checksums.UrlInfo(
+              size=pathlib.Path(p).stat().st_size, filename=pathlib.Path(p).name,
+              checksum=hashlib.sha256(pathlib.Path(p).read_bytes()).hexdigest())
+          for p in paths}
+
+
+def offline_env() -> dict:
+  """Environment of a process without network: every HTTP(S) request goes to a closed port."""
+  closed = "http://127.0.0.1:9"
+  return {**os.environ, "HTTP_PROXY": closed, "HTTPS_PROXY": closed, "http_proxy": closed,
+          "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}

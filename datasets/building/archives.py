@@ -1,21 +1,59 @@
 """Safe extraction of the tar archives our sources ship as (.tar, .tgz, .tar.gz).
 
-Every member is checked before anything is written: absolute paths, `..`, and links
+An archive given by hand (`--manual_dir`) must be the registered file: its size and
+sha256 are checked against `checksums/<name>.txt` before anything is extracted (TFDS
+checks the ones it downloads itself). Every member is checked before anything is written: absolute paths, `..`, and links
 or hard links pointing outside the target are refused, all of them named in one error.
 Extraction goes to a temporary sibling folder that is renamed into place at the end,
 so an interrupted extraction is never mistaken for a complete one.
 """
 
+import hashlib
 import os
 import pathlib
 import shutil
 import tarfile
+
+import tqdm
 
 from imagesets.building import problems as problems_lib
 
 
 class UnsafeArchiveError(problems_lib.InvalidSourceError):
   """The archive has members that would land outside the extraction folder."""
+
+
+class ArchiveMismatchError(ValueError):
+  """A manual archive is not the registered file (other size or sha256)."""
+
+
+def _sha256(path: pathlib.Path) -> str:
+  hasher = hashlib.sha256()
+  with open(path, "rb") as f, tqdm.tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
+                                        desc=f"checking {path.name}", leave=False) as bar:
+    for block in iter(lambda: f.read(1 << 22), b""):
+      hasher.update(block)
+      bar.update(len(block))
+  return hasher.hexdigest()
+
+
+def check_registered(path: os.PathLike, url_infos: dict) -> None:
+  """Raises ArchiveMismatchError unless `path` has the registered size and sha256 of the
+  file of its name in `url_infos` (a builder's `url_infos`: url -> UrlInfo)."""
+  path = pathlib.Path(path)
+  registered = {url: info for url, info in url_infos.items() if info.filename == path.name}
+  if not registered:
+    raise ArchiveMismatchError(f"{path.name} has no registered checksum: not a file this "
+                               "dataset is built from")
+  url, info = next(iter(registered.items()))
+  expected = f"{int(info.size):,} bytes, sha256 {info.checksum}"
+  size = path.stat().st_size
+  found = f"{size:,} bytes" if size != int(info.size) else f"{size:,} bytes, sha256 {_sha256(path)}"
+  if found != expected:
+    raise problems_lib.one_line_if_uncaught(ArchiveMismatchError(
+        f"{path} is not the registered {path.name}: expected {expected}; found {found}. "
+        f"Nothing was extracted. Download it again from {url} (or remove it from the manual "
+        "dir and build online)."))
 
 
 def unsafe_members(archive: tarfile.TarFile, target: os.PathLike) -> list[problems_lib.Problem]:
@@ -62,6 +100,14 @@ def extract_root(dl_manager) -> pathlib.Path:
   return pathlib.Path(dl_manager.download_dir) / "extracted"
 
 
-def safe_extract_under(archive_path: os.PathLike, root: os.PathLike) -> pathlib.Path:
-  """`safe_extract` into `root/<archive name>.safe`: the one naming every builder uses."""
-  return safe_extract(archive_path, pathlib.Path(root) / f"{pathlib.Path(archive_path).name}.safe")
+def safe_extract_under(archive_path: os.PathLike, root: os.PathLike,
+                       registered: dict | None = None) -> pathlib.Path:
+  """`safe_extract` into `root/<archive name>.safe`: the one naming every builder uses.
+
+  `registered` (a builder's `url_infos`) for archives given by hand: checked first, unless
+  already extracted (the check costs a read of the whole archive).
+  """
+  target = pathlib.Path(root) / f"{pathlib.Path(archive_path).name}.safe"
+  if registered is not None and not target.is_dir():
+    check_registered(archive_path, registered)
+  return safe_extract(archive_path, target)

@@ -29,9 +29,10 @@ import os
 import pathlib
 import shutil
 import socket
-import sys
 
 from absl import logging
+
+from imagesets.building import problems
 
 INCOMPLETE_PREFIX = "incomplete."
 
@@ -66,22 +67,6 @@ def _remove_leftovers(version_dir: pathlib.Path) -> None:
                     "finish", path, size / 1e6)
 
 
-def _one_line_if_uncaught(error: BaseException) -> None:
-  """If `error` ends the program (e.g. under the `tfds` CLI), print it as one line.
-
-  Any other exception still gets the usual traceback: only this error is shortened.
-  """
-  previous = sys.excepthook
-
-  def hook(kind, value, traceback):
-    if value is error:
-      print(f"error: {error}", file=sys.stderr)
-    else:
-      previous(kind, value, traceback)
-
-  sys.excepthook = hook
-
-
 def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
   """The open lock file, flock'ed by us; raises BuildInProgressError if a build holds it."""
   while True:
@@ -96,7 +81,7 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
           f"{name} is being built by another process ({owner}) into {version_dir}; "
           "wait for it to finish (a finished build is then reused), or build into "
           "another data dir.")
-      _one_line_if_uncaught(error)
+      problems.one_line_if_uncaught(error)
       raise error from None
     # The holder before us removes the file before it lets go: if what we locked is no
     # longer the file at `path`, another build may lock a new one; start again.

@@ -5,6 +5,7 @@ so a user fixes all bad files in one go instead of one per build.
 """
 
 import dataclasses
+import sys
 from typing import Iterable
 
 
@@ -29,3 +30,18 @@ def raise_if_any(problems: Iterable[Problem], *, source: str, fix: str) -> None:
   problems = list(problems)
   if problems:
     raise InvalidSourceError(problems, source=source, fix=fix)
+
+
+def one_line_if_uncaught(error: BaseException) -> BaseException:
+  """If `error` ends the program (e.g. under the `tfds` CLI), print it as `error: ...`
+  instead of a traceback; any other exception keeps its traceback. Returns `error`."""
+  previous = sys.excepthook
+
+  def hook(kind, value, traceback):
+    if value is error:
+      print(f"error: {error}", file=sys.stderr)
+    else:
+      previous(kind, value, traceback)
+
+  sys.excepthook = hook
+  return error

@@ -2,6 +2,7 @@
 
 from imagesets.building import archives
 from imagesets.building import class_folder_builder
+from imagesets.building import downloads
 import tensorflow_datasets as tfds
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
@@ -22,7 +23,8 @@ class Builder(class_folder_builder.ClassFolderBuilder):
   CLASS_NAMES = FLOWER_CLASSES
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Offline: put flower_photos.tgz (from " + URL + "), or the flower_photos/ folder "
-      "extracted from it, in the manual dir. Online builds download it themselves.")
+      "extracted from it, in a folder and pass it with --manual_dir DIR. Online builds "
+      "download it themselves.")
   BUILDER_CONFIGS = [
       FlowersConfig(name="default", description=(
           "TF's flower_photos (3,670 photos, 5 classes), original JPEG bytes, "
@@ -43,20 +45,22 @@ class Builder(class_folder_builder.ClassFolderBuilder):
           "flowers builds TF's flower_photos only. For your own class-per-folder photos run "
           "`imagesets build PATH --name NAME` (or `tfds build datasets/labeled_folders "
           "--config '{\"name\": ..., \"root\": PATH}'`).")
+    registered = None  # downloads are checked by TFDS; a manual archive by us
     try:
       manual = dl_manager.manual_dir
     except AssertionError:  # no manual dir given: download
-      archive = dl_manager.download(URL)
+      archive = downloads.download_first(dl_manager, [URL], what="flower_photos.tgz",
+                                         instructions=self.MANUAL_DOWNLOAD_INSTRUCTIONS)
     else:
       if (manual / "flower_photos").is_dir():
         return str(manual / "flower_photos")
-      archive = manual / "flower_photos.tgz"
+      archive, registered = manual / "flower_photos.tgz", self.url_infos
       if not archive.is_file():
         raise FileNotFoundError(
             f"{manual} has neither flower_photos/ nor flower_photos.tgz. "
             + self.MANUAL_DOWNLOAD_INSTRUCTIONS)
-    return str(archives.safe_extract_under(archive, archives.extract_root(dl_manager))
-               / "flower_photos")
+    return str(archives.safe_extract_under(archive, archives.extract_root(dl_manager),
+                                           registered) / "flower_photos")
 
   def _source_name(self) -> str:
     return URL

@@ -2,14 +2,16 @@
 
 TFDS's download manager takes one URL per resource, so we ask for the original host
 first and fall back to TFDS's mirror (both are in checksums/voc_segmentation.txt with
-the same size and sha256, so either gives the same verified bytes). The tar is
-unpacked with `archives.safe_extract`.
+the same size and sha256, so either gives the same verified bytes); without network it
+fails within seconds (`downloads`). A tar given by hand is checked against the same size
+and sha256 first, then unpacked with `archives.safe_extract`.
 """
 
 import os
 import pathlib
 
 from imagesets.building import archives
+from imagesets.building import downloads
 from imagesets.voc_segmentation import voc_pairs
 
 TAR_NAME = "VOCtrainval_11-May-2012.tar"
@@ -27,46 +29,39 @@ if the original host fails.
 """
 
 
-class SourceNotFoundError(FileNotFoundError):
-  """Neither the manual directory nor any URL gave a VOC2012 folder."""
+SourceNotFoundError = downloads.SourceNotFoundError
 
 
-def voc2012_folder(dl_manager) -> pathlib.Path:
-  """The VOC2012 folder (with ImageSets/, JPEGImages/, Segmentation*/) to build from."""
+def voc2012_folder(dl_manager, registered: dict) -> pathlib.Path:
+  """The VOC2012 folder (with ImageSets/, JPEGImages/, Segmentation*/) to build from.
+
+  `registered`: the builder's url_infos, against which a manual tar is checked.
+  """
   extract_root = archives.extract_root(dl_manager)
   try:
     manual_dir = pathlib.Path(dl_manager.manual_dir)
   except AssertionError:  # no manual dir, or an empty one: download instead
-    return _folder_in_tar(download_first(dl_manager, URLS), extract_root)
-  return folder_in_manual_dir(manual_dir, extract_root)
+    tar = downloads.download_first(dl_manager, URLS, what=TAR_NAME,
+                                   instructions=MANUAL_DOWNLOAD_INSTRUCTIONS)
+    return _folder_in_tar(tar, extract_root)
+  return folder_in_manual_dir(manual_dir, extract_root, registered)
 
 
-def folder_in_manual_dir(manual_dir: pathlib.Path, extract_root: pathlib.Path) -> pathlib.Path:
+def folder_in_manual_dir(manual_dir: pathlib.Path, extract_root: pathlib.Path,
+                         registered: dict) -> pathlib.Path:
   for candidate in (manual_dir / voc_pairs.IN_ARCHIVE, manual_dir / "VOC2012", manual_dir):
     if (candidate / voc_pairs.LISTS_DIR).is_dir():
       return candidate
   if (manual_dir / TAR_NAME).is_file():
-    return _folder_in_tar(manual_dir / TAR_NAME, extract_root)
+    return _folder_in_tar(manual_dir / TAR_NAME, extract_root, registered)
   raise SourceNotFoundError(
       f"{manual_dir} holds neither {voc_pairs.IN_ARCHIVE}/ nor {TAR_NAME}.\n"
       f"{MANUAL_DOWNLOAD_INSTRUCTIONS}")
 
 
-def download_first(dl_manager, urls) -> pathlib.Path:
-  """The first URL that downloads (and matches its registered checksum) wins."""
-  failures = []
-  for url in urls:
-    try:
-      return pathlib.Path(dl_manager.download(url))
-    except Exception as error:  # pylint: disable=broad-except  (network and checksum errors vary)
-      failures.append(f"  {url}: {type(error).__name__}: {error}")
-  raise SourceNotFoundError(
-      "could not download {}:\n{}\n{}".format(TAR_NAME, "\n".join(failures),
-                                              MANUAL_DOWNLOAD_INSTRUCTIONS))
-
-
-def _folder_in_tar(tar_path: pathlib.Path, extract_root: pathlib.Path) -> pathlib.Path:
-  extracted = archives.safe_extract_under(tar_path, extract_root)
+def _folder_in_tar(tar_path: pathlib.Path, extract_root: pathlib.Path,
+                   registered: dict | None = None) -> pathlib.Path:
+  extracted = archives.safe_extract_under(tar_path, extract_root, registered)
   folder = extracted / voc_pairs.IN_ARCHIVE
   if not (folder / voc_pairs.LISTS_DIR).is_dir():
     raise SourceNotFoundError(

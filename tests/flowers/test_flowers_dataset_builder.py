@@ -3,15 +3,18 @@ on the dummy archive in dummy_data/."""
 
 import io
 import pathlib
+import subprocess
 import tarfile
+import time
 
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import shard_bytes
+from conftest import BIN, REPO, offline_env, registered, shard_bytes
 from imagesets.building import archives
+from imagesets.building import downloads
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 from imagesets.flowers import flowers_dataset_builder as flowers
@@ -36,7 +39,9 @@ def from_manual_tgz(tmp_path_factory):
   (manual / "flower_photos.tgz").write_bytes(DUMMY_TGZ.read_bytes())
   data_dir = tmp_path_factory.mktemp("tfds")
   builder = tfds.builder("flowers", data_dir=data_dir)
-  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual))
+  with pytest.MonkeyPatch.context() as patch:  # the dummy archive as the registered file
+    patch.setattr(flowers.Builder, "url_infos", registered(manual / "flower_photos.tgz"))
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual))
   return builder
 
 
@@ -90,7 +95,7 @@ def _tgz(path, members):
         tar.addfile(info, io.BytesIO(data))
 
 
-def test_unsafe_manual_archive_is_refused_and_nothing_is_written(tmp_path):
+def test_unsafe_manual_archive_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
   manual = tmp_path / "manual"
   manual.mkdir()
   photo = sample_images.jpeg(20, 20)
@@ -101,6 +106,7 @@ def test_unsafe_manual_archive_is_refused_and_nothing_is_written(tmp_path):
       ("flower_photos/roses/link.jpg", None, "/etc/passwd"),
   ])
   builder = tfds.builder("flowers", data_dir=tmp_path / "tfds")
+  monkeypatch.setattr(flowers.Builder, "url_infos", registered(manual / "flower_photos.tgz"))
   with pytest.raises(archives.UnsafeArchiveError) as caught:
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual))
   assert {p.where for p in caught.value.problems} == {
@@ -114,6 +120,7 @@ def test_download_is_checked_then_safely_extracted(tmp_path, monkeypatch):
   downloaded.parent.mkdir()
   downloaded.write_bytes(DUMMY_TGZ.read_bytes())
   requested = []
+  monkeypatch.setattr(downloads, "unreachable", lambda url: None)  # as if online
   monkeypatch.setattr(tfds.download.DownloadManager, "download",
                       lambda self, url: requested.append(url) or downloaded)
   builder = tfds.builder("flowers", data_dir=tmp_path / "tfds")
@@ -153,3 +160,37 @@ def test_a_root_is_refused_with_the_way_to_build_your_own_folder(tmp_path):
   with pytest.raises(ValueError, match="imagesets build PATH --name NAME"):
     builder.download_and_prepare()
   assert builder.info.citation.startswith("@ONLINE {tfflowers")  # the citation is flowers' own
+
+
+def test_a_manual_archive_that_is_not_the_registered_file_is_refused(tmp_path):
+  manual = tmp_path / "manual"
+  manual.mkdir()
+  (manual / "flower_photos.tgz").write_bytes(DUMMY_TGZ.read_bytes())  # any tar of that name
+  builder = tfds.builder("flowers", data_dir=tmp_path / "tfds")
+  with pytest.raises(archives.ArchiveMismatchError) as caught:
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual))
+  message = str(caught.value)
+  assert "expected 228,813,984 bytes, sha256 4c54ace7" in message
+  assert f"found {DUMMY_TGZ.stat().st_size:,} bytes" in message and flowers.URL in message
+  assert not list((tmp_path / "tfds").rglob("*.jpg"))  # nothing extracted
+  # Same size, other bytes: the sha256 decides.
+  same_size = manual / "flower_photos.tgz"
+  real = registered(same_size)
+  (url, info), = real.items()
+  changed = bytearray(same_size.read_bytes())
+  changed[100] ^= 1
+  same_size.write_bytes(bytes(changed))
+  with pytest.raises(archives.ArchiveMismatchError, match=f"expected {info.size:,} bytes, sha256 "):
+    archives.check_registered(same_size, real)
+
+
+def test_offline_without_a_manual_dir_stops_fast_with_one_message(tmp_path):
+  started = time.monotonic()
+  result = subprocess.run([str(BIN / "tfds"), "build", "datasets/flowers", "--data_dir",
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          env=offline_env(), timeout=120)
+  took = time.monotonic() - started
+  assert result.returncode != 0 and took < 30, (took, result.stderr[-2000:])
+  assert "Traceback" not in result.stderr
+  message = result.stderr[result.stderr.index("error: could not download"):]
+  assert flowers.URL in message and "--manual_dir" in message

@@ -2,7 +2,9 @@
 
 import pathlib
 import shutil
+import subprocess
 import tarfile
+import time
 
 import numpy as np
 import PIL.Image
@@ -11,8 +13,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import REPO, beam_download_config, records_by_split, shard_bytes, tfds_cli
+from conftest import BIN, REPO, beam_download_config, offline_env, records_by_split, shard_bytes, tfds_cli
+from conftest import registered as registered_files
 from imagesets.building import archives
+from imagesets.building import downloads as downloads_lib
 from imagesets.building import problems
 from imagesets.building import segmentation_masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
@@ -210,18 +214,44 @@ def test_a_wholly_bad_split_does_not_hide_the_other_splits_problems(tmp_path):
   assert [p.where for p in caught.value.problems] == sorted([*train, val[1]])
 
 
-def test_builds_from_the_tar_and_from_other_manual_layouts(tree, built, tmp_path):
+def test_builds_from_the_tar_and_from_other_manual_layouts(tree, built, tmp_path, monkeypatch):
   root, folder = tree
   expected = shard_bytes(pathlib.Path(built.data_path))
   manual = tmp_path / "manual"
   manual.mkdir()
-  fake_voc.write_tar(root, manual / voc_source.TAR_NAME)
+  tar = fake_voc.write_tar(root, manual / voc_source.TAR_NAME)
+  monkeypatch.setattr(voc.Builder, "url_infos", registered_files(tar))  # the test tar as VOC's
   from_tar = _build(tmp_path / "from_tar", manual)
   assert shard_bytes(pathlib.Path(from_tar.data_path)) == expected
   assert list((tmp_path / "from_tar" / "downloads" / "extracted").glob("*/VOCdevkit/VOC2012"))
   # The VOC2012 folder itself, or its parent, also work as --manual_dir.
-  assert voc_source.folder_in_manual_dir(folder, tmp_path) == folder
-  assert voc_source.folder_in_manual_dir(folder.parent, tmp_path) == folder
+  assert voc_source.folder_in_manual_dir(folder, tmp_path, {}) == folder
+  assert voc_source.folder_in_manual_dir(folder.parent, tmp_path, {}) == folder
+
+
+def test_a_manual_tar_that_is_not_the_registered_file_is_refused(tree, tmp_path):
+  root, _ = tree
+  manual = tmp_path / "manual"
+  manual.mkdir()
+  fake_voc.write_tar(root, manual / voc_source.TAR_NAME)  # right name, wrong bytes
+  with pytest.raises(archives.ArchiveMismatchError) as caught:
+    _build(tmp_path / "tfds", manual)
+  assert "expected 1,999,639,040 bytes, sha256 e14f7632" in str(caught.value)
+  assert voc_source.ORIGINAL_URL in str(caught.value)
+  assert not list((tmp_path / "tfds").rglob("*.jpg"))  # nothing extracted
+
+
+def test_offline_without_a_manual_dir_stops_fast_naming_both_urls(tmp_path):
+  started = time.monotonic()
+  result = subprocess.run([str(BIN / "tfds"), "build", "datasets/voc_segmentation",
+                           "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, env=offline_env(), timeout=120)
+  took = time.monotonic() - started
+  assert result.returncode != 0 and took < 30, (took, result.stderr[-2000:])
+  assert "Traceback" not in result.stderr
+  message = result.stderr[result.stderr.index("error: could not download"):]
+  assert voc_source.ORIGINAL_URL in message and voc_source.MIRROR_URL in message
+  assert "--manual_dir" in message
 
 
 def test_manual_tar_is_extracted_safely(tmp_path):
@@ -230,14 +260,15 @@ def test_manual_tar_is_extracted_safely(tmp_path):
   with tarfile.open(manual / voc_source.TAR_NAME, "w") as tar:
     tar.add(__file__, arcname="../escape.py")
   with pytest.raises(archives.UnsafeArchiveError, match="escape.py"):
-    voc_source.folder_in_manual_dir(manual, tmp_path / "extracted")
+    voc_source.folder_in_manual_dir(manual, tmp_path / "extracted",
+                                    registered_files(manual / voc_source.TAR_NAME))
   assert not (tmp_path / "escape.py").exists()
 
 
 def test_a_manual_dir_without_voc_says_what_to_put_there(tmp_path):
   (tmp_path / "something.txt").write_text("x")
   with pytest.raises(voc_source.SourceNotFoundError, match="--manual_dir") as caught:
-    voc_source.folder_in_manual_dir(tmp_path, tmp_path / "extracted")
+    voc_source.folder_in_manual_dir(tmp_path, tmp_path / "extracted", {})
   assert voc_source.TAR_NAME in str(caught.value) and "VOCdevkit/VOC2012/" in str(caught.value)
 
 
@@ -258,25 +289,27 @@ class _FakeDownloads:
     return self.served[url]
 
 
-def test_download_falls_back_to_the_mirror(tree, tmp_path):
+def test_download_falls_back_to_the_mirror(tree, tmp_path, monkeypatch):
+  monkeypatch.setattr(downloads_lib, "unreachable", lambda url: None)  # as if online
   root, _ = tree
   tar = fake_voc.write_tar(root, tmp_path / "mirror.tar")
   downloads = _FakeDownloads(tmp_path / "downloads", {voc_source.MIRROR_URL: tar})
-  folder = voc_source.voc2012_folder(downloads)
+  folder = voc_source.voc2012_folder(downloads, {})
   assert downloads.asked == [voc_source.ORIGINAL_URL, voc_source.MIRROR_URL]
   assert (folder / voc_pairs.LISTS_DIR / "train.txt").is_file()
   assert folder.is_relative_to(tmp_path / "downloads" / "extracted")
 
   original_first = _FakeDownloads(tmp_path / "d2", {voc_source.ORIGINAL_URL: tar,
                                                     voc_source.MIRROR_URL: tar})
-  voc_source.voc2012_folder(original_first)
+  voc_source.voc2012_folder(original_first, {})
   assert original_first.asked == [voc_source.ORIGINAL_URL]
 
 
-def test_download_failure_names_every_url_and_the_manual_route(tmp_path):
+def test_download_failure_names_every_url_and_the_manual_route(tmp_path, monkeypatch):
+  monkeypatch.setattr(downloads_lib, "unreachable", lambda url: None)  # as if online
   downloads = _FakeDownloads(tmp_path, {})
   with pytest.raises(voc_source.SourceNotFoundError) as caught:
-    voc_source.voc2012_folder(downloads)
+    voc_source.voc2012_folder(downloads, {})
   message = str(caught.value)
   assert voc_source.ORIGINAL_URL in message and voc_source.MIRROR_URL in message
   assert "ConnectionError" in message and "--manual_dir" in message
