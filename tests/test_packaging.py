@@ -39,6 +39,7 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/building/class_folder_builder.py",
       "imagesets/folder_datasets/named_build.py",
       "imagesets/folder_datasets/from_directory.py",
+      "imagesets/verifying/round_trip.py",
   }
   assert expected <= names, sorted(expected - names)
   (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]

@@ -2,6 +2,7 @@
 team bucket, list and fetch them.
 
   imagesets build PATH --name NAME [--version X.Y.Z] [--data-dir D] [options]
+  imagesets verify NAME[/CONFIG][:VERSION] --data-dir D --source PATH_OR_ARCHIVE
   imagesets publish NAME[/CONFIG][:VERSION] --data-dir D --to URL
   imagesets list URL
   imagesets fetch URL NAME[/CONFIG][:VERSION] [--cache-dir C] [--verify]
@@ -13,11 +14,13 @@ import argparse
 import datetime
 import logging
 import os
+import pathlib
 import sys
 
 from imagesets import startup
 from imagesets.building import class_folder_builder
 from imagesets.folder_datasets import named_build
+from imagesets.verifying import round_trip
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import publish as publish_lib
 
@@ -84,6 +87,20 @@ def cmd_build(args) -> int:
   print(f"load it with: tfds.load(\"{info.name}:{info.version}\", "
         f"data_dir=\"{builder.data_dir_root}\")")
   return 0
+
+
+def cmd_verify(args) -> int:
+  data_dir = pathlib.Path(os.path.expanduser(args.data_dir))
+  ref = publish_lib.resolve_local(publish_lib.Ref.parse(args.spec), data_dir)
+  try:
+    report = round_trip.verify(data_dir / ref.folder, args.source)
+  except (ValueError, FileNotFoundError) as exc:
+    print(f"imagesets: error: {exc}", file=sys.stderr)
+    return 1
+  print(f"{ref}:")
+  print("\n".join(report.lines()))
+  print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
+  return 0 if report.ok else 1
 
 
 def cmd_publish(args) -> int:
@@ -157,6 +174,17 @@ def parser() -> argparse.ArgumentParser:
                  help="run the per-file work on Apache Beam, e.g. "
                  "runner=DataflowRunner,project=P,region=R,temp_location=gs://B/tmp")
   p.set_defaults(run=cmd_build)
+
+  p = commands.add_parser(
+      "verify", help="check a prepared version against its source, file by file; exit 0 "
+      "only when everything matches")
+  p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
+                 help="default config and latest prepared version if omitted")
+  p.add_argument("--data-dir", default=named_build.DEFAULT_DATA_DIR,
+                 help="TFDS data dir holding the version (default: %(default)s)")
+  p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
+                 help="the folder or archive (.tgz, .tar) it was built from")
+  p.set_defaults(run=cmd_verify)
 
   p = commands.add_parser("publish", help="upload a prepared version, verified, committed last")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",

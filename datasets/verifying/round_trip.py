@@ -1,0 +1,218 @@
+"""Round trip: every stored example against its source file, every source file accounted for.
+
+The seed articles' last step ("verify that what you read back equals the source") as a
+check of a prepared dataset version against the folder or archive it was built from:
+
+* class-per-folder builds (flowers, labeled_folders, `imagesets build`): an image stored
+  as it came must be the source file byte for byte; a converted one (listed in the
+  metadata's `converted_files`) must be what the recorded conversion (`image_checks.prepare`
+  with the build's `shorter_side`) makes of the source: the same bytes, or else the same
+  shape and decoded pixels. The label must be the file's class folder. Every image file of
+  the source is stored once or listed as skipped; other files are counted as ignored.
+* voc_segmentation: the image is the source JPEG byte for byte, both masks decode to the
+  source PNGs' palette indices exactly, and every id of the split lists is stored in its
+  split.
+
+An archive source (`.tgz`, `.tar`) is extracted safely into a temporary folder first.
+"""
+
+import collections
+import dataclasses
+import io
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+import PIL.Image
+import tensorflow_datasets as tfds
+
+from imagesets.building import archives
+from imagesets.building import class_folders
+from imagesets.building import image_checks
+from imagesets.building import problems as problems_lib
+from imagesets.building import segmentation_masks
+from imagesets.voc_segmentation import voc_pairs
+
+
+@dataclasses.dataclass
+class Report:
+  kind: str
+  source: str
+  checked: int = 0
+  identical: int = 0                  # stored byte for byte
+  reconverted: int = 0                # converted, and the recorded conversion agrees
+  skipped: dict = dataclasses.field(default_factory=dict)   # source file -> reason
+  ignored: int = 0                    # source files that are not images by name
+  mismatches: list = dataclasses.field(default_factory=list)  # problems_lib.Problem
+
+  @property
+  def ok(self) -> bool:
+    return not self.mismatches
+
+  def lines(self) -> list[str]:
+    out = [f"{self.kind} round trip against {self.source}: {self.checked} stored example(s) "
+           f"checked, {self.identical} byte-identical, {self.reconverted} re-converted and "
+           f"equal, {len(self.skipped)} skipped at build time, {self.ignored} non-image "
+           f"file(s) ignored, {len(self.mismatches)} mismatch(es)"]
+    out += [f"  {p.where}: {p.reason}" for p in sorted(self.mismatches)]
+    return out
+
+
+def verify(version_dir: os.PathLike, source: os.PathLike) -> Report:
+  """Checks the prepared version in `version_dir` against `source` (folder or archive)."""
+  builder = tfds.builder_from_directory(os.fspath(version_dir))
+  with _source_folder(source) as folder:
+    features = builder.info.features
+    if "class_mask" in features:
+      return _verify_voc(builder, _voc_folder(folder), str(source))
+    if "file_name" in features and "label" in features:
+      return _verify_class_folders(builder, folder, str(source))
+  raise ValueError(f"{builder.info.full_name}: no round trip for these features "
+                   f"({sorted(features.keys())}); supported: class-per-folder builds and "
+                   "voc_segmentation")
+
+
+class _source_folder:  # pylint: disable=invalid-name  (a context manager, used like one)
+  """The source as a folder; an archive is safely extracted into a temporary one."""
+
+  def __init__(self, source):
+    self.source = pathlib.Path(source)
+    self.temporary = None
+
+  def __enter__(self) -> pathlib.Path:
+    if self.source.is_dir():
+      return self.source
+    if not self.source.is_file():
+      raise FileNotFoundError(f"source {self.source} does not exist")
+    self.temporary = tempfile.TemporaryDirectory(prefix="imagesets-verify-")
+    return archives.safe_extract(self.source, pathlib.Path(self.temporary.name) / "x")
+
+  def __exit__(self, *exc):
+    if self.temporary is not None:
+      self.temporary.cleanup()
+
+
+def _examples(builder, keys: dict) -> dict[str, dict]:
+  """{split: [example]} with `keys` (name -> decoder or None) as numpy, all splits."""
+  decoders = {key: decoder for key, decoder in keys.items() if decoder is not None}
+  out = {}
+  for split in builder.info.splits:
+    ds = builder.as_dataset(split=split, decoders=decoders, shuffle_files=False)
+    out[split] = [{key: example[key] for key in keys} for example in tfds.as_numpy(ds)]
+  return out
+
+
+def _class_root(folder: pathlib.Path, class_names: list[str]) -> pathlib.Path:
+  """The folder holding the class folders: `folder` itself, or one level down (archives)."""
+  for candidate in [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]:
+    if set(class_names) <= {p.name for p in candidate.iterdir() if p.is_dir()}:
+      return candidate
+  raise FileNotFoundError(f"no folder with the class folders {class_names} in {folder}")
+
+
+def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
+  names = builder.info.features["label"].names
+  root = _class_root(folder, names)
+  metadata = builder.info.metadata or {}
+  converted = metadata.get("converted_files", {})
+  shorter_side = metadata.get("shorter_side") or None
+  report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
+  tree = class_folders.scan(str(root))
+  report.ignored = len(tree.ignored)
+  seen = collections.Counter()
+  stored = _examples(builder, {"image": tfds.decode.SkipDecoding(), "label": None,
+                               "file_name": None})
+  for examples in stored.values():
+    for example in examples:
+      path = example["file_name"].decode()
+      seen[path] += 1
+      report.checked += 1
+      _check_class_example(report, root, path, example, names, path in converted, shorter_side)
+  for path, count in seen.items():
+    if count > 1:
+      report.mismatches.append(problems_lib.Problem(path, f"stored {count} times"))
+  for path in tree.images:
+    if path not in seen and path not in report.skipped:
+      report.mismatches.append(problems_lib.Problem(
+          path, "in the source but neither stored nor listed as skipped"))
+  return report
+
+
+def _check_class_example(report, root, path, example, names, was_converted, shorter_side):
+  def mismatch(reason):
+    report.mismatches.append(problems_lib.Problem(path, reason))
+
+  if names[example["label"]] != class_folders.label_of(path):
+    mismatch(f"label {names[example['label']]!r}, but the file is in "
+             f"{class_folders.label_of(path)!r}")
+  try:
+    data = class_folders.read(str(root), path)
+  except FileNotFoundError:
+    return mismatch("stored, but not in the source")
+  if not was_converted:
+    if example["image"] == data:
+      report.identical += 1
+    else:
+      mismatch("stored bytes differ from the source file (and no conversion is recorded)")
+    return
+  expected, facts = image_checks.prepare(data, shorter_side=shorter_side)
+  if expected == example["image"] or _same_pixels(expected, example["image"]):
+    report.reconverted += 1
+  else:
+    mismatch(f"differs from the recorded conversion of the source ({facts.conversion})")
+
+
+def _pixels(encoded: bytes) -> np.ndarray:
+  with PIL.Image.open(io.BytesIO(encoded)) as image:
+    return np.asarray(image)
+
+
+def _same_pixels(a: bytes, b: bytes) -> bool:
+  left, right = _pixels(a), _pixels(b)
+  return left.shape == right.shape and np.array_equal(left, right)
+
+
+def _voc_folder(folder: pathlib.Path) -> pathlib.Path:
+  for candidate in (folder / voc_pairs.IN_ARCHIVE, folder / "VOC2012", folder):
+    if (candidate / voc_pairs.LISTS_DIR).is_dir():
+      return candidate
+  raise FileNotFoundError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
+
+
+def _verify_voc(builder, folder: pathlib.Path, source: str) -> Report:
+  report = Report("voc_segmentation", source)
+  listed, _ = voc_pairs.read_split_lists(folder)
+  skip = tfds.decode.SkipDecoding()
+  stored = _examples(builder, {"image": skip, "class_mask": skip, "object_mask": skip,
+                               "image_id": None})
+  for split, examples in stored.items():
+    ids = set()
+    for example in examples:
+      image_id = example["image_id"].decode()
+      ids.add(image_id)
+      report.checked += 1
+      if _voc_pair_matches(report, folder, image_id, example):
+        report.identical += 1
+    for image_id in sorted(set(listed.get(split, [])) - ids):
+      report.mismatches.append(problems_lib.Problem(
+          image_id, f"listed for {split} in the source but not stored in {split}"))
+  return report
+
+
+def _voc_pair_matches(report, folder, image_id, example) -> bool:
+  found = []
+  jpeg = folder / voc_pairs.JPEG_DIR / f"{image_id}.jpg"
+  if not jpeg.is_file() or jpeg.read_bytes() != example["image"]:
+    found.append(f"image differs from {voc_pairs.JPEG_DIR}/{image_id}.jpg")
+  for key, sub in (("class_mask", voc_pairs.CLASS_DIR), ("object_mask", voc_pairs.OBJECT_DIR)):
+    path = folder / sub / f"{image_id}.png"
+    if not path.is_file():
+      found.append(f"{sub}/{image_id}.png is missing from the source")
+      continue
+    mask, why = segmentation_masks.read(path)
+    stored = np.squeeze(_pixels(example[key]))
+    if why or mask.indices.shape != stored.shape or not np.array_equal(mask.indices, stored):
+      found.append(f"{key} differs from the palette indices of {sub}/{image_id}.png")
+  report.mismatches += [problems_lib.Problem(image_id, reason) for reason in found]
+  return not found

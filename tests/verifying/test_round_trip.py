@@ -1,0 +1,125 @@
+"""round_trip and `imagesets verify`: prepared versions checked against their sources, file
+by file, on trees and archives the tests make; every kind of tampering is caught."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import BIN, registered
+from imagesets.flowers import flowers_dataset_builder as flowers
+from imagesets.folder_datasets import named_build
+from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.verifying import round_trip
+from imagesets.voc_segmentation import voc_pairs
+from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
+from imagesets_testing import fake_voc
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+UPRIGHT = sample_images.photo(40, 30, seed=99)
+
+
+def files() -> dict[str, bytes]:
+  out = {f"{name}/{i}.jpg": sample_images.jpeg(30 + i, 40, seed=10 * c + i)
+         for c, name in enumerate(["cats", "dogs"]) for i in range(6)}
+  out["cats/grey.jpg"] = sample_images.encode(UPRIGHT[..., 0], "JPEG", quality=90)
+  out["dogs/phone.JPG"] = sample_images.sideways_jpeg(UPRIGHT)
+  out["dogs/sticker.png"] = sample_images.rgba_png(UPRIGHT)
+  out["cats/big.jpg"] = sample_images.jpeg(300, 400, seed=5)
+  out["cats/cut.jpg"] = sample_images.jpeg(60, 80)[:500]
+  out["NOTES.txt"] = b"taken in 2024\n"
+  return out
+
+
+def build(tree, data_dir, **options):
+  config = labeled_folders.LabeledFoldersConfig(
+      name="pets", skip_bad_files=True, split_proportions={"train": 0.5, "test": 0.5}, **options)
+  return named_build.build(tree, "pets", data_dir=str(data_dir), options=config)
+
+
+def imagesets_verify(*args):
+  return subprocess.run([str(BIN / "imagesets"), "verify", *map(str, args)],
+                        capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("shorter_side", [0, 64])
+def test_a_class_folder_build_matches_its_source(tmp_path, shorter_side):
+  tree = write_tree(tmp_path / "pets", files())
+  builder = build(tree, tmp_path / "tfds", shorter_side=shorter_side)
+  report = round_trip.verify(builder.data_path, tree)
+  assert report.ok, report.lines()
+  assert report.checked == len(files()) - 2 and list(report.skipped) == ["cats/cut.jpg"]
+  converted = len(builder.info.metadata["converted_files"])
+  assert (report.identical, report.reconverted) == (report.checked - converted, converted)
+  assert converted == (3 if not shorter_side else 3 + 1)  # + big.jpg, resized
+  assert report.ignored == 1
+
+
+def test_every_kind_of_difference_is_named(tmp_path):
+  tree = write_tree(tmp_path / "pets", files())
+  builder = build(tree, tmp_path / "tfds")
+  changed = shutil.copytree(tree, tmp_path / "changed")
+  (changed / "cats" / "0.jpg").write_bytes(sample_images.jpeg(30, 40, seed=77))
+  (changed / "dogs" / "phone.JPG").write_bytes(sample_images.sideways_jpeg(UPRIGHT[::-1]))
+  (changed / "dogs" / "new.jpg").write_bytes(sample_images.jpeg(30, 40, seed=78))
+  (changed / "dogs" / "1.jpg").unlink()
+  shutil.move(changed / "cats" / "2.jpg", changed / "dogs" / "moved.jpg")
+  report = round_trip.verify(builder.data_path, changed)
+  found = {p.where: p.reason for p in report.mismatches}
+  assert "differ from the source" in found["cats/0.jpg"]
+  assert "recorded conversion" in found["dogs/phone.JPG"]
+  assert "neither stored nor listed as skipped" in found["dogs/new.jpg"]
+  assert "not in the source" in found["dogs/1.jpg"]
+  assert "not in the source" in found["cats/2.jpg"]
+  assert "neither stored" in found["dogs/moved.jpg"]
+  assert len(found) == 6 and not report.ok
+
+
+def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
+  manual = tmp_path / "manual"
+  manual.mkdir()
+  shutil.copy(flowers.__file__.replace("flowers_dataset_builder.py",
+                                       "dummy_data/flower_photos.tgz"), manual)
+  monkeypatch.setattr(flowers.Builder, "url_infos", registered(manual / "flower_photos.tgz"))
+  tfds.builder("flowers", data_dir=tmp_path / "tfds").download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=manual))
+  ok = imagesets_verify("flowers", "--data-dir", tmp_path / "tfds", "--source",
+                        manual / "flower_photos.tgz")
+  assert ok.returncode == 0, ok.stderr
+  assert "35 stored example(s) checked, 35 byte-identical" in ok.stdout
+  assert "1 non-image file(s) ignored" in ok.stdout and "OK" in ok.stdout  # LICENSE.txt
+  other = write_tree(tmp_path / "other", {f"{c}/x.jpg": sample_images.jpeg(20, 20)
+                                          for c in flowers.FLOWER_CLASSES})
+  failed = imagesets_verify("flowers:1.1.0", "--data-dir", tmp_path / "tfds", "--source", other)
+  assert failed.returncode == 1 and "FAILED" in failed.stdout
+  assert "stored, but not in the source" in failed.stdout
+  missing = imagesets_verify("flowers", "--data-dir", tmp_path / "tfds", "--source",
+                             tmp_path / "nowhere")
+  assert missing.returncode == 1
+  assert missing.stderr.strip().splitlines()[-1].startswith("imagesets: error: source ")
+
+
+def test_voc_images_and_masks_match_their_source(tmp_path):
+  folder = fake_voc.write_tree(tmp_path / "src", num_train=3, num_val=2)
+  builder = voc.Builder(data_dir=tmp_path / "tfds")
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "src")))
+  report = round_trip.verify(builder.data_path, tmp_path / "src")
+  assert report.ok and report.checked == 5 == report.identical, report.lines()
+  # One class id changed in one mask, one listed id dropped from the build's view.
+  image_id = (folder / voc_pairs.LISTS_DIR / "val.txt").read_text().split()[0]
+  mask_path = folder / voc_pairs.CLASS_DIR / f"{image_id}.png"
+  indices = np.array(fake_voc.PIL.Image.open(mask_path))
+  indices[0, 0] = 1 if indices[0, 0] != 1 else 2
+  fake_voc.write_palette_png(indices, mask_path)
+  with open(folder / voc_pairs.LISTS_DIR / "train.txt", "a") as listed:
+    listed.write("2012_999999\n")
+  report = round_trip.verify(builder.data_path, tmp_path / "src")
+  found = {p.where: p.reason for p in report.mismatches}
+  assert "class_mask differs" in found[image_id]
+  assert "not stored in train" in found["2012_999999"]
+  assert len(found) == 2
