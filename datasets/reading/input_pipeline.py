@@ -115,10 +115,18 @@ def _without_tfds_dtype_warning():
 
 def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=None,
          deterministic=True):
-  """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes."""
+  """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes.
+
+  TFRecord builds through TFDS's `as_dataset`; ArrayRecord builds (which `as_dataset`
+  cannot read) by random access (`_read_array_record`), with the same parsing and decoders.
+  """
   decoders = tfds.decode.PartialDecoding(
       {key: True for key in keys},
       decoders={key: tfds.decode.SkipDecoding() for key in encoded_keys})
+  if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
+    with _without_tfds_dtype_warning():
+      return _read_array_record(builder, split, decoders, shuffle=shuffle, seed=seed,
+                                input_context=input_context, deterministic=deterministic)
   read_config = tfds.ReadConfig(
       shuffle_seed=seed if shuffle else None,
       input_context=input_context,
@@ -128,6 +136,37 @@ def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=Non
   with _without_tfds_dtype_warning():
     return builder.as_dataset(split=split, shuffle_files=shuffle, decoders=decoders,
                               read_config=read_config)
+
+
+_ARRAY_RECORD_READ_BATCH = 64  # records fetched per call into the ArrayRecord reader
+
+
+def _read_array_record(builder, split, decoders, *, shuffle, seed, input_context,
+                       deterministic):
+  """An ArrayRecord split as tf.data: its record indices, split between `input_context`'s
+  workers (every `num_input_pipelines`-th index), shuffled globally per epoch by `seed`,
+  fetched in batches by index and parsed with TFDS's own parser and `decoders`."""
+  source = builder.as_data_source(
+      split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+  features = decoders.extract_features(builder.info.features)
+  indices = tf.data.Dataset.range(len(source))
+  if input_context is not None:
+    indices = indices.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+  if shuffle:
+    indices = indices.shuffle(len(source), seed=seed, reshuffle_each_iteration=True)
+
+  def fetch(batch):
+    records = tf.numpy_function(
+        lambda ids: np.array(source.__getitems__(ids.tolist()), dtype=object), [batch],
+        tf.string, stateful=False)
+    records.set_shape([None])
+    return records
+
+  ds = indices.batch(_ARRAY_RECORD_READ_BATCH).map(
+      fetch, num_parallel_calls=AUTOTUNE, deterministic=deterministic).unbatch()
+  ds = ds.map(lambda record: features.deserialize_example(record, decoders=decoders.decoders),
+              num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+  return ds.with_options(_options(deterministic))
 
 
 def _map_with_seeds(ds, preprocess, seed, input_context):

@@ -136,3 +136,16 @@ def test_same_records_as_labeled_folders_and_on_beam(tree, tmp_path):
                            beam_options=beam_download_config(multi_processing=False).beam_options)
   assert records_by_split(beam.data_path) == records_by_split(named.data_path)
   assert dict(beam.info.metadata) == dict(named.info.metadata)
+
+
+def test_array_record_builds_hold_the_same_examples(tree, tmp_path):
+  options = labeled_folders.LabeledFoldersConfig(name="pets", skip_bad_files=True)
+  records = named_build.build(tree, "pets", data_dir=tmp_path / "rec", options=options)
+  arrays = named_build.build(tree, "pets", data_dir=tmp_path / "arr", options=options,
+                             file_format="array_record")
+  assert list(arrays.data_path.glob("*.array_record-*"))
+  for split in records.info.splits:
+    source = tfds.data_source("pets:1.0.0", split=split, data_dir=tmp_path / "arr")
+    stored = sorted(e["file_name"] for e in source)
+    assert stored == sorted(e["file_name"] for e in tfds.as_numpy(
+        records.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})))

@@ -87,18 +87,38 @@ class PipelineSegments(builder_base.ImageSetBuilder):
                     "image_id": str(index)}
 
 
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory):
-  builder = PipelineClasses(data_dir=tmp_path_factory.mktemp("tfds"))
+FILE_FORMATS = ["tfrecord", "array_record"]
+
+
+def _prepared(builder_class, tmp_path_factory, file_format):
+  builder = builder_class(data_dir=tmp_path_factory.mktemp("tfds"), file_format=file_format)
   builder.download_and_prepare()
   return builder
 
 
-@pytest.fixture(scope="module")
-def segments(tmp_path_factory):
-  builder = PipelineSegments(data_dir=tmp_path_factory.mktemp("tfds"))
-  builder.download_and_prepare()
-  return builder
+# Every pipeline test runs on both file formats: ArrayRecord builds are read by random access.
+@pytest.fixture(scope="module", params=FILE_FORMATS)
+def classes(tmp_path_factory, request):
+  return _prepared(PipelineClasses, tmp_path_factory, request.param)
+
+
+@pytest.fixture(scope="module", params=FILE_FORMATS)
+def segments(tmp_path_factory, request):
+  return _prepared(PipelineSegments, tmp_path_factory, request.param)
+
+
+def test_array_record_builds_give_the_same_eval_batches_as_tfrecord(tmp_path_factory):
+  segments_tf, segments_ar = (_prepared(PipelineSegments, tmp_path_factory, fmt)
+                              for fmt in FILE_FORMATS)
+  classes_tf, classes_ar = (_prepared(PipelineClasses, tmp_path_factory, fmt)
+                            for fmt in FILE_FORMATS)
+  assert segments_ar.info.file_format == tfds.core.FileFormat.ARRAY_RECORD
+  assert not list(segments_ar.data_path.glob("*.tfrecord*"))
+  _assert_same_batches(_batches(ip.segmentation_eval(segments_tf, batch_size=3, crop_size=(64, 64))),
+                       _batches(ip.segmentation_eval(segments_ar, batch_size=3, crop_size=(64, 64))))
+  kwargs = dict(split="train", batch_size=5, image_size=16)
+  _assert_same_batches(_batches(ip.classification_eval(classes_tf, **kwargs)),
+                       _batches(ip.classification_eval(classes_ar, **kwargs)))
 
 
 def _batches(ds, count=None):
