@@ -40,6 +40,8 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/folder_datasets/named_build.py",
       "imagesets/folder_datasets/from_directory.py",
       "imagesets/verifying/round_trip.py",
+      "imagesets/reading/grain_pipeline.py",
+      "imagesets/reading/numpy_ops.py",
   }
   assert expected <= names, sorted(expected - names)
   (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]

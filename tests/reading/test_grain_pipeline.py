@@ -1,0 +1,127 @@
+"""grain_pipeline (+ numpy_ops): numpy batches over ArrayRecord builds, deterministic for a
+seed, resumable from a saved state, sharded across processes, the tf.data semantics."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grain")
+
+from imagesets.reading import grain_pipeline as gp  # noqa: E402
+from imagesets.reading import input_pipeline as ip  # noqa: E402
+from test_input_pipeline import (NUM_CLASSIFICATION, PipelineClasses, PipelineSegments,  # noqa: E402
+                                 _assert_same_batches, _check_segmentation_batches, _prepared)
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+  return _prepared(PipelineClasses, tmp_path_factory, "array_record")
+
+
+@pytest.fixture(scope="module")
+def segments(tmp_path_factory):
+  return _prepared(PipelineSegments, tmp_path_factory, "array_record")
+
+
+def _take(loader, count):
+  return list(itertools.islice(iter(loader), count))
+
+
+def test_a_tfrecord_build_is_refused_with_the_way_to_rebuild(tmp_path_factory):
+  tfrecord = _prepared(PipelineClasses, tmp_path_factory, "tfrecord")
+  with pytest.raises(ValueError, match="--file_format array_record"):
+    gp.classification_train(tfrecord, batch_size=4)
+
+
+def test_training_batches_are_static_numpy_and_deterministic_for_a_seed(classes):
+  run = lambda seed: _take(gp.classification_train(classes, batch_size=5, image_size=16,  # noqa: E731
+                                                   seed=seed), 6)
+  first = run(3)
+  for batch in first:
+    assert batch["image"].shape == (5, 16, 16, 3) and batch["image"].dtype == np.uint8
+    assert batch["label"].shape == (5,) and batch["label"].dtype == np.int64
+  _assert_same_batches(first, run(3))
+  assert not all(np.array_equal(a["image"], b["image"]) for a, b in zip(first, run(4)))
+  # Global shuffle: the first epoch's 20 labels are 20 distinct examples in a new order.
+  labels = np.concatenate([b["label"] for b in first[:4]])
+  assert len(set(labels.tolist())) == 20 and labels.tolist() != sorted(labels.tolist())
+
+
+def test_resuming_from_a_saved_state_gives_the_next_batch(classes):
+  loader = gp.classification_train(classes, batch_size=4, image_size=16, seed=7)
+  uninterrupted = _take(loader, 5)
+  iterator = iter(loader)
+  for _ in range(3):
+    next(iterator)
+  state = iterator.get_state()
+  resumed = iter(gp.classification_train(classes, batch_size=4, image_size=16, seed=7))
+  resumed.set_state(state)
+  _assert_same_batches([next(resumed), next(resumed)], uninterrupted[3:5])
+
+
+def test_worker_processes_are_deterministic_and_see_the_same_examples(classes):
+  """Each worker batches its own records, so batches depend on the worker count; for a
+  given count they are the same every run, and every epoch holds the same examples."""
+  kwargs = dict(batch_size=4, image_size=16, seed=2, num_epochs=1)
+  with_workers = _take(gp.classification_train(classes, worker_count=2, **kwargs), 6)
+  _assert_same_batches(with_workers, _take(gp.classification_train(classes, worker_count=2, **kwargs), 6))
+  in_process = _take(gp.classification_train(classes, **kwargs), 6)
+  assert (sorted(np.concatenate([b["label"] for b in with_workers]).tolist())
+          == sorted(np.concatenate([b["label"] for b in in_process]).tolist()))
+
+
+@pytest.mark.parametrize("pipeline", ["train", "eval"])
+def test_two_processes_cover_every_example_exactly_once_per_epoch(classes, pipeline):
+  labels = []
+  for shard in range(2):
+    if pipeline == "train":
+      loader = gp.classification_train(classes, batch_size=5, image_size=8, seed=0,
+                                       num_epochs=1, drop_remainder=False, shard_index=shard,
+                                       shard_count=2)
+    else:
+      loader = gp.classification_eval(classes, split="train", batch_size=5, image_size=8,
+                                      shard_index=shard, shard_count=2)
+    shard_labels = np.concatenate([b["label"] for b in loader]).tolist()
+    assert 0 < len(shard_labels) < NUM_CLASSIFICATION
+    labels += shard_labels
+  assert sorted(labels) == list(range(NUM_CLASSIFICATION))
+
+
+def test_eval_is_in_stored_order_and_matches_the_tf_data_pipeline(classes, segments):
+  grain_batches = list(gp.classification_eval(classes, split="train", batch_size=6,
+                                              image_size=16))
+  tf_batches = list(ip.classification_eval(classes, split="train", batch_size=6,
+                                           image_size=16).as_numpy_iterator())
+  for ours, theirs in zip(grain_batches, tf_batches, strict=True):
+    np.testing.assert_array_equal(ours["label"], theirs["label"])
+    # The same central crops; PIL's and TensorFlow's bilinear resizers round differently.
+    assert np.abs(ours["image"].astype(int) - theirs["image"].astype(int)).mean() < 4
+  # No resampling in segmentation eval: pixel for pixel what tf.data gives (JPEG images).
+  _assert_same_batches(list(gp.segmentation_eval(segments, batch_size=3, crop_size=(64, 80))),
+        list(ip.segmentation_eval(segments, batch_size=3, crop_size=(64, 80)).as_numpy_iterator()))
+
+
+@pytest.mark.parametrize("scale_range, min_alignment", [((1.0, 1.0), 1.0), ((0.5, 2.0), 0.7)])
+def test_segmentation_masks_stay_aligned_and_are_padded_with_255(segments, scale_range,
+                                                                 min_alignment):
+  batches = _take(gp.segmentation_train(segments, split="train", batch_size=4,
+                                        crop_size=(72, 64), scale_range=scale_range, seed=1), 8)
+  for batch in batches:
+    assert batch["image"].shape == (4, 72, 64, 3) and batch["mask"].shape == (4, 72, 64, 1)
+  _check_segmentation_batches(batches, min_alignment)
+  if scale_range[1] <= 1:  # 72 rows > every height: padding shows
+    assert all((b["mask"] == 255).any() for b in batches)
+
+
+def test_the_pytorch_recipe_without_torch(classes):
+  """docs/array_record_and_grain.md's PyTorch lines, minus the DataLoader: a data source
+  by index and a transform called with a record and a generator."""
+  source = gp.data_source(classes, "train")
+  crop = gp.TrainClassification(size=24, area_range=(0.08, 1.0), aspect_ratio_range=(3 / 4, 4 / 3),
+                                flip=True, image_key="image", label_key="label")
+  examples = [crop.random_map(source[i], np.random.default_rng([0, 0, i]))
+              for i in range(len(source))]
+  assert len(examples) == NUM_CLASSIFICATION
+  assert sorted(int(e["label"]) for e in examples) == list(range(NUM_CLASSIFICATION))
+  assert all(e["image"].shape == (24, 24, 3) and e["image"].dtype == np.uint8 for e in examples)
