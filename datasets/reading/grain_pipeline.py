@@ -24,6 +24,8 @@ What every pipeline does:
   evaluation is one epoch in stored order.
 """
 
+import logging
+
 import numpy as np
 import tensorflow_datasets as tfds
 from tensorflow_datasets.proto import tf_example_pb2
@@ -31,10 +33,15 @@ from tensorflow_datasets.proto import tf_example_pb2
 from imagesets.reading import input_pipeline
 from imagesets.reading import numpy_ops
 
+_absl_logger = logging.getLogger("absl")
+_level = _absl_logger.level
+_absl_logger.setLevel(logging.ERROR)  # grain warns at import that JAX is absent: not our concern
 try:
   import grain.python as grain
 except ImportError as error:
   raise ImportError("Grain pipelines need grain: pip install 'tfds-imagesets[grain]'") from error
+finally:
+  _absl_logger.setLevel(_level)
 
 
 def data_source(dataset, split: str, data_dir=None):
