@@ -31,6 +31,9 @@ def assert_one_line_error(result, pattern):
   return lines[-1]
 
 
+# gs:// through the command line: test_empty_bucket_lists_nothing...; every backend through
+# the library: tests/publishing (keeps the suite under CI's 10 minutes).
+@pytest.mark.parametrize("bucket_url", ["s3", "file"], indirect=True)
 def test_publish_list_fetch(bucket_url, tiny_data_dir, tmp_path):
   published = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
   assert published.returncode == 0, published.stderr
