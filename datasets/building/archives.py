@@ -2,8 +2,9 @@
 
 An archive given by hand (`--manual_dir`) must be the registered file: its size and
 sha256 are checked against `checksums/<name>.txt` before anything is extracted (TFDS
-checks the ones it downloads itself). Every member is checked before anything is written: absolute paths, `..`, and links
-or hard links pointing outside the target are refused, all of them named in one error.
+checks the ones it downloads itself). Every member is checked before anything is
+written: absolute paths, `..`, and links or hard links pointing outside the target are
+refused, all of them named in one error.
 Extraction goes to a temporary sibling folder that is renamed into place at the end,
 so an interrupted extraction is never mistaken for a complete one.
 """

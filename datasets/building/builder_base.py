@@ -1,6 +1,6 @@
 """The base class every imagesets builder derives from.
 
-It holds the two rules that all our builders share, so each builder stays a thin
+It holds the rules that all our builders share, so each builder stays a thin
 description of its source:
 
 * Registration: only the canonical module `imagesets.<name>.<name>_dataset_builder`

@@ -79,13 +79,15 @@ def cmd_build(args) -> int:
     print(f"imagesets: error: {exc}", file=sys.stderr)
     return 1
   info = builder.info
+  # The data dir given, not builder.data_dir_root: a reused build is opened from its
+  # version folder, whose "root" is that folder.
+  data_dir = os.path.expanduser(args.data_dir)
   counts = " ".join(f"{split}={s.num_examples}" for split, s in info.splits.items())
   skipped = info.metadata.get("num_skipped_files", 0)
   converted = info.metadata.get("num_converted_files", 0)
-  print(f"{info.name}:{info.version} in {builder.data_dir_root}: {counts} "
+  print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({skipped} skipped, {converted} re-encoded: see its metadata.json)")
-  print(f"load it with: tfds.load(\"{info.name}:{info.version}\", "
-        f"data_dir=\"{builder.data_dir_root}\")")
+  print(f"load it with: tfds.load(\"{info.name}:{info.version}\", data_dir=\"{data_dir}\")")
   return 0
 
 
@@ -165,7 +167,8 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--skip-bad-files", action="store_true",
                  help="leave bad files out (listed in the metadata) instead of stopping")
   p.add_argument("--shorter-side", type=int, default=0, metavar="N",
-                 help="store larger JPEGs resized to shorter side N (default: original bytes)")
+                 help="store larger images downscaled to a shorter side of at least N "
+                 "(default: original bytes)")
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")

@@ -214,7 +214,8 @@ def image_dataset_from_directory(
   subsets = ["training", "validation"] if subset == "both" else [subset or "training"]
   skipped = builder.info.metadata.get("skipped_files", {})
   stored = {split: [path for path in paths if path not in skipped] for split, paths in
-            splits.assign(tree.images, proportions, split_seed, exact_sizes=True).items()}
+            splits.assign(tree.images, options.split_proportions, options.seed,
+                          exact_sizes=options.exact_split_sizes).items()}
   datasets = []
   for name in subsets:
     split = _SUBSETS[name]

@@ -106,10 +106,12 @@ def builder_class(name: str, version: str, options: class_folder_builder.FolderC
 
 
 def fingerprint_options(options: class_folder_builder.FolderConfig, file_format: str) -> dict:
-  """The options that change the stored bytes (the folder's location does not)."""
-  return {"split_proportions": options.split_proportions, "seed": options.seed,
-          "skip_bad_files": options.skip_bad_files, "shorter_side": options.shorter_side,
-          "exact_split_sizes": options.exact_split_sizes, "follow_links": options.follow_links,
+  """The options that change the stored bytes: every field FolderConfig adds to TFDS's
+  BuilderConfig but the folder's location, and the file format."""
+  inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
+  return {**{field.name: getattr(options, field.name)
+             for field in dataclasses.fields(class_folder_builder.FolderConfig)
+             if field.name not in inherited | {"root"}},
           "file_format": file_format}
 
 

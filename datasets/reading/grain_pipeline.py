@@ -53,7 +53,7 @@ def data_source(dataset, split: str, data_dir=None):
         f"{builder.info.file_format.value}; Grain reads by random access: rebuild it with "
         "--file_format array_record (tfds build ... --file_format array_record, or "
         "imagesets build ... --file-format array_record)")
-  return builder.as_data_source(split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+  return input_pipeline.raw_records(builder, split)
 
 
 def parse(record: bytes, keys) -> dict:

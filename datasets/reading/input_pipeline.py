@@ -16,7 +16,8 @@ What every pipeline does:
   `seed`, so the same seed gives the same batches (`seed=None`: a fresh random seed and
   non-deterministic element order, slightly faster).
 * `input_context` (from `tf.distribute`'s `distribute_datasets_from_function`) gives each
-  worker a disjoint set of shard files (`tfds.ReadConfig(input_context=...)`); pass the
+  worker a disjoint set of shard files (`tfds.ReadConfig(input_context=...)`; ArrayRecord
+  builds: every n-th record); pass the
   per-worker batch size (`input_context.get_per_replica_batch_size(global_batch)`).
 * Batches have static shapes in training (`drop_remainder=True`); `dtype=tf.float32`
   gives [0, 1] floats, normalized with `mean`/`std` (per channel, in [0, 1] units) when
@@ -138,6 +139,11 @@ def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=Non
                               read_config=read_config)
 
 
+def raw_records(builder, split):
+  """The serialized tf.train.Examples of an ArrayRecord split, by index (len, [i])."""
+  return builder.as_data_source(split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+
+
 _ARRAY_RECORD_READ_BATCH = 64  # records fetched per call into the ArrayRecord reader
 
 
@@ -146,8 +152,7 @@ def _read_array_record(builder, split, decoders, *, shuffle, seed, input_context
   """An ArrayRecord split as tf.data: its record indices, split between `input_context`'s
   workers (every `num_input_pipelines`-th index), shuffled globally per epoch by `seed`,
   fetched in batches by index and parsed with TFDS's own parser and `decoders`."""
-  source = builder.as_data_source(
-      split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+  source = raw_records(builder, split)
   features = decoders.extract_features(builder.info.features)
   indices = tf.data.Dataset.range(len(source))
   if input_context is not None:

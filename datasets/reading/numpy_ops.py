@@ -78,10 +78,11 @@ def crop_window(shape, rng: np.random.Generator, area_range, aspect_ratio_range)
   return 0, 0, height, width
 
 
-def _decode_window(encoded: bytes, window, size) -> np.ndarray:
-  """The window of the image, resized to `size`, from the cheapest sufficient decode."""
+def _decode_window(encoded: bytes, shape, window, size) -> np.ndarray:
+  """The window of the image (of `shape`), resized to `size`, from the cheapest sufficient
+  decode."""
   y, x, crop_h, crop_w = window
-  height, width = image_shape(encoded)
+  height, width = shape
   out_h, out_w = _size(size)
   # Decode at the smallest of libjpeg-turbo's SIMD scales (1/2, 1/4, 1/8; the others are
   # slower than a full decode) whose window is still at least the output size.
@@ -97,14 +98,16 @@ def _decode_window(encoded: bytes, window, size) -> np.ndarray:
 
 def random_resized_crop(encoded: bytes, size, rng: np.random.Generator,
                         area_range=(0.08, 1.0), aspect_ratio_range=(3 / 4, 4 / 3)) -> np.ndarray:
-  window = crop_window(image_shape(encoded), rng, area_range, aspect_ratio_range)
-  return _decode_window(encoded, window, size)
+  shape = image_shape(encoded)
+  return _decode_window(encoded, shape, crop_window(shape, rng, area_range, aspect_ratio_range),
+                        size)
 
 
 def central_crop(encoded: bytes, size, crop_fraction: float = 0.875) -> np.ndarray:
   height, width = image_shape(encoded)
   side = max(1, int(min(height, width) * crop_fraction))
-  return _decode_window(encoded, ((height - side) // 2, (width - side) // 2, side, side), size)
+  return _decode_window(encoded, (height, width),
+                        ((height - side) // 2, (width - side) // 2, side, side), size)
 
 
 def random_flip(rng: np.random.Generator, *arrays: np.ndarray) -> list[np.ndarray]:

@@ -33,6 +33,7 @@ from imagesets.building import image_checks
 from imagesets.building import problems as problems_lib
 from imagesets.building import segmentation_masks
 from imagesets.voc_segmentation import voc_pairs
+from imagesets.voc_segmentation import voc_source
 
 
 @dataclasses.dataclass
@@ -174,9 +175,9 @@ def _same_pixels(a: bytes, b: bytes) -> bool:
 
 
 def _voc_folder(folder: pathlib.Path) -> pathlib.Path:
-  for candidate in (folder / voc_pairs.IN_ARCHIVE, folder / "VOC2012", folder):
-    if (candidate / voc_pairs.LISTS_DIR).is_dir():
-      return candidate
+  found = voc_source.find_voc2012(folder)
+  if found is not None:
+    return found
   raise FileNotFoundError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
 
 

@@ -47,11 +47,19 @@ def voc2012_folder(dl_manager, registered: dict) -> pathlib.Path:
   return folder_in_manual_dir(manual_dir, extract_root, registered)
 
 
-def folder_in_manual_dir(manual_dir: pathlib.Path, extract_root: pathlib.Path,
-                         registered: dict) -> pathlib.Path:
-  for candidate in (manual_dir / voc_pairs.IN_ARCHIVE, manual_dir / "VOC2012", manual_dir):
+def find_voc2012(folder: pathlib.Path) -> pathlib.Path | None:
+  """The VOC2012 folder in `folder` (`VOCdevkit/VOC2012/`, `VOC2012/` or itself), or None."""
+  for candidate in (folder / voc_pairs.IN_ARCHIVE, folder / "VOC2012", folder):
     if (candidate / voc_pairs.LISTS_DIR).is_dir():
       return candidate
+  return None
+
+
+def folder_in_manual_dir(manual_dir: pathlib.Path, extract_root: pathlib.Path,
+                         registered: dict) -> pathlib.Path:
+  found = find_voc2012(manual_dir)
+  if found is not None:
+    return found
   if (manual_dir / TAR_NAME).is_file():
     return _folder_in_tar(manual_dir / TAR_NAME, extract_root, registered)
   raise SourceNotFoundError(

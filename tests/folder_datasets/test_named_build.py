@@ -96,6 +96,7 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
                     data_dir, "--skip-bad-files", "--seed", "5")
   assert again.returncode == 0, again.stderr
   assert "already built from this content" in again.stdout
+  assert f'tfds.load("pets:1.2.0", data_dir="{data_dir}")' in again.stdout
   before = records_by_split(data_dir / "pets" / "1.2.0")
   (moved / "dog" / "00.jpg").write_bytes(sample_images.jpeg(40, 56, seed=999))
   for changed in ([moved], [tree, "--seed", "6"]):
