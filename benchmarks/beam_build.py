@@ -19,8 +19,8 @@ from flowers_build import make_tree
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from imagesets.building import class_folder_examples
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.building import class_folders_examples
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 
 
 def per_image_work(root: pathlib.Path) -> tuple[float, float]:
@@ -28,7 +28,7 @@ def per_image_work(root: pathlib.Path) -> tuple[float, float]:
   paths = sorted(str(p.relative_to(root)) for p in root.glob("*/*.jpg"))
   cpu, started = time.process_time(), time.perf_counter()
   for path in paths:
-    class_folder_examples.process_file((str(root), path, 0))
+    class_folders_examples.process_file((str(root), path, 0))
   wall, cpu = time.perf_counter() - started, time.process_time() - cpu
   return len(paths) / wall, 1000 * cpu / len(paths)
 
@@ -40,7 +40,7 @@ def build(root: pathlib.Path, data_dir: pathlib.Path, beam: bool) -> float:
   if beam:
     download_config = tfds.download.DownloadConfig(beam_options=PipelineOptions(
         ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]))
-  builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="bench", root=str(root)),
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="bench", root=str(root)),
                             data_dir=data_dir)
   started = time.perf_counter()
   builder.download_and_prepare(download_config=download_config)

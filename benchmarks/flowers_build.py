@@ -86,11 +86,11 @@ def seed_converter(root: str, out_dir: str) -> int:
 def seed_style_process(item):
   """The old converters' per-image work: decode everything with TF just to learn the size."""
   import tensorflow as tf
-  from imagesets.building import class_folders
+  from imagesets.building import class_folders_tree
   root, relative_path, _ = item
-  data = class_folders.read(root, relative_path)
+  data = class_folders_tree.read(root, relative_path)
   shape = tf.io.decode_image(data).shape
-  return {"image": data, "label": class_folders.label_of(relative_path),
+  return {"image": data, "label": class_folders_tree.label_of(relative_path),
           "file_name": relative_path, "height": shape[0], "width": shape[1],
           "channels": shape[2], "format": "jpeg"}, None
 
@@ -98,29 +98,29 @@ def seed_style_process(item):
 def _use_seed_style():
   """Same builder, splits, features and TFDS writer; seed-style work, in one process."""
   from imagesets.building import parallel_map
-  from imagesets.building import class_folder_examples
-  class_folder_examples.process_file = seed_style_process
+  from imagesets.building import class_folders_examples
+  class_folders_examples.process_file = seed_style_process
   parallel_map.available_cores = lambda: 1
 
 
 def ceiling(root: str) -> int:
   """Our per-file work on every core, handed out as builds do, results dropped: no
   serializing, no writing."""
-  from imagesets.building import class_folders
+  from imagesets.building import class_folders_tree
   from imagesets.building import generation
   from imagesets.building import parallel_map
-  from imagesets.building import class_folder_examples
-  items = [(root, path, 0) for path in class_folders.scan(root).images]
+  from imagesets.building import class_folders_examples
+  items = [(root, path, 0) for path in class_folders_tree.scan(root).images]
   with parallel_map.executor() as pool:
     return sum(1 for _ in parallel_map.ordered_map(
-        class_folder_examples.process_file, items, pool,
+        class_folders_examples.process_file, items, pool,
         chunk_size=generation._CHUNK, window=generation._WINDOW_CHUNKS))  # pylint: disable=protected-access
 
 
 def build_once(kind: str, root: str, data_dir: str) -> dict:
   """Runs in a child process: one build, its time and peak memory."""
   import imagesets  # noqa: F401
-  from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
   import tensorflow as tf
   tf.constant(0)  # start TensorFlow's runtime before the clock, as the builders have it
   started = time.perf_counter()
@@ -133,7 +133,7 @@ def build_once(kind: str, root: str, data_dir: str) -> dict:
   else:
     if kind == "seed_tfds":
       _use_seed_style()
-    builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="bench", root=root),
+    builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="bench", root=root),
                               data_dir=data_dir)
     builder.download_and_prepare()
     examples = sum(split.num_examples for split in builder.info.splits.values())

@@ -3,7 +3,7 @@
     python benchmarks/grain_pipeline.py [--photos 2000] [--epochs 1] [--work /tmp/grain_bench]
 
 Builds `--photos` photo-like 500x375 JPEGs (the tree of benchmarks/from_directory.py) with
-labeled_folders as ArrayRecord, then runs in fresh processes, one after the other,
+class_folders as ArrayRecord, then runs in fresh processes, one after the other,
 repeated `--repeats` times (medians): `input_pipeline.classification_train` (tf.data) and
 `grain_pipeline.classification_train` with 0 and 2 worker processes; 224x224 crops,
 batch 64, seed 0, `--epochs` epochs. Reported: wall seconds, images/s and CPU ms per image
@@ -36,20 +36,20 @@ def one_run(which: str, data_dir: str, epochs: int) -> dict:
                 num_epochs=epochs)
   before, started = cpu(), time.perf_counter()
   if which == "tf.data":
-    batches = input_pipeline.classification_train("labeled_folders/bench", **kwargs)
+    batches = input_pipeline.classification_train("class_folders/bench", **kwargs)
   else:
     batches = grain_pipeline.classification_train(
-        "labeled_folders/bench", worker_count=int(which.split()[1]), **kwargs)
+        "class_folders/bench", worker_count=int(which.split()[1]), **kwargs)
   images = sum(int(batch["image"].shape[0]) for batch in batches)
   return {"images": images, "wall": time.perf_counter() - started, "cpu": cpu() - before}
 
 
 def build(root: pathlib.Path, data_dir: pathlib.Path) -> None:
   import imagesets  # noqa: F401
-  from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
-  config = labeled_folders.LabeledFoldersConfig(name="bench", root=str(root),
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
+  config = class_folders.ClassFoldersConfig(name="bench", root=str(root),
                                                 split_proportions={"train": 1.0})
-  labeled_folders.Builder(config=config, data_dir=data_dir,
+  class_folders.Builder(config=config, data_dir=data_dir,
                           file_format="array_record").download_and_prepare()
 
 
@@ -67,7 +67,7 @@ def main():
     return
   work = pathlib.Path(args.work)
   data_dir = work / f"tfds_{args.photos}"
-  if not (data_dir / "labeled_folders").exists():
+  if not (data_dir / "class_folders").exists():
     build(from_directory.tree(work, "photos", args.photos), data_dir)
   runs = {which: [] for which in RUNS}
   for _ in range(args.repeats):

@@ -43,7 +43,7 @@ import tensorflow_datasets as tfds
 
 from imagesets.reading import input_pipeline
 from imagesets.reading import preprocess_ops as ops
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 
 AUTOTUNE = tf.data.AUTOTUNE
 ALL_SPLITS = "train+validation+test"  # every photo, as in the other pipelines
@@ -212,8 +212,8 @@ def main():
   started = time.perf_counter()
   paths = make_photo_tree(photo_root, args.images)
   blobs = [path.read_bytes() for path in paths]
-  builder = labeled_folders.Builder(
-      config=labeled_folders.LabeledFoldersConfig(name="bench", root=str(photo_root)),
+  builder = class_folders.Builder(
+      config=class_folders.ClassFoldersConfig(name="bench", root=str(photo_root)),
       data_dir=work_dir / f"tfds-{args.images}")
   if not builder.is_prepared():
     builder.download_and_prepare()

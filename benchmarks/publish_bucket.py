@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import bucket_servers  # noqa: E402
 from imagesets.publishing import bucket as bucket_lib  # noqa: E402
+from imagesets.publishing import fetch
 from imagesets.publishing import publish  # noqa: E402
 
 SPEC = "synthetic_images/default:1.0.0"
@@ -60,8 +61,8 @@ def main():
       pub = timed(lambda: publish.publish(SPEC, data_dir, url, progress=False))
       noop = timed(lambda: publish.publish(SPEC, data_dir, url, progress=False))
       cache = tmp / f"cache-{scheme}"
-      cold = timed(lambda: publish.fetch(url, SPEC, cache_dir=cache, progress=False))
-      warm = timed(lambda: publish.fetch(url, SPEC, cache_dir=cache, progress=False))
+      cold = timed(lambda: fetch.fetch(url, SPEC, cache_dir=cache, progress=False))
+      warm = timed(lambda: fetch.fetch(url, SPEC, cache_dir=cache, progress=False))
       mib = size / 2**20
       print(f"{scheme}: raw put {put:.2f} s ({mib / put:.0f} MiB/s) | publish {pub:.2f} s "
             f"({mib / pub:.0f} MiB/s, {pub / put:.2f}x raw) | no-op {noop:.2f} s | "

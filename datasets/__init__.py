@@ -14,7 +14,7 @@ startup.load_tensorflow()
 from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
 from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
-from imagesets.labeled_folders import labeled_folders_dataset_builder  # noqa: E402,F401
+from imagesets.class_folders import class_folders_dataset_builder  # noqa: E402,F401
 
 # The training input pipeline: one call per task, built from `preprocess_ops`.
 from imagesets.reading import input_pipeline, preprocess_ops  # noqa: E402
@@ -28,10 +28,10 @@ from imagesets.reading.input_pipeline import (  # noqa: E402
 
 # Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
 # a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
-from imagesets.publishing.publish import fetch, resolve_data_dir, stream  # noqa: E402
+from imagesets.publishing.fetch import fetch, resolve_data_dir, stream  # noqa: E402
 
-# Your own folder: keras' one call, over a cached, validated build (docs/own_folders.md).
-from imagesets.folder_datasets.from_directory import image_dataset_from_directory  # noqa: E402
+# Your own folder: keras' one call, over a cached, validated build (docs/class_folders.md).
+from imagesets.class_folders.from_directory import image_dataset_from_directory  # noqa: E402
 
 __all__ = [
     "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import imagesets  # noqa: E402,F401
 from imagesets_testing import sample_images  # noqa: E402
 from imagesets.flowers import flowers_dataset_builder as flowers  # noqa: E402
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders  # noqa: E402
+from imagesets.class_folders import class_folders_dataset_builder as class_folders  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "flowers_examples.png"
@@ -35,8 +35,8 @@ def main():
     (root / "tulips" / "phone_sideways.JPG").write_bytes(sample_images.sideways_jpeg(upright))
     (root / "daisy" / "grey.jpeg").write_bytes(
         sample_images.encode(sample_images.photo(150, 200, seed=8)[..., 1], "JPEG"))
-    builder = labeled_folders.Builder(
-        config=labeled_folders.LabeledFoldersConfig(name="examples", root=str(root),
+    builder = class_folders.Builder(
+        config=class_folders.ClassFoldersConfig(name="examples", root=str(root),
                                      split_proportions={"train": 1.0}),
         data_dir=pathlib.Path(tmp) / "tfds")
     builder.download_and_prepare()

@@ -29,7 +29,7 @@ from tensorflow_datasets.core import utils as tfds_utils
 
 from imagesets import checksums
 from imagesets.building import build_lock
-from imagesets.building import class_folders
+from imagesets.building import class_folders_tree
 from imagesets.building import deterministic_writer
 from imagesets.building import generation
 from imagesets.building import parallel_map
@@ -59,7 +59,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     overwrite = config is not None and config.download_mode.overwrite_dataset
     # A prepared version is only read (and may sit in a read-only folder): no lock.
     if ((self.data_path.exists() and not overwrite)
-        or class_folders.is_remote(self.data_path)):
+        or class_folders_tree.is_remote(self.data_path)):
       return super().download_and_prepare(**kwargs)
     with build_lock.hold(self.data_path, name=f"{self.info.full_name}"):
       return super().download_and_prepare(**kwargs)

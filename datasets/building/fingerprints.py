@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 import tensorflow as tf
 
-from imagesets.building import class_folders
+from imagesets.building import class_folders_tree
 
 _READERS = 8  # files are read by threads: hashlib and file reads release the GIL
 
@@ -31,7 +31,7 @@ def _digest(entries: Iterable[str], options: Mapping) -> str:
 
 
 def _file_sha256(root: str, relative_path: str) -> str:
-  return hashlib.sha256(class_folders.read(root, relative_path)).hexdigest()
+  return hashlib.sha256(class_folders_tree.read(root, relative_path)).hexdigest()
 
 
 def content(root: str, relative_paths: list[str], options: Mapping) -> str:
@@ -44,7 +44,7 @@ def content(root: str, relative_paths: list[str], options: Mapping) -> str:
 
 def _stat(root: str, relative_path: str) -> tuple[int, int]:
   path = posixpath.join(str(root), relative_path)
-  if class_folders.is_remote(root):
+  if class_folders_tree.is_remote(root):
     stat = tf.io.gfile.stat(path)
     return stat.length, stat.mtime_nsec
   stat = os.stat(path)

@@ -18,11 +18,14 @@ import pathlib
 import sys
 
 from imagesets import startup
-from imagesets.building import class_folder_builder
-from imagesets.folder_datasets import named_build
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
 from imagesets.verifying import round_trip
 from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import fetch as fetch_lib
+from imagesets.publishing import listing as listing_lib
 from imagesets.publishing import publish as publish_lib
+from imagesets.publishing import versions as versions_lib
 
 
 def _size(num_bytes: int) -> str:
@@ -65,7 +68,7 @@ def _beam_options(text: str | None):
 
 
 def cmd_build(args) -> int:
-  options = class_folder_builder.FolderConfig(
+  options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side)
   try:
@@ -93,7 +96,7 @@ def cmd_build(args) -> int:
 
 def cmd_verify(args) -> int:
   data_dir = pathlib.Path(os.path.expanduser(args.data_dir))
-  ref = publish_lib.resolve_local(publish_lib.Ref.parse(args.spec), data_dir)
+  ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
   try:
     report = round_trip.verify(data_dir / ref.folder, args.source)
   except (ValueError, FileNotFoundError) as exc:
@@ -111,7 +114,7 @@ def cmd_publish(args) -> int:
 
 
 def cmd_list(args) -> int:
-  published, unfinished = publish_lib.list_published(args.url)
+  published, unfinished = listing_lib.list_published(args.url)
   if not published:
     print(f"no published datasets in {args.url}")
   else:
@@ -130,7 +133,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_fetch(args) -> int:
-  data_dir = publish_lib.fetch(args.url, args.spec, cache_dir=args.cache_dir,
+  data_dir = fetch_lib.fetch(args.url, args.spec, cache_dir=args.cache_dir,
                                verify=args.verify, progress=not args.quiet)
   print(data_dir)
   return 0
@@ -207,7 +210,7 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("url", metavar="URL")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]")
   p.add_argument("--cache-dir", default=None,
-                 help=f"cache root (default: ${publish_lib.CACHE_ENV} or ~/.cache/imagesets)")
+                 help=f"cache root (default: ${fetch_lib.CACHE_ENV} or ~/.cache/imagesets)")
   p.add_argument("--verify", action="store_true",
                  help="re-hash a cached copy and repair it if damaged")
   p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -223,7 +226,7 @@ def main(argv=None) -> int:
     logging.getLogger(name).setLevel(logging.CRITICAL)
   try:
     return args.run(args)
-  except (bucket_lib.BucketError, publish_lib.PublishError) as exc:
+  except (bucket_lib.BucketError, versions_lib.PublishError) as exc:
     print(f"imagesets: error: {exc}", file=sys.stderr)
     return 1
   except KeyboardInterrupt:

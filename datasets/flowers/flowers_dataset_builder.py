@@ -1,16 +1,16 @@
 """flowers: TF's flower_photos (3,670 photos, 5 classes) as validated TFRecords."""
 
 from imagesets.building import archives
-from imagesets.building import class_folder_builder
+from imagesets.building import class_folders_builder
 from imagesets.building import downloads
 import tensorflow_datasets as tfds
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
 FLOWER_CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
-FlowersConfig = class_folder_builder.FolderConfig
+FlowersConfig = class_folders_builder.ClassFoldersConfig
 
 
-class Builder(class_folder_builder.ClassFolderBuilder):
+class Builder(class_folders_builder.ClassFoldersBuilder):
   """flower_photos with its original bytes, validated and split by hash."""
 
   VERSION = tfds.core.Version("1.1.0")
@@ -43,7 +43,7 @@ class Builder(class_folder_builder.ClassFolderBuilder):
     if self.builder_config.root:
       raise ValueError(
           "flowers builds TF's flower_photos only. For your own class-per-folder photos run "
-          "`imagesets build PATH --name NAME` (or `tfds build datasets/labeled_folders "
+          "`imagesets build PATH --name NAME` (or `tfds build datasets/class_folders "
           "--config '{\"name\": ..., \"root\": PATH}'`).")
     registered = None  # downloads are checked by TFDS; a manual archive by us
     try:

@@ -1,4 +1,8 @@
-"""Team buckets: the storage interface (`bucket`) and publish / list / fetch (`publish`).
+"""Team buckets, one job a module: `bucket` (the storage interface: local, s3://, gs://),
+`versions` (names and layout of versions), `manifest` (what a version contains, checked
+on every copy), `publish`, `listing`, `fetch` (a whole verified copy in the local cache)
+and `progress_bars`.
 
-Works on prepared version folders; never imports a builder or the build machinery.
+Works on prepared version folders; never imports a builder, the build machinery or the
+read path.
 """

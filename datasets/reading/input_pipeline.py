@@ -38,7 +38,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.reading import preprocess_ops as ops
-from imagesets.publishing import publish
+from imagesets.publishing import fetch
 
 AUTOTUNE = tf.data.AUTOTUNE
 Dataset = Union[str, tfds.core.DatasetBuilder]
@@ -69,7 +69,7 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.
   if isinstance(dataset, tfds.core.DatasetBuilder):
     builder = dataset
   else:
-    builder = tfds.builder(dataset, data_dir=publish.resolve_data_dir(data_dir, dataset))
+    builder = tfds.builder(dataset, data_dir=fetch.resolve_data_dir(data_dir, dataset))
   if not builder.is_prepared():
     config = f"/{builder.builder_config.name}" if builder.builder_config else ""
     manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"

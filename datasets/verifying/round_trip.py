@@ -3,7 +3,7 @@
 The seed articles' last step ("verify that what you read back equals the source") as a
 check of a prepared dataset version against the folder or archive it was built from:
 
-* class-per-folder builds (flowers, labeled_folders, `imagesets build`): an image stored
+* class-per-folder builds (flowers, class_folders, `imagesets build`): an image stored
   as it came must be the source file byte for byte; a converted one (listed in the
   metadata's `converted_files`) must be what the recorded conversion (`image_checks.prepare`
   with the build's `shorter_side`) makes of the source: the same bytes, or else the same
@@ -28,7 +28,7 @@ import PIL.Image
 import tensorflow_datasets as tfds
 
 from imagesets.building import archives
-from imagesets.building import class_folders
+from imagesets.building import class_folders_tree
 from imagesets.building import image_checks
 from imagesets.building import problems as problems_lib
 from imagesets.building import segmentation_masks
@@ -119,7 +119,7 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
   converted = metadata.get("converted_files", {})
   shorter_side = metadata.get("shorter_side") or None
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
-  tree = class_folders.scan(str(root))
+  tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)
   seen = collections.Counter()
   stored = _examples(builder, {"image": tfds.decode.SkipDecoding(), "label": None,
@@ -144,11 +144,11 @@ def _check_class_example(report, root, path, example, names, was_converted, shor
   def mismatch(reason):
     report.mismatches.append(problems_lib.Problem(path, reason))
 
-  if names[example["label"]] != class_folders.label_of(path):
+  if names[example["label"]] != class_folders_tree.label_of(path):
     mismatch(f"label {names[example['label']]!r}, but the file is in "
-             f"{class_folders.label_of(path)!r}")
+             f"{class_folders_tree.label_of(path)!r}")
   try:
-    data = class_folders.read(str(root), path)
+    data = class_folders_tree.read(str(root), path)
   except FileNotFoundError:
     return mismatch("stored, but not in the source")
   if not was_converted:

@@ -12,7 +12,7 @@ import tensorflow_datasets as tfds
 import imagesets  # noqa: F401
 from conftest import records_by_split, tfds_cli
 from imagesets.building import deterministic_writer
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
 from imagesets_testing import fake_voc
 from imagesets_testing import sample_images
@@ -66,7 +66,7 @@ def test_every_builder_writes_canonical_records(tmp_path, monkeypatch):
     path.write_bytes(sample_images.jpeg(30, 40, seed=i))
   voc_folder = fake_voc.write_tree(roots["voc"], num_train=2, num_val=2, num_unlabelled=0)
   builders = [
-      labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="canon", root=str(roots["flowers"]),
+      class_folders.Builder(config=class_folders.ClassFoldersConfig(name="canon", root=str(roots["flowers"]),
                                                    split_proportions={"train": 1.0}),
                       data_dir=tmp_path / "out"),
       voc.Builder(data_dir=tmp_path / "out"),

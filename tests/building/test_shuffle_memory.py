@@ -7,7 +7,7 @@ from tensorflow_datasets.core import shuffle
 from conftest import shard_bytes
 from imagesets.building import shuffle_memory
 from imagesets_testing import sample_images
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 
 
 def test_limit_is_restored_and_never_raised():
@@ -33,7 +33,7 @@ def test_spilling_to_disk_writes_the_same_shards(tmp_path, monkeypatch):
   built = {}
   for limit in (1 << 30, 10_000):  # 10 kB: spills after a few photos (into 100 buckets)
     monkeypatch.setattr(shuffle_memory, "DEFAULT_LIMIT", limit)
-    builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(**config),
+    builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(**config),
                               data_dir=tmp_path / str(limit))
     builder.download_and_prepare()
     built[limit] = shard_bytes(pathlib.Path(builder.data_dir))

@@ -18,7 +18,10 @@ from conftest import REPO, build_synthetic
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.reading import input_pipeline
+from imagesets.publishing import fetch
+from imagesets.publishing import listing
 from imagesets.publishing import publish
+from imagesets.publishing import versions
 
 def quiet_publish(spec, data_dir, url):
   return publish.publish(spec, data_dir, url, progress=False)
@@ -26,19 +29,19 @@ def quiet_publish(spec, data_dir, url):
 
 def test_publish_list_fetch_and_load_give_the_local_examples(bucket_url, tiny_data_dir, tmp_path):
   result = quiet_publish("synthetic_images/tiny", tiny_data_dir, bucket_url)  # latest version
-  assert (result.status, result.ref) == ("published", publish.Ref.parse(TINY))
+  assert (result.status, result.ref) == ("published", versions.Ref.parse(TINY))
 
-  published, unfinished = publish.list_published(bucket_url)
+  published, unfinished = listing.list_published(bucket_url)
   assert unfinished == []
   (item,) = published
-  assert item.ref == publish.Ref("synthetic_images", "tiny", "1.0.0")
+  assert item.ref == versions.Ref("synthetic_images", "tiny", "1.0.0")
   assert item.manifest.splits == {"train": 12, "test": 4}
   local_files = sorted(p for p in (tiny_data_dir / FOLDER).iterdir())
   assert item.manifest.num_bytes == sum(p.stat().st_size for p in local_files)
   assert item.manifest.published_at.endswith("+00:00")
 
-  data_dir = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
-  assert pathlib.Path(data_dir) == publish.cached_data_dir(bucket_url, tmp_path / "cache")
+  data_dir = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  assert pathlib.Path(data_dir) == fetch.cached_data_dir(bucket_url, tmp_path / "cache")
   assert examples(data_dir) == examples(tiny_data_dir)
   # The cache is a complete TFDS data_dir: shards byte-identical, default-config metadata too.
   for path in local_files:
@@ -53,7 +56,7 @@ def test_bucket_layout_is_a_tfds_data_dir(bucket_url, tiny_data_dir):
   listed = store.list_files()
   local = {p.relative_to(tiny_data_dir).as_posix(): p.stat().st_size
            for p in (tiny_data_dir / "synthetic_images").rglob("*") if p.is_file()}
-  manifest = listed.pop(f"{FOLDER}/{publish.MANIFEST}")
+  manifest = listed.pop(f"{FOLDER}/{versions.MANIFEST}")
   assert listed == local and manifest > 0
   assert store.read_bytes("synthetic_images/.config/metadata.json") == \
       b'{"default_config_name": "default"}'
@@ -135,7 +138,7 @@ def test_identical_republish_is_a_no_op_and_different_content_is_refused(
   quiet_publish(TINY, tiny_data_dir, bucket_url)
   store = bucket_lib.Bucket(bucket_url)
   before = {rel: store.info(rel) for rel in store.list_files()}
-  manifest = store.read_bytes(f"{FOLDER}/{publish.MANIFEST}")
+  manifest = store.read_bytes(f"{FOLDER}/{versions.MANIFEST}")
 
   rebuilt = build_synthetic(tmp_path / "rebuilt")  # a second, byte-identical build
   assert quiet_publish(TINY, rebuilt, bucket_url).status == "unchanged"
@@ -144,12 +147,12 @@ def test_identical_republish_is_a_no_op_and_different_content_is_refused(
   data = bytearray(shard.read_bytes())
   data[-1] ^= 1
   shard.write_bytes(bytes(data))
-  with pytest.raises(publish.PublishError, match=r"already published .* different content "
+  with pytest.raises(versions.PublishError, match=r"already published .* different content "
                      r"\(1 file\(s\) differ: synthetic_images-train.tfrecord-00001-of-00004\); "
                      r"published versions are immutable"):
     quiet_publish(TINY, rebuilt, bucket_url)
   assert {rel: store.info(rel) for rel in store.list_files()} == before
-  assert store.read_bytes(f"{FOLDER}/{publish.MANIFEST}") == manifest
+  assert store.read_bytes(f"{FOLDER}/{versions.MANIFEST}") == manifest
 
 
 # Upload order: .config/metadata.json, 8 shards, manifest, dataset_info.json, features.json.
@@ -159,12 +162,12 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
   kill_publisher_after(uploads, TINY, tiny_data_dir, bucket_url, tmp_path)
   store = bucket_lib.Bucket(bucket_url)
   partial = store.list_files(FOLDER)
-  assert len(partial) == uploads - 1 and f"{FOLDER}/{publish.MARKER}" not in partial
+  assert len(partial) == uploads - 1 and f"{FOLDER}/{versions.MARKER}" not in partial
 
-  published, unfinished = publish.list_published(bucket_url)
-  assert published == [] and unfinished == [publish.Ref.parse(TINY)]
-  with pytest.raises(publish.PublishError, match="not published .* unfinished: re-run publish"):
-    publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  published, unfinished = listing.list_published(bucket_url)
+  assert published == [] and unfinished == [versions.Ref.parse(TINY)]
+  with pytest.raises(versions.PublishError, match="not published .* unfinished: re-run publish"):
+    fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   if store.is_local:  # TFDS itself (without our builder code) finds no version either
     from tensorflow_datasets.core import read_only_builder
     for name in (TINY, "synthetic_images/tiny"):
@@ -174,7 +177,7 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
   result = quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert result.status == "published"
   assert result.reused == min(uploads - 1, 8)  # verified shards are not uploaded again
-  data_dir = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  data_dir = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(data_dir) == examples(tiny_data_dir)
 
 
@@ -185,16 +188,16 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
   store.write_bytes(f"{FOLDER}/synthetic_images-train.tfrecord-00000-of-00004", b"truncated")
   quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert not store.exists(junk)
-  (item,), _ = publish.list_published(bucket_url)
+  (item,), _ = listing.list_published(bucket_url)
   assert set(store.list_files(FOLDER)) == {f"{FOLDER}/{n}" for n in item.manifest.files} | {
-      f"{FOLDER}/{publish.MANIFEST}"}
+      f"{FOLDER}/{versions.MANIFEST}"}
   shard = "synthetic_images-train.tfrecord-00000-of-00004"
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
 
 
 def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path):
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  first = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  first = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   shard = next((pathlib.Path(first) / FOLDER).glob("*.tfrecord-*"))
   mtime = shard.stat().st_mtime_ns
   # The bucket is gone (deleted folder, dead endpoint): an explicit version still loads.
@@ -202,26 +205,26 @@ def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tm
   if bucket_url.startswith("/"):
     shutil.rmtree(pathlib.Path(bucket_url).parent)
   with servers.environment({"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed}):
-    again = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+    again = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
     assert again == first and shard.stat().st_mtime_ns == mtime
     if not bucket_url.startswith("/"):  # resolving "latest" needs the bucket: clear error
       with pytest.raises(bucket_lib.BucketError, match="cannot reach"):
-        publish.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path / "cache")
+        fetch.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path / "cache")
 
 
 @pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
 def test_fetch_verify_repairs_a_damaged_cache(bucket_url, tiny_data_dir, tmp_path):
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  data_dir = pathlib.Path(publish.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False))
+  data_dir = pathlib.Path(fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False))
   shard = next((data_dir / FOLDER).glob("*-train.tfrecord-*"))
   good = shard.read_bytes()
   shard.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # same size: only a hash notices
-  publish.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
   assert shard.read_bytes() != good
-  publish.fetch(bucket_url, TINY, cache_dir=tmp_path, verify=True, progress=False)
+  fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, verify=True, progress=False)
   assert shard.read_bytes() == good
   shard.unlink()  # a missing file is noticed without verify
-  publish.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
   assert shard.read_bytes() == good
 
 
@@ -232,36 +235,36 @@ def test_fetch_refuses_an_object_damaged_in_the_bucket(bucket_url, tiny_data_dir
   rel = f"{FOLDER}/synthetic_images-test.tfrecord-00002-of-00004"
   data = store.read_bytes(rel)
   store.write_bytes(rel, data[:-1] + bytes([data[-1] ^ 1]))
-  with pytest.raises(publish.PublishError, match="tfrecord-00002-of-00004 does not match its "
+  with pytest.raises(versions.PublishError, match="tfrecord-00002-of-00004 does not match its "
                      "manifest"):
-    publish.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
-  assert not (publish.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
+    fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  assert not (fetch.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
 
 
 def test_names_resolve_to_the_default_config_and_latest_version(bucket_url, tiny_data_dir,
                                                                tmp_path):
-  with pytest.raises(publish.PublishError, match="no published version of "
+  with pytest.raises(versions.PublishError, match="no published version of "
                      "synthetic_images/tiny"):
-    publish.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path)
+    fetch.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path)
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  data_dir = publish.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path,
+  data_dir = fetch.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path,
                            progress=False)
-  assert (pathlib.Path(data_dir) / FOLDER / publish.MARKER).exists()
-  with pytest.raises(publish.PublishError, match="no published version of "
+  assert (pathlib.Path(data_dir) / FOLDER / versions.MARKER).exists()
+  with pytest.raises(versions.PublishError, match="no published version of "
                      "synthetic_images/default"):
-    publish.fetch(bucket_url, "synthetic_images", cache_dir=tmp_path)
+    fetch.fetch(bucket_url, "synthetic_images", cache_dir=tmp_path)
   for bad in ("synthetic_images:1.0", "Synthetic", "a/b/c"):
-    with pytest.raises(publish.PublishError, match="is not NAME"):
-      publish.Ref.parse(bad)
+    with pytest.raises(versions.PublishError, match="is not NAME"):
+      versions.Ref.parse(bad)
 
 
 def test_publishing_needs_a_complete_local_version(tiny_data_dir, tmp_path):
-  with pytest.raises(publish.PublishError, match="does not exist: build synthetic_images"):
+  with pytest.raises(versions.PublishError, match="does not exist: build synthetic_images"):
     quiet_publish(TINY, tmp_path / "empty", str(tmp_path / "team"))
   broken = tmp_path / "broken"
   shutil.copytree(tiny_data_dir, broken)
   next((broken / FOLDER).glob("*-test.tfrecord-00003-of-*")).unlink()
-  with pytest.raises(publish.PublishError, match="is incomplete: 1 shard.* missing"):
+  with pytest.raises(versions.PublishError, match="is incomplete: 1 shard.* missing"):
     quiet_publish(TINY, broken, str(tmp_path / "team"))
   assert not (tmp_path / "team").exists()
 
@@ -273,7 +276,7 @@ def test_default_config_of_a_dataset_is_never_changed(bucket_url, tiny_data_dir,
   (other / "synthetic_images/.config/metadata.json").write_text(
       json.dumps({"default_config_name": "tiny"}))
   shutil.copytree(other / FOLDER, other / "synthetic_images/tiny/1.0.1")
-  with pytest.raises(publish.PublishError, match="names default config 'default' but"):
+  with pytest.raises(versions.PublishError, match="names default config 'default' but"):
     quiet_publish("synthetic_images/tiny:1.0.1", other, bucket_url)
 
 
@@ -281,20 +284,20 @@ def test_training_entry_points(bucket_url, tiny_data_dir, tmp_path):
   quiet_publish(TINY, tiny_data_dir, bucket_url)
   scheme = bucket_lib.split_url(bucket_url)[0]
   if scheme == "s3":  # TensorFlow has no s3:// file system: fetch instead
-    with pytest.raises(publish.PublishError, match="TensorFlow cannot read s3:// URLs"):
-      publish.stream(bucket_url, TINY)
+    with pytest.raises(versions.PublishError, match="TensorFlow cannot read s3:// URLs"):
+      fetch.stream(bucket_url, TINY)
   else:  # gs:// and paths are read by TensorFlow itself, after checking the commit
-    assert publish.stream(bucket_url, TINY) == bucket_lib.Bucket(bucket_url).url
-    with pytest.raises(publish.PublishError, match="not published"):
-      publish.stream(bucket_url, "synthetic_images/tiny:2.0.0")
+    assert fetch.stream(bucket_url, TINY) == bucket_lib.Bucket(bucket_url).url
+    with pytest.raises(versions.PublishError, match="not published"):
+      fetch.stream(bucket_url, "synthetic_images/tiny:2.0.0")
   local = str(tmp_path / "plain")
-  assert publish.resolve_data_dir(local, TINY) == local  # a plain data_dir stays
-  assert publish.resolve_data_dir(None, TINY) is None
-  resolved = publish.resolve_data_dir(bucket_url, TINY, cache_dir=tmp_path / "c")
+  assert fetch.resolve_data_dir(local, TINY) == local  # a plain data_dir stays
+  assert fetch.resolve_data_dir(None, TINY) is None
+  resolved = fetch.resolve_data_dir(bucket_url, TINY, cache_dir=tmp_path / "c")
   if scheme == "file":
     assert resolved == bucket_url
   else:
-    assert resolved == str(publish.cached_data_dir(bucket_url, tmp_path / "c"))
+    assert resolved == str(fetch.cached_data_dir(bucket_url, tmp_path / "c"))
   assert examples(resolved) == examples(tiny_data_dir)
 
 
@@ -324,22 +327,22 @@ def test_an_object_damaged_in_transit_stops_the_publish(bucket_url, tiny_data_di
       local_path = str(damaged)
     return upload(self, local_path, rel, progress)
   monkeypatch.setattr(bucket_lib.Bucket, "upload", damaging_upload)
-  with pytest.raises(publish.PublishError, match="train.tfrecord-00002-of-00004 does not "
+  with pytest.raises(versions.PublishError, match="train.tfrecord-00002-of-00004 does not "
                      "match .* after upload"):
     quiet_publish(TINY, tiny_data_dir, bucket_url)
-  assert publish.list_published(bucket_url)[0] == []
+  assert listing.list_published(bucket_url)[0] == []
   monkeypatch.setattr(bucket_lib.Bucket, "upload", upload)
   # The re-run keeps the 6 verified shards uploaded before (test 0-3, train 0-1) and
   # replaces the damaged one.
   result = quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert (result.reused, result.uploaded) == (6, 5)
-  data_dir = publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  data_dir = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(data_dir) == examples(tiny_data_dir)
 
 
 def test_training_pipeline_reads_from_a_bucket_url(bucket_url, tiny_data_dir, tmp_path, monkeypatch):
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  monkeypatch.setenv(publish.CACHE_ENV, str(tmp_path / "cache"))
+  monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "cache"))
   kwargs = dict(batch_size=4, image_size=16, seed=3)
   remote = next(iter(input_pipeline.classification_train(TINY, data_dir=bucket_url, **kwargs)))
   local = next(iter(input_pipeline.classification_train(TINY, data_dir=str(tiny_data_dir), **kwargs)))
@@ -355,9 +358,9 @@ def test_an_array_record_version_round_trips_through_a_bucket(bucket_url, tmp_pa
   files = sorted((local / FOLDER).glob("*.array_record-*"))
   assert files and not list((local / FOLDER).glob("*.tfrecord*"))
   quiet_publish(TINY, local, bucket_url)
-  (item,) = publish.list_published(bucket_url)[0]
+  (item,) = listing.list_published(bucket_url)[0]
   assert item.manifest.splits == {"train": 12, "test": 4}
-  data_dir = pathlib.Path(publish.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache",
+  data_dir = pathlib.Path(fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache",
                                         progress=False))
   for path in files:
     assert (data_dir / FOLDER / path.name).read_bytes() == path.read_bytes()

@@ -352,12 +352,12 @@ def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
 
 
 def test_flowers_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(tmp_path):
-  from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
   for index in range(16):  # 2 classes, PNG files among the JPEGs
     path = tmp_path / "tree" / f"class_{index % 2}" / f"{index:02d}.{'png' if index % 4 == 1 else 'jpg'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_encode(classification_pixels(index), "PNG" if index % 4 == 1 else "JPEG"))
-  builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="tree", root=str(tmp_path / "tree")),
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="tree", root=str(tmp_path / "tree")),
                             data_dir=tmp_path / "tfds")
   builder.download_and_prepare()
   everything = "train+validation+test"

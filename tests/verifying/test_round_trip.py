@@ -11,8 +11,8 @@ import tensorflow_datasets as tfds
 import imagesets  # noqa: F401
 from conftest import BIN, registered
 from imagesets.flowers import flowers_dataset_builder as flowers
-from imagesets.folder_datasets import named_build
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import named_build
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets.verifying import round_trip
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
@@ -36,7 +36,7 @@ def files() -> dict[str, bytes]:
 
 
 def build(tree, data_dir, **options):
-  config = labeled_folders.LabeledFoldersConfig(
+  config = class_folders.ClassFoldersConfig(
       name="pets", skip_bad_files=True, split_proportions={"train": 0.5, "test": 0.5}, **options)
   return named_build.build(tree, "pets", data_dir=str(data_dir), options=config)
 

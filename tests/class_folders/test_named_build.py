@@ -14,8 +14,9 @@ import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
 from conftest import BIN, beam_download_config, records_by_split
-from imagesets.folder_datasets import named_build
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import named_build
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
+from imagesets.publishing import fetch
 from imagesets.publishing import publish
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
@@ -121,16 +122,16 @@ def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
 
 def test_publish_and_fetch_by_the_users_name(data_dir, bucket_url, tmp_path):
   publish.publish("pets:1.2.0", data_dir, bucket_url, progress=False)
-  fetched = publish.fetch(bucket_url, "pets:1.2.0", cache_dir=tmp_path / "cache", progress=False)
+  fetched = fetch.fetch(bucket_url, "pets:1.2.0", cache_dir=tmp_path / "cache", progress=False)
   assert (records_by_split(pathlib.Path(fetched) / "pets" / "1.2.0")
           == records_by_split(data_dir / "pets" / "1.2.0"))
 
 
-def test_same_records_as_labeled_folders_and_on_beam(tree, tmp_path):
+def test_same_records_as_class_folders_and_on_beam(tree, tmp_path):
   """One code path: the stock-CLI builder and a Beam build write the same examples."""
-  options = labeled_folders.LabeledFoldersConfig(name="pets", root=tree, skip_bad_files=True)
+  options = class_folders.ClassFoldersConfig(name="pets", root=tree, skip_bad_files=True)
   named = named_build.build(tree, "pets", data_dir=tmp_path / "named", options=options)
-  stock = labeled_folders.Builder(config=options, data_dir=tmp_path / "stock")
+  stock = class_folders.Builder(config=options, data_dir=tmp_path / "stock")
   stock.download_and_prepare()
   assert records_by_split(named.data_path) == records_by_split(stock.data_path)
   beam = named_build.build(tree, "pets", data_dir=tmp_path / "beam", options=options,
@@ -140,7 +141,7 @@ def test_same_records_as_labeled_folders_and_on_beam(tree, tmp_path):
 
 
 def test_array_record_builds_hold_the_same_examples(tree, tmp_path):
-  options = labeled_folders.LabeledFoldersConfig(name="pets", skip_bad_files=True)
+  options = class_folders.ClassFoldersConfig(name="pets", skip_bad_files=True)
   records = named_build.build(tree, "pets", data_dir=tmp_path / "rec", options=options)
   arrays = named_build.build(tree, "pets", data_dir=tmp_path / "arr", options=options,
                              file_format="array_record")

@@ -1,9 +1,9 @@
-"""The builder of class-per-folder image trees, shared by flowers, labeled_folders and the
-datasets `imagesets build PATH --name NAME` makes (`imagesets.folder_datasets`).
+"""The builder of class-per-folder image trees, shared by flowers, class_folders and the
+datasets `imagesets build PATH --name NAME` makes (`imagesets.class_folders`).
 
-What every such build does: list the tree (`class_folders`), assign each file to a split
+What every such build does: list the tree (`class_folders_tree`), assign each file to a split
 by a seeded hash of its path (`splits`), turn each file into an example on every core or
-on Beam (`class_folder_examples`, `generation`), then stop with one error naming every
+on Beam (`class_folders_examples`, `generation`), then stop with one error naming every
 bad file, or skip and record them. The dataset's metadata says what it was built from:
 source, class names, examples per class, skipped, converted and ignored files.
 
@@ -19,15 +19,15 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets.building import builder_base
-from imagesets.building import class_folder_examples
-from imagesets.building import class_folders
+from imagesets.building import class_folders_examples
+from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import problems
 from imagesets.building import splits
 
 
 @dataclasses.dataclass(eq=False)
-class FolderConfig(tfds.core.BuilderConfig):
+class ClassFoldersConfig(tfds.core.BuilderConfig):
   """How to build a class-per-folder tree. Every field changes the stored bytes."""
 
   root: str = ""  # root/<class>/**/<image>, local or a bucket URL
@@ -52,21 +52,21 @@ def features(class_names: list[str]) -> tfds.features.FeaturesDict:
   })
 
 
-class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
+class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   """Class-per-folder images with their original bytes, validated and split by hash."""
 
   CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
-  OPTIONS: FolderConfig | None = None   # for builders without configs (named builds)
+  OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
 
   @property
-  def options(self) -> FolderConfig:
+  def options(self) -> ClassFoldersConfig:
     return self.builder_config or self.OPTIONS
 
   def _info(self) -> tfds.core.DatasetInfo:
     if not (self.CLASS_NAMES or (self.options and self.options.root)):
       raise ValueError(f"{self.name} needs a folder: --config '{{\"name\": \"NAME\", "
                        "\"root\": \"PATH\"}' (or run `imagesets build PATH --name NAME`).")
-    names = self.CLASS_NAMES or class_folders.class_names(self.options.root)
+    names = self.CLASS_NAMES or class_folders_tree.class_names(self.options.root)
     return self._dataset_info(features=features(names), supervised_keys=("image", "label"),
                               metadata=tfds.core.MetadataDict())
 
@@ -85,7 +85,7 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _split_generators(self, dl_manager):
     options = self.options
     self._root = self._source_root(dl_manager)
-    tree = class_folders.scan(self._root, follow_links=options.follow_links)
+    tree = class_folders_tree.scan(self._root, follow_links=options.follow_links)
     expected = self.info.features["label"].names
     if tree.class_names != expected:
       raise ValueError(f"{self._root} has class folders {tree.class_names}, expected {expected}.")
@@ -102,7 +102,7 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     return {
         name: self.generation.examples(
             name, [(path, (self._root, path, options.shorter_side)) for path in paths],
-            class_folder_examples.process_file)
+            class_folders_examples.process_file)
         for name, paths in by_split.items()
     }
 
@@ -110,7 +110,7 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
 
   def _reads_remote_files(self) -> bool:
-    return class_folders.is_remote(self.options.root)
+    return class_folders_tree.is_remote(self.options.root)
 
   def _finish_generation(self, report: generation.Report) -> None:
     options = self.options
@@ -126,7 +126,7 @@ class ClassFolderBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if report.notes:
       logging.info("%s: re-encoded %d file(s): %s", self.name, len(report.notes), report.notes)
     skipped = {p.where for p in bad}
-    per_class = collections.Counter(class_folders.label_of(path) for path in self._tree.images
+    per_class = collections.Counter(class_folders_tree.label_of(path) for path in self._tree.images
                                     if path not in skipped)
     self.info.metadata.update({
         "source": self._source_name(),

@@ -1,4 +1,4 @@
-"""labeled_folders (and the class-folder builder it shares with flowers and named builds):
+"""class_folders (and the class-folder builder it shares with flowers and named builds):
 real-world class-per-folder trees the tests make, checked example by example against the
 source files."""
 
@@ -14,17 +14,17 @@ import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
 from conftest import REPO, beam_download_config, records_by_split, shard_bytes, tfds_cli
-from imagesets.building import class_folder_builder
+from imagesets.building import class_folders_builder
 from imagesets.building import problems
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_gfile_tree, write_tree
-from imagesets.labeled_folders import labeled_folders_dataset_builder as labeled_folders
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
 
 
 class ExampleTreeTest(tfds.testing.DatasetBuilderTestCase):
   """TFDS's own builder checks, on the `example` config's tree in dummy_data/pets."""
 
-  DATASET_CLASS = labeled_folders.Builder
+  DATASET_CLASS = class_folders.Builder
   BUILDER_CONFIG_NAMES_TO_TEST = ["example"]
   SPLITS = {"train": 21, "validation": 2, "test": 2}
   SKIP_CHECKSUMS = True
@@ -65,7 +65,7 @@ BAD = {
 
 
 def build(root: str, data_dir, name="mine", **config):
-  builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name=name, root=root, **config),
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name=name, root=root, **config),
                             data_dir=data_dir)
   builder.download_and_prepare()
   return builder
@@ -151,7 +151,7 @@ def test_bad_files_stop_the_build_with_one_error_listing_all(tree, tmp_path):
     assert BAD[problem.where][1] in problem.reason
   message = str(caught.value)
   assert "3 problem(s)" in message and "skip_bad_files" in message
-  assert not list(data_dir.glob("labeled_folders/mine/*/dataset_info.json"))  # nothing published
+  assert not list(data_dir.glob("class_folders/mine/*/dataset_info.json"))  # nothing published
 
 
 def test_skip_bad_files_records_them_in_metadata_and_log(tmp_path, monkeypatch):
@@ -159,8 +159,8 @@ def test_skip_bad_files_records_them_in_metadata_and_log(tmp_path, monkeypatch):
   # Record the builder's warnings at the call: other tests (imagesets.cli.main) silence
   # absl's logger process-wide, so captured log text would depend on test order.
   warnings = []
-  original = class_folder_builder.logging.warning
-  monkeypatch.setattr(class_folder_builder.logging, "warning",
+  original = class_folders_builder.logging.warning
+  monkeypatch.setattr(class_folders_builder.logging, "warning",
                       lambda msg, *args: warnings.append(msg % args) or original(msg, *args))
   builder = build(root, tmp_path / "tfds", skip_bad_files=True)
   log = "\n".join(warnings)
@@ -221,23 +221,23 @@ def test_user_folder_with_the_tfds_cli_json_config(tree, tmp_path):
   config = {"name": "my_photos", "version": "2.1.0", "root": tree, "seed": 3,
             "split_proportions": {"train": 0.6, "validation": 0.2, "test": 0.2},
             "description": "my three pets"}
-  tfds_cli("build", "datasets/labeled_folders", "--config", json.dumps(config),
+  tfds_cli("build", "datasets/class_folders", "--config", json.dumps(config),
            "--data_dir", str(tmp_path))
   # Loaded by name, without the JSON: TFDS reads the config from the prepared files.
-  builder = tfds.builder("labeled_folders/my_photos", data_dir=tmp_path)
+  builder = tfds.builder("class_folders/my_photos", data_dir=tmp_path)
   assert str(builder.version) == "2.1.0"
   assert builder.info.features["label"].names == ["cats", "dogs", "owls"]
   assert builder.info.metadata["split_proportions"] == config["split_proportions"]
   total = sum(s.num_examples for s in builder.info.splits.values())
   assert total == len(real_world_files()) - len(IGNORED)
-  ds = tfds.load("labeled_folders/my_photos", split="validation", data_dir=tmp_path, download=False,
+  ds = tfds.load("class_folders/my_photos", split="validation", data_dir=tmp_path, download=False,
                  as_supervised=True)
   for image, label in ds:
     assert image.shape[-1] == 3 and 0 <= label < 3
 
 
 def _build_on_beam(root, data_dir, multi_processing=True, **config):
-  builder = labeled_folders.Builder(config=labeled_folders.LabeledFoldersConfig(name="mine", root=root, **config),
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="mine", root=root, **config),
                             data_dir=data_dir)
   builder.download_and_prepare(download_config=beam_download_config(multi_processing=multi_processing))
   return builder
@@ -247,10 +247,10 @@ def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
   root = write_tree(tmp_path / "photos", {**real_world_files(), **{p: d for p, (d, _) in BAD.items()}})
   local = build(root, tmp_path / "local", skip_bad_files=True)
   # The stock CLI: builder imported by path, Beam workers in other processes.
-  tfds_cli("build", "datasets/labeled_folders", "--data_dir", str(tmp_path / "beam"),
+  tfds_cli("build", "datasets/class_folders", "--data_dir", str(tmp_path / "beam"),
            "--config", json.dumps({"name": "mine", "root": root, "skip_bad_files": True}),
            "--beam_pipeline_options=direct_num_workers=2,direct_running_mode=multi_processing")
-  on_beam = tfds.builder_from_directory(tmp_path / "beam" / "labeled_folders" / "mine" / "1.0.0")
+  on_beam = tfds.builder_from_directory(tmp_path / "beam" / "class_folders" / "mine" / "1.0.0")
   assert records_by_split(on_beam.data_path) == records_by_split(local.data_path)
   assert dict(on_beam.info.metadata) == dict(local.info.metadata)
   assert sorted(on_beam.info.metadata["converted_files"]) == sorted(CONVERTED)
@@ -258,7 +258,7 @@ def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
   with pytest.raises(problems.InvalidSourceError) as caught:  # default: one error, every file
     _build_on_beam(root, tmp_path / "beam_strict")
   assert [p.where for p in caught.value.problems] == sorted(BAD)
-  assert not list((tmp_path / "beam_strict").glob("labeled_folders/mine/*/*.tfrecord*"))
+  assert not list((tmp_path / "beam_strict").glob("class_folders/mine/*/*.tfrecord*"))
 
 
 def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):

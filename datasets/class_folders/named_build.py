@@ -26,8 +26,8 @@ from typing import Callable
 from absl import logging
 import tensorflow_datasets as tfds
 
-from imagesets.building import class_folder_builder
-from imagesets.building import class_folders
+from imagesets.building import class_folders_builder
+from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 
 ABOUT_FILE = "imagesets.toml"
@@ -82,11 +82,11 @@ def _description(about: About, root: str, class_names: list[str]) -> str:
           "built with imagesets.")
 
 
-def builder_class(name: str, version: str, options: class_folder_builder.FolderConfig,
-                  about: About, fingerprint: str) -> type[class_folder_builder.ClassFolderBuilder]:
+def builder_class(name: str, version: str, options: class_folders_builder.ClassFoldersConfig,
+                  about: About, fingerprint: str) -> type[class_folders_builder.ClassFoldersBuilder]:
   """A builder for NAME:VERSION of `options.root`; not registered with TFDS."""
 
-  class NamedFolderBuilder(class_folder_builder.ClassFolderBuilder, skip_registration=True):
+  class NamedFolderBuilder(class_folders_builder.ClassFoldersBuilder, skip_registration=True):
     VERSION = tfds.core.Version(version)
     RELEASE_NOTES = {version: f"Built from {options.root}."}
     OPTIONS = options
@@ -105,12 +105,12 @@ def builder_class(name: str, version: str, options: class_folder_builder.FolderC
   return NamedFolderBuilder
 
 
-def fingerprint_options(options: class_folder_builder.FolderConfig, file_format: str) -> dict:
-  """The options that change the stored bytes: every field FolderConfig adds to TFDS's
+def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_format: str) -> dict:
+  """The options that change the stored bytes: every field ClassFoldersConfig adds to TFDS's
   BuilderConfig but the folder's location, and the file format."""
   inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
   return {**{field.name: getattr(options, field.name)
-             for field in dataclasses.fields(class_folder_builder.FolderConfig)
+             for field in dataclasses.fields(class_folders_builder.ClassFoldersConfig)
              if field.name not in inherited | {"root"}},
           "file_format": file_format}
 
@@ -123,7 +123,7 @@ def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
 
 
 def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None = None,
-          options: class_folder_builder.FolderConfig | None = None, about: About | None = None,
+          options: class_folders_builder.ClassFoldersConfig | None = None, about: About | None = None,
           file_format: str = "tfrecord", beam_options=None,
           log: Callable[[str], None] = logging.info) -> tfds.core.DatasetBuilder:
   """Builds `root` as NAME:VERSION into `data_dir`; returns the prepared builder.
@@ -132,11 +132,11 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   """
   check_name(name)
   tfds.core.Version(version)  # raises on a malformed version
-  root = str(root).rstrip("/") if class_folders.is_remote(root) else str(pathlib.Path(root).resolve())
-  options = dataclasses.replace(options or class_folder_builder.FolderConfig(name=name),
+  root = str(root).rstrip("/") if class_folders_tree.is_remote(root) else str(pathlib.Path(root).resolve())
+  options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
                                 name=name, root=root)
   data_dir = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
-  tree = class_folders.scan(root, follow_links=options.follow_links)
+  tree = class_folders_tree.scan(root, follow_links=options.follow_links)
   fingerprint = fingerprints.content(root, tree.images, fingerprint_options(options, file_format))
   version_dir = pathlib.Path(data_dir) / name / version
   if (version_dir / "dataset_info.json").exists():

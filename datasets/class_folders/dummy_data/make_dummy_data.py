@@ -1,6 +1,6 @@
 """Writes dummy_data/pets/: a small class-per-folder tree (run from anywhere).
 
-    python datasets/labeled_folders/dummy_data/make_dummy_data.py
+    python datasets/class_folders/dummy_data/make_dummy_data.py
 
 Three classes of small photo-like JPEGs (one PNG), the tree the `example` config builds.
 Deterministic: re-running rewrites the same images.

@@ -1,5 +1,5 @@
 """One example from one image file of a class-per-folder tree: the per-example work of
-every class-folder build (flowers, labeled_folders, `imagesets build PATH --name NAME`).
+every class-folder build (flowers, class_folders, `imagesets build PATH --name NAME`).
 
 A module of its own, in the build machinery, so that it is importable wherever the
 package is installed: `tfds build datasets/<name>` imports a builder file under another
@@ -7,7 +7,7 @@ module name, and Beam workers (multi-process, Dataflow, ...) unpickle `process_f
 its module path.
 """
 
-from imagesets.building import class_folders
+from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import image_checks
 
@@ -17,11 +17,11 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tup
 
   A pure function of the file: safe to map on any worker (processes here, Beam later).
   """
-  data = class_folders.read(root, relative_path)
+  data = class_folders_tree.read(root, relative_path)
   encoded, facts = image_checks.prepare(data, shorter_side=shorter_side or None)
   features = {
       "image": encoded,
-      "label": class_folders.label_of(relative_path),
+      "label": class_folders_tree.label_of(relative_path),
       "file_name": relative_path,
       "height": facts.height,
       "width": facts.width,

@@ -1,10 +1,10 @@
-"""class_folders: labels from sorted folder names, images by name in any case, the rest
+"""class_folders_tree: labels from sorted folder names, images by name in any case, the rest
 listed as ignored; works on local folders and tf.io.gfile URLs."""
 
 import pytest
 import tensorflow as tf
 
-from imagesets.building import class_folders
+from imagesets.building import class_folders_tree
 
 
 def write(root, files):
@@ -30,21 +30,21 @@ FILES = {
 def test_scan_lists_images_and_ignored_files(where, tmp_path):
   root = str(tmp_path / "photos") if where == "local" else f"ram://{tmp_path.name}/photos"
   write(root, FILES)
-  tree = class_folders.scan(root)
+  tree = class_folders_tree.scan(root)
   assert tree.class_names == ["Roses", "daisy", "tulips"]
   assert tree.images == ["Roses/f.png", "daisy/sub/e.jpg", "tulips/B.JPG", "tulips/a.jpg",
                          "tulips/c.jpeg", "tulips/d.PNG"]
   assert tree.ignored == [".hidden/g.jpg", "LICENSE.txt", "__MACOSX/tulips/._a.jpg", "top.jpg",
                           "tulips/.DS_Store", "tulips/._a.jpg", "tulips/Thumbs.db",
                           "tulips/notes.txt"]
-  assert class_folders.label_of("daisy/sub/e.jpg") == "daisy"
-  assert class_folders.read(root, "tulips/B.JPG") == b"2"
-  assert class_folders.is_remote(root) == (where == "ram")
+  assert class_folders_tree.label_of("daisy/sub/e.jpg") == "daisy"
+  assert class_folders_tree.read(root, "tulips/B.JPG") == b"2"
+  assert class_folders_tree.is_remote(root) == (where == "ram")
 
 
 def test_missing_or_empty_roots_are_clear_errors(tmp_path):
   with pytest.raises(FileNotFoundError, match="not a folder"):
-    class_folders.scan(str(tmp_path / "nope"))
+    class_folders_tree.scan(str(tmp_path / "nope"))
   write(str(tmp_path / "flat"), {"a.jpg": b"1"})
   with pytest.raises(ValueError, match="no class folders"):
-    class_folders.scan(str(tmp_path / "flat"))
+    class_folders_tree.scan(str(tmp_path / "flat"))

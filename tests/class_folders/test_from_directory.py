@@ -13,8 +13,8 @@ import tensorflow_datasets as tfds
 
 import imagesets
 from imagesets.building import problems
-from imagesets.folder_datasets import from_directory
-from imagesets.folder_datasets import named_build
+from imagesets.class_folders import from_directory
+from imagesets.class_folders import named_build
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 

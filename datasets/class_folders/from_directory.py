@@ -37,11 +37,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets.building import class_folder_builder
-from imagesets.building import class_folders
+from imagesets.building import class_folders_builder
+from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import splits
-from imagesets.folder_datasets import named_build
+from imagesets.class_folders import named_build
 from imagesets.reading import input_pipeline
 from imagesets.reading import preprocess_ops as ops
 
@@ -118,7 +118,7 @@ def _class_order(tree, class_names):
 
 def _built(directory, options, cache_dir, verbose):
   """The prepared builder of `directory` with `options`: built once per tree and options."""
-  tree = class_folders.scan(directory, follow_links=options.follow_links)
+  tree = class_folders_tree.scan(directory, follow_links=options.follow_links)
   listing = fingerprints.listing(directory, tree.images,
                                  named_build.fingerprint_options(options, "tfrecord"))
   name = _cache_name(directory, listing)
@@ -195,7 +195,7 @@ def image_dataset_from_directory(
   split_seed = 0 if seed is None else int(seed)  # a build's splits must not change per call
   proportions = ({"train": 1 - validation_split, "validation": validation_split}
                  if validation_split else {"train": 1.0})
-  options = class_folder_builder.FolderConfig(
+  options = class_folders_builder.ClassFoldersConfig(
       name="cache", split_proportions=proportions, seed=split_seed, exact_split_sizes=True,
       skip_bad_files=skip_bad_files, shorter_side=stored_shorter_side(image_size),
       follow_links=follow_links)

@@ -1,0 +1,158 @@
+"""Fetch a published version into the local cache: a whole, verified copy.
+
+The cache is a TFDS data_dir per bucket URL, `<cache>/<scheme>/<bucket>/<prefix>`, under
+`$IMAGESETS_CACHE` or `~/.cache/imagesets`; the streaming shard cache shares it.
+"""
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import shutil
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import manifest as manifest_lib
+from imagesets.publishing import progress_bars
+from imagesets.publishing import versions
+
+CACHE_ENV = "IMAGESETS_CACHE"
+
+
+def cache_root(cache_dir=None) -> pathlib.Path:
+  if cache_dir is None:
+    cache_dir = os.environ.get(CACHE_ENV) or "~/.cache/imagesets"
+  return pathlib.Path(cache_dir).expanduser()
+
+
+def cached_data_dir(url: str, cache_dir=None) -> pathlib.Path:
+  """The local TFDS data_dir that mirrors a bucket URL: <cache>/<scheme>/<bucket>/<prefix>."""
+  scheme, root = bucket_lib.split_url(url)
+  return cache_root(cache_dir) / scheme / root.lstrip("/")
+
+
+def _local_copy_ok(version_dir: pathlib.Path, deep: bool) -> bool:
+  """Whether a cached version is complete: sizes always, checksums if `deep`."""
+  if not all((version_dir / name).exists() for name in (*versions.COMMIT_FILES, versions.MANIFEST)):
+    return False
+  manifest = manifest_lib.Manifest.from_bytes((version_dir / versions.MANIFEST).read_bytes(), str(version_dir))
+  for name, entry in manifest.files.items():
+    path = version_dir / name
+    if not path.is_file() or path.stat().st_size != entry["size"]:
+      return False
+    if deep and bucket_lib.file_digests(path)[0] != entry["sha256"]:
+      return False
+  return True
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path):
+  """One fetcher per cached version on this machine (e.g. several training workers)."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with open(path, "w") as handle:
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
+          progress: bool = True) -> str:
+  """Syncs a published version into the local cache; returns the TFDS data_dir to load.
+
+  The first call downloads every file and checks it against the manifest (size and
+  SHA-256) before the version appears in the cache; later calls reuse the cache
+  without contacting the bucket when config and version are given (versions are
+  immutable). `verify=True` re-hashes a cached copy and repairs it if it was damaged.
+  """
+  ref = versions.Ref.parse(spec)
+  data_dir = cached_data_dir(url, cache_dir)
+  if ref.config is not None and ref.version is not None and _local_copy_ok(
+      data_dir / ref.folder, deep=verify):
+    return str(data_dir)
+  bucket = bucket_lib.Bucket(url)
+  bucket.check()
+  ref = versions.resolve_remote(ref, bucket)
+  version_dir = data_dir / ref.folder
+  with _locked(version_dir.parent / f".{ref.version}.lock"):
+    if _local_copy_ok(version_dir, deep=verify):
+      return str(data_dir)
+    manifest = manifest_lib.published(bucket, ref)
+    _download(bucket, ref, manifest, version_dir, progress)
+    metadata = versions.read_or_none(bucket, f"{ref.name}/{versions.CONFIG_METADATA}")
+    if metadata is not None:
+      _write_atomically(data_dir / ref.name / versions.CONFIG_METADATA, metadata)
+  return str(data_dir)
+
+
+def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, version_dir: pathlib.Path,
+              progress: bool) -> None:
+  """Downloads into a hidden staging folder, verifies, then renames it into place."""
+  staging = version_dir.parent / f".incomplete-{ref.version}"
+  staging.mkdir(parents=True, exist_ok=True)
+  todo = [n for n, e in manifest.files.items() if not (
+      (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
+      and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]
+  total = sum(manifest.files[n]["size"] for n in todo)
+  with progress_bars.byte_bar(total, f"fetch {ref}", progress) as bar:
+    for name in todo:
+      target = staging / name
+      target.parent.mkdir(parents=True, exist_ok=True)
+      bucket.download(f"{ref.folder}/{name}", str(target), progress=bar.update)
+      if bucket_lib.file_digests(target)[0] != manifest.files[name]["sha256"]:
+        target.unlink()
+        raise versions.PublishError(f"{bucket.url_of(ref.folder + '/' + name)} does not match its "
+                           "manifest (SHA-256): the download or the published copy is "
+                           "damaged; re-run, and tell the publisher if it persists")
+  (staging / versions.MANIFEST).write_bytes(manifest.to_bytes())
+  if version_dir.exists():  # a damaged copy found by verify=True
+    shutil.rmtree(version_dir)
+  os.rename(staging, version_dir)
+
+
+def _write_atomically(path: pathlib.Path, data: bytes) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(f".{path.name}.tmp")
+  tmp.write_bytes(data)
+  os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- training entry points
+
+def tensorflow_can_read(url: str) -> bool:
+  """Whether TensorFlow's own file system (which TFDS reads shards with) has the scheme."""
+  scheme, _ = bucket_lib.split_url(url)
+  if scheme == "file":
+    return True
+  import tensorflow as tf
+  return scheme in tf.io.gfile.get_registered_schemes()
+
+
+def stream(url: str, spec: str) -> str:
+  """Checks that a version is published and returns `url` itself as the data_dir.
+
+  TFDS then reads the shards straight from the bucket (gs:// and paths; TensorFlow has
+  no s3:// file system, so use `fetch` there).
+  """
+  if not tensorflow_can_read(url):
+    raise versions.PublishError(f"TensorFlow cannot read {url.split('://')[0]}:// URLs; use fetch "
+                       "(a verified local copy) instead of streaming")
+  bucket = bucket_lib.Bucket(url)
+  bucket.check()
+  manifest_lib.published(bucket, versions.resolve_remote(versions.Ref.parse(spec), bucket))
+  return bucket.url
+
+
+def resolve_data_dir(data_dir: str | None, name: str, *, stream_from_bucket: bool = False,
+                     cache_dir=None) -> str | None:
+  """What input pipelines call on their `data_dir`: bucket URLs become loadable data_dirs.
+
+  A local path (or None) is returned unchanged. For `s3://` / `gs://` URLs the version
+  `name` is fetched into the local cache, or streamed when asked and TensorFlow can read
+  the scheme.
+  """
+  if data_dir is None or bucket_lib.split_url(str(data_dir))[0] == "file":
+    return data_dir
+  if stream_from_bucket:
+    return stream(str(data_dir), name)
+  return fetch(str(data_dir), name, cache_dir=cache_dir)

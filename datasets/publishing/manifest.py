@@ -1,0 +1,86 @@
+"""A version's manifest: the size, SHA-256 and MD5 of every file, checked on every copy.
+
+Written by `publish` before the commit marker; read by `fetch`, `list` and the streaming
+shard cache, which check every byte they copy against it.
+"""
+
+import dataclasses
+import json
+import pathlib
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import versions
+
+MANIFEST_FORMAT = 1
+
+
+@dataclasses.dataclass
+class Manifest:
+  """What a published version contains; `files` maps file name -> size, sha256, md5."""
+
+  dataset: str
+  files: dict[str, dict]
+  splits: dict[str, int]
+  published_at: str = ""
+  format: int = MANIFEST_FORMAT
+
+  @property
+  def num_bytes(self) -> int:
+    return sum(f["size"] for f in self.files.values())
+
+  def content(self) -> dict[str, tuple[int, str]]:
+    """The identity of the version's content: equal content means an identical version."""
+    return {name: (f["size"], f["sha256"]) for name, f in self.files.items()}
+
+  def to_bytes(self) -> bytes:
+    return json.dumps(dataclasses.asdict(self), indent=1).encode()
+
+  @classmethod
+  def from_bytes(cls, data: bytes, where: str) -> "Manifest":
+    try:
+      raw = json.loads(data)
+      return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+    except (ValueError, TypeError, KeyError) as exc:
+      raise versions.PublishError(f"{where}: unreadable manifest ({exc})") from None
+
+
+def entry(path: pathlib.Path) -> dict:
+  sha256, md5 = bucket_lib.file_digests(path)
+  return {"size": path.stat().st_size, "sha256": sha256, "md5": md5.hex()}
+
+
+def describe_local(ref: versions.Ref, version_dir: pathlib.Path) -> Manifest:
+  """Checks that a local version is complete and hashes every file of it."""
+  import tensorflow_datasets as tfds
+
+  missing = [name for name in versions.COMMIT_FILES if not (version_dir / name).exists()]
+  if missing:
+    raise versions.PublishError(f"{version_dir} is not a prepared TFDS version (missing "
+                       f"{', '.join(missing)}): build it first")
+  info = tfds.builder_from_directory(str(version_dir)).info
+  splits = {name: split.num_examples for name, split in info.splits.items()}
+  missing = [str(f) for split in info.splits.values() for f in split.filenames
+             if not (version_dir / f).exists()]
+  if missing:
+    raise versions.PublishError(f"{version_dir} is incomplete: {len(missing)} shard(s) missing, "
+                       f"e.g. {missing[0]}; rebuild it")
+  files = {}
+  for path in sorted(version_dir.rglob("*")):
+    rel = path.relative_to(version_dir).as_posix()
+    if not path.is_file() or rel == versions.MANIFEST or any(p.startswith(".") for p in rel.split("/")):
+      continue
+    files[rel] = entry(path)
+  return Manifest(dataset=str(ref), files=files, splits=splits)
+
+
+def published(bucket, ref: versions.Ref) -> "Manifest":
+  """The manifest of a committed version; PublishError if it is not committed or has none."""
+  names = set(versions.files_in(bucket, ref.folder))
+  if versions.MARKER not in names:
+    raise versions.PublishError(f"{ref} is not published at {bucket.url}"
+                       + (" (an upload is unfinished: re-run publish)" if names else ""))
+  if versions.MANIFEST not in names:
+    raise versions.PublishError(f"{ref} at {bucket.url_of(ref.folder)} was not published by imagesets "
+                       "(no manifest to verify against); load it with tfds directly")
+  return Manifest.from_bytes(bucket.read_bytes(f"{ref.folder}/{versions.MANIFEST}"),
+                             bucket.url_of(ref.folder))

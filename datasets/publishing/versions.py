@@ -1,0 +1,143 @@
+"""Where versions live in a TFDS data_dir or a bucket, and how they are named.
+
+Layout (the bucket URL is a TFDS data_dir; docs/publishing.md has the whole design):
+
+  URL/<name>/.config/metadata.json                default config, for tfds.load('<name>')
+  URL/<name>/<config>/<version>/<shards, ...>     the files of the prepared version
+  URL/<name>/<config>/<version>/imagesets-manifest.json   size, sha256, md5 of each file
+  URL/<name>/<config>/<version>/dataset_info.json
+  URL/<name>/<config>/<version>/features.json     written last: the commit marker
+
+A version is published when its `features.json` exists — the file without which TFDS
+itself finds no version — and it is written only after every other object was uploaded
+and verified. A published version is never changed.
+"""
+
+import dataclasses
+import json
+import pathlib
+import re
+
+from imagesets.publishing import bucket as bucket_lib
+
+MANIFEST = "imagesets-manifest.json"
+# TFDS lists versions by dataset_info.json but loads one only if features.json exists too
+# (read_only_builder), so writing dataset_info.json, then features.json, last of all keeps
+# every unfinished upload invisible to stock TFDS as well as to us.
+MARKER = "features.json"
+DATASET_INFO = "dataset_info.json"
+COMMIT_FILES = (DATASET_INFO, MARKER)  # uploaded in this order, after everything else
+CONFIG_METADATA = ".config/metadata.json"
+
+_SPEC = re.compile(r"^(?P<name>[a-z0-9_]+)(?:/(?P<config>[\w.-]+))?(?::(?P<version>\d+\.\d+\.\d+))?$")
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+class PublishError(RuntimeError):
+  """Publishing, listing or fetching was refused or failed; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ref:
+  """A dataset version: `name[/config][:version]`; config and version may be unknown."""
+
+  name: str
+  config: str | None = None
+  version: str | None = None
+
+  @classmethod
+  def parse(cls, spec: str) -> "Ref":
+    match = _SPEC.match(spec.strip())
+    if not match:
+      raise PublishError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
+                         "synthetic_images/tiny:1.0.0)")
+    return cls(**match.groupdict())
+
+  @property
+  def folder(self) -> str:
+    """Path of the version folder relative to a data_dir."""
+    return "/".join(p for p in (self.name, self.config, self.version) if p)
+
+  def __str__(self):
+    text = f"{self.name}/{self.config}" if self.config else self.name
+    return f"{text}:{self.version}" if self.version else text
+
+
+def versions_in(names) -> list[str]:
+  return sorted((n for n in names if _VERSION.match(n)),
+                key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def default_config(metadata: bytes | None) -> str | None:
+  if metadata is None:
+    return None
+  try:
+    return json.loads(metadata).get("default_config_name")
+  except ValueError:
+    return None
+
+
+def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
+  """Fills in the default config and the latest prepared version from a local data_dir."""
+  dataset_dir = data_dir / ref.name
+  if not dataset_dir.is_dir():
+    raise PublishError(f"{dataset_dir} does not exist: build {ref.name} into {data_dir} first "
+                       f"(tfds build ... --data_dir {data_dir})")
+  config = ref.config
+  if config is None:
+    metadata = dataset_dir / CONFIG_METADATA
+    config = default_config(metadata.read_bytes() if metadata.exists() else None)
+  config_dir = dataset_dir / config if config else dataset_dir
+  version = ref.version
+  if version is None:
+    prepared = [p.parent.name for p in config_dir.glob(f"*/{DATASET_INFO}")]
+    if not versions_in(prepared):
+      raise PublishError(f"no prepared version of {Ref(ref.name, config)} in {config_dir}")
+    version = versions_in(prepared)[-1]
+  return Ref(ref.name, config, version)
+
+
+def remote_refs(files: dict[str, int]) -> dict[Ref, set[str]]:
+  """{version: names of the files in its folder} for every version folder in a listing."""
+  found: dict[Ref, set[str]] = {}
+  for path in files:
+    parts = path.split("/")
+    if any(p.startswith(".") for p in parts[:-1]) or len(parts) not in (3, 4):
+      continue
+    *head, version, file_name = parts
+    if not _VERSION.match(version):
+      continue
+    ref = Ref(head[0], head[1] if len(head) == 2 else None, version)
+    found.setdefault(ref, set()).add(file_name)
+  return found
+
+
+def files_in(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
+  """{file name: size} of the objects directly in a folder of the bucket."""
+  return {path[len(folder) + 1:]: size for path, size in bucket.list_files(folder).items()
+          if path.startswith(folder + "/") and "/" not in path[len(folder) + 1:]}
+
+
+def read_or_none(bucket: bucket_lib.Bucket, rel: str) -> bytes | None:
+  try:
+    return bucket.read_bytes(rel)
+  except FileNotFoundError:
+    return None
+
+
+def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
+  """Fills in the default config and the latest published version from a bucket."""
+  if ref.config is not None and ref.version is not None:
+    return ref
+  config = ref.config
+  if config is None:
+    config = default_config(read_or_none(bucket, f"{ref.name}/{CONFIG_METADATA}"))
+  if ref.version is not None:
+    return Ref(ref.name, config, ref.version)
+  prefix = "/".join(p for p in (ref.name, config) if p)
+  committed = [r.version for r, names in remote_refs(bucket.list_files(prefix)).items()
+               if MARKER in names and MANIFEST in names and r.name == ref.name
+               and r.config == config]
+  if not committed:
+    raise PublishError(f"no published version of {Ref(ref.name, config)} in {bucket.url}")
+  return Ref(ref.name, config, versions_in(committed)[-1])
