@@ -26,9 +26,10 @@ from imagesets.reading.input_pipeline import (  # noqa: E402
     segmentation_train,
 )
 
-# Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
-# a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
-from imagesets.publishing.fetch import fetch, resolve_data_dir, stream  # noqa: E402
+# Training from a team bucket (docs/training_from_a_bucket.md): every pipeline streams a
+# bucket data_dir; `load` gives plain examples the same way; `fetch` a whole verified copy.
+from imagesets.publishing.fetch import fetch  # noqa: E402
+from imagesets.reading.streaming import load  # noqa: E402
 
 # Your own folder: keras' one call, over a cached, validated build (docs/class_folders.md).
 from imagesets.class_folders.from_directory import image_dataset_from_directory  # noqa: E402
@@ -36,5 +37,5 @@ from imagesets.class_folders.from_directory import image_dataset_from_directory 
 __all__ = [
     "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",
     "classification_eval", "segmentation_train", "segmentation_eval",
-    "fetch", "resolve_data_dir", "stream", "image_dataset_from_directory",
+    "fetch", "load", "image_dataset_from_directory",
 ]

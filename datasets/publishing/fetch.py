@@ -30,7 +30,7 @@ def cached_data_dir(url: str, cache_dir=None) -> pathlib.Path:
   return cache_root(cache_dir) / scheme / root.lstrip("/")
 
 
-def _local_copy_ok(version_dir: pathlib.Path, deep: bool) -> bool:
+def local_copy_ok(version_dir: pathlib.Path, deep: bool) -> bool:
   """Whether a cached version is complete: sizes always, checksums if `deep`."""
   if not all((version_dir / name).exists() for name in (*versions.COMMIT_FILES, versions.MANIFEST)):
     return False
@@ -67,7 +67,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   """
   ref = versions.Ref.parse(spec)
   data_dir = cached_data_dir(url, cache_dir)
-  if ref.config is not None and ref.version is not None and _local_copy_ok(
+  if ref.config is not None and ref.version is not None and local_copy_ok(
       data_dir / ref.folder, deep=verify):
     return str(data_dir)
   bucket = bucket_lib.Bucket(url)
@@ -75,13 +75,13 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   ref = versions.resolve_remote(ref, bucket)
   version_dir = data_dir / ref.folder
   with _locked(version_dir.parent / f".{ref.version}.lock"):
-    if _local_copy_ok(version_dir, deep=verify):
+    if local_copy_ok(version_dir, deep=verify):
       return str(data_dir)
     manifest = manifest_lib.published(bucket, ref)
     _download(bucket, ref, manifest, version_dir, progress)
     metadata = versions.read_or_none(bucket, f"{ref.name}/{versions.CONFIG_METADATA}")
     if metadata is not None:
-      _write_atomically(data_dir / ref.name / versions.CONFIG_METADATA, metadata)
+      write_atomically(data_dir / ref.name / versions.CONFIG_METADATA, metadata)
   return str(data_dir)
 
 
@@ -110,49 +110,8 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   os.rename(staging, version_dir)
 
 
-def _write_atomically(path: pathlib.Path, data: bytes) -> None:
+def write_atomically(path: pathlib.Path, data: bytes) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(f".{path.name}.tmp")
   tmp.write_bytes(data)
   os.replace(tmp, path)
-
-
-# ---------------------------------------------------------------- training entry points
-
-def tensorflow_can_read(url: str) -> bool:
-  """Whether TensorFlow's own file system (which TFDS reads shards with) has the scheme."""
-  scheme, _ = bucket_lib.split_url(url)
-  if scheme == "file":
-    return True
-  import tensorflow as tf
-  return scheme in tf.io.gfile.get_registered_schemes()
-
-
-def stream(url: str, spec: str) -> str:
-  """Checks that a version is published and returns `url` itself as the data_dir.
-
-  TFDS then reads the shards straight from the bucket (gs:// and paths; TensorFlow has
-  no s3:// file system, so use `fetch` there).
-  """
-  if not tensorflow_can_read(url):
-    raise versions.PublishError(f"TensorFlow cannot read {url.split('://')[0]}:// URLs; use fetch "
-                       "(a verified local copy) instead of streaming")
-  bucket = bucket_lib.Bucket(url)
-  bucket.check()
-  manifest_lib.published(bucket, versions.resolve_remote(versions.Ref.parse(spec), bucket))
-  return bucket.url
-
-
-def resolve_data_dir(data_dir: str | None, name: str, *, stream_from_bucket: bool = False,
-                     cache_dir=None) -> str | None:
-  """What input pipelines call on their `data_dir`: bucket URLs become loadable data_dirs.
-
-  A local path (or None) is returned unchanged. For `s3://` / `gs://` URLs the version
-  `name` is fetched into the local cache, or streamed when asked and TensorFlow can read
-  the scheme.
-  """
-  if data_dir is None or bucket_lib.split_url(str(data_dir))[0] == "file":
-    return data_dir
-  if stream_from_bucket:
-    return stream(str(data_dir), name)
-  return fetch(str(data_dir), name, cache_dir=cache_dir)

@@ -10,6 +10,10 @@ What every pipeline does:
 
 * Never downloads or builds: a dataset that is not prepared in `data_dir` raises
   `DatasetNotPreparedError` with the `tfds build ...` command to run.
+* `data_dir` may be a team bucket (`s3://`, `gs://`, `file://`): the published version is
+  streamed shard by shard through a local cache (`cache_dir`, default `fetch`'s; at most
+  `cache_limit` bytes, e.g. "20GB", None: keep everything) — see `streaming` and
+  docs/training_from_a_bucket.md.
 * Reads the stored encoded bytes (`tfds.decode.SkipDecoding`) and decodes them in the
   map step, so a training crop is fused into JPEG decoding (see `preprocess_ops`).
 * Seeded: the file order, the shuffle buffer and every random crop / flip come from
@@ -38,7 +42,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.reading import preprocess_ops as ops
-from imagesets.publishing import fetch
+from imagesets.reading import streaming
 
 AUTOTUNE = tf.data.AUTOTUNE
 Dataset = Union[str, tfds.core.DatasetBuilder]
@@ -59,17 +63,23 @@ def build_command(builder: tfds.core.DatasetBuilder) -> str:
   return command + f" --data_dir {builder.data_dir_root}"
 
 
-def open_builder(dataset: Dataset, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=None,
+                 cache_limit=None) -> tfds.core.DatasetBuilder:
   """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
 
-  `data_dir` may be a team bucket URL (docs/publishing.md): the published version is
-  fetched into the verified local cache first. Raises DatasetNotPreparedError instead
-  of downloading or building anything.
+  `data_dir` may be a team bucket URL (`s3://`, `gs://`, `file://`;
+  docs/training_from_a_bucket.md): the published version is then streamed shard by shard
+  through a cache in `cache_dir` (default: `fetch`'s) of at most `cache_limit` bytes (an
+  int or "20GB"; None: keep every shard). Raises DatasetNotPreparedError instead of
+  downloading or building anything.
   """
   if isinstance(dataset, tfds.core.DatasetBuilder):
     builder = dataset
+  elif streaming.is_bucket_url(data_dir):
+    return streaming.open_builder(dataset, str(data_dir), cache_dir=cache_dir,
+                                  cache_limit=cache_limit)
   else:
-    builder = tfds.builder(dataset, data_dir=fetch.resolve_data_dir(data_dir, dataset))
+    builder = tfds.builder(dataset, data_dir=data_dir)
   if not builder.is_prepared():
     config = f"/{builder.builder_config.name}" if builder.builder_config else ""
     manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"
@@ -115,15 +125,22 @@ def _without_tfds_dtype_warning():
 
 
 def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=None,
-         deterministic=True):
+         deterministic=True, num_epochs=1):
   """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes.
 
   TFRecord builds through TFDS's `as_dataset`; ArrayRecord builds (which `as_dataset`
-  cannot read) by random access (`_read_array_record`), with the same parsing and decoders.
+  cannot read) by random access (`_read_array_record`); versions streamed from a bucket
+  through their shard cache (`streaming`), `num_epochs` times (None: forever; local
+  builds: one epoch, the caller repeats). Same parsing and decoders for all.
   """
   decoders = tfds.decode.PartialDecoding(
       {key: True for key in keys},
       decoders={key: tfds.decode.SkipDecoding() for key in encoded_keys})
+  if streaming.cache_of(builder) is not None:
+    with _without_tfds_dtype_warning():
+      ds = streaming.records(builder, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+                             input_context=input_context, deterministic=deterministic)
+      return _parsed(ds, builder, decoders, deterministic)
   if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     with _without_tfds_dtype_warning():
       return _read_array_record(builder, split, decoders, shuffle=shuffle, seed=seed,
@@ -153,7 +170,6 @@ def _read_array_record(builder, split, decoders, *, shuffle, seed, input_context
   workers (every `num_input_pipelines`-th index), shuffled globally per epoch by `seed`,
   fetched in batches by index and parsed with TFDS's own parser and `decoders`."""
   source = raw_records(builder, split)
-  features = decoders.extract_features(builder.info.features)
   indices = tf.data.Dataset.range(len(source))
   if input_context is not None:
     indices = indices.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
@@ -169,9 +185,15 @@ def _read_array_record(builder, split, decoders, *, shuffle, seed, input_context
 
   ds = indices.batch(_ARRAY_RECORD_READ_BATCH).map(
       fetch, num_parallel_calls=AUTOTUNE, deterministic=deterministic).unbatch()
-  ds = ds.map(lambda record: features.deserialize_example(record, decoders=decoders.decoders),
-              num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-  return ds.with_options(_options(deterministic))
+  return _parsed(ds, builder, decoders, deterministic).with_options(_options(deterministic))
+
+
+def _parsed(records, builder, decoders, deterministic):
+  """Serialized examples parsed with TFDS's own parser and `decoders`."""
+  features = decoders.extract_features(builder.info.features)
+  return records.map(
+      lambda record: features.deserialize_example(record, decoders=decoders.decoders),
+      num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
 def _map_with_seeds(ds, preprocess, seed, input_context):
@@ -242,15 +264,22 @@ def _seed_or_random(seed):
 def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_context,
            shuffle_buffer, num_epochs, cache=False, cache_op=None):
   seed, deterministic = _seed_or_random(seed)
+  streamed = streaming.cache_of(builder) is not None
+  if streamed and (cache or cache_op is not None):
+    raise ValueError("cache= keeps the split in memory; with a bucket data_dir the shards "
+                     "are kept on disk instead: leave cache=None and use cache_limit=None")
+  # A streamed version repeats inside `read`: each epoch reads its shards in a new order.
   ds = read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
-             seed=seed, input_context=input_context, deterministic=deterministic)
+            seed=seed, input_context=input_context, deterministic=deterministic,
+            num_epochs=num_epochs if streamed else 1)
   if cache_op is not None:
     ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
   elif cache:
     ds = ds.cache()
   ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, _SHUFFLE_SALT),
                   reshuffle_each_iteration=True)
-  ds = ds.repeat(num_epochs)
+  if not streamed:
+    ds = ds.repeat(num_epochs)
   return _map_with_seeds(ds, preprocess, seed, input_context)
 
 
@@ -275,7 +304,8 @@ def classification_train(
     cache: Optional[str] = None,
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", label_key: str = "label",
-    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
   """Shuffled, augmented, batched training batches `{"image", "label"}`.
 
   Shuffles shard files and examples (seeded), takes a random-resized crop fused into
@@ -292,7 +322,7 @@ def classification_train(
   """
   if cache not in TRAIN_CACHE_MODES:
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
-  builder = open_builder(dataset, data_dir)
+  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -322,7 +352,8 @@ def classification_eval(
     drop_remainder: bool = False, cache: bool = False,
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", label_key: str = "label",
-    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
   """Deterministic evaluation batches `{"image", "label"}`, in stored order, one epoch.
 
   mode: "central_crop" (the central `crop_fraction` square, fused into JPEG decoding,
@@ -332,7 +363,7 @@ def classification_eval(
   """
   if mode not in CLASSIFICATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir)
+  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   image_op = {
       "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
       "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
@@ -364,7 +395,8 @@ def segmentation_train(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, num_epochs: Optional[int] = None,
     drop_remainder: bool = True, input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", mask_key: str = "class_mask",
-    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
   """Shuffled, augmented training batches `{"image", "mask"}` of fixed `crop_size`.
 
   Image and mask always get the same geometry; masks are resized nearest-neighbour and
@@ -375,7 +407,7 @@ def segmentation_train(
   """
   if mode not in SEGMENTATION_TRAIN_MODES:
     raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir)
+  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   geometry = {
       "scale_crop": lambda: ops.compose(ops.random_scale(scale_range),
                                         ops.random_crop_or_pad(crop_size)),
@@ -407,7 +439,8 @@ def segmentation_eval(
     drop_remainder: bool = False, cache: bool = False,
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", mask_key: str = "class_mask",
-    prefetch_devices: Optional[Sequence[str]] = None) -> tf.data.Dataset:
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
   """Deterministic evaluation batches `{"image", "mask"}`, in stored order, one epoch.
 
   mode: "resize_with_crop_or_pad" (default; `crop_size` 512 holds every VOC image
@@ -417,7 +450,7 @@ def segmentation_eval(
   """
   if mode not in SEGMENTATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir)
+  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   geometry = {
       "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
