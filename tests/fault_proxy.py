@@ -28,6 +28,7 @@ class FaultProxy:
     self._server = socket.create_server(("127.0.0.1", 0))
     self.port = self._server.getsockname()[1]
     self._closed = False
+    self._open: set[socket.socket] = set()
     threading.Thread(target=self._serve, daemon=True).start()
 
   @property
@@ -35,7 +36,11 @@ class FaultProxy:
     return f"http://127.0.0.1:{self.port}"
 
   def go_down_for(self, seconds: float) -> None:
+    """Refuses new connections for `seconds` and cuts the open ones (kept-alive clients)."""
     self.down_until = time.monotonic() + seconds
+    for sock in list(self._open):
+      with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
   def _serve(self):
     while not self._closed:
@@ -61,8 +66,10 @@ class FaultProxy:
     except OSError:
       client.close()
       return
+    self._open.update((client, upstream))
     threading.Thread(target=_pump, args=(client, upstream, None, None), daemon=True).start()
     sent = _pump(upstream, client, limit, self.bytes_per_second)
+    self._open.difference_update((client, upstream))
     if limit is not None and sent >= limit:
       self.cut += 1
     for sock in (client, upstream):

@@ -106,8 +106,6 @@ out = {"explicit": examples("%(tiny)s", committed),
        "unfinished": [fails(name, url) for url in (unfinished_early, unfinished_late)
                       for name in ("%(tiny)s", "synthetic_images/tiny")],
        "package_was_imported": "imagesets" in sys.modules}
-import imagesets  # now the package: stream() checks the commit, TensorFlow reads gs://
-out["streamed"] = examples("%(tiny)s", imagesets.stream(committed, "%(tiny)s"))
 print(json.dumps(out))
 """ % {"tiny": TINY}
 
@@ -128,7 +126,7 @@ def test_stock_tfds_reads_gs_with_tensorflows_own_client(bucket_servers, tensorf
   out = json.loads(result.stdout.strip().splitlines()[-1])
   local = {split: [[hashlib.sha256(e[0]).hexdigest(), e[1]] for e in values]
            for split, values in examples(tiny_data_dir).items()}
-  assert out["explicit"] == out["latest"] == out["streamed"] == local
+  assert out["explicit"] == out["latest"] == local
   assert out["unfinished"] == ["DatasetNotFoundError"] * 4, out["unfinished"]
   assert out["package_was_imported"] is False
 
@@ -278,27 +276,6 @@ def test_default_config_of_a_dataset_is_never_changed(bucket_url, tiny_data_dir,
   shutil.copytree(other / FOLDER, other / "synthetic_images/tiny/1.0.1")
   with pytest.raises(versions.PublishError, match="names default config 'default' but"):
     quiet_publish("synthetic_images/tiny:1.0.1", other, bucket_url)
-
-
-def test_training_entry_points(bucket_url, tiny_data_dir, tmp_path):
-  quiet_publish(TINY, tiny_data_dir, bucket_url)
-  scheme = bucket_lib.split_url(bucket_url)[0]
-  if scheme == "s3":  # TensorFlow has no s3:// file system: fetch instead
-    with pytest.raises(versions.PublishError, match="TensorFlow cannot read s3:// URLs"):
-      fetch.stream(bucket_url, TINY)
-  else:  # gs:// and paths are read by TensorFlow itself, after checking the commit
-    assert fetch.stream(bucket_url, TINY) == bucket_lib.Bucket(bucket_url).url
-    with pytest.raises(versions.PublishError, match="not published"):
-      fetch.stream(bucket_url, "synthetic_images/tiny:2.0.0")
-  local = str(tmp_path / "plain")
-  assert fetch.resolve_data_dir(local, TINY) == local  # a plain data_dir stays
-  assert fetch.resolve_data_dir(None, TINY) is None
-  resolved = fetch.resolve_data_dir(bucket_url, TINY, cache_dir=tmp_path / "c")
-  if scheme == "file":
-    assert resolved == bucket_url
-  else:
-    assert resolved == str(fetch.cached_data_dir(bucket_url, tmp_path / "c"))
-  assert examples(resolved) == examples(tiny_data_dir)
 
 
 def test_uploads_are_verified_by_the_store_checksum_or_read_back(bucket_url, tiny_data_dir,
