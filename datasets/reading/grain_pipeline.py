@@ -16,6 +16,10 @@ What every pipeline does:
   `seed` each epoch (global shuffle, no buffer) and gives process `shard_index` of
   `shard_count` (e.g. `jax.process_index()`, `jax.process_count()`) its own part of every
   epoch.
+* A bucket `data_dir` (`s3://`, `gs://`, `file://`; TFRecord or ArrayRecord builds) is
+  streamed instead, through the shard cache (`cache_dir`, `cache_limit`), in the streaming
+  order: each process's shards in a seeded order, records shuffled within windows of
+  shards (`streaming`); iterator states resume it exactly.
 * Parses each record and decodes it in Grain's worker processes (`worker_count`; 0 = in
   this process) with `numpy_ops`: the same crop, flip, resize and mask-padding semantics
   as the tf.data pipelines (`input_pipeline`), random draws from Grain's per-record
@@ -32,6 +36,7 @@ from tensorflow_datasets.proto import tf_example_pb2
 
 from imagesets.reading import input_pipeline
 from imagesets.reading import numpy_ops
+from imagesets.reading import streaming
 
 _absl_logger = logging.getLogger("absl")
 _level = _absl_logger.level
@@ -116,12 +121,23 @@ class EvalSegmentation(_Settings, grain.MapTransform):
             "mask": numpy_ops.crop_or_pad(mask, self.size, numpy_ops.MASK_PAD_VALUE)}
 
 
-def _loader(source, transform, *, batch_size, train, seed, num_epochs, drop_remainder,
-            shard_index, shard_count, worker_count):
-  sampler = grain.IndexSampler(
-      num_records=len(source), shuffle=train, seed=seed if train else None,
-      num_epochs=num_epochs if train else 1,
-      shard_options=grain.ShardOptions(shard_index, shard_count, drop_remainder=False))
+def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num_epochs,
+            drop_remainder, shard_index, shard_count, worker_count, cache_dir=None,
+            cache_limit=None):
+  if streaming.is_bucket_url(data_dir):
+    # A bucket: the streaming order (windows of shards, docs/training_from_a_bucket.md),
+    # read position by position; this process's shards only.
+    source = streaming.PositionSource(
+        str(data_dir), dataset, split, shuffle=train, seed=seed if train else 0,
+        num_epochs=num_epochs if train else 1, shard_index=shard_index,
+        shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit)
+    sampler = grain.SequentialSampler(len(source), grain.NoSharding(), seed=seed)
+  else:
+    source = data_source(dataset, split, data_dir)
+    sampler = grain.IndexSampler(
+        num_records=len(source), shuffle=train, seed=seed if train else None,
+        num_epochs=num_epochs if train else 1,
+        shard_options=grain.ShardOptions(shard_index, shard_count, drop_remainder=False))
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
                           operations=[transform, grain.Batch(batch_size, drop_remainder)],
                           # Local ArrayRecord reads are fast; Grain's default 16 reader
@@ -134,29 +150,33 @@ def classification_train(dataset, *, batch_size: int, split: str = "train", data
                          aspect_ratio_range=(3 / 4, 4 / 3), flip: bool = True,
                          num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
                          shard_count: int = 1, worker_count: int = 0, image_key: str = "image",
-                         label_key: str = "label"):
+                         label_key: str = "label", cache_dir=None,
+                         cache_limit=None):
   """Shuffled, augmented batches {"image": uint8 [B, S, S, 3], "label": int64 [B]}."""
   transform = TrainClassification(size=image_size, area_range=area_range,
                                   aspect_ratio_range=aspect_ratio_range, flip=flip,
                                   image_key=image_key, label_key=label_key)
-  return _loader(data_source(dataset, split, data_dir), transform, batch_size=batch_size,
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=True, seed=seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
-                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count)
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit)
 
 
 def classification_eval(dataset, *, batch_size: int, split: str = "test", data_dir=None,
                         image_size=224, mode: str = "central_crop", crop_fraction: float = 0.875,
                         drop_remainder: bool = False, shard_index: int = 0, shard_count: int = 1,
                         worker_count: int = 0, image_key: str = "image",
-                        label_key: str = "label"):
+                        label_key: str = "label", cache_dir=None,
+                         cache_limit=None):
   """One epoch in stored order; mode "central_crop" or "resize" (as input_pipeline's)."""
   if mode not in ("central_crop", "resize"):
     raise ValueError(f"mode must be 'central_crop' or 'resize', not {mode!r}")
   transform = EvalClassification(size=image_size, mode=mode, crop_fraction=crop_fraction,
                                  image_key=image_key, label_key=label_key)
-  return _loader(data_source(dataset, split, data_dir), transform, batch_size=batch_size,
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=False, seed=None, num_epochs=1, drop_remainder=drop_remainder,
-                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count)
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit)
 
 
 def segmentation_train(dataset="voc_segmentation", *, batch_size: int, split: str = "train",
@@ -164,22 +184,26 @@ def segmentation_train(dataset="voc_segmentation", *, batch_size: int, split: st
                        flip: bool = True, seed: int = 0, num_epochs=None,
                        drop_remainder: bool = True, shard_index: int = 0, shard_count: int = 1,
                        worker_count: int = 0, image_key: str = "image",
-                       mask_key: str = "class_mask"):
+                       mask_key: str = "class_mask", cache_dir=None,
+                       cache_limit=None):
   """Batches {"image": uint8 [B, H, W, 3], "mask": uint8 [B, H, W, 1]}: random scale,
   pad (image 0, mask 255), random `crop_size` window, flip; same geometry for both."""
   transform = TrainSegmentation(size=crop_size, scale_range=scale_range, flip=flip,
                                 image_key=image_key, mask_key=mask_key)
-  return _loader(data_source(dataset, split, data_dir), transform, batch_size=batch_size,
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=True, seed=seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
-                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count)
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit)
 
 
 def segmentation_eval(dataset="voc_segmentation", *, batch_size: int, split: str = "validation",
                       data_dir=None, crop_size=(512, 512), drop_remainder: bool = False,
                       shard_index: int = 0, shard_count: int = 1, worker_count: int = 0,
-                      image_key: str = "image", mask_key: str = "class_mask"):
+                      image_key: str = "image", mask_key: str = "class_mask", cache_dir=None,
+                       cache_limit=None):
   """One epoch in stored order, central crop / centred pad to `crop_size` (masks: 255)."""
   transform = EvalSegmentation(size=crop_size, image_key=image_key, mask_key=mask_key)
-  return _loader(data_source(dataset, split, data_dir), transform, batch_size=batch_size,
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=False, seed=None, num_epochs=1, drop_remainder=drop_remainder,
-                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count)
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit)

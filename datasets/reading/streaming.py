@@ -246,3 +246,49 @@ def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
                input_context=input_context, deterministic=True)
   return ds.map(lambda record: features.deserialize_example(record, decoders=decoders),
                 num_parallel_calls=tf.data.AUTOTUNE)
+
+
+class PositionSource:
+  """Records of a streamed split by position in the streaming order (epoch after epoch),
+  for Grain: a sequential sampler over it reads the windowed order, and Grain's iterator
+  state (the last position) resumes it exactly. Pickled to Grain's worker processes, where
+  each opens the same shard cache (shared through its file locks)."""
+
+  def __init__(self, url: str, spec: str, split: str, *, shuffle: bool, seed: int,
+               num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
+               cache_dir=None, cache_limit=None, window_shards: int = DEFAULT_WINDOW_SHARDS):
+    self._args = dict(locals())
+    del self._args["self"]
+    self._open()
+
+  def _open(self):
+    args = self._args
+    builder = open_builder(args["spec"], args["url"], cache_dir=args["cache_dir"],
+                           cache_limit=args["cache_limit"])
+    self.plan = plan_for(builder, args["split"], shuffle=args["shuffle"], seed=args["seed"],
+                         shard_index=args["shard_index"], shard_count=args["shard_count"],
+                         window_shards=args["window_shards"])
+    self.reader = RecordReader(cache_of(builder), self.plan, builder.info.file_format.value,
+                               args["num_epochs"])
+    self._epoch, self._rows = None, None
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+  def __repr__(self) -> str:  # Grain checks a restored state against it
+    args = ", ".join(f"{k}={v!r}" for k, v in sorted(self._args.items()))
+    return f"PositionSource({args})"
+
+  def __len__(self) -> int:
+    epochs = self._args["num_epochs"]
+    return self.plan.records_per_epoch * (epochs if epochs is not None else 10**9)
+
+  def __getitem__(self, position: int) -> bytes:
+    epoch, within = divmod(int(position), self.plan.records_per_epoch)
+    if epoch != self._epoch:
+      self._epoch, self._rows = epoch, self.plan.positions(epoch)
+    return self.reader.read(self._rows[within:within + 1])[0]

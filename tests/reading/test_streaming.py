@@ -300,3 +300,24 @@ def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket
   assert "gave up after" in message and "attempt(s)" in message
   proxy.close()
   cache.close()
+
+
+def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path):
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c")
+  labels = [int(l) for b in grain_pipeline.classification_eval(SPEC, split="test", **kwargs)
+            for l in b["label"]]
+  assert labels == [label for _, label in local_examples(built, "test")]
+  train = grain_pipeline.classification_train(SPEC, seed=4, num_epochs=2, worker_count=1,
+                                              **kwargs)
+  iterator = iter(train)
+  for _ in range(7):
+    next(iterator)
+  state = iterator.get_state()
+  rest = [b["image"].tobytes() for b in iterator]
+  assert len(rest) == 2 * 160 // 8 - 7
+  resumed = iter(grain_pipeline.classification_train(SPEC, seed=4, num_epochs=2,
+                                                     worker_count=1, **kwargs))
+  resumed.set_state(state)
+  assert [b["image"].tobytes() for b in resumed] == rest
