@@ -27,6 +27,7 @@ import collections
 import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import os
 import pathlib
 import re
@@ -125,9 +126,17 @@ class ShardCache:
     return ref, self._retrying("read the manifest of",
                                lambda: manifest_lib.published(self._bucket, ref))
 
-  def shard_names(self) -> set[str]:
+  @functools.cached_property
+  def _shards(self) -> frozenset[str]:
+    return frozenset(name for name in self.manifest.files if _SHARD.search(name))
+
+  def shard_names(self) -> frozenset[str]:
     """Files of the version that are not metadata: TFDS's shards (`...-00003-of-00016`)."""
-    return {name for name in self.manifest.files if _SHARD.search(name)}
+    return self._shards
+
+  @functools.cached_property
+  def _largest_shard(self) -> int:
+    return max(self.manifest.files[n]["size"] for n in self._shards)
 
   def _fetch_small_files(self) -> None:
     """Everything but the shards, so `tfds.builder_from_directory(folder)` works."""
@@ -227,7 +236,9 @@ class ShardCache:
       budget = self.limit
       seen, wanted = set(), []
       slots = self.downloads - len(self._in_flight)
-      for _, window in self._windows_from(self._position):
+      for index, window in self._windows_from(self._position):
+        if index >= self._position + self._windows_per_epoch:
+          break  # one epoch ahead holds every shard the reader will want
         for name in window:
           if name in seen:
             continue
@@ -239,8 +250,7 @@ class ShardCache:
           if name not in self._in_flight and name not in self._failed and not self._present(
               name):
             wanted.append(name)
-        if (budget is not None and budget < 0) or len(wanted) >= slots or (
-            len(seen) >= len(self.shard_names())):
+        if (budget is not None and budget < 0) or len(wanted) >= slots:
           break
       wanted = wanted[:max(slots, 0)]
       self._in_flight.update(wanted)
@@ -366,7 +376,7 @@ class ShardCache:
         self._changed.wait(0.2)
 
   def _largest(self) -> int:
-    return max(self.manifest.files[n]["size"] for n in self.shard_names())
+    return self._largest_shard
 
   def used_bytes(self) -> int:
     """Bytes in the cache folder: shards, and downloads in progress at their full size."""

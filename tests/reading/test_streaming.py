@@ -20,7 +20,7 @@ import tensorflow_datasets as tfds
 
 import bucket_servers as servers
 from conftest import REPO
-from fault_proxy import FaultProxy
+from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import publish

@@ -1,0 +1,140 @@
+"""Training straight from a bucket against reading the same version from local disk.
+
+Builds synthetic_images/default (800 + 200 PNG images, ~150 MB, 16 shards a split), publishes
+it to the S3 test server (SeaweedFS on 127.0.0.1), optionally behind a proxy that caps its
+bandwidth to a cloud-like figure, then runs `classification_train` for two epochs in a fresh
+process per configuration:
+
+  local           data_dir = the local build
+  bucket          data_dir = s3://..., cache_limit=None (cold cache, then everything cached)
+  bucket, 1/4     data_dir = s3://..., cache_limit = a quarter of the version
+
+and reports, per configuration: time to the first batch, images/s in epoch 1 and epoch 2
+(ratios against local), the cache folder's peak size and the process's peak RSS.
+
+Run by hand (not a test):
+  .venv/bin/python benchmarks/stream_from_bucket.py [--mbps 800] [--epochs 2]
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import resource
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+SPEC = "synthetic_images/default:1.0.0"
+SHARDS = 16
+
+
+def folder_bytes(folder: pathlib.Path) -> int:
+  total = 0
+  for root, _, files in os.walk(folder):
+    for name in files:
+      with contextlib.suppress(FileNotFoundError):
+        total += os.stat(os.path.join(root, name)).st_size
+  return total
+
+
+def child(args) -> None:
+  """One configuration in this fresh process; prints one JSON line."""
+  import imagesets
+  cache = pathlib.Path(args.cache)
+  peak, stop = [0], threading.Event()
+
+  def poll():
+    while not stop.is_set():
+      peak[0] = max(peak[0], folder_bytes(cache) if cache.exists() else 0)
+      time.sleep(0.01)
+
+  threading.Thread(target=poll, daemon=True).start()
+  start = time.perf_counter()
+  ds = imagesets.classification_train(
+      SPEC, data_dir=args.data_dir, batch_size=args.batch_size, image_size=224, seed=0,
+      num_epochs=args.epochs, cache_dir=cache,
+      cache_limit=None if args.limit == "none" else int(args.limit))
+  per_epoch = 800 // args.batch_size
+  marks, first = [], None
+  for step, _ in enumerate(ds, 1):
+    if first is None:
+      first = time.perf_counter() - start
+    if step % per_epoch == 0:
+      marks.append(time.perf_counter())
+  stop.set()
+  epochs = [per_epoch * args.batch_size / (b - a) for a, b in zip([start + first] + marks, marks)]
+  print(json.dumps({"first_batch_s": first, "img_s": epochs, "peak_cache": peak[0],
+                    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--child", action="store_true")
+  parser.add_argument("--data-dir")
+  parser.add_argument("--cache")
+  parser.add_argument("--limit", default="none")
+  parser.add_argument("--epochs", type=int, default=2)
+  parser.add_argument("--batch-size", type=int, default=32)
+  parser.add_argument("--mbps", type=float, default=None,
+                      help="cap the bucket's bandwidth (megabits/s), e.g. 800")
+  args = parser.parse_args()
+  if args.child:
+    return child(args)
+
+  import bucket_servers
+  import child_runs
+  import tensorflow_datasets as tfds
+  import imagesets  # noqa: F401
+  from imagesets.publishing import publish
+  from imagesets_testing.fault_proxy import FaultProxy
+
+  with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+    tmp = pathlib.Path(tmp)
+    local = tmp / "tfds"
+    tfds.builder("synthetic_images/default", data_dir=local).download_and_prepare(
+        download_config=tfds.download.DownloadConfig(num_shards=SHARDS))
+    version = local / "synthetic_images/default/1.0.0"
+    size = sum(p.stat().st_size for p in version.iterdir())
+    (tmp / "weed").mkdir()
+    s3 = stack.enter_context(bucket_servers.seaweedfs_s3(tmp / "weed"))
+    host, port = s3.split("//")[1].split(":")
+    proxy = FaultProxy((host, int(port)),
+                       bytes_per_second=args.mbps * 1e6 / 8 if args.mbps else None)
+    stack.callback(proxy.close)
+    stack.enter_context(bucket_servers.environment(
+        {**bucket_servers.STATIC_ENV, "AWS_ENDPOINT_URL": proxy.url}))
+    url = f"s3://{bucket_servers.BUCKET}/bench/tfds"
+    publish.publish(SPEC, local, url, progress=False)
+    train = sum(p.stat().st_size for p in version.glob("*-train.*"))
+    shard = max(p.stat().st_size for p in version.glob("*-train.*"))
+    print(f"{SPEC}: {size / 2**20:.1f} MiB, train {train / 2**20:.1f} MiB in {SHARDS} shards "
+          f"(largest {shard / 2**20:.1f} MiB); bandwidth cap: "
+          f"{f'{args.mbps:.0f} Mbit/s' if args.mbps else 'none'}; {args.epochs} epochs")
+    rows = {
+        name: child_runs.run(__file__, "--data-dir", data_dir, "--cache", tmp / f"c{i}",
+                             "--limit", limit, "--epochs", args.epochs)
+        for i, (name, data_dir, limit) in enumerate([
+            ("local disk", local, "none"),
+            ("bucket, cache_limit=None", url, "none"),
+            ("bucket, cache_limit=1/4 of the version", url, size // 4)])
+    }
+    base = rows["local disk"]["img_s"]
+    print("\n| read from | first batch | epoch 1 img/s (vs local) | epoch 2 img/s (vs local) "
+          "| peak cache | peak RSS |")
+    print("|---|---|---|---|---|---|")
+    for name, row in rows.items():
+      e1, e2 = row["img_s"][0], row["img_s"][-1]
+      print(f"| {name} | {row['first_batch_s']:.2f} s | {e1:.0f} ({e1 / base[0]:.2f}x) | "
+            f"{e2:.0f} ({e2 / base[-1]:.2f}x) | {row['peak_cache'] / 2**20:.1f} MiB | "
+            f"{row['peak_rss_mib']:.0f} MiB |")
+
+
+if __name__ == "__main__":
+  main()
