@@ -321,3 +321,14 @@ def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path):
                                                      worker_count=1, **kwargs))
   resumed.set_state(state)
   assert [b["image"].tobytes() for b in resumed] == rest
+
+
+def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  data_dir = imagesets.fetch(url, SPEC, cache_dir=tmp_path / "c", progress=False)
+  builder = streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c")
+  cache = streaming.cache_of(builder)
+  assert cache.complete and cache.folder == pathlib.Path(data_dir) / FOLDER
+  assert sorted(streamed_examples(url, "train", tmp_path / "c")) == sorted(
+      local_examples(built, "train"))
+  assert cache.stats["shards"] == 0
