@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import fcntl
 import functools
+import itertools
 import os
 import pathlib
 import re
@@ -97,14 +98,10 @@ class ShardCache:
     self._changed = threading.Condition(self._lock)
     self._readers: dict[str, list] = {}    # shard -> [file holding a shared lock, reads]
     self._in_flight: set[str] = set()
-    self._failed: set[str] = set()         # prefetches that failed: left to the reader
+    self._deferred: set[str] = set()       # prefetches that failed or found no room
     self._pool = concurrent.futures.ThreadPoolExecutor(self.downloads,
                                                        thread_name_prefix="imagesets-shard")
-    self._epoch_windows = None             # epoch -> [[shard, ...], ...] (the reader's plan)
-    self._windows_per_epoch = 0
-    self._num_windows = 0                  # None: the reader repeats forever
-    self._memo: dict[int, list[list[str]]] = {}
-    self._position = 0                     # the window the reader is in
+    self._plans: list[ReadPlan] = []       # one per reader of this version in the process
     self._closed = False
     self.stats = collections.Counter()     # shards, bytes, retries, damaged, evicted
     if not self.complete:
@@ -153,24 +150,20 @@ class ShardCache:
 
   # ------------------------------------------------------------ the reader's side
 
-  def set_plan(self, epoch_windows, windows_per_epoch: int, num_epochs: int | None) -> None:
-    """The reader's order: `epoch_windows(e)` lists epoch e's windows (shards read together),
-    each epoch `windows_per_epoch` of them, for `num_epochs` (None: forever). Window `g`
-    of the whole run is window `g % windows_per_epoch` of epoch `g // windows_per_epoch`.
-
-    Checks that `limit` holds the largest shard; starts the downloads ahead.
-    """
+  def add_reader(self, epoch_windows, windows_per_epoch: int,
+                 num_epochs: int | None) -> "ReadPlan":
+    """Registers a reader's order (see `ReadPlan`); checks that `limit` holds the largest
+    shard and starts the downloads ahead. Pass the plan to `reading`."""
     if not self.complete and self.limit is not None and self.limit < self._largest():
       raise ValueError(
           f"cache_limit {_format_size(self.limit)} is smaller than the largest shard of "
           f"{self.ref} ({_format_size(self._largest())}); give at least "
           f"{_format_size(self._largest() * 2)}, or cache_limit=None")
+    plan = ReadPlan(epoch_windows, windows_per_epoch, num_epochs)
     with self._lock:
-      self._epoch_windows, self._memo = epoch_windows, {}
-      self._windows_per_epoch = windows_per_epoch
-      self._num_windows = None if num_epochs is None else num_epochs * windows_per_epoch
-      self._position = 0
+      self._plans.append(plan)
     self._schedule()
+    return plan
 
   def window_size_for(self, wanted: int) -> int:
     """How many shards a window may hold so that one window and the next fit in `limit`."""
@@ -178,36 +171,17 @@ class ShardCache:
       return wanted
     return max(1, min(wanted, self.limit // (2 * self._largest())))
 
-  def _window(self, index: int) -> list[str]:
-    epoch, within = divmod(index, self._windows_per_epoch)
-    if epoch not in self._memo:
-      self._memo = {epoch: self._epoch_windows(epoch)}  # one epoch at a time in memory
-    return self._memo[epoch][within]
-
-  def _windows_from(self, start: int):
-    """(index, shards) of the plan's windows from `start` on."""
-    index = max(start, 0)
-    while self._epoch_windows is not None and (
-        self._num_windows is None or index < self._num_windows):
-      yield index, self._window(index)
-      index += 1
-
   def _needed_now(self) -> set[str]:
-    """The shards of the reader's current and previous window (evicted last)."""
-    names = set()
-    for index, window in self._windows_from(self._position - 1):
-      if index > self._position:
-        break
-      names.update(window)
-    return names
+    """The shards of every reader's current and previous window (evicted last)."""
+    return set().union(*(plan.needed_now() for plan in self._plans))
 
   @contextlib.contextmanager
-  def reading(self, name: str, window: int | None = None):
+  def reading(self, name: str, plan: "ReadPlan | None" = None, window: int | None = None):
     """The local path of shard `name` while the block reads it: downloaded and verified
     first (blocks until then), and never evicted, by any process, during the block.
-    `window`: where the reader is in the plan (downloads ahead follow it)."""
-    if window is not None:
-      self._advance(window)
+    `window`: where the reader of `plan` is (downloads ahead follow it)."""
+    if plan is not None and window is not None:
+      self._advance(plan, window)
     if self.complete:
       yield self.folder / name
       return
@@ -218,12 +192,12 @@ class ShardCache:
     finally:
       self._unpin(name)
 
-  def _advance(self, window: int) -> None:
+  def _advance(self, plan: "ReadPlan", window: int) -> None:
     with self._lock:
-      if window <= self._position:
+      if window <= plan.position:
         return
-      self._position = window
-      self._failed.clear()
+      plan.position = window
+      self._deferred.clear()
       self._changed.notify_all()
     self._schedule()
 
@@ -234,24 +208,18 @@ class ShardCache:
       return
     with self._lock:
       budget = self.limit
-      seen, wanted = set(), []
+      wanted = []
       slots = self.downloads - len(self._in_flight)
-      for index, window in self._windows_from(self._position):
-        if index >= self._position + self._windows_per_epoch:
-          break  # one epoch ahead holds every shard the reader will want
-        for name in window:
-          if name in seen:
-            continue
-          seen.add(name)
-          if budget is not None:
-            budget -= self.manifest.files[name]["size"]
-            if budget < 0:
-              break
-          if name not in self._in_flight and name not in self._failed and not self._present(
-              name):
-            wanted.append(name)
-        if (budget is not None and budget < 0) or len(wanted) >= slots:
-          break
+      for name in self._upcoming():
+        if budget is not None:
+          budget -= self.manifest.files[name]["size"]
+          if budget < 0:
+            break
+        if name not in self._in_flight and name not in self._deferred and not self._present(
+            name):
+          wanted.append(name)
+          if len(wanted) >= slots:
+            break
       wanted = wanted[:max(slots, 0)]
       self._in_flight.update(wanted)
     for name in wanted:
@@ -260,12 +228,25 @@ class ShardCache:
       except RuntimeError:  # the interpreter is shutting down: nothing more to read
         return
 
+  def _upcoming(self) -> list[str]:
+    """Every reader's next shards, in its order (one epoch ahead at most), readers in turn."""
+    lists = [plan.upcoming() for plan in self._plans]
+    names, seen = [], set()
+    for group in itertools.zip_longest(*lists):
+      for name in group:
+        if name is not None and name not in seen:
+          seen.add(name)
+          names.append(name)
+    return names
+
   def _prefetch(self, name: str) -> None:
     try:
-      self._fetch_shard(name, urgent=False)
+      if not self._fetch_shard(name, urgent=False):
+        with self._lock:
+          self._deferred.add(name)  # no room now: again when a reader moves on
     except Exception as error:  # noqa: BLE001 - the reader's own request reports it
       with self._lock:
-        self._failed.add(name)
+        self._deferred.add(name)
       logging.warning("prefetching %s failed (the reader will try again): %s", name, error)
     finally:
       with self._lock:
@@ -280,20 +261,21 @@ class ShardCache:
     except FileNotFoundError:
       return False
 
-  def _fetch_shard(self, name: str, urgent: bool) -> None:
+  def _fetch_shard(self, name: str, urgent: bool) -> bool:
     """Downloads a shard unless present; one process downloads it, the others wait.
 
-    A prefetch that finds no room gives up (it is scheduled again as the reader moves on);
+    A prefetch that finds no room gives up (False; scheduled again when a reader moves on);
     the reader's own request waits for room.
     """
     with self._file_lock(name, "download"):
       if self._present(name):
-        return
+        return True
       part = self._part_path(name)
       if not self._reserve(name, part, wait=urgent):
-        return
+        return False
       self._download(name, part)
       self.stats["shards"] += 1
+      return True
 
   def _part_path(self, name: str) -> pathlib.Path:
     return self.folder / f".{name}{_PART}{os.getpid()}-{threading.get_ident()}"
@@ -482,3 +464,37 @@ def _is_transient(error: bucket_lib.BucketError) -> bool:
 
 def _sha256(path: pathlib.Path) -> str:
   return bucket_lib.file_digests(path)[0]
+
+
+class ReadPlan:
+  """One reader's order: `epoch_windows(e)` lists epoch e's windows (shards read together),
+  `windows_per_epoch` of them, for `num_epochs` (None: forever). Window `g` of the run is
+  window `g % windows_per_epoch` of epoch `g // windows_per_epoch`; `position` is the window
+  the reader is in."""
+
+  def __init__(self, epoch_windows, windows_per_epoch: int, num_epochs: int | None):
+    self._epoch_windows = epoch_windows
+    self.windows_per_epoch = windows_per_epoch
+    self.num_windows = None if num_epochs is None else num_epochs * windows_per_epoch
+    self.position = 0
+    self._memo: dict[int, list[list[str]]] = {}
+
+  def window(self, index: int) -> list[str]:
+    epoch, within = divmod(index, self.windows_per_epoch)
+    if epoch not in self._memo:
+      self._memo = {**{e: w for e, w in self._memo.items() if e >= epoch - 1},
+                    epoch: self._epoch_windows(epoch)}  # two epochs at most in memory
+    return self._memo[epoch][within]
+
+  def windows(self, start: int, stop: int) -> list[list[str]]:
+    stop = stop if self.num_windows is None else min(stop, self.num_windows)
+    return [self.window(index) for index in range(max(start, 0), stop)]
+
+  def needed_now(self) -> set[str]:
+    """The shards of the current and previous window."""
+    return set().union(*self.windows(self.position - 1, self.position + 1))
+
+  def upcoming(self) -> list[str]:
+    """The shards from the current window on, one epoch ahead, each once, in order."""
+    windows = self.windows(self.position, self.position + self.windows_per_epoch)
+    return list(dict.fromkeys(name for window in windows for name in window))

@@ -140,7 +140,7 @@ class RecordReader:
     self.cache, self.plan, self.file_format = cache, plan, file_format
     self._offsets: dict[str, np.ndarray] = {}   # TFRecord: byte offset of every record
     self._lock = threading.Lock()
-    cache.set_plan(plan.windows, plan.windows_per_epoch, num_epochs)
+    self._read_plan = cache.add_reader(plan.windows, plan.windows_per_epoch, num_epochs)
 
   def read(self, positions: np.ndarray) -> list[bytes]:
     """Records at rows (shard index, record index, window) of `Plan.positions`."""
@@ -155,7 +155,7 @@ class RecordReader:
     return out
 
   def _read_shard(self, name: str, window: int, indices: list[int]) -> list[bytes]:
-    with self.cache.reading(name, window) as path:
+    with self.cache.reading(name, self._read_plan, window) as path:
       if self.file_format == "array_record":
         from array_record.python import array_record_module
         # Opened per read: a reader kept open would hold an evicted shard's disk space.

@@ -291,7 +291,7 @@ def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket
   cache = shard_cache_lib.ShardCache(url, SPEC, cache_dir=tmp_path / "c", retry_seconds=3)
   proxy.go_down_for(3600)
   shard = sorted(cache.shard_names())[0]
-  cache.set_plan(lambda epoch: [[shard]], 1, 1)
+  cache.add_reader(lambda epoch: [[shard]], 1, 1)
   with pytest.raises(bucket_lib.BucketError) as error:
     with cache.reading(shard):
       pass
