@@ -44,6 +44,10 @@ def built(request, tmp_path_factory):
   return data_dir
 
 
+# The cache and its processes do not depend on the file format: one format is enough.
+ONE_FORMAT = pytest.mark.parametrize("built", ["tfrecord"], indirect=True)
+
+
 def published_to(data_dir, scheme, tmp_path) -> str:
   if scheme == "file":
     url = f"file://{tmp_path}/bucket-{uuid.uuid4().hex[:8]}"
@@ -212,6 +216,7 @@ else:
 """
 
 
+@ONE_FORMAT
 def test_a_stopped_job_resumes_mid_epoch_with_the_same_examples(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   limit = sum(p.stat().st_size for p in (built / FOLDER).glob("*-train.*-of-*")) // 3
@@ -241,6 +246,7 @@ print(json.dumps({"count": count, "shards": streaming.cache_of(builder).stats["s
 """
 
 
+@ONE_FORMAT
 @pytest.mark.parametrize("limited", [False, True])
 def test_two_workers_share_one_cache(built, tmp_path, limited):
   url = published_to(built, "file", tmp_path)
@@ -260,6 +266,7 @@ def test_two_workers_share_one_cache(built, tmp_path, limited):
     assert sum(out["shards"] for out in outs) == NUM_SHARDS
 
 
+@ONE_FORMAT
 def test_network_faults_are_retried_and_training_continues(built, bucket_servers, tmp_path,
                                                            monkeypatch):
   url = published_to(built, "s3", tmp_path)
@@ -282,6 +289,7 @@ def test_network_faults_are_retried_and_training_continues(built, bucket_servers
   assert first == local_examples(built, "train")
 
 
+@ONE_FORMAT
 def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket_servers,
                                                          monkeypatch):
   url = published_to(built, "s3", tmp_path)
@@ -302,6 +310,7 @@ def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket
   cache.close()
 
 
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
 def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path):
   from imagesets.reading import grain_pipeline
   url = published_to(built, "file", tmp_path)
