@@ -50,11 +50,12 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
       manual = dl_manager.manual_dir
     except AssertionError:  # no manual dir given: download
       archive = downloads.download_first(dl_manager, [URL], what="flower_photos.tgz",
-                                         instructions=self.MANUAL_DOWNLOAD_INSTRUCTIONS)
+                                         instructions=self.MANUAL_DOWNLOAD_INSTRUCTIONS,
+                                         registered=self.registered_files)
     else:
       if (manual / "flower_photos").is_dir():
         return str(manual / "flower_photos")
-      archive, registered = manual / "flower_photos.tgz", self.url_infos
+      archive, registered = manual / "flower_photos.tgz", self.registered_files
       if not archive.is_file():
         raise FileNotFoundError(
             f"{manual} has neither flower_photos/ nor flower_photos.tgz. "

@@ -53,7 +53,7 @@ class Builder(builder_base.ImageSetBuilder):
     )
 
   def _split_generators(self, dl_manager):
-    self._folder = voc_source.voc2012_folder(dl_manager, self.url_infos)
+    self._folder = voc_source.voc2012_folder(dl_manager, self.registered_files)
     items, self._list_problems = voc_pairs.work_items(self._folder)
     return {split: self.generation.examples(split, split_items, voc_pairs.process)
             for split, split_items in items.items()}

@@ -35,14 +35,15 @@ SourceNotFoundError = downloads.SourceNotFoundError
 def voc2012_folder(dl_manager, registered: dict) -> pathlib.Path:
   """The VOC2012 folder (with ImageSets/, JPEGImages/, Segmentation*/) to build from.
 
-  `registered`: the builder's url_infos, against which a manual tar is checked.
+  `registered`: the builder's registered files, against which a tar is checked.
   """
   extract_root = archives.extract_root(dl_manager)
   try:
     manual_dir = pathlib.Path(dl_manager.manual_dir)
   except AssertionError:  # no manual dir, or an empty one: download instead
     tar = downloads.download_first(dl_manager, URLS, what=TAR_NAME,
-                                   instructions=MANUAL_DOWNLOAD_INSTRUCTIONS)
+                                   instructions=MANUAL_DOWNLOAD_INSTRUCTIONS,
+                                   registered=registered)
     return _folder_in_tar(tar, extract_root)
   return folder_in_manual_dir(manual_dir, extract_root, registered)
 
