@@ -34,6 +34,14 @@ class SourceNotFoundError(FileNotFoundError):
   """No manual copy and no URL gave the source; the message says what was tried."""
 
 
+def manual_dir(dl_manager) -> pathlib.Path | None:
+  """The build's --manual_dir, or None when none was given (or it is empty)."""
+  try:
+    return pathlib.Path(dl_manager.manual_dir)
+  except AssertionError:  # TFDS's way of saying: no manual dir
+    return None
+
+
 def with_known_size(registered: dict) -> dict:
   """The registered files whose size is known: what TFDS's own check may be given."""
   return {url: info for url, info in registered.items() if int(info.size)}
