@@ -16,19 +16,17 @@ FlowersConfig = class_folders_builder.ClassFoldersConfig
 class Builder(class_folders_builder.ClassFoldersBuilder):
   """flower_photos with its original bytes, validated and split by hash."""
 
-  VERSION = tfds.core.Version("1.2.0")
+  VERSION = tfds.core.Version("1.1.0")
   RELEASE_NOTES = {
       "1.0.0": "Initial release.",
       "1.1.0": "fast_read: upright RGB JPEGs downscaled in libjpeg's DCT (shorter side 256 "
                "to the next n/8 scale, not exactly 256); images already small enough keep "
                "their bytes. default: unchanged bytes.",
-      "1.2.0": "oxford17: Oxford-17 (1,360 photos, 17 classes) with its three official "
-               "splits. default and fast_read: unchanged bytes.",
   }
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Offline: put flower_photos.tgz (from " + URL + "), or the flower_photos/ folder "
       "extracted from it, in a folder and pass it with --manual_dir DIR. Online builds "
-      "download it themselves.")
+      "download it themselves. oxford17: " + oxford17.INSTRUCTIONS)
   BUILDER_CONFIGS = [
       FlowersConfig(name="default", description=(
           "TF's flower_photos (3,670 photos, 5 classes), original JPEG bytes, "
@@ -37,9 +35,13 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
           "flower_photos downscaled at build time to a shorter side of at least 256 (libjpeg "
           "n/8 scales, JPEG quality 90), "
           "for training runs that never need full resolution.")),
-      FlowersConfig(name="oxford17", description=(
-          "Oxford-17: 1,360 photos, 17 classes of 80, original JPEG bytes; the three "
-          "official splits of datasplits.mat as train1/validation1/test1 ... test3.")),
+      FlowersConfig(
+          name="oxford17", version="1.0.0",
+          release_notes={"1.0.0": "Initial release (a version of its own: default and "
+                                  "fast_read are unchanged)."},
+          description=("Oxford-17: 1,360 photos, 17 classes of 80, original JPEG bytes; the "
+                       "three official splits of datasplits.mat as train1/validation1/test1 "
+                       "... test3.")),
   ]
 
   @property
