@@ -15,6 +15,7 @@ import http.server
 import os
 import pathlib
 import socket
+import ssl
 import threading
 
 
@@ -50,8 +51,15 @@ class FileServer:
   class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-  def __init__(self, files: dict[str, bytes] | None = None):
+    def handle_error(self, request, client_address):
+      del request, client_address  # a client that hangs up (e.g. refusing our certificate)
+
+  def __init__(self, files: dict[str, bytes] | None = None, tls: ssl.SSLContext | None = None):
+    """`tls`: a server context; the server then speaks HTTPS."""
     self._server = self._Server(("127.0.0.1", 0), _Handler)
+    self._scheme = "https" if tls else "http"
+    if tls:
+      self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
     self._server.files = dict(files or {})
     self._server.requests = collections.Counter()
     self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -61,7 +69,7 @@ class FileServer:
     return self._server.files
 
   def url(self, path: str) -> str:
-    return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+    return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}{path}"
 
   def downloads(self, path: str) -> int:
     """How many times `path` was fetched (GET; the probe's HEADs are not counted)."""

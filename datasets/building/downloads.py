@@ -18,6 +18,7 @@ first networked `tfds build --register_checksums` writes the real size into the 
 """
 
 import pathlib
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -70,8 +71,12 @@ def unreachable(url: str) -> str | None:
     return None  # an HTTP status, even 404 or 405: the server answers
   except TimeoutError:
     return f"no answer from {_probed_server(url)} within {PROBE_TIMEOUT_S} s"
-  except OSError as error:  # URLError: refused, unresolvable host, reset, TLS failure
+  except OSError as error:  # URLError: refused, unresolvable host, reset, ...
     reason = getattr(error, "reason", None) or error
+    if isinstance(reason, ssl.SSLError):
+      # The server speaks TLS: it is there. Whether its certificate is trusted is for
+      # TFDS's download to decide (requests trusts certifi's CAs, urllib the system's).
+      return None
     if isinstance(reason, TimeoutError):
       return f"no answer from {_probed_server(url)} within {PROBE_TIMEOUT_S} s"
     return f"cannot connect to {_probed_server(url)} ({reason or type(reason).__name__})"

@@ -2,12 +2,16 @@
 and `download_first` through TFDS's real download manager and checksum check against a
 local HTTP server."""
 
+import ssl
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core.download import checksums as tfds_checksums
 
+import bucket_servers
 from imagesets.building import downloads
 from imagesets_testing import http_server
 
@@ -30,6 +34,18 @@ def test_a_server_that_answers_is_reachable_even_with_an_error_status(server):
   server.files["/a.tgz"] = b"x"
   assert downloads.unreachable(server.url("/a.tgz")) is None
   assert downloads.unreachable(server.url("/missing.tgz")) is None  # 404 is an answer
+
+
+def test_a_tls_server_is_reachable_even_if_urllib_does_not_trust_its_certificate(tmp_path):
+  # Trust is for TFDS's download to decide (requests uses certifi's CAs, urllib the system's).
+  context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+  context.load_cert_chain(*bucket_servers._test_certificate(tmp_path))  # self-signed
+  with http_server.FileServer({"/a.tgz": b"x"}, tls=context) as server:
+    url = server.url("/a.tgz")
+    assert url.startswith("https://")
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+      urllib.request.urlopen(url, timeout=5)
+    assert downloads.unreachable(url) is None
 
 
 def test_a_closed_port_is_unreachable_at_once():
