@@ -202,3 +202,10 @@ def test_the_real_files_are_registered_by_their_published_hashes():
   assert oxford17.SPLITS_MD5 == "4828cddfd0d803c5abbdebcb1e148a1e"
   assert oxford17.URL not in flowers.Builder.url_infos  # TFDS cannot check a size it lacks
   assert oxford17.URL in flowers.Builder.registered_files
+
+
+def test_verify_says_it_does_not_support_oxford17_yet(source, built):
+  from imagesets.verifying import round_trip
+  with pytest.raises(ValueError, match=r"^flowers/oxford17/1.0.0: no round trip for this "
+                                       "config yet"):
+    round_trip.verify(built.data_path, source / oxford17.ARCHIVE)

@@ -227,3 +227,11 @@ def test_work_items_prefer_voc_and_drop_every_voc_val_id(sources):
   assert {key: source for key, (source, _, _) in items["train"]} == {
       **{i: "voc" for i in VOC_TRAIN}, **{i: "sbd" for i in FROM_SBD}}
   assert [key for key, _ in items["validation"]] == VOC_VAL
+
+
+def test_verify_says_it_does_not_support_train_aug_yet(sources, built):
+  from imagesets.verifying import round_trip
+  folders, *_ = sources
+  with pytest.raises(ValueError, match=r"^voc_segmentation/train_aug/1.1.0: no round trip for "
+                                       "this config yet"):
+    round_trip.verify(built.data_path, folders)
