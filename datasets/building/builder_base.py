@@ -58,28 +58,6 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _checksums_path(cls) -> epath.Path:
     return epath.Path(checksums.DIRECTORY) / f"{cls.name}.txt"
 
-  @tfds_utils.classproperty
-  @classmethod
-  def url_infos(cls) -> dict:
-    """What TFDS checks its downloads against: the registered files whose size is known.
-
-    Read on every call (TFDS memoizes its own), so a test can point `_checksums_path`
-    at its own file."""
-    path = cls._checksums_path
-    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
-    return downloads.with_known_size(found)
-
-  @tfds_utils.classproperty
-  @classmethod
-  def registered_files(cls) -> dict:
-    """Every registered file, {url: UrlInfo}; size 0: published sha256, size not yet known.
-
-    Built on `url_infos`, so that a test that replaces `url_infos` replaces these too."""
-    path = cls._checksums_path
-    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
-    return {**{url: info for url, info in found.items() if not int(info.size)},
-            **cls.url_infos}
-
   def download_and_prepare(self, **kwargs):
     config = kwargs.get("download_config")
     overwrite = config is not None and config.download_mode.overwrite_dataset
@@ -121,3 +99,25 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Raises one error for every problem; builders say where the source is and the fix."""
     problems.raise_if_any(report.problems, source=self.name,
                           fix="repair or remove the items named above.")
+
+  @tfds_utils.classproperty
+  @classmethod
+  def url_infos(cls) -> dict:
+    """What TFDS checks its downloads against: the registered files whose size is known.
+
+    Read on every call (TFDS memoizes its own), so a test can point `_checksums_path`
+    at its own file."""
+    path = cls._checksums_path
+    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    return downloads.with_known_size(found)
+
+  @tfds_utils.classproperty
+  @classmethod
+  def registered_files(cls) -> dict:
+    """Every registered file, {url: UrlInfo}; size 0: published sha256, size not yet known.
+
+    Built on `url_infos`, so that a test that replaces `url_infos` replaces these too."""
+    path = cls._checksums_path
+    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    return {**{url: info for url, info in found.items() if not int(info.size)},
+            **cls.url_infos}
