@@ -338,23 +338,26 @@ def test_downloads_that_are_not_the_registered_tar_are_refused_one_line_each(
   assert not list((tmp_path / "tfds").rglob("*.tfrecord*"))
 
 
-def test_a_closed_port_and_a_hung_server_fail_within_seconds(tmp_path, monkeypatch):
+def test_a_closed_port_an_unknown_host_and_a_hung_server_fail_within_seconds(tmp_path,
+                                                                             monkeypatch):
   for name in PROXIES:
     monkeypatch.delenv(name, raising=False)
   closed = f"http://127.0.0.1:{http_server.closed_port()}/{voc_source.TAR_NAME}"
+  unknown = f"http://no-such-host.invalid/{voc_source.TAR_NAME}"
   with http_server.silent_server() as port:
     hung = f"http://127.0.0.1:{port}/{voc_source.TAR_NAME}"
-    monkeypatch.setattr(voc_source, "URLS", (closed, hung))
+    monkeypatch.setattr(voc_source, "URLS", (closed, unknown, hung))
     registered = tmp_path / voc_source.TAR_NAME
     registered.write_bytes(b"the registered archive")
     monkeypatch.setattr(voc.Builder, "_checksums_path", http_server.write_checksums(
-        tmp_path / "voc_segmentation.txt", {closed: registered, hung: registered}))
+        tmp_path / "voc_segmentation.txt", {url: registered for url in voc_source.URLS}))
     started = time.monotonic()
     with pytest.raises(voc_source.SourceNotFoundError) as caught:
       voc.Builder(data_dir=tmp_path / "tfds").download_and_prepare()
     took = time.monotonic() - started
   message = str(caught.value)
   assert f"{closed}: cannot connect to 127.0.0.1:" in message
+  assert f"{unknown}: cannot connect to no-such-host.invalid:80 (" in message
   assert f"{hung}: no answer from 127.0.0.1:{port} within 5 s" in message
   assert took < 4 * downloads_lib.PROBE_TIMEOUT_S, took
 
