@@ -83,10 +83,9 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
           "flowers builds TF's flower_photos only. For your own class-per-folder photos run "
           "`imagesets build PATH --name NAME` (or `tfds build datasets/class_folders "
           "--config '{\"name\": ..., \"root\": PATH}'`).")
-    registered = None  # downloads are checked by TFDS; a manual archive by us
-    try:
-      manual = dl_manager.manual_dir
-    except AssertionError:  # no manual dir given: download
+    registered = None  # a download is checked as it downloads; a manual archive here
+    manual = downloads.manual_dir(dl_manager)
+    if manual is None:
       archive = downloads.download_first(dl_manager, [URL], what="flower_photos.tgz",
                                          instructions=self.MANUAL_DOWNLOAD_INSTRUCTIONS,
                                          registered=self.registered_files)

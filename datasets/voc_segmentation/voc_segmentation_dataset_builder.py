@@ -25,7 +25,7 @@ class Builder(builder_base.ImageSetBuilder):
   VERSION = tfds.core.Version("1.1.0")
   RELEASE_NOTES = {
       "1.0.0": "Initial release: VOC2012 train/val segmentation pairs.",
-      "1.1.0": "Configs: default (the 1.0.0 dataset, same bytes) and train_aug (VOC2012 "
+      "1.1.0": "Configs: default (1.0.0's examples, by the same code) and train_aug (VOC2012 "
                "train + SBD minus VOC2012 val: 10,582 training pairs).",
   }
   BUILDER_CONFIGS = [
