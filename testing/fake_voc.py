@@ -1,4 +1,5 @@
-"""VOC-shaped trees made from scratch, for tests, dummy data, the benchmark and the docs.
+"""VOC-shaped trees (and SBD-shaped ones) made from scratch, for tests, dummy data, the
+benchmark and the docs.
 
 The real VOCtrainval tar cannot be downloaded here, so we write its layout ourselves:
 `VOCdevkit/VOC2012/` with JPEGImages/*.jpg (PIL, quality 90), SegmentationClass/*.png
@@ -18,7 +19,10 @@ import numpy as np
 import PIL.Image
 import PIL.ImageDraw
 
+import scipy.io
+
 from imagesets.building import segmentation_masks
+from imagesets.voc_segmentation import sbd_pairs
 from imagesets.voc_segmentation import voc_pairs
 
 PALETTE_BYTES = segmentation_masks.pascal_palette().tobytes()
@@ -82,6 +86,46 @@ def write_tar(root, tar_path) -> pathlib.Path:
   with tarfile.open(tar_path, "w") as tar:
     tar.add(pathlib.Path(root) / "VOCdevkit", arcname="VOCdevkit")
   return pathlib.Path(tar_path)
+
+
+def write_sbd(root, train_ids, val_ids, *, height=(24, 40), width=(24, 48), seed=1
+              ) -> pathlib.Path:
+  """Writes root/benchmark_RELEASE/dataset as SBD's benchmark.tgz holds it: img/<id>.jpg,
+  cls/<id>.mat (struct GTcls: Segmentation, Boundaries, CategoriesPresent) and
+  inst/<id>.mat (struct GTinst: Segmentation, Boundaries, Categories), train.txt and
+  val.txt. SBD's masks have no void border: the objects' 255 outlines become the object."""
+  folder = pathlib.Path(root) / sbd_pairs.IN_ARCHIVE
+  for sub in (sbd_pairs.IMAGE_DIR, sbd_pairs.CLASS_DIR, sbd_pairs.OBJECT_DIR):
+    (folder / sub).mkdir(parents=True, exist_ok=True)
+  for image_id in [*train_ids, *val_ids]:
+    rng = np.random.default_rng([seed, int(image_id.replace("_", ""))])
+    size = (int(rng.integers(height[0], height[1], endpoint=True)),
+            int(rng.integers(width[0], width[1], endpoint=True)))
+    pixels, class_ids, instance_ids = make_pair(rng, *size)
+    PIL.Image.fromarray(pixels).save(folder / sbd_pairs.IMAGE_DIR / f"{image_id}.jpg", quality=90)
+    write_sbd_mat(folder / sbd_pairs.CLASS_DIR / f"{image_id}.mat", "GTcls", class_ids)
+    write_sbd_mat(folder / sbd_pairs.OBJECT_DIR / f"{image_id}.mat", "GTinst", instance_ids)
+  for name, listed in (("train.txt", train_ids), ("val.txt", val_ids)):
+    (folder / name).write_text("".join(f"{i}\n" for i in listed))
+  return folder
+
+
+def write_sbd_mat(path, struct: str, indices: np.ndarray) -> None:
+  """One SBD annotation file: `struct`.Segmentation holds the indices (uint8, as SBD's)."""
+  filled = np.where(indices == voc_pairs.VOID, 0, indices).astype(np.uint8)
+  present = np.unique(filled[filled > 0]).astype(np.float64)
+  boundaries = np.empty((len(present), 1), object)  # a cell array, as SBD's (left empty)
+  boundaries[:, 0] = [np.zeros((0, 0)) for _ in present]
+  fields = {"Segmentation": filled, "Boundaries": boundaries}
+  fields["CategoriesPresent" if struct == "GTcls" else "Categories"] = present
+  scipy.io.savemat(path, {struct: fields})
+
+
+def write_tgz(root, top: str, tgz_path) -> pathlib.Path:
+  """Packs root/<top> into a gzipped tar (SBD's benchmark.tgz holds benchmark_RELEASE/)."""
+  with tarfile.open(tgz_path, "w:gz") as tar:
+    tar.add(pathlib.Path(root) / top, arcname=top)
+  return pathlib.Path(tgz_path)
 
 
 def main():

@@ -2,8 +2,9 @@
 
 An archive given by hand (`--manual_dir`) must be the registered file: its size and
 sha256 are checked against `checksums/<name>.txt` before anything is extracted (TFDS
-checks the ones it downloads itself). Every member is checked before anything is
-written: absolute paths, `..`, and links or hard links pointing outside the target are
+checks the ones it downloads itself). A registered size of 0 means "not yet known": the
+sha256 alone decides then (`downloads` explains why). Every member is checked before
+anything is written: absolute paths, `..`, and links or hard links pointing outside the target are
 refused, all of them named in one error.
 Extraction goes to a temporary sibling folder that is renamed into place at the end,
 so an interrupted extraction is never mistaken for a complete one.
@@ -38,23 +39,40 @@ def _sha256(path: pathlib.Path) -> str:
   return hasher.hexdigest()
 
 
+def check_file(path: os.PathLike, info, fix: str = "") -> None:
+  """Raises ArchiveMismatchError unless `path` is the file `info` (a UrlInfo) registers:
+  its size, when known, and its sha256. Size 0 means not yet known: the sha256 alone
+  decides (a file is never accepted on its size alone)."""
+  path = pathlib.Path(path)
+  size, known_size = path.stat().st_size, int(info.size)
+  if known_size:
+    expected = f"{known_size:,} bytes, sha256 {info.checksum}"
+  else:
+    expected = f"sha256 {info.checksum} (size not yet registered)"
+  if known_size and size != known_size:
+    found = f"{size:,} bytes"
+  else:
+    sha256 = _sha256(path)
+    if sha256 == info.checksum:
+      return
+    found = f"{size:,} bytes, sha256 {sha256}"
+  name = info.filename or path.name
+  raise problems_lib.one_line_if_uncaught(ArchiveMismatchError(
+      f"{path} is not the registered {name}: expected {expected}; found {found}. "
+      f"Nothing was extracted.{' ' + fix if fix else ''}"))
+
+
 def check_registered(path: os.PathLike, url_infos: dict) -> None:
-  """Raises ArchiveMismatchError unless `path` has the registered size and sha256 of the
-  file of its name in `url_infos` (a builder's `url_infos`: url -> UrlInfo)."""
+  """Raises ArchiveMismatchError unless `path` is the file of its name in `url_infos`
+  (a builder's registered files: url -> UrlInfo), by `check_file`."""
   path = pathlib.Path(path)
   registered = {url: info for url, info in url_infos.items() if info.filename == path.name}
   if not registered:
     raise ArchiveMismatchError(f"{path.name} has no registered checksum: not a file this "
                                "dataset is built from")
   url, info = next(iter(registered.items()))
-  expected = f"{int(info.size):,} bytes, sha256 {info.checksum}"
-  size = path.stat().st_size
-  found = f"{size:,} bytes" if size != int(info.size) else f"{size:,} bytes, sha256 {_sha256(path)}"
-  if found != expected:
-    raise problems_lib.one_line_if_uncaught(ArchiveMismatchError(
-        f"{path} is not the registered {path.name}: expected {expected}; found {found}. "
-        f"Nothing was extracted. Download it again from {url} (or remove it from the manual "
-        "dir and build online)."))
+  check_file(path, info, fix=f"Download it again from {url} (or remove it from the manual "
+                             "dir and build online).")
 
 
 def unsafe_members(archive: tarfile.TarFile, target: os.PathLike) -> list[problems_lib.Problem]:

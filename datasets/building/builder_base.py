@@ -15,7 +15,9 @@ description of its source:
 * One build per version: a build locks its version and removes what killed builds of it
   left behind; a second concurrent build stops with one line (`build_lock`).
 * Checksums: download checksums live in the top-level `checksums/<name>.txt`
-  (also where `tfds build --register_checksums` writes them).
+  (also where `tfds build --register_checksums` writes them). A line with size 0 is a
+  published sha256 whose size is not yet known: `registered_files` has it, TFDS's
+  `url_infos` does not (`downloads` checks those files itself).
 * Generation: `self.generation` runs per-example work locally (worker pool) or on
   Beam when the build has Beam options, and gathers the problems and notes of the
   whole build; `_finish_generation` raises them as one error or records them.
@@ -26,11 +28,13 @@ description of its source:
 from etils import epath
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import utils as tfds_utils
+from tensorflow_datasets.core.download import checksums as tfds_checksums
 
 from imagesets import checksums
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import deterministic_writer
+from imagesets.building import downloads
 from imagesets.building import generation
 from imagesets.building import parallel_map
 from imagesets.building import problems
@@ -95,3 +99,25 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Raises one error for every problem; builders say where the source is and the fix."""
     problems.raise_if_any(report.problems, source=self.name,
                           fix="repair or remove the items named above.")
+
+  @tfds_utils.classproperty
+  @classmethod
+  def url_infos(cls) -> dict:
+    """What TFDS checks its downloads against: the registered files whose size is known.
+
+    Read on every call (TFDS memoizes its own), so a test can point `_checksums_path`
+    at its own file."""
+    path = cls._checksums_path
+    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    return downloads.with_known_size(found)
+
+  @tfds_utils.classproperty
+  @classmethod
+  def registered_files(cls) -> dict:
+    """Every registered file, {url: UrlInfo}; size 0: published sha256, size not yet known.
+
+    Built on `url_infos`, so that a test that replaces `url_infos` replaces these too."""
+    path = cls._checksums_path
+    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    return {**{url: info for url, info in found.items() if not int(info.size)},
+            **cls.url_infos}

@@ -36,6 +36,13 @@ from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
 
 
+# Configs whose source the checks below do not read (yet).
+NOT_SUPPORTED_YET = {
+    "voc_segmentation/train_aug": "it is built from two sources, VOC2012 and SBD",
+    "flowers/oxford17": "its labels come from image numbers, not from class folders",
+}
+
+
 @dataclasses.dataclass
 class Report:
   kind: str
@@ -63,6 +70,9 @@ class Report:
 def verify(version_dir: os.PathLike, source: os.PathLike) -> Report:
   """Checks the prepared version in `version_dir` against `source` (folder or archive)."""
   builder = tfds.builder_from_directory(os.fspath(version_dir))
+  not_yet = NOT_SUPPORTED_YET.get(f"{builder.info.name}/{builder.info.config_name}")
+  if not_yet:  # rather than report a correct build as mismatched
+    raise ValueError(f"{builder.info.full_name}: no round trip for this config yet ({not_yet})")
   with _source_folder(source) as folder:
     features = builder.info.features
     if "class_mask" in features:

@@ -36,22 +36,51 @@ FIX = (f"every id listed in {LISTS_DIR}/*.txt needs {JPEG_DIR}/<id>.jpg and pale
        "VOCtrainval_11-May-2012.tar, or remove their ids from the split lists.")
 
 
+def check_jpeg(path: pathlib.Path, name: str) -> tuple[tuple[int, int] | None, list[str]]:
+  """((height, width), []) for a JPEG, else (None or its shape, why); reads the header only."""
+  if not path.is_file():
+    return None, [f"{name} is missing"]
+  try:
+    with PIL.Image.open(path) as image:  # reads the header only
+      kind, shape = image.format, image.size[::-1]
+  except (OSError, ValueError) as error:
+    return None, [f"{name} is not a readable image ({error})"]
+  return shape, ([] if kind == "JPEG" else [f"{name} is a {kind} file, not a JPEG"])
+
+
+def check_mask(indices: np.ndarray, shape: tuple[int, int] | None, name: str,
+               allowed: np.ndarray | None) -> list[str]:
+  """Why a mask of class or instance indices does not fit its image (size, values)."""
+  found = []
+  if shape and indices.shape != shape:
+    found.append(f"{name} is {indices.shape[1]}x{indices.shape[0]} (WxH) but the image "
+                 f"is {shape[1]}x{shape[0]}")
+  if allowed is not None:
+    outside = segmentation_masks.unexpected_values(indices, allowed)
+    if outside.size:
+      found.append(f"{name} has values {outside.tolist()} outside 0-{len(CLASS_NAMES) - 1} "
+                   f"and {VOID} (void)")
+  return found
+
+
+def example(jpeg: pathlib.Path, class_png: bytes, object_png: bytes, image_id: str,
+            shape: tuple[int, int]) -> dict:
+  """The stored features of one pair (every source of pairs gives this shape)."""
+  return {
+      "image": os.fspath(jpeg),  # stored byte for byte: the original JPEG
+      "class_mask": class_png,
+      "object_mask": object_png,
+      "image_id": image_id,
+      "height": shape[0],
+      "width": shape[1],
+  }
+
+
 def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[problems_lib.Problem]]:
   """(example, []) for a good pair, (None, problems) otherwise; checks everything at once."""
   folder = pathlib.Path(folder)
-  found = []
   jpeg = folder / JPEG_DIR / f"{image_id}.jpg"
-  shape = None
-  if not jpeg.is_file():
-    found.append(f"{JPEG_DIR}/{image_id}.jpg is missing")
-  else:
-    try:
-      with PIL.Image.open(jpeg) as image:  # reads the header only
-        kind, shape = image.format, image.size[::-1]
-      if kind != "JPEG":
-        found.append(f"{JPEG_DIR}/{image_id}.jpg is a {kind} file, not a JPEG")
-    except (OSError, ValueError) as error:
-      found.append(f"{JPEG_DIR}/{image_id}.jpg is not a readable image ({error})")
+  shape, found = check_jpeg(jpeg, f"{JPEG_DIR}/{image_id}.jpg")
   masks = {}
   for key, sub, allowed in (("class_mask", CLASS_DIR, CLASS_VALUES), ("object_mask", OBJECT_DIR, None)):
     name = f"{sub}/{image_id}.png"
@@ -62,26 +91,11 @@ def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[
     if why:
       found.append(f"{name}: {why}")
       continue
-    indices = mask.indices
-    if shape and indices.shape != shape:
-      found.append(f"{name} is {indices.shape[1]}x{indices.shape[0]} (WxH) but the image "
-                   f"is {shape[1]}x{shape[0]}")
-    if allowed is not None:
-      outside = segmentation_masks.unexpected_values(indices, allowed)
-      if outside.size:
-        found.append(f"{name} has values {outside.tolist()} outside 0-{len(CLASS_NAMES) - 1} "
-                     f"and {VOID} (void)")
+    found += check_mask(mask.indices, shape, name, allowed)
     masks[key] = mask.png
   if found:
     return None, [problems_lib.Problem(image_id, reason) for reason in found]
-  return {
-      "image": os.fspath(jpeg),  # stored byte for byte: the original JPEG
-      "class_mask": masks["class_mask"],
-      "object_mask": masks["object_mask"],
-      "image_id": image_id,
-      "height": shape[0],
-      "width": shape[1],
-  }, []
+  return example(jpeg, masks["class_mask"], masks["object_mask"], image_id, shape), []
 
 
 def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[problems_lib.Problem]]:

@@ -5,6 +5,7 @@ import tensorflow_datasets as tfds
 
 from imagesets.building import builder_base
 from imagesets.building import problems
+from imagesets.voc_segmentation import train_aug
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
 
@@ -19,11 +20,23 @@ def _mask(desc: str, value_range: str) -> tfds.features.Image:
 
 
 class Builder(builder_base.ImageSetBuilder):
-  """VOC2012 segmentation pairs: train 1,464, validation 1,449."""
+  """VOC2012 segmentation pairs: train 1,464 (train_aug: 10,582 with SBD), validation 1,449."""
 
-  VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release: VOC2012 train/val segmentation pairs."}
-  MANUAL_DOWNLOAD_INSTRUCTIONS = voc_source.MANUAL_DOWNLOAD_INSTRUCTIONS
+  VERSION = tfds.core.Version("1.1.0")
+  RELEASE_NOTES = {
+      "1.0.0": "Initial release: VOC2012 train/val segmentation pairs.",
+      "1.1.0": "Configs: default (1.0.0's examples, by the same code) and train_aug (VOC2012 "
+               "train + SBD minus VOC2012 val: 10,582 training pairs).",
+  }
+  BUILDER_CONFIGS = [
+      tfds.core.BuilderConfig(name="default", description=(
+          "VOC2012 segmentation pairs: train 1,464, validation 1,449.")),
+      tfds.core.BuilderConfig(name="train_aug", description=(
+          "VOC2012 train + SBD (benchmark.tgz) minus every VOC2012 val image: train 10,582 "
+          "(VOC's own PNGs where it has them), validation 1,449 (VOC2012 val).")),
+  ]
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (voc_source.MANUAL_DOWNLOAD_INSTRUCTIONS
+                                  + voc_source.SBD_INSTRUCTIONS)
 
   def _info(self) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(
@@ -53,14 +66,21 @@ class Builder(builder_base.ImageSetBuilder):
     )
 
   def _split_generators(self, dl_manager):
-    self._folder = voc_source.voc2012_folder(dl_manager, self.url_infos)
-    items, self._list_problems = voc_pairs.work_items(self._folder)
-    return {split: self.generation.examples(split, split_items, voc_pairs.process)
+    self._folder = voc_source.voc2012_folder(dl_manager, self.registered_files)
+    if self.builder_config.name == "train_aug":
+      sbd = voc_source.sbd_folder(dl_manager, self.registered_files)
+      items, self._list_problems = train_aug.work_items(self._folder, sbd)
+      self._folder, process = f"{self._folder} and {sbd}", train_aug.process
+    else:
+      items, self._list_problems = voc_pairs.work_items(self._folder)
+      process = voc_pairs.process
+    return {split: self.generation.examples(split, split_items, process)
             for split, split_items in items.items()}
 
   def _finish_generation(self, report):
+    fix = train_aug.FIX if self.builder_config.name == "train_aug" else voc_pairs.FIX
     problems.raise_if_any({*self._list_problems, *report.problems},
-                          source=str(self._folder), fix=voc_pairs.FIX)
+                          source=str(self._folder), fix=fix)
 
   def _generate_examples(self):
     raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation

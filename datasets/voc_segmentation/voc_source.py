@@ -1,10 +1,13 @@
-"""Where the VOC2012 folder comes from: --manual_dir (tar or extracted), else a download.
+"""Where the VOC2012 and SBD folders come from: --manual_dir (archive or extracted), else
+a download.
 
 TFDS's download manager takes one URL per resource, so we ask for the original host
-first and fall back to TFDS's mirror (both are in checksums/voc_segmentation.txt with
-the same size and sha256, so either gives the same verified bytes); without network it
-fails within seconds (`downloads`). A tar given by hand is checked against the same size
-and sha256 first, then unpacked with `archives.safe_extract`.
+first and fall back to the next URL (VOC: TFDS's mirror; SBD: the older http address),
+all registered in checksums/voc_segmentation.txt with the same sha256, so any gives the
+same verified bytes; without network it fails within seconds (`downloads`). An archive
+given by hand is checked against the same registration first, then unpacked with
+`archives.safe_extract`. An extracted folder is checked by its listing: every id of its
+lists is checked when it is built.
 """
 
 import os
@@ -12,6 +15,7 @@ import pathlib
 
 from imagesets.building import archives
 from imagesets.building import downloads
+from imagesets.voc_segmentation import sbd_pairs
 from imagesets.voc_segmentation import voc_pairs
 
 TAR_NAME = "VOCtrainval_11-May-2012.tar"
@@ -29,22 +33,31 @@ if the original host fails.
 """
 
 
+SBD_INSTRUCTIONS = f"""\
+train_aug also needs SBD: without network access, put {sbd_pairs.ARCHIVE}
+({sbd_pairs.URLS[0]}) or its extracted {sbd_pairs.IN_ARCHIVE}/ folder in the same
+directory as the VOC archive or folder (`--manual_dir DIR`). Without a manual directory
+it is downloaded.
+"""
+
 SourceNotFoundError = downloads.SourceNotFoundError
 
 
 def voc2012_folder(dl_manager, registered: dict) -> pathlib.Path:
   """The VOC2012 folder (with ImageSets/, JPEGImages/, Segmentation*/) to build from.
 
-  `registered`: the builder's url_infos, against which a manual tar is checked.
+  `registered`: the builder's registered files, against which a tar is checked.
   """
-  extract_root = archives.extract_root(dl_manager)
-  try:
-    manual_dir = pathlib.Path(dl_manager.manual_dir)
-  except AssertionError:  # no manual dir, or an empty one: download instead
-    tar = downloads.download_first(dl_manager, URLS, what=TAR_NAME,
-                                   instructions=MANUAL_DOWNLOAD_INSTRUCTIONS)
-    return _folder_in_tar(tar, extract_root)
-  return folder_in_manual_dir(manual_dir, extract_root, registered)
+  return _source_folder(dl_manager, registered, urls=URLS, archive=TAR_NAME,
+                        find=find_voc2012, inside=voc_pairs.IN_ARCHIVE,
+                        instructions=MANUAL_DOWNLOAD_INSTRUCTIONS)
+
+
+def sbd_folder(dl_manager, registered: dict) -> pathlib.Path:
+  """SBD's dataset folder (img/, cls/, inst/, train.txt, val.txt) to build from."""
+  return _source_folder(dl_manager, registered, urls=sbd_pairs.URLS, archive=sbd_pairs.ARCHIVE,
+                        find=sbd_pairs.find_sbd, inside=sbd_pairs.IN_ARCHIVE,
+                        instructions=SBD_INSTRUCTIONS)
 
 
 def find_voc2012(folder: pathlib.Path) -> pathlib.Path | None:
@@ -57,22 +70,40 @@ def find_voc2012(folder: pathlib.Path) -> pathlib.Path | None:
 
 def folder_in_manual_dir(manual_dir: pathlib.Path, extract_root: pathlib.Path,
                          registered: dict) -> pathlib.Path:
-  found = find_voc2012(manual_dir)
+  """The VOC2012 folder of a manual dir: found there, or in its checked tar."""
+  return _in_manual_dir(manual_dir, extract_root, registered, archive=TAR_NAME,
+                        find=find_voc2012, inside=voc_pairs.IN_ARCHIVE,
+                        instructions=MANUAL_DOWNLOAD_INSTRUCTIONS)
+
+
+def _source_folder(dl_manager, registered, *, urls, archive, find, inside, instructions):
+  extract_root = archives.extract_root(dl_manager)
+  manual_dir = downloads.manual_dir(dl_manager)
+  if manual_dir is not None:
+    return _in_manual_dir(manual_dir, extract_root, registered, archive=archive, find=find,
+                          inside=inside, instructions=instructions)
+  downloaded = downloads.download_first(dl_manager, urls, what=archive,
+                                        instructions=instructions, registered=registered)
+  return _folder_in_archive(downloaded, extract_root, None, archive, inside, instructions)
+
+
+def _in_manual_dir(manual_dir, extract_root, registered, *, archive, find, inside,
+                   instructions):
+  found = find(manual_dir)
   if found is not None:
     return found
-  if (manual_dir / TAR_NAME).is_file():
-    return _folder_in_tar(manual_dir / TAR_NAME, extract_root, registered)
-  raise SourceNotFoundError(
-      f"{manual_dir} holds neither {voc_pairs.IN_ARCHIVE}/ nor {TAR_NAME}.\n"
-      f"{MANUAL_DOWNLOAD_INSTRUCTIONS}")
+  if (manual_dir / archive).is_file():
+    return _folder_in_archive(manual_dir / archive, extract_root, registered, archive, inside,
+                              instructions)
+  raise SourceNotFoundError(f"{manual_dir} holds neither {inside}/ nor {archive}.\n"
+                            f"{instructions}")
 
 
-def _folder_in_tar(tar_path: pathlib.Path, extract_root: pathlib.Path,
-                   registered: dict | None = None) -> pathlib.Path:
-  extracted = archives.safe_extract_under(tar_path, extract_root, registered)
-  folder = extracted / voc_pairs.IN_ARCHIVE
-  if not (folder / voc_pairs.LISTS_DIR).is_dir():
+def _folder_in_archive(path: pathlib.Path, extract_root: pathlib.Path,
+                       registered: dict | None, archive: str, inside: str,
+                       instructions: str) -> pathlib.Path:
+  folder = archives.safe_extract_under(path, extract_root, registered) / inside
+  if not folder.is_dir():
     raise SourceNotFoundError(
-        f"{os.fspath(tar_path)} has no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR}/ folder: it "
-        f"is not {TAR_NAME}.\n{MANUAL_DOWNLOAD_INSTRUCTIONS}")
+        f"{os.fspath(path)} has no {inside}/ folder: it is not {archive}.\n{instructions}")
   return folder

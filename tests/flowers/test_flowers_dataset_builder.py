@@ -1,7 +1,9 @@
 """flowers: TF's flower_photos, from the manual dir (archive or folder) or the download,
 on the dummy archive in dummy_data/."""
 
+import hashlib
 import io
+import math
 import pathlib
 import subprocess
 import tarfile
@@ -15,12 +17,14 @@ import imagesets  # noqa: F401
 from conftest import BIN, REPO, offline_env, registered, shard_bytes
 from imagesets.building import archives
 from imagesets.building import downloads
+from imagesets_testing import http_server
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 from imagesets.flowers import flowers_dataset_builder as flowers
 
 DUMMY_TGZ = pathlib.Path(flowers.__file__).parent / "dummy_data" / "flower_photos.tgz"
 DUMMY_SPLITS = {"train": 30, "validation": 4, "test": 1}
+PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
 
 
 class DummyFlowerPhotosTest(tfds.testing.DatasetBuilderTestCase):
@@ -115,20 +119,65 @@ def test_unsafe_manual_archive_is_refused_and_nothing_is_written(tmp_path, monke
   assert not list((tmp_path / "tfds").rglob("*.jpg"))  # not even the good member
 
 
-def test_download_is_checked_then_safely_extracted(tmp_path, monkeypatch):
-  downloaded = tmp_path / "downloads" / "flower_photos.tgz"
-  downloaded.parent.mkdir()
-  downloaded.write_bytes(DUMMY_TGZ.read_bytes())
-  requested = []
-  monkeypatch.setattr(downloads, "unreachable", lambda url: None)  # as if online
-  monkeypatch.setattr(tfds.download.DownloadManager, "download",
-                      lambda self, url: requested.append(url) or downloaded)
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+  """A local server for flower_photos.tgz, registered in a test checksum file as the
+  dummy archive: the builder downloads through TFDS's real download manager."""
+  for name in PROXIES:
+    monkeypatch.delenv(name, raising=False)
+  with http_server.FileServer() as server:
+    url = server.url("/flower_photos.tgz")
+    monkeypatch.setattr(flowers, "URL", url)
+    monkeypatch.setattr(flowers.Builder, "_checksums_path", http_server.write_checksums(
+        tmp_path / "flowers.txt", {url: DUMMY_TGZ}))
+    yield server
+
+
+def test_download_is_checked_by_tfds_then_safely_extracted(served, tmp_path):
+  served.files["/flower_photos.tgz"] = DUMMY_TGZ.read_bytes()
   builder = tfds.builder("flowers", data_dir=tmp_path / "tfds")
   builder.download_and_prepare()  # no manual dir: downloads
-  assert requested == [flowers.URL]
+  assert served.downloads("/flower_photos.tgz") == 1
   assert {k: v.num_examples for k, v in builder.info.splits.items()} == DUMMY_SPLITS
-  assert list(downloaded.parent.iterdir()) == [downloaded]  # extracted elsewhere
-  assert flowers.Builder.url_infos[flowers.URL].size == 228_813_984  # checksums/flowers.txt
+  downloaded = [p for p in (tmp_path / "tfds" / "downloads").rglob("*") if p.is_file()
+                and p.read_bytes() == DUMMY_TGZ.read_bytes()]
+  assert len(downloaded) == 1, downloaded  # kept by TFDS; extracted beside it
+  assert list((tmp_path / "tfds" / "downloads" / "extracted").glob("*.safe/flower_photos"))
+
+
+def test_a_downloaded_archive_that_is_not_the_registered_one_is_refused(served, tmp_path):
+  changed = bytearray(DUMMY_TGZ.read_bytes())
+  changed[100] ^= 1  # same size, other bytes
+  served.files["/flower_photos.tgz"] = bytes(changed)
+  builder = tfds.builder("flowers", data_dir=tmp_path / "tfds")
+  with pytest.raises(downloads.SourceNotFoundError) as caught:
+    builder.download_and_prepare()
+  line, = [line for line in str(caught.value).splitlines() if flowers.URL in line]
+  assert "NonMatchingChecksumError" in line and hashlib.sha256(
+      DUMMY_TGZ.read_bytes()).hexdigest() in line  # the expected sha256, on that one line
+  assert not list((tmp_path / "tfds").rglob("*.jpg"))  # nothing extracted
+  assert not list((tmp_path / "tfds").rglob("*.tfrecord*"))  # nothing built
+
+
+def test_a_server_that_never_answers_fails_within_seconds(tmp_path, monkeypatch):
+  for name in PROXIES:
+    monkeypatch.delenv(name, raising=False)
+  with http_server.silent_server() as port:
+    monkeypatch.setattr(flowers, "URL", f"http://127.0.0.1:{port}/flower_photos.tgz")
+    monkeypatch.setattr(flowers.Builder, "_checksums_path", http_server.write_checksums(
+        tmp_path / "flowers.txt", {flowers.URL: DUMMY_TGZ}))
+    started = time.monotonic()
+    with pytest.raises(downloads.SourceNotFoundError) as caught:
+      tfds.builder("flowers", data_dir=tmp_path / "tfds").download_and_prepare()
+    took = time.monotonic() - started
+  assert f"{flowers.URL}: no answer from 127.0.0.1:{port} within 5 s" in str(caught.value)
+  assert took < 4 * downloads.PROBE_TIMEOUT_S, took
+
+
+def test_the_real_archive_is_registered_with_its_size_and_sha256():
+  info = flowers.Builder.url_infos[flowers.URL]
+  assert (info.size, info.checksum) == (
+      228_813_984, "4c54ace7911aaffe13a365c34f650e71dd5bf1be0a58b464e5a7183e3e595d9c")
 
 
 def test_manual_dir_without_the_archive_says_what_to_put_there(tmp_path):
@@ -150,8 +199,41 @@ def test_wrong_class_folders_for_flower_photos_are_an_error(tmp_path):
 
 
 
-def test_fast_read_config_resizes_to_256():
-  assert flowers.Builder.builder_configs["fast_read"].shorter_side == 256
+# Shorter sides around and above 256: kept (<= 256) or scaled by libjpeg's n/8 steps.
+FAST_READ_SIZES = [(200, 300), (256, 400), (300, 450), (500, 375), (700, 1000), (333, 500)]
+
+
+def _n8_scaled(height: int, width: int) -> tuple[int, int]:
+  """What docs/flowers.md says fast_read stores: the smallest n/8 scale whose shorter
+  side is >= 256 (libjpeg rounds up), or the image itself when its shorter side is <= 256."""
+  if min(height, width) <= 256:
+    return height, width
+  n = next(n for n in range(1, 9) if math.ceil(min(height, width) * n / 8) >= 256)
+  return math.ceil(height * n / 8), math.ceil(width * n / 8)
+
+
+def test_fast_read_is_built_with_the_sizes_the_docs_give(tmp_path):
+  files = {f"{name}/{h}x{w}.jpg": sample_images.jpeg(h, w, seed=seed)
+           for seed, name in enumerate(flowers.FLOWER_CLASSES) for h, w in FAST_READ_SIZES}
+  write_tree(tmp_path / "manual" / "flower_photos", files)
+  builder = tfds.builder("flowers/fast_read", data_dir=tmp_path / "tfds")
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+      manual_dir=tmp_path / "manual"))
+  stored = {}
+  raw = builder.as_dataset(split="train+validation+test",
+                           decoders={"image": tfds.decode.SkipDecoding()})
+  for example in tfds.as_numpy(raw):
+    name = example["file_name"].decode()
+    h, w = (int(v) for v in name.split("/")[1][:-4].split("x"))
+    size = tuple(tf.io.decode_jpeg(example["image"]).shape[:2])
+    assert size == (example["height"], example["width"]) == _n8_scaled(h, w), name
+    if min(h, w) <= 256:
+      assert example["image"] == files[name]  # small enough: kept as it came
+    else:
+      assert 256 <= min(size) <= 320, name  # the range docs/flowers.md gives
+    stored[name] = size
+  assert sorted(stored) == sorted(files)
+  assert builder.info.metadata["shorter_side"] == 256
 
 
 def test_a_root_is_refused_with_the_way_to_build_your_own_folder(tmp_path):

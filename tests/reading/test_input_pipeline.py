@@ -334,7 +334,8 @@ def test_segmentation_padded_mode_pads_masks_with_255_and_images_with_0(segments
 def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
   with pytest.raises(ip.DatasetNotPreparedError) as error:
     ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path), batch_size=2)
-  assert f"tfds build voc_segmentation --imports imagesets --data_dir {tmp_path}" in str(error.value)
+  assert (f"tfds build voc_segmentation --imports imagesets --config default --data_dir {tmp_path}"
+          in str(error.value))
   assert "--manual_dir" in str(error.value)
   fake_voc.write_tree(tmp_path / "src", num_train=4, num_val=4, num_unlabelled=0,
                       height=(40, 60), width=(40, 70))

@@ -1,5 +1,6 @@
 """voc_segmentation: builds from VOC-shaped trees and tars made here, checks, round trips."""
 
+import hashlib
 import pathlib
 import shutil
 import subprocess
@@ -21,15 +22,18 @@ from imagesets.building import problems
 from imagesets.building import segmentation_masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
 from imagesets_testing import fake_voc
+from imagesets_testing import http_server
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
 from imagesets.voc_segmentation import voc_source
 
 NUM_TRAIN, NUM_VAL = 6, 5
+PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
 
 
 class DummyDataTest(tfds.testing.DatasetBuilderTestCase):
   DATASET_CLASS = voc.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["default"]  # train_aug: tests/voc_segmentation/test_train_aug.py
   SPLITS = {"train": 3, "validation": 2}
 
 
@@ -178,7 +182,7 @@ def test_every_problem_of_a_build_is_reported_in_one_error(tmp_path):
   assert all(ids[index] in message for index, _ in EXPECTED)
   assert "Fix: every id listed in ImageSets/Segmentation" in message
   assert "restore the named files from the original VOCtrainval_11-May-2012.tar" in message
-  assert not list((tmp_path / "tfds").glob("voc_segmentation/1.0.0"))  # nothing half-written
+  assert not list((tmp_path / "tfds").glob("voc_segmentation/default/1.1.0"))  # nothing half-written
 
 
 def test_a_pair_with_several_problems_gets_all_of_them(tmp_path):
@@ -272,47 +276,90 @@ def test_a_manual_dir_without_voc_says_what_to_put_there(tmp_path):
   assert voc_source.TAR_NAME in str(caught.value) and "VOCdevkit/VOC2012/" in str(caught.value)
 
 
-class _FakeDownloads:
-  """A DownloadManager without network: no manual dir, and URLs that fail or give a tar."""
-
-  def __init__(self, download_dir, served):
-    self.download_dir, self.served, self.asked = download_dir, served, []
-
-  @property
-  def manual_dir(self):
-    raise AssertionError("Manual directory not enabled.")
-
-  def download(self, url):
-    self.asked.append(url)
-    if url not in self.served:
-      raise ConnectionError(f"cannot reach {url}")
-    return self.served[url]
+@pytest.fixture
+def server(monkeypatch):
+  for name in PROXIES:
+    monkeypatch.delenv(name, raising=False)
+  with http_server.FileServer() as running:
+    monkeypatch.setattr(voc_source, "URLS", (running.url("/original/" + voc_source.TAR_NAME),
+                                             running.url("/mirror/" + voc_source.TAR_NAME)))
+    yield running
 
 
-def test_download_falls_back_to_the_mirror(tree, tmp_path, monkeypatch):
-  monkeypatch.setattr(downloads_lib, "unreachable", lambda url: None)  # as if online
+def _serve(server, monkeypatch, tmp_path, registered_tar, served):
+  """Registers `registered_tar` for both URLs in a test checksum file; serves `served`."""
+  monkeypatch.setattr(voc.Builder, "_checksums_path", http_server.write_checksums(
+      tmp_path / "voc_segmentation.txt", {url: registered_tar for url in voc_source.URLS}))
+  server.files.update(served)
+
+
+def test_download_falls_back_to_the_mirror_through_tfds(tree, built, server, tmp_path,
+                                                       monkeypatch):
   root, _ = tree
-  tar = fake_voc.write_tar(root, tmp_path / "mirror.tar")
-  downloads = _FakeDownloads(tmp_path / "downloads", {voc_source.MIRROR_URL: tar})
-  folder = voc_source.voc2012_folder(downloads, {})
-  assert downloads.asked == [voc_source.ORIGINAL_URL, voc_source.MIRROR_URL]
-  assert (folder / voc_pairs.LISTS_DIR / "train.txt").is_file()
-  assert folder.is_relative_to(tmp_path / "downloads" / "extracted")
+  tar = fake_voc.write_tar(root, tmp_path / voc_source.TAR_NAME)
+  _serve(server, monkeypatch, tmp_path, tar,
+         {"/mirror/" + voc_source.TAR_NAME: tar.read_bytes()})  # the original host: 404
+  downloaded = voc.Builder(data_dir=tmp_path / "tfds")
+  downloaded.download_and_prepare()
+  assert server.downloads("/original/" + voc_source.TAR_NAME) == 1
+  assert server.downloads("/mirror/" + voc_source.TAR_NAME) == 1
+  assert shard_bytes(pathlib.Path(downloaded.data_path)) == shard_bytes(
+      pathlib.Path(built.data_path))
+  assert list((tmp_path / "tfds" / "downloads" / "extracted").glob("*.safe/VOCdevkit/VOC2012"))
 
-  original_first = _FakeDownloads(tmp_path / "d2", {voc_source.ORIGINAL_URL: tar,
-                                                    voc_source.MIRROR_URL: tar})
-  voc_source.voc2012_folder(original_first, {})
-  assert original_first.asked == [voc_source.ORIGINAL_URL]
+
+def test_the_original_host_is_used_when_it_works(tree, server, tmp_path, monkeypatch):
+  root, _ = tree
+  tar = fake_voc.write_tar(root, tmp_path / voc_source.TAR_NAME)
+  _serve(server, monkeypatch, tmp_path, tar, {"/original/" + voc_source.TAR_NAME: tar.read_bytes(),
+                                              "/mirror/" + voc_source.TAR_NAME: tar.read_bytes()})
+  voc.Builder(data_dir=tmp_path / "tfds").download_and_prepare()
+  assert server.downloads("/original/" + voc_source.TAR_NAME) == 1
+  assert server.downloads("/mirror/" + voc_source.TAR_NAME) == 0
 
 
-def test_download_failure_names_every_url_and_the_manual_route(tmp_path, monkeypatch):
-  monkeypatch.setattr(downloads_lib, "unreachable", lambda url: None)  # as if online
-  downloads = _FakeDownloads(tmp_path, {})
+def test_downloads_that_are_not_the_registered_tar_are_refused_one_line_each(
+    tree, server, tmp_path, monkeypatch):
+  root, _ = tree
+  tar = fake_voc.write_tar(root, tmp_path / voc_source.TAR_NAME)
+  other = bytearray(tar.read_bytes())
+  other[1000] ^= 1
+  _serve(server, monkeypatch, tmp_path, tar, {"/original/" + voc_source.TAR_NAME: bytes(other),
+                                              "/mirror/" + voc_source.TAR_NAME: bytes(other)})
   with pytest.raises(voc_source.SourceNotFoundError) as caught:
-    voc_source.voc2012_folder(downloads, {})
+    voc.Builder(data_dir=tmp_path / "tfds").download_and_prepare()
+  lines = str(caught.value).splitlines()
+  assert lines[0] == f"could not download {voc_source.TAR_NAME}:"
+  expected = hashlib.sha256(tar.read_bytes()).hexdigest()
+  for url in voc_source.URLS:
+    line, = [line for line in lines if url in line]
+    assert "NonMatchingChecksumError" in line and expected in line
+  assert "--manual_dir" in str(caught.value)
+  assert not list((tmp_path / "tfds").rglob("*.tfrecord*"))
+
+
+def test_a_closed_port_an_unknown_host_and_a_hung_server_fail_within_seconds(tmp_path,
+                                                                             monkeypatch):
+  for name in PROXIES:
+    monkeypatch.delenv(name, raising=False)
+  closed = f"http://127.0.0.1:{http_server.closed_port()}/{voc_source.TAR_NAME}"
+  unknown = f"http://no-such-host.invalid/{voc_source.TAR_NAME}"
+  with http_server.silent_server() as port:
+    hung = f"http://127.0.0.1:{port}/{voc_source.TAR_NAME}"
+    monkeypatch.setattr(voc_source, "URLS", (closed, unknown, hung))
+    registered = tmp_path / voc_source.TAR_NAME
+    registered.write_bytes(b"the registered archive")
+    monkeypatch.setattr(voc.Builder, "_checksums_path", http_server.write_checksums(
+        tmp_path / "voc_segmentation.txt", {url: registered for url in voc_source.URLS}))
+    started = time.monotonic()
+    with pytest.raises(voc_source.SourceNotFoundError) as caught:
+      voc.Builder(data_dir=tmp_path / "tfds").download_and_prepare()
+    took = time.monotonic() - started
   message = str(caught.value)
-  assert voc_source.ORIGINAL_URL in message and voc_source.MIRROR_URL in message
-  assert "ConnectionError" in message and "--manual_dir" in message
+  assert f"{closed}: cannot connect to 127.0.0.1:" in message
+  assert f"{unknown}: cannot connect to no-such-host.invalid:80 (" in message
+  assert f"{hung}: no answer from 127.0.0.1:{port} within 5 s" in message
+  assert took < 4 * downloads_lib.PROBE_TIMEOUT_S, took
 
 
 def test_both_urls_are_registered_with_the_real_size_and_sha256():
@@ -328,9 +375,9 @@ def test_both_urls_are_registered_with_the_real_size_and_sha256():
 def test_cli_build_is_byte_identical_to_the_library_build(tree, built, tmp_path):
   root, _ = tree
   # Another process (the stock tfds CLI, builder imported by path) writes the same bytes.
-  tfds_cli("build", "datasets/voc_segmentation", "--manual_dir", str(root),
+  tfds_cli("build", "datasets/voc_segmentation", "--config", "default", "--manual_dir", str(root),
            "--data_dir", str(tmp_path))
-  cli = shard_bytes(tmp_path / "voc_segmentation" / "1.0.0")
+  cli = shard_bytes(tmp_path / "voc_segmentation" / "default" / "1.1.0")
   assert cli == shard_bytes(pathlib.Path(built.data_path))
   assert len(cli) == 8
 
