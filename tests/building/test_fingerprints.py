@@ -33,7 +33,7 @@ def test_the_same_tree_and_options_give_the_same_fingerprints_even_elsewhere(tmp
   assert listing == first[0]   # rename keeps sizes and mtimes
 
 
-def test_every_option_change_changes_both(tmp_path):
+def test_seed_shorter_side_and_file_format_change_both(tmp_path):
   root = make(tmp_path)
   first = both(root)
   for options in ({**OPTIONS, "seed": 1}, {**OPTIONS, "shorter_side": 64},
