@@ -134,7 +134,7 @@ class _Failing(http.server.BaseHTTPRequestHandler):
 
 # Requests a failing store may see: gcsfs makes ATTEMPTS tries (we re-wrap its retry
 # decorator: its own default is 6); through s3fs and botocore (max_attempts=ATTEMPTS) we
-# saw ATTEMPTS + 1 requests (4 with ATTEMPTS = 3; botocore's default is 5 for each call).
+# saw ATTEMPTS + 1 requests (4 with ATTEMPTS = 3).
 @pytest.mark.parametrize("scheme, variable, most", [
     ("s3", "AWS_ENDPOINT_URL", bucket_lib.ATTEMPTS + 1),
     ("gs", "STORAGE_EMULATOR_HOST", bucket_lib.ATTEMPTS)])
