@@ -355,14 +355,15 @@ def test_segmentation_padded_mode_pads_masks_with_255_and_images_with_0(segments
       assert (batch["mask"] == 255).any()  # sizes differ within a batch
 
 
-def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
+@pytest.mark.parametrize("file_format", FILE_FORMATS)
+def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path, file_format):
   with pytest.raises(ip.DatasetNotPreparedError) as error:
     ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path), batch_size=2)
   assert f"tfds build voc_segmentation --imports imagesets --data_dir {tmp_path}" in str(error.value)
   assert "--manual_dir" in str(error.value)
   fake_voc.write_tree(tmp_path / "src", num_train=4, num_val=4, num_unlabelled=0,
                       height=(40, 60), width=(40, 70))
-  voc.Builder(data_dir=tmp_path).download_and_prepare(
+  voc.Builder(data_dir=tmp_path, file_format=file_format).download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "src")))
   train = _batches(ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path),
                                          batch_size=2, crop_size=48, seed=0), 4)
@@ -375,15 +376,18 @@ def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
   assert (padded[0]["mask"] == 255).any() and (padded[0]["mask"] == 0).any()
 
 
-def test_class_folders_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(tmp_path):
+@pytest.mark.parametrize("file_format", FILE_FORMATS)
+def test_class_folders_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(
+    tmp_path, file_format):
   from imagesets.class_folders import class_folders_dataset_builder as class_folders
   for index in range(16):  # 2 classes, PNG files among the JPEGs
     path = tmp_path / "tree" / f"class_{index % 2}" / f"{index:02d}.{'png' if index % 4 == 1 else 'jpg'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_encode(classification_pixels(index), "PNG" if index % 4 == 1 else "JPEG"))
   builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="tree", root=str(tmp_path / "tree")),
-                            data_dir=tmp_path / "tfds")
+                            data_dir=tmp_path / "tfds", file_format=file_format)
   builder.download_and_prepare()
+  assert builder.info.file_format.value == file_format
   everything = "train+validation+test"
   batches = _batches(ip.classification_train(builder, split=everything, batch_size=3,
                                              image_size=32, seed=0, num_epochs=1,
