@@ -1,12 +1,15 @@
 """fetch against a real S3 server (SeaweedFS): an interrupted fetch resumes from its staging
 folder, two processes fetching one version download it once, a committed version without a
-manifest is refused, and a failing store is retried a bounded number of times."""
+manifest is refused, and a failing store (at the first request, or mid-fetch) is retried a
+bounded number of times."""
 
 import http.server
 import pathlib
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -153,3 +156,61 @@ def test_a_failing_store_is_retried_a_bounded_number_of_times(scheme, variable, 
   assert "\n" not in str(error.value) and f"{scheme}://{servers.BUCKET}/tfds" in str(error.value)
   assert 1 < len(_Failing.requests) <= most, _Failing.requests  # retried, and bounded
   assert not any(tmp_path.iterdir())  # nothing cached
+
+
+class _FailingDownloads(http.server.BaseHTTPRequestHandler):
+  """A proxy in front of the S3 server: listings and small objects pass, every GET of a
+  shard answers 503 (a store that keeps failing mid-fetch). The Host header is kept, so
+  the client's signatures still verify."""
+
+  upstream = ""
+  shard_gets: list = []
+
+  def _forward(self):
+    if self.command == "GET" and ".tfrecord-" in self.path:
+      type(self).shard_gets.append(self.path)
+      self.send_response(503)
+      self.send_header("Content-Length", "0")
+      self.end_headers()
+      return
+    request = urllib.request.Request(self.upstream + self.path, method=self.command,
+                                     headers=dict(self.headers.items()))
+    try:
+      with urllib.request.urlopen(request, timeout=30) as response:
+        status, headers, body = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+      status, headers, body = error.code, error.headers, error.read()
+    self.send_response(status)
+    for name, value in headers.items():
+      if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+        self.send_header(name, value)
+    self.send_header("Content-Length", str(len(body)))
+    self.end_headers()
+    if self.command != "HEAD":
+      self.wfile.write(body)
+
+  do_GET = do_HEAD = _forward
+
+  def log_message(self, *args):
+    pass
+
+
+@S3
+def test_a_download_failing_mid_fetch_is_retried_a_bounded_number_of_times(
+    bucket_url, bucket_servers, tiny_data_dir, tmp_path):
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  _FailingDownloads.upstream, _FailingDownloads.shard_gets = bucket_servers["s3"], []
+  proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FailingDownloads)
+  threading.Thread(target=proxy.serve_forever, daemon=True).start()
+  try:
+    with servers.environment({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.server_address[1]}"}):
+      with pytest.raises(bucket_lib.BucketError, match="cannot download") as error:
+        fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  finally:
+    proxy.shutdown()
+  assert "\n" not in str(error.value)
+  # The first shard was tried, retried, and given up on: no other shard was asked for.
+  assert len(set(_FailingDownloads.shard_gets)) == 1
+  assert 1 < len(_FailingDownloads.shard_gets) <= bucket_lib.ATTEMPTS + 1, (
+      _FailingDownloads.shard_gets)
+  assert not (fetch.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
