@@ -1,6 +1,7 @@
 """imagesets.image_dataset_from_directory against keras.utils.image_dataset_from_directory.
 
     python benchmarks/from_directory.py [--photos 3000] [--phone 300] [--work /tmp/fromdir_bench]
+        [--content-check]
 
 Two trees made once with PIL (imagesets_testing.sample_images: smooth colour fields, soft
 shapes and grain, so they compress and decode like photos):
@@ -11,7 +12,9 @@ shapes and grain, so they compress and decode like photos):
 For each tree, each run in a fresh process (TensorFlow started before the clock): keras'
 first call + one epoch, keras' second call + one epoch (keras has no cache: the same
 work), ours first call (build into an empty cache + one epoch), ours second call (reads
-the build + one epoch). 224x224, batch 64, shuffle on, seed 1. Reported: wall seconds,
+the build + one epoch); with `--content-check` also ours second call with
+`content_check=True` (every file hashed and compared with the build's content fingerprint).
+224x224, batch 64, shuffle on, seed 1. `--photos 0` / `--phone 0` skip a tree. Reported: wall seconds,
 images/s and CPU ms per image (user + system of the whole process, all threads and
 worker processes), medians of `--repeats` interleaved rounds, and the goals' ratios
 from this one run, by wall clock and by CPU time (the machine is shared: wall clock swings
@@ -34,6 +37,7 @@ import child_runs
 CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 SIZE, BATCH, SEED = (224, 224), 64, 1
 RUNS = ["keras 1st", "keras 2nd", "ours 1st", "ours 2nd"]
+CONTENT_CHECK_RUN = "ours 2nd, content check"
 
 
 def make_photos(root: pathlib.Path, count: int) -> None:
@@ -79,7 +83,8 @@ def one_run(which: str, root: str, cache: str) -> dict:
   if which.startswith("ours"):
     import imagesets
     make = lambda: imagesets.image_dataset_from_directory(  # noqa: E731
-        root, image_size=SIZE, batch_size=BATCH, seed=SEED, cache_dir=cache, verbose=False)
+        root, image_size=SIZE, batch_size=BATCH, seed=SEED, cache_dir=cache, verbose=False,
+        content_check=which == CONTENT_CHECK_RUN)
   else:
     import keras
     make = lambda: keras.utils.image_dataset_from_directory(  # noqa: E731
@@ -101,12 +106,12 @@ def _cpu_seconds() -> float:
 
 
 def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
-          repeats: int) -> None:
+          repeats: int, content_check: bool) -> None:
   cache = work / f"cache_{name.split()[0]}"
-  runs = {which: [] for which in RUNS}
+  runs = {which: [] for which in RUNS + ([CONTENT_CHECK_RUN] if content_check else [])}
   for _ in range(repeats):  # interleaved, so a load change hits every run alike
     shutil.rmtree(cache, ignore_errors=True)  # "ours 1st" builds into an empty cache
-    for which in RUNS:
+    for which in runs:
       runs[which].append(child_runs.run(__file__, which, root, cache))
   count = runs["keras 1st"][0]["images"]
   size = sum(p.stat().st_size for p in root.rglob("*.jpg")) / count / 1e6
@@ -127,6 +132,9 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
         f"{keras_cpu / cpu['ours 2nd']:.2f}x by CPU (goal >= {goal_second}x); first call "
         f"(build + epoch): {wall['ours 1st'] / (2 * keras_wall):.2f} of two keras epochs by "
         f"wall, {cpu['ours 1st'] / (2 * keras_cpu):.2f} by CPU (goal <= 1)")
+  if CONTENT_CHECK_RUN in runs:
+    print(f"second call with content_check=True: {keras_wall / wall[CONTENT_CHECK_RUN]:.2f}x "
+          f"keras by wall, {keras_cpu / cpu[CONTENT_CHECK_RUN]:.2f}x by CPU")
 
 
 def main():
@@ -135,6 +143,8 @@ def main():
   parser.add_argument("--phone", type=int, default=300)
   parser.add_argument("--work", default="/tmp/fromdir_bench")
   parser.add_argument("--repeats", type=int, default=3, help="rounds; medians are reported")
+  parser.add_argument("--content-check", action="store_true",
+                      help="also time ours second call with content_check=True")
   parser.add_argument("--child", nargs=3, metavar=("RUN", "ROOT", "CACHE"),
                       help="(internal) one run in this process")
   args = parser.parse_args()
@@ -143,8 +153,12 @@ def main():
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
-  bench("photos 500x375", tree(work, "photos", args.photos), work, 1.5, args.repeats)
-  bench("phone 4032x3024", tree(work, "phone", args.phone), work, 20, args.repeats)
+  if args.photos:
+    bench("photos 500x375", tree(work, "photos", args.photos), work, 1.5, args.repeats,
+          args.content_check)
+  if args.phone:
+    bench("phone 4032x3024", tree(work, "phone", args.phone), work, 20, args.repeats,
+          args.content_check)
   print(f"load average after: {os.getloadavg()}")
 
 

@@ -40,6 +40,22 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
   follow_links: bool = False    # descend into symlinked folders of a local tree
 
 
+@dataclasses.dataclass(frozen=True)
+class Listing:
+  """A tree listed once and its files assigned to splits once: what a build and its caller
+  (`image_dataset_from_directory`) share instead of each walking the tree again."""
+
+  tree: class_folders_tree.ClassTree
+  by_split: dict[str, list[str]]  # split -> relative paths, sorted
+
+
+def list_tree(root: str, options: ClassFoldersConfig) -> Listing:
+  """Walks `root` once and assigns each image to its split by `options`."""
+  tree = class_folders_tree.scan(root, follow_links=options.follow_links)
+  return Listing(tree, splits.assign(tree.images, options.split_proportions, options.seed,
+                                     exact_sizes=options.exact_split_sizes))
+
+
 def features(class_names: list[str]) -> tfds.features.FeaturesDict:
   return tfds.features.FeaturesDict({
       "image": tfds.features.Image(shape=(None, None, 3)),
@@ -57,6 +73,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
 
   CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
   OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
+  LISTING: Listing | None = None  # the tree of OPTIONS.root, when the caller listed it already
 
   @property
   def options(self) -> ClassFoldersConfig:
@@ -66,7 +83,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if not (self.CLASS_NAMES or (self.options and self.options.root)):
       raise ValueError(f"{self.name} needs a folder: --config '{{\"name\": \"NAME\", "
                        "\"root\": \"PATH\"}' (or run `imagesets build PATH --name NAME`).")
-    names = self.CLASS_NAMES or class_folders_tree.class_names(self.options.root)
+    names = self.CLASS_NAMES or (self.LISTING.tree.class_names if self.LISTING else
+                                 class_folders_tree.class_names(self.options.root))
     return self._dataset_info(features=features(names), supervised_keys=("image", "label"),
                               metadata=tfds.core.MetadataDict())
 
@@ -85,7 +103,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _split_generators(self, dl_manager):
     options = self.options
     self._root = self._source_root(dl_manager)
-    tree = class_folders_tree.scan(self._root, follow_links=options.follow_links)
+    listing = self.LISTING or list_tree(self._root, options)
+    tree = listing.tree
     expected = self.info.features["label"].names
     if tree.class_names != expected:
       raise ValueError(f"{self._root} has class folders {tree.class_names}, expected {expected}.")
@@ -93,8 +112,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
       logging.info("%s: ignored %d file(s) not named like images: %s",
                    self.name, len(tree.ignored), tree.ignored)
     self._tree = tree
-    by_split = splits.assign(tree.images, options.split_proportions, options.seed,
-                             exact_sizes=options.exact_split_sizes)
+    by_split = listing.by_split
     empty = [name for name, paths in by_split.items() if not paths]
     if empty:
       raise ValueError(f"split(s) {empty} get no images from {len(tree.images)} in "

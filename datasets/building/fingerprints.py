@@ -3,10 +3,12 @@
 * `content`: sha256 over every image's relative path and bytes, and the options. The same
   fingerprint means the same dataset (rebuilding it is a no-op); any changed byte, file or
   option gives another (rebuilding under the same version is refused).
-* `listing`: relative paths, sizes and modification times, and the options: no file is
-  read, so it is cheap enough to check on every call (`image_dataset_from_directory`'s
-  cache key). An edited file changes its size or mtime; that is what make, rsync and
-  keras' own caching rely on too.
+* `listing`: relative paths, sizes and modification times (ns), and the options: no file
+  is read, so it is cheap enough to check on every call (`image_dataset_from_directory`'s
+  cache key). It is rsync's quick check (size and mtime): an edited file changes its
+  mtime, but a file replaced by another of the same size with its mtime kept (`cp -p`,
+  `rsync -t`, unpacking an archive) gives the same listing; only `content` sees that.
+* `options_digest`: the options alone.
 """
 
 import concurrent.futures
@@ -55,3 +57,8 @@ def listing(root: str, relative_paths: list[str], options: Mapping) -> str:
   """Hex sha256 of the images' paths, sizes and mtimes and the options (reads no file)."""
   return _digest((f"{path}\0{size}\0{mtime}" for path in relative_paths
                   for size, mtime in [_stat(root, path)]), options)
+
+
+def options_digest(options: Mapping) -> str:
+  """Hex sha256 of the options alone."""
+  return _digest((), options)

@@ -11,9 +11,13 @@ float32 [1] labels), `class_names` attribute and split sizes as
 
 * The first call builds the folder into a TFDS dataset in the cache (progress bars, every
   file validated: a damaged photo is an error naming it, not a crash mid-epoch). Its name
-  is keyed by a fingerprint of the tree (relative paths, sizes, mtimes: no file is read)
-  and of the options that change the stored bytes, so later calls and epochs read the
-  build, and a changed tree gets a new build: never stale data.
+  is keyed by the folder, the options that change the stored bytes and the tree's listing
+  (relative paths, sizes, mtimes: rsync's quick check, no file is read), so later calls
+  and epochs read the build, and an added, removed, renamed or edited file gets a new
+  build. A file replaced by one of the same size with its mtime kept is seen only with
+  `content_check=True` (every file hashed, compared with the build's content fingerprint).
+  A new build removes the builds of the folder's older trees; at most MAX_CACHED_BUILDS
+  stay, the least recently used go first.
 * Stored at the resolution you train at: JPEGs larger than needed are stored with their
   shorter side at least `STORE_FACTOR` x the largest requested side, at the smallest
   scale libjpeg decodes to directly (n/8: 1.15-1.5x in practice; never upscaled; smaller
@@ -32,20 +36,20 @@ import math
 import os
 import pathlib
 import re
+import shutil
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.building import class_folders_builder
-from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
-from imagesets.building import splits
 from imagesets.class_folders import named_build
 from imagesets.reading import input_pipeline
 from imagesets.reading import preprocess_ops as ops
 
 STORE_FACTOR = 1.15
+MAX_CACHED_BUILDS = 4  # builds kept in the cache; the least recently used go first
 CACHE_ENV = "IMAGESETS_CACHE"
 VERSION = "1.0.0"
 _SUBSETS = {"training": "train", "validation": "validation"}
@@ -100,9 +104,27 @@ def _check_arguments(labels, label_mode, class_names, color_mode, image_size, in
     raise ValueError(f"format={fmt!r} is not supported: only 'tf' (tf.data)")
 
 
-def _cache_name(directory: str, listing: str) -> str:
+def _cache_name(directory: str, options_key: str, listing: str) -> str:
+  """`folder_<folder name>_<folder and options>_<tree>`: builds of one folder with the same
+  options share the middle part, so a build of an older tree is found and removed."""
   base = re.sub(r"[^a-z0-9]+", "_", pathlib.Path(directory).name.lower()).strip("_")
-  return f"folder_{base[:40]}_{listing[:16]}".replace("__", "_")
+  return f"folder_{base[:40]}_{options_key[:8]}_{listing[:16]}".replace("__", "_")
+
+
+def _slot(name: str) -> str:
+  """The cache name without its tree part: the same folder and options."""
+  return name.rsplit("_", 1)[0]
+
+
+def _evict(cache_dir: pathlib.Path, keep: str) -> None:
+  """Removes builds of older trees of `keep`'s folder and options, then the least recently
+  used builds beyond MAX_CACHED_BUILDS."""
+  entries = [entry for entry in cache_dir.glob("folder_*") if entry.name != keep]
+  old_trees = [entry for entry in entries if _slot(entry.name) == _slot(keep)]
+  others = sorted((entry for entry in entries if entry not in old_trees),
+                  key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
+  for entry in old_trees + others[MAX_CACHED_BUILDS - 1:]:
+    shutil.rmtree(entry, ignore_errors=True)
 
 
 def _class_order(tree, class_names):
@@ -116,22 +138,32 @@ def _class_order(tree, class_names):
   return list(class_names), [list(class_names).index(name) for name in tree.class_names]
 
 
-def _built(directory, options, cache_dir, verbose):
-  """The prepared builder of `directory` with `options`: built once per tree and options."""
-  tree = class_folders_tree.scan(directory, follow_links=options.follow_links)
-  listing = fingerprints.listing(directory, tree.images,
-                                 named_build.fingerprint_options(options, "tfrecord"))
-  name = _cache_name(directory, listing)
+def _built(directory, options, cache_dir, verbose, content_check):
+  """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
+  split; built once per tree and options."""
+  listing = class_folders_builder.list_tree(directory, options)
+  key_options = named_build.fingerprint_options(options, "tfrecord")
+  name = _cache_name(directory, fingerprints.options_digest({**key_options, "root": directory}),
+                     fingerprints.listing(directory, listing.tree.images, key_options))
   version_dir = cache_dir / name / VERSION
   if (version_dir / "dataset_info.json").exists():
-    return tree, tfds.builder_from_directory(version_dir)
+    if not content_check or named_build.stored_fingerprint(version_dir) == fingerprints.content(
+        directory, listing.tree.images, key_options):
+      os.utime(cache_dir / name)  # recently used: evicted last
+      return listing, tfds.builder_from_directory(version_dir)
+    if verbose:
+      print(f"{directory}: a file changed with its size and modification time kept; "
+            "rebuilding its cache.")
+    shutil.rmtree(cache_dir / name)
   if verbose:
-    print(f"Building {len(tree.images)} files of {directory} into the cache ({cache_dir}); "
-          "later calls read the build.")
+    print(f"Building {len(listing.tree.images)} files of {directory} into the cache "
+          f"({cache_dir}); later calls read the build.")
   builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
-                              options=options, about=named_build.About(description=(
-                                  f"Cache of {directory} for image_dataset_from_directory.")))
-  return tree, builder
+                              options=options, listing=listing, about=named_build.About(
+                                  description=f"Cache of {directory} for "
+                                  "image_dataset_from_directory."))
+  _evict(cache_dir, name)
+  return listing, builder
 
 
 def _labels_op(label_mode, num_classes, order):
@@ -177,12 +209,15 @@ def image_dataset_from_directory(
     batch_size=32, image_size=(256, 256), shuffle=True, seed=None, validation_split=None,
     subset=None, interpolation="bilinear", follow_links=False, crop_to_aspect_ratio=False,
     pad_to_aspect_ratio=False, data_format=None, format="tf", verbose=True, *,
-    cache_dir=None, skip_bad_files=False):  # pylint: disable=redefined-builtin
+    cache_dir=None, skip_bad_files=False,
+    content_check=False):  # pylint: disable=redefined-builtin
   """keras.utils.image_dataset_from_directory, reading a cached, validated build.
 
   Extra keyword-only arguments: `cache_dir` (default $IMAGESETS_CACHE or
-  ~/.cache/imagesets/from_directory) and `skip_bad_files` (default: the first call stops
-  with one error listing every unreadable file).
+  ~/.cache/imagesets/from_directory), `skip_bad_files` (default: the first call stops
+  with one error listing every unreadable file) and `content_check` (default: a cached
+  build is reused when every file's path, size and modification time are unchanged;
+  True: also when every file's bytes hash the same, which reads every file).
   """
   image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
   interpolation = interpolation.lower()
@@ -199,9 +234,9 @@ def image_dataset_from_directory(
       name="cache", split_proportions=proportions, seed=split_seed, exact_split_sizes=True,
       skip_bad_files=skip_bad_files, shorter_side=stored_shorter_side(image_size),
       follow_links=follow_links)
-  tree, builder = _built(directory, options, pathlib.Path(cache_dir or default_cache_dir()),
-                         verbose)
-  names, order = _class_order(tree, class_names)
+  listing, builder = _built(directory, options, pathlib.Path(cache_dir or default_cache_dir()),
+                            verbose, content_check)
+  names, order = _class_order(listing.tree, class_names)
   if label_mode == "binary" and len(names) != 2:
     raise ValueError(f'When passing label_mode="binary", there must be exactly 2 '
                      f"class_names. Received: class_names={names}")
@@ -213,9 +248,8 @@ def image_dataset_from_directory(
   read_seed = int(seed) if seed is not None else int(np.random.randint(1 << 31))
   subsets = ["training", "validation"] if subset == "both" else [subset or "training"]
   skipped = builder.info.metadata.get("skipped_files", {})
-  stored = {split: [path for path in paths if path not in skipped] for split, paths in
-            splits.assign(tree.images, options.split_proportions, options.seed,
-                          exact_sizes=options.exact_split_sizes).items()}
+  stored = {split: [path for path in paths if path not in skipped]
+            for split, paths in listing.by_split.items()}
   datasets = []
   for name in subsets:
     split = _SUBSETS[name]

@@ -83,13 +83,16 @@ def _description(about: About, root: str, class_names: list[str]) -> str:
 
 
 def builder_class(name: str, version: str, options: class_folders_builder.ClassFoldersConfig,
-                  about: About, fingerprint: str) -> type[class_folders_builder.ClassFoldersBuilder]:
+                  about: About, fingerprint: str,
+                  listing: class_folders_builder.Listing | None = None,
+                  ) -> type[class_folders_builder.ClassFoldersBuilder]:
   """A builder for NAME:VERSION of `options.root`; not registered with TFDS."""
 
   class NamedFolderBuilder(class_folders_builder.ClassFoldersBuilder, skip_registration=True):
     VERSION = tfds.core.Version(version)
     RELEASE_NOTES = {version: f"Built from {options.root}."}
     OPTIONS = options
+    LISTING = listing
 
     def _dataset_info(self, **fields):
       return tfds.core.DatasetInfo(
@@ -125,10 +128,13 @@ def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
 def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None = None,
           options: class_folders_builder.ClassFoldersConfig | None = None, about: About | None = None,
           file_format: str = "tfrecord", beam_options=None,
-          log: Callable[[str], None] = logging.info) -> tfds.core.DatasetBuilder:
+          log: Callable[[str], None] = logging.info,
+          listing: class_folders_builder.Listing | None = None) -> tfds.core.DatasetBuilder:
   """Builds `root` as NAME:VERSION into `data_dir`; returns the prepared builder.
 
-  Raises VersionExistsError when NAME:VERSION there was built from other content.
+  `listing`: `class_folders_builder.list_tree(root, options)` when the caller has it (the
+  tree is then not walked again). Raises VersionExistsError when NAME:VERSION there was
+  built from other content.
   """
   check_name(name)
   tfds.core.Version(version)  # raises on a malformed version
@@ -136,8 +142,9 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
                                 name=name, root=root)
   data_dir = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
-  tree = class_folders_tree.scan(root, follow_links=options.follow_links)
-  fingerprint = fingerprints.content(root, tree.images, fingerprint_options(options, file_format))
+  listing = listing or class_folders_builder.list_tree(root, options)
+  fingerprint = fingerprints.content(root, listing.tree.images,
+                                     fingerprint_options(options, file_format))
   version_dir = pathlib.Path(data_dir) / name / version
   if (version_dir / "dataset_info.json").exists():
     stored = stored_fingerprint(version_dir)
@@ -148,7 +155,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
           f"(--version with a higher number), or delete {version_dir} first.")
     log(f"{name}:{version} is already built from this content in {data_dir}: nothing to do.")
     return tfds.builder_from_directory(version_dir)
-  cls = builder_class(name, version, options, about or read_about(root), fingerprint)
+  cls = builder_class(name, version, options, about or read_about(root), fingerprint, listing)
   builder = cls(data_dir=data_dir, file_format=file_format)
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
       beam_options=beam_options))

@@ -104,13 +104,18 @@ class _source_folder:  # pylint: disable=invalid-name  (a context manager, used 
       self.temporary.cleanup()
 
 
-def _examples(builder, keys: dict) -> dict[str, dict]:
+def _examples(builder, keys: dict) -> dict[str, list[dict]]:
   """{split: [example]} with `keys` (name -> decoder or None) as numpy, all splits."""
   decoders = {key: decoder for key, decoder in keys.items() if decoder is not None}
   out = {}
   for split in builder.info.splits:
-    ds = builder.as_dataset(split=split, decoders=decoders, shuffle_files=False)
-    out[split] = [{key: example[key] for key in keys} for example in tfds.as_numpy(ds)]
+    if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
+      # as_dataset raises NotImplementedError on ArrayRecord: read through the data source.
+      examples = builder.as_data_source(split, decoders=decoders)
+    else:
+      examples = tfds.as_numpy(builder.as_dataset(split=split, decoders=decoders,
+                                                  shuffle_files=False))
+    out[split] = [{key: example[key] for key in keys} for example in examples]
   return out
 
 

@@ -96,7 +96,8 @@ def _prepared(builder_class, tmp_path_factory, file_format):
   return builder
 
 
-# Every pipeline test runs on both file formats: ArrayRecord builds are read by random access.
+# Every test that takes these fixtures runs on both file formats: ArrayRecord builds are
+# read by random access.
 @pytest.fixture(scope="module", params=FILE_FORMATS)
 def classes(tmp_path_factory, request):
   return _prepared(PipelineClasses, tmp_path_factory, request.param)
@@ -253,6 +254,29 @@ def test_prefetch_to_device_gives_the_same_batches(classes):
                                                        **kwargs)))
 
 
+class _Device:
+  def __init__(self, name):
+    self.name = name
+
+
+def test_the_first_visible_gpu_is_chosen_for_prefetching(classes, monkeypatch):
+  """No GPU here: the device list is faked, and the copy itself is not run."""
+  asked, chosen = [], []
+  monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: asked.append(kind) or [
+      _Device("/device:GPU:0"), _Device("/device:GPU:1")])
+  monkeypatch.setattr(tf.data.experimental, "prefetch_to_device",
+                      lambda device, buffer_size=None: chosen.append(device) or (lambda ds: ds))
+  ip.classification_eval(classes, split="train", batch_size=6, image_size=12)
+  assert (asked, chosen) == (["GPU"], ["/device:GPU:0"])
+  monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [])
+  ip.classification_eval(classes, split="train", batch_size=6, image_size=12)
+  assert chosen == ["/device:GPU:0"]  # no GPU: no device prefetch, prefetch(AUTOTUNE)
+  # Given devices win over the visible ones.
+  ip.classification_eval(classes, split="train", batch_size=6, image_size=12,
+                         prefetch_devices=["/device:GPU:3"])
+  assert chosen == ["/device:GPU:0", "/device:GPU:3"]
+
+
 def _alignment(image, mask):
   """Fraction of non-void pixels whose colour is PALETTE[mask] (JPEG-tolerant)."""
   valid = mask[..., 0] != ops.MASK_PAD_VALUE
@@ -331,7 +355,8 @@ def test_segmentation_padded_mode_pads_masks_with_255_and_images_with_0(segments
       assert (batch["mask"] == 255).any()  # sizes differ within a batch
 
 
-def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
+@pytest.mark.parametrize("file_format", FILE_FORMATS)
+def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path, file_format):
   with pytest.raises(ip.DatasetNotPreparedError) as error:
     ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path), batch_size=2)
   assert (f"tfds build voc_segmentation --imports imagesets --config default --data_dir {tmp_path}"
@@ -339,7 +364,7 @@ def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
   assert "--manual_dir" in str(error.value)
   fake_voc.write_tree(tmp_path / "src", num_train=4, num_val=4, num_unlabelled=0,
                       height=(40, 60), width=(40, 70))
-  voc.Builder(data_dir=tmp_path).download_and_prepare(
+  voc.Builder(data_dir=tmp_path, file_format=file_format).download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "src")))
   train = _batches(ip.segmentation_train("voc_segmentation", data_dir=str(tmp_path),
                                          batch_size=2, crop_size=48, seed=0), 4)
@@ -352,15 +377,18 @@ def test_voc_segmentation_builder_feeds_the_segmentation_pipelines(tmp_path):
   assert (padded[0]["mask"] == 255).any() and (padded[0]["mask"] == 0).any()
 
 
-def test_flowers_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(tmp_path):
+@pytest.mark.parametrize("file_format", FILE_FORMATS)
+def test_class_folders_builder_with_jpeg_and_png_files_feeds_the_classification_pipelines(
+    tmp_path, file_format):
   from imagesets.class_folders import class_folders_dataset_builder as class_folders
   for index in range(16):  # 2 classes, PNG files among the JPEGs
     path = tmp_path / "tree" / f"class_{index % 2}" / f"{index:02d}.{'png' if index % 4 == 1 else 'jpg'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_encode(classification_pixels(index), "PNG" if index % 4 == 1 else "JPEG"))
   builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="tree", root=str(tmp_path / "tree")),
-                            data_dir=tmp_path / "tfds")
+                            data_dir=tmp_path / "tfds", file_format=file_format)
   builder.download_and_prepare()
+  assert builder.info.file_format.value == file_format
   everything = "train+validation+test"
   batches = _batches(ip.classification_train(builder, split=everything, batch_size=3,
                                              image_size=32, seed=0, num_epochs=1,

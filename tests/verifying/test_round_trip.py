@@ -1,6 +1,8 @@
 """round_trip and `imagesets verify`: prepared versions checked against their sources, file
-by file, on trees and archives the tests make; every kind of tampering is caught."""
+by file, on trees and archives the tests make, TFRecord and ArrayRecord builds; every kind of
+tampering is caught."""
 
+import pathlib
 import shutil
 import subprocess
 
@@ -35,10 +37,11 @@ def files() -> dict[str, bytes]:
   return out
 
 
-def build(tree, data_dir, **options):
+def build(tree, data_dir, file_format="tfrecord", **options):
   config = class_folders.ClassFoldersConfig(
       name="pets", skip_bad_files=True, split_proportions={"train": 0.5, "test": 0.5}, **options)
-  return named_build.build(tree, "pets", data_dir=str(data_dir), options=config)
+  return named_build.build(tree, "pets", data_dir=str(data_dir), options=config,
+                           file_format=file_format)
 
 
 def imagesets_verify(*args):
@@ -46,10 +49,12 @@ def imagesets_verify(*args):
                         capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("shorter_side", [0, 64])
-def test_a_class_folder_build_matches_its_source(tmp_path, shorter_side):
+@pytest.mark.parametrize("shorter_side, file_format",
+                         [(0, "tfrecord"), (64, "tfrecord"), (64, "array_record")])
+def test_a_class_folder_build_matches_its_source(tmp_path, shorter_side, file_format):
   tree = write_tree(tmp_path / "pets", files())
-  builder = build(tree, tmp_path / "tfds", shorter_side=shorter_side)
+  builder = build(tree, tmp_path / "tfds", shorter_side=shorter_side, file_format=file_format)
+  assert builder.info.file_format.value == file_format
   report = round_trip.verify(builder.data_path, tree)
   assert report.ok, report.lines()
   assert report.checked == len(files()) - 2 and list(report.skipped) == ["cats/cut.jpg"]
@@ -103,9 +108,22 @@ def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
   assert missing.stderr.strip().splitlines()[-1].startswith("imagesets: error: source ")
 
 
-def test_voc_images_and_masks_match_their_source(tmp_path):
+def test_cli_verifies_an_array_record_build(tmp_path):
+  tree = write_tree(tmp_path / "pets", files())
+  build(tree, tmp_path / "tfds", file_format="array_record")
+  ok = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
+  assert ok.returncode == 0, ok.stderr
+  assert f"{len(files()) - 2} stored example(s) checked" in ok.stdout and "OK" in ok.stdout
+  (pathlib.Path(tree) / "dogs" / "0.jpg").write_bytes(sample_images.jpeg(30, 40, seed=123))
+  failed = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
+  assert failed.returncode == 1 and "FAILED" in failed.stdout, failed.stderr
+  assert "dogs/0.jpg: stored bytes differ from the source file" in failed.stdout
+
+
+@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
+def test_voc_images_and_masks_match_their_source(tmp_path, file_format):
   folder = fake_voc.write_tree(tmp_path / "src", num_train=3, num_val=2)
-  builder = voc.Builder(data_dir=tmp_path / "tfds")
+  builder = voc.Builder(data_dir=tmp_path / "tfds", file_format=file_format)
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "src")))
   report = round_trip.verify(builder.data_path, tmp_path / "src")

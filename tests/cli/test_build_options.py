@@ -1,0 +1,84 @@
+"""`imagesets build` options through the real command line (a subprocess each): the build a
+flag asks for is the build the Python call with that option makes, record for record."""
+
+import json
+import pathlib
+import subprocess
+
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import BIN, records_by_split
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
+from imagesets.reading import input_pipeline
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+SPLITS = {"train": 0.5, "test": 0.5}
+
+
+def files() -> dict[str, bytes]:
+  out = {f"{name}/{i}.jpg": sample_images.jpeg(30 + i, 40, seed=10 * c + i)
+         for c, name in enumerate(["cats", "dogs"]) for i in range(5)}
+  out["cats/big.jpg"] = sample_images.jpeg(300, 400, seed=5)
+  return out
+
+
+def imagesets_build(tree, data_dir, *flags) -> subprocess.CompletedProcess:
+  return subprocess.run([str(BIN / "imagesets"), "build", str(tree), "--name", "pets",
+                         "--data-dir", str(data_dir), "--splits", "train=0.5,test=0.5",
+                         *flags], capture_output=True, text=True, timeout=600)
+
+
+def python_build(tree, data_dir, file_format="tfrecord", **options):
+  config = class_folders_builder.ClassFoldersConfig(name="pets", split_proportions=SPLITS,
+                                                    **options)
+  return named_build.build(tree, "pets", data_dir=str(data_dir), options=config,
+                           file_format=file_format)
+
+
+def array_records(version_dir) -> dict[str, list[bytes]]:
+  builder = tfds.builder_from_directory(str(version_dir))
+  return {split: sorted(input_pipeline.raw_records(builder, split)[i]
+                        for i in range(builder.info.splits[split].num_examples))
+          for split in builder.info.splits}
+
+
+def test_file_format_and_shorter_side(tmp_path):
+  tree = write_tree(tmp_path / "pets", files())
+  result = imagesets_build(tree, tmp_path / "cli", "--file-format", "array_record",
+                           "--shorter-side", "64")
+  assert result.returncode == 0, result.stderr
+  version = tmp_path / "cli" / "pets" / "1.0.0"
+  assert list(version.glob("*.array_record-*")) and not list(version.glob("*.tfrecord*"))
+  metadata = json.loads((version / "metadata.json").read_text())
+  assert metadata["shorter_side"] == 64 and "cats/big.jpg" in metadata["converted_files"]
+  stored = {e["file_name"].decode(): e for split in ("train", "test") for e in
+            tfds.builder_from_directory(str(version)).as_data_source(split)}
+  assert 64 <= min(stored["cats/big.jpg"]["image"].shape[:2]) < 300  # downscaled
+  assert stored["cats/0.jpg"]["image"].shape[:2] == (30, 40)          # small: as it came
+  # The same dataset as the Python call with those options, record for record.
+  python = python_build(tree, tmp_path / "python", file_format="array_record", shorter_side=64)
+  assert array_records(version) == array_records(python.data_path)
+  assert metadata["content_fingerprint"] == python.info.metadata["content_fingerprint"]
+  # The check can fail: without the options, another dataset.
+  plain = python_build(tree, tmp_path / "plain")
+  assert plain.info.metadata["content_fingerprint"] != metadata["content_fingerprint"]
+
+
+def test_beam_pipeline_options_run_the_build_on_beam(tmp_path):
+  tree = write_tree(tmp_path / "pets", files())
+  # The flags of docs/scaling.md's local example: Beam's DirectRunner, 2 worker processes.
+  result = imagesets_build(tree, tmp_path / "beam", "--beam_pipeline_options",
+                           "direct_num_workers=2,direct_running_mode=multi_processing")
+  assert result.returncode == 0, result.stderr
+  local = python_build(tree, tmp_path / "local")
+  assert records_by_split(tmp_path / "beam" / "pets" / "1.0.0") == records_by_split(
+      local.data_path)
+  # The options reach Beam: a runner Beam does not know fails the build.
+  refused = imagesets_build(tree, tmp_path / "refused", "--beam_pipeline_options",
+                            "runner=NoSuchRunner")
+  assert refused.returncode != 0
+  assert "NoSuchRunner" in refused.stderr
+  assert not (pathlib.Path(tmp_path / "refused") / "pets" / "1.0.0").exists()

@@ -1,0 +1,216 @@
+"""fetch against a real S3 server (SeaweedFS): an interrupted fetch resumes from its staging
+folder, two processes fetching one version download it once, a committed version without a
+manifest is refused, and a failing store (at the first request, or mid-fetch) is retried a
+bounded number of times."""
+
+import http.server
+import pathlib
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+import bucket_servers as servers
+from publish_helpers import FOLDER, TINY, examples
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import fetch
+from imagesets.publishing import manifest as manifest_lib
+from imagesets.publishing import publish
+from imagesets.publishing import versions
+
+S3 = pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
+
+# A fetch in another process (the `imagesets fetch` code path: fetch.fetch), whose
+# downloads are counted in a log file; with KILL_AFTER, it kills itself (SIGKILL) when it
+# starts download number KILL_AFTER + 1, as a power cut or an OOM kill would; with a
+# barrier file, it waits until every process of the test is ready before fetching.
+FETCHER = """
+import os, pathlib, signal, sys, time
+from imagesets.publishing import bucket, fetch
+url, spec, cache, log, kill_after, ready, count = sys.argv[1:8]
+download = bucket.Bucket.download
+def counted(self, rel, *args, **kwargs):
+  with open(log, "a") as f:
+    f.write(rel + "\\n")
+  if int(kill_after) and sum(1 for _ in open(log)) > int(kill_after):
+    os.kill(os.getpid(), signal.SIGKILL)
+  time.sleep(0.1)  # long enough for the other fetcher to reach the lock meanwhile
+  return download(self, rel, *args, **kwargs)
+bucket.Bucket.download = counted
+pathlib.Path(ready, str(os.getpid())).touch()
+while len(os.listdir(ready)) < int(count):
+  time.sleep(0.05)
+print(fetch.fetch(url, spec, cache_dir=cache, progress=False))
+"""
+
+
+def fetchers(url, cache, log, *, count=1, kill_after=0) -> list[subprocess.Popen]:
+  ready = pathlib.Path(log).with_suffix(".ready")
+  ready.mkdir(exist_ok=True)
+  return [subprocess.Popen([sys.executable, "-c", FETCHER, url, TINY, str(cache), str(log),
+                            str(kill_after), str(ready), str(count)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+          for _ in range(count)]
+
+
+def manifest_files(url) -> dict:
+  (item,), _ = listing_of(url)
+  return item.manifest.files
+
+
+def listing_of(url):
+  from imagesets.publishing import listing
+  return listing.list_published(url)
+
+
+@S3
+def test_an_interrupted_fetch_resumes_from_its_staging_folder(bucket_url, tiny_data_dir,
+                                                              tmp_path):
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  files = manifest_files(bucket_url)
+  (killed,) = fetchers(bucket_url, tmp_path / "cache", tmp_path / "first.log", kill_after=3)
+  killed.communicate(timeout=300)
+  assert killed.returncode == -9
+  data_dir = fetch.cached_data_dir(bucket_url, tmp_path / "cache")
+  staging = data_dir / "synthetic_images" / "tiny" / ".incomplete-1.0.0"
+  assert not (data_dir / FOLDER).exists()  # nothing half-fetched is visible
+  kept = {p.name for p in staging.iterdir() if p.is_file()}
+  assert len(kept) == 3 and kept <= set(files)
+  (resumed,) = fetchers(bucket_url, tmp_path / "cache", tmp_path / "second.log")
+  out, err = resumed.communicate(timeout=300)
+  assert resumed.returncode == 0, err[-3000:]
+  downloaded = {line.rsplit("/", 1)[-1]
+                for line in (tmp_path / "second.log").read_text().split()}
+  assert downloaded == set(files) - kept  # the three staged files were not fetched again
+  assert out.strip() == str(data_dir) and not staging.exists()
+  assert examples(data_dir) == examples(tiny_data_dir)
+
+
+@S3
+def test_two_processes_fetching_one_version_download_it_once(bucket_url, tiny_data_dir,
+                                                             tmp_path):
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  files = manifest_files(bucket_url)
+  log = tmp_path / "downloads.log"
+  both = fetchers(bucket_url, tmp_path / "cache", log, count=2)
+  results = [process.communicate(timeout=300) for process in both]
+  assert [process.returncode for process in both] == [0, 0], [err[-2000:] for _, err in results]
+  data_dir = str(fetch.cached_data_dir(bucket_url, tmp_path / "cache"))
+  assert [out.strip() for out, _ in results] == [data_dir, data_dir]
+  downloaded = [line.rsplit("/", 1)[-1] for line in log.read_text().split()]
+  assert sorted(downloaded) == sorted(files)  # each file once, by one of the two
+  assert examples(data_dir) == examples(tiny_data_dir)
+
+
+@S3
+def test_a_committed_version_without_a_manifest_is_refused(bucket_url, tiny_data_dir,
+                                                           tmp_path):
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  bucket_lib.Bucket(bucket_url).delete([f"{FOLDER}/{versions.MANIFEST}"])
+  with pytest.raises(versions.PublishError, match="no manifest to verify against") as error:
+    fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  assert "\n" not in str(error.value)
+  assert not (fetch.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
+  with pytest.raises(versions.PublishError, match="no manifest"):
+    manifest_lib.published(bucket_lib.Bucket(bucket_url), versions.Ref.parse(TINY))
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+  """A store that answers every request with 503 Slow Down: retriable, never successful."""
+
+  requests: list = []
+
+  def _fail(self):
+    type(self).requests.append(self.command)
+    self.send_response(503)
+    self.send_header("Content-Length", "0")
+    self.end_headers()
+
+  do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _fail
+
+  def log_message(self, *args):
+    pass
+
+
+# Requests a failing store may see: gcsfs makes ATTEMPTS tries (we re-wrap its retry
+# decorator: its own default is 6); through s3fs and botocore (max_attempts=ATTEMPTS) we
+# saw ATTEMPTS + 1 requests (4 with ATTEMPTS = 3).
+@pytest.mark.parametrize("scheme, variable, most", [
+    ("s3", "AWS_ENDPOINT_URL", bucket_lib.ATTEMPTS + 1),
+    ("gs", "STORAGE_EMULATOR_HOST", bucket_lib.ATTEMPTS)])
+def test_a_failing_store_is_retried_a_bounded_number_of_times(scheme, variable, most, tmp_path):
+  _Failing.requests = []
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+  try:
+    with servers.environment({**servers.STATIC_ENV, variable: endpoint}):
+      with pytest.raises(bucket_lib.BucketError) as error:
+        fetch.fetch(f"{scheme}://{servers.BUCKET}/tfds", TINY, cache_dir=tmp_path,
+                    progress=False)
+  finally:
+    server.shutdown()
+  assert "\n" not in str(error.value) and f"{scheme}://{servers.BUCKET}/tfds" in str(error.value)
+  assert 1 < len(_Failing.requests) <= most, _Failing.requests  # retried, and bounded
+  assert not any(tmp_path.iterdir())  # nothing cached
+
+
+class _FailingDownloads(http.server.BaseHTTPRequestHandler):
+  """A proxy in front of the S3 server: listings and small objects pass, every GET of a
+  shard answers 503 (a store that keeps failing mid-fetch). The Host header is kept, so
+  the client's signatures still verify."""
+
+  upstream = ""
+  shard_gets: list = []
+
+  def _forward(self):
+    if self.command == "GET" and ".tfrecord-" in self.path:
+      type(self).shard_gets.append(self.path)
+      self.send_response(503)
+      self.send_header("Content-Length", "0")
+      self.end_headers()
+      return
+    request = urllib.request.Request(self.upstream + self.path, method=self.command,
+                                     headers=dict(self.headers.items()))
+    try:
+      with urllib.request.urlopen(request, timeout=30) as response:
+        status, headers, body = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+      status, headers, body = error.code, error.headers, error.read()
+    self.send_response(status)
+    for name, value in headers.items():
+      if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+        self.send_header(name, value)
+    self.send_header("Content-Length", str(len(body)))
+    self.end_headers()
+    if self.command != "HEAD":
+      self.wfile.write(body)
+
+  do_GET = do_HEAD = _forward
+
+  def log_message(self, *args):
+    pass
+
+
+@S3
+def test_a_download_failing_mid_fetch_is_retried_a_bounded_number_of_times(
+    bucket_url, bucket_servers, tiny_data_dir, tmp_path):
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  _FailingDownloads.upstream, _FailingDownloads.shard_gets = bucket_servers["s3"], []
+  proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FailingDownloads)
+  threading.Thread(target=proxy.serve_forever, daemon=True).start()
+  try:
+    with servers.environment({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.server_address[1]}"}):
+      with pytest.raises(bucket_lib.BucketError, match="cannot download") as error:
+        fetch.fetch(bucket_url, TINY, cache_dir=tmp_path, progress=False)
+  finally:
+    proxy.shutdown()
+  assert "\n" not in str(error.value)
+  # The first shard was tried, retried, and given up on: no other shard was asked for.
+  assert len(set(_FailingDownloads.shard_gets)) == 1
+  assert 1 < len(_FailingDownloads.shard_gets) <= bucket_lib.ATTEMPTS + 1, (
+      _FailingDownloads.shard_gets)
+  assert not (fetch.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
