@@ -3,38 +3,59 @@
 `import imagesets` registers every builder with TFDS, so that
 `tfds.load('synthetic_images/tiny', data_dir=...)` and
 `tfds build synthetic_images --imports imagesets` find them.
+
+It does so without loading TensorFlow itself (the `imagesets` command's help, `list`,
+`fetch` and `publish` start in well under a second): the builders register the moment
+`tensorflow_datasets` is imported (at once if it already is), and the names below load
+their module on first use.
 """
 
-# First, before TensorFlow loads: keep its start-up noise off the terminal (see startup).
+import importlib
+
 from imagesets import startup
 
-startup.load_tensorflow()
 
-# Importing a builder module registers its dataset name.
-from imagesets.synthetic_images import synthetic_images_dataset_builder  # noqa: E402,F401
-from imagesets.voc_segmentation import voc_segmentation_dataset_builder  # noqa: E402,F401
-from imagesets.flowers import flowers_dataset_builder  # noqa: E402,F401
-from imagesets.class_folders import class_folders_dataset_builder  # noqa: E402,F401
+def _register_builders() -> None:
+  # Importing a builder module registers its dataset name.
+  for name in ("synthetic_images.synthetic_images_dataset_builder",
+               "voc_segmentation.voc_segmentation_dataset_builder",
+               "flowers.flowers_dataset_builder",
+               "class_folders.class_folders_dataset_builder"):
+    importlib.import_module(f"imagesets.{name}")
 
-# The training input pipeline: one call per task, built from `preprocess_ops`.
-from imagesets.reading import input_pipeline, preprocess_ops  # noqa: E402
-from imagesets.reading.input_pipeline import (  # noqa: E402
-    DatasetNotPreparedError,
-    classification_eval,
-    classification_train,
-    segmentation_eval,
-    segmentation_train,
-)
 
-# Training from a team bucket (docs/publishing.md): fetch a verified local copy, or pass
-# a bucket URL through resolve_data_dir. fsspec's cloud clients load on first use.
-from imagesets.publishing.fetch import fetch, resolve_data_dir, stream  # noqa: E402
+# TensorFlow's start-up noise stays off the terminal whenever it loads (see startup).
+startup.install_import_hooks(_register_builders)
 
-# Your own folder: keras' one call, over a cached, validated build (docs/class_folders.md).
-from imagesets.class_folders.from_directory import image_dataset_from_directory  # noqa: E402
+# name -> module: the training pipelines (one call per task, built from `preprocess_ops`),
+# training from a team bucket (docs/publishing.md) and keras' call over a cached build of
+# your own folder (docs/class_folders.md).
+_EXPORTS = {
+    "input_pipeline": "imagesets.reading",
+    "preprocess_ops": "imagesets.reading",
+    "DatasetNotPreparedError": "imagesets.reading.input_pipeline",
+    "classification_train": "imagesets.reading.input_pipeline",
+    "classification_eval": "imagesets.reading.input_pipeline",
+    "segmentation_train": "imagesets.reading.input_pipeline",
+    "segmentation_eval": "imagesets.reading.input_pipeline",
+    "fetch": "imagesets.publishing.fetch",
+    "resolve_data_dir": "imagesets.publishing.fetch",
+    "stream": "imagesets.publishing.fetch",
+    "image_dataset_from_directory": "imagesets.class_folders.from_directory",
+}
+__all__ = list(_EXPORTS)
 
-__all__ = [
-    "input_pipeline", "preprocess_ops", "DatasetNotPreparedError", "classification_train",
-    "classification_eval", "segmentation_train", "segmentation_eval",
-    "fetch", "resolve_data_dir", "stream", "image_dataset_from_directory",
-]
+
+def __getattr__(name):
+  if name not in _EXPORTS:
+    raise AttributeError(f"module 'imagesets' has no attribute {name!r}")
+  module = importlib.import_module(_EXPORTS[name])
+  value = getattr(module, name, None)
+  if value is None:  # a submodule of the package named
+    value = importlib.import_module(f"{_EXPORTS[name]}.{name}")
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted([*globals(), *_EXPORTS])

@@ -27,7 +27,7 @@ from etils import epath
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import utils as tfds_utils
 
-from imagesets import checksums
+from imagesets.checksums import DIRECTORY as CHECKSUMS_DIRECTORY
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import deterministic_writer
@@ -52,7 +52,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   @tfds_utils.classproperty
   @classmethod
   def _checksums_path(cls) -> epath.Path:
-    return epath.Path(checksums.DIRECTORY) / f"{cls.name}.txt"
+    return epath.Path(CHECKSUMS_DIRECTORY) / f"{cls.name}.txt"
 
   def download_and_prepare(self, **kwargs):
     config = kwargs.get("download_config")

@@ -24,6 +24,7 @@ from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import problems
 from imagesets.building import splits
+from imagesets.constants import ORIGINAL_SIZE
 
 
 @dataclasses.dataclass(eq=False)
@@ -35,7 +36,7 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
       default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
-  shorter_side: int = 0         # > 0: store larger images downscaled to >= this shorter side
+  shorter_side: int = ORIGINAL_SIZE  # > 0: store larger images downscaled to >= this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
 

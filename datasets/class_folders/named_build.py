@@ -26,12 +26,13 @@ from typing import Callable
 from absl import logging
 import tensorflow_datasets as tfds
 
+from imagesets import constants
 from imagesets.building import class_folders_builder
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 
 ABOUT_FILE = "imagesets.toml"
-DEFAULT_DATA_DIR = os.path.join("~", "tensorflow_datasets")
+DEFAULT_DATA_DIR = constants.DEFAULT_DATA_DIR
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 

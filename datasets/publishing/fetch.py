@@ -15,13 +15,7 @@ from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import progress_bars
 from imagesets.publishing import versions
 
-CACHE_ENV = "IMAGESETS_CACHE"
-
-
-def cache_root(cache_dir=None) -> pathlib.Path:
-  if cache_dir is None:
-    cache_dir = os.environ.get(CACHE_ENV) or "~/.cache/imagesets"
-  return pathlib.Path(cache_dir).expanduser()
+from imagesets.constants import CACHE_ENV, cache_root  # noqa: F401  (re-exported)
 
 
 def cached_data_dir(url: str, cache_dir=None) -> pathlib.Path:
