@@ -16,8 +16,6 @@ loads later (by our code or the user's), and the user has not asked for its logs
 * loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, then
   writes back every captured line except the known start-up lines in `NOISE`.
 
-The same hooks register our builders with TFDS as soon as `tensorflow_datasets` is
-imported (at once if it already is), so `import imagesets` then `tfds.load(...)` finds them.
 
 Our commands and pipelines call `probe_devices()`, the same filter for the first device
 probe (the "failed call to cuInit" ERROR line), also when TensorFlow was loaded first.
@@ -127,12 +125,11 @@ def when_imported(name: str, after: Callable[[], None], around: Callable = conte
     sys.meta_path.insert(0, _OnImport(name, around, after))
 
 
-def install_import_hooks(register_builders: Callable[[], None]) -> None:
-  """TensorFlow loads quietly whenever it loads; builders register when TFDS loads."""
+def install_import_hooks() -> None:
+  """TensorFlow loads quietly whenever it loads (by our code or the user's)."""
   if "tensorflow" not in sys.modules and not any(
       isinstance(f, _OnImport) and f.name == "tensorflow" for f in sys.meta_path):
     when_imported("tensorflow", lambda: None, around=_quiet_loading)
-  when_imported("tensorflow_datasets", register_builders)
 
 
 def probe_devices() -> None:

@@ -64,6 +64,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     with build_lock.hold(self.data_path, name=f"{self.info.full_name}"):
       return super().download_and_prepare(**kwargs)
 
+  def _log_download_bytes(self) -> None:
+    # TFDS prints "Downloading and preparing dataset Unknown size (download: Unknown
+    # size, ...)" here: no builder of ours registers sizes. Say what is built, and where.
+    print(f"building {self.info.full_name} ({self.info.file_format.value}) into {self.data_dir}")
+
   def _example_writer(self):
     return deterministic_writer.DeterministicExampleWriter(file_format=self.info.file_format)
 

@@ -118,8 +118,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     bad = report.problems
     if not options.skip_bad_files:
       problems.raise_if_any(bad, source=self._root, fix=(
-          "repair or delete these files, or build with skip_bad_files to leave them out "
-          "(`imagesets build --skip-bad-files`, or \"skip_bad_files\": true in a --config); "
+          "repair or delete these files, or leave them out: skip_bad_files=True in Python "
+          "(image_dataset_from_directory, ClassFoldersConfig), `imagesets build "
+          "--skip-bad-files`, or \"skip_bad_files\": true in a tfds build --config; "
           "they are then listed in the dataset's metadata."))
     if bad:
       logging.warning("%s: skipped %d bad file(s):\n%s", self.name, len(bad),
