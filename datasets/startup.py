@@ -9,21 +9,23 @@ alone does not stop them.
 
 `import imagesets` does not load TensorFlow (the command line's help, `list`, `fetch` and
 `publish` never need it); it calls `install_import_hooks()`, so that whenever TensorFlow
-loads later (by our code or the user's), and the user has not asked for its logs, it
+(or TFDS) loads later, by our code or the user's, and the user has not asked for its
+logs, it
 
 * sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off, warnings
   and errors still printed), and
 * loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, then
   writes back every captured line except the known start-up lines in `NOISE`.
 
-
-Our commands and pipelines call `probe_devices()`, the same filter for the first device
-probe (the "failed call to cuInit" ERROR line), also when TensorFlow was loaded first.
+Then, or at `import imagesets` if TensorFlow was imported first, `probe_devices()` finds
+the devices behind the same filter (the first probe prints a "failed call to cuInit"
+ERROR line on every machine without a GPU). What TensorFlow printed before `import
+imagesets` has been printed; import imagesets first to keep that quiet too.
 
 Everything comes back with `-v`/`--verbose` on the command line, `IMAGESETS_VERBOSE=1`,
 or a `TF_CPP_MIN_LOG_LEVEL` of the user's own (which is then left as it is). When
-TensorFlow is already loaded (`tfds build` loads it before any of our code), nothing
-here runs.
+TensorFlow is already loaded (`tfds build` loads it before any of our code), only the
+device probe is filtered.
 """
 
 import contextlib
@@ -79,11 +81,19 @@ def _quiet() -> bool:
   return not verbose() and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") == "1"
 
 
+# Set with TF_CPP_MIN_LOG_LEVEL when we chose that level, so that our child processes
+# (Grain workers, Beam workers, process pools) inherit quiet start-ups too, while a level
+# the user set is left alone.
+_OURS = "IMAGESETS_SET_TF_LOG_LEVEL"
+
+
 def _quiet_loading():
   """Filters fd 2 while TensorFlow loads, unless its logs are wanted (see the docstring)."""
-  if verbose() or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+  users_level = "TF_CPP_MIN_LOG_LEVEL" in os.environ and _OURS not in os.environ
+  if verbose() or users_level:
     return contextlib.nullcontext()
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+  os.environ[_OURS] = "1"
   return _filtered_stderr()
 
 
@@ -126,10 +136,15 @@ def when_imported(name: str, after: Callable[[], None], around: Callable = conte
 
 
 def install_import_hooks() -> None:
-  """TensorFlow loads quietly whenever it loads (by our code or the user's)."""
-  if "tensorflow" not in sys.modules and not any(
-      isinstance(f, _OnImport) and f.name == "tensorflow" for f in sys.meta_path):
-    when_imported("tensorflow", lambda: None, around=_quiet_loading)
+  """TensorFlow and TFDS load quietly whenever they load (by our code or the user's), and
+  the devices are probed quietly right after TensorFlow loads (now, if it already has)."""
+  for name in ("tensorflow", "tensorflow_datasets"):  # TFDS loads libraries that print too
+    if name not in sys.modules and not any(
+        isinstance(f, _OnImport) and f.name == name for f in sys.meta_path):
+      when_imported(name, probe_devices if name == "tensorflow" else lambda: None,
+                    around=_quiet_loading)
+  if "tensorflow" in sys.modules:
+    probe_devices()
 
 
 def probe_devices() -> None:
