@@ -13,6 +13,7 @@ fixed (flowers), which they must be (`CLASS_NAMES`).
 
 import collections
 import dataclasses
+import os
 
 from absl import logging
 import numpy as np
@@ -39,6 +40,11 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
   shorter_side: int = ORIGINAL_SIZE  # > 0: store larger images downscaled to >= this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
+
+  def __post_init__(self):
+    # "~/photos" in a --config JSON reaches us unexpanded (no shell in between).
+    if self.root.startswith("~"):
+      self.root = os.path.expanduser(self.root)
 
 
 def features(class_names: list[str]) -> tfds.features.FeaturesDict:

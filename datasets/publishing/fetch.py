@@ -153,8 +153,10 @@ def resolve_data_dir(data_dir: str | None, name: str, *, stream_from_bucket: boo
   `name` is fetched into the local cache, or streamed when asked and TensorFlow can read
   the scheme.
   """
-  if data_dir is None or bucket_lib.split_url(str(data_dir))[0] == "file":
-    return data_dir
+  if data_dir is None:
+    return None
+  if bucket_lib.split_url(str(data_dir))[0] == "file":
+    return os.path.expanduser(str(data_dir))  # TFDS itself does not expand "~"
   if stream_from_bucket:
     return stream(str(data_dir), name)
   return fetch(str(data_dir), name, cache_dir=cache_dir)
