@@ -36,6 +36,7 @@ from imagesets.building import parallel_map
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.building import shuffle_memory
+from imagesets.progress_lines import log_friendly_stderr
 
 CANONICAL_PACKAGE = "imagesets."
 
@@ -61,7 +62,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     if ((self.data_path.exists() and not overwrite)
         or class_folders_tree.is_remote(self.data_path)):
       return super().download_and_prepare(**kwargs)
-    with build_lock.hold(self.data_path, name=f"{self.info.full_name}"):
+    # Logs (CI, nohup) get a line per bar every few seconds, not carriage returns.
+    with build_lock.hold(self.data_path, name=f"{self.info.full_name}"), \
+        log_friendly_stderr():
       return super().download_and_prepare(**kwargs)
 
   def _log_download_bytes(self) -> None:
