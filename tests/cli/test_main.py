@@ -222,3 +222,13 @@ def test_fetch_names_the_version_it_chose(tiny_data_dir, tmp_path):
   assert fetched.returncode == 0, fetched.stderr
   assert fetched.stderr.strip() == (f"synthetic_images/tiny: {TINY} (latest published version "
                                     f"in {bucket})")
+
+
+def test_an_array_record_build_suggests_what_reads_it():
+  # tfds.load raises NotImplementedError on ArrayRecord builds: suggest what works.
+  tfrecord = cli._load_hint("pets", "1.0.0", "/d", "tfrecord")
+  assert tfrecord == ['load it with: tfds.load("pets:1.0.0", split="train", data_dir="/d")']
+  array_record = " ".join(cli._load_hint("pets", "1.0.0", "/d", "array_record"))
+  assert "tfds.load" not in array_record
+  assert 'tfds.data_source("pets:1.0.0", split="train", data_dir="/d")' in array_record
+  assert 'imagesets.classification_train("pets:1.0.0", data_dir="/d"' in array_record
