@@ -28,6 +28,8 @@ class LineStream:
 
   def write(self, text: str) -> int:
     text = _ESCAPES.sub("", text)
+    if not text.strip():
+      return len(text)  # tqdm's newlines that move between nested bars
     if "\r" not in text and not self._pending:
       return self._stream.write(text)
     for part in text.split("\r"):  # tqdm redraws a bar after "\r"
@@ -53,6 +55,13 @@ class LineStream:
   def _emit(self, state: str) -> None:
     self._last_line[state.split(":", 1)[0]] = self._clock()
     self._stream.write(state + "\n")
+
+  def finish(self) -> None:
+    """Prints the last state not printed yet (bars closed without a newline)."""
+    if self._pending:
+      self._emit(self._pending)
+      self._pending = ""
+    self._stream.flush()
 
   def flush(self) -> None:
     self._stream.flush()
@@ -92,5 +101,5 @@ def log_friendly_stderr():
   try:
     yield
   finally:
-    sys.stderr.flush()
+    sys.stderr.finish()
     sys.stderr = original

@@ -42,6 +42,7 @@ def test_a_build_whose_stderr_is_a_pipe_logs_lines(tmp_path):
   assert result.returncode == 0, result.stderr
   assert "\r" not in result.stderr and "\x1b[A" not in result.stderr, result.stderr[-2000:]
   assert "Generating splits...:" in result.stderr
+  assert "" not in result.stderr.splitlines()  # no blank lines between nested bars
 
 
 def test_on_a_terminal_bars_are_left_alone():

@@ -128,6 +128,7 @@ def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
   strict = imagesets("build", tree, "--name", "pets", "--data-dir", tmp_path)
   assert strict.returncode == 1 and "Traceback" not in strict.stderr
   assert "cat/cut.jpg" in strict.stderr and "--skip-bad-files" in strict.stderr
+  assert "skip_bad_files=True in Python" in strict.stderr  # what a Python caller passes
   assert not list(tmp_path.glob("pets/*/dataset_info.json"))
 
 
