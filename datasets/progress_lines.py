@@ -28,8 +28,11 @@ class LineStream:
 
   def write(self, text: str) -> int:
     text = _ESCAPES.sub("", text)
-    if not text.strip():
-      return len(text)  # tqdm's newlines that move between nested bars
+    if not text.strip():  # a bar's closing newline, or tqdm moving between nested bars
+      if "\n" in text and self._pending:
+        self._emit(self._pending)
+        self._pending = ""
+      return len(text)
     if "\r" not in text and not self._pending:
       return self._stream.write(text)
     for part in text.split("\r"):  # tqdm redraws a bar after "\r"
