@@ -218,7 +218,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     return super()._format_action_invocation(action)
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
   """argparse with both flag spellings (--data-dir / --data_dir), "did you mean" for
   unknown flags, and the failing subcommand's usage only."""
 
@@ -243,13 +243,13 @@ class _Parser(argparse.ArgumentParser):
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _subparsers(top: argparse.ArgumentParser) -> dict[str, _Parser]:
+def _subparsers(top: argparse.ArgumentParser) -> dict[str, Parser]:
   return next(action.choices for action in top._actions  # pylint: disable=protected-access
               if isinstance(action, argparse._SubParsersAction))  # pylint: disable=protected-access
 
 
 def parser() -> argparse.ArgumentParser:
-  top = _Parser(
+  top = Parser(
       prog="imagesets", description="Build image folders as TFDS datasets, publish them to a "
       "team bucket and train from it. URLs: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or a "
       "local path. Credentials come from each cloud's standard environment and config files. "
@@ -257,7 +257,7 @@ def parser() -> argparse.ArgumentParser:
   top.add_argument("-v", "--verbose", action="store_true",
                    help="show TensorFlow's start-up and device logs, and tracebacks")
   commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_Parser)
+                                parser_class=Parser)
 
   p = commands.add_parser(
       "build", help="build a class-per-folder tree as dataset NAME:VERSION",
