@@ -67,3 +67,11 @@ def test_runtime_package_never_imports_the_test_data_makers():
            if "dummy_data" not in path.parts
            and any(name.startswith("imagesets_testing") for name in _imports(path))]
   assert users == []
+
+
+def test_build_machinery_never_imports_the_top_level_package():
+  # `from imagesets import x` runs the package's __init__ for a name it may not have yet
+  # (it registers builders, which import building/): import the module you need by path.
+  users = [str(path.relative_to(REPO)) for path in _modules("building")
+           if "imagesets" in _imports(path)]
+  assert users == []

@@ -1,5 +1,6 @@
 """A plain (non-editable) wheel carries the code and every metadata file TFDS reads."""
 
+import re
 import sys
 import zipfile
 
@@ -48,3 +49,14 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
   scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
   assert "imagesets = imagesets.cli.main:main" in scripts
   assert not any(name.startswith("datasets/") for name in names)
+
+
+def test_building_the_wheels_prints_no_warnings_of_ours(tmp_path):
+  # What `make venv` (editable) and `pip wheel` run, with this environment's setuptools.
+  # Left: setuptools' own "InformationOnly: Editable installation." note, shown for every
+  # editable install that needs an import finder (our package lives in datasets/).
+  for build in ("build_editable", "build_wheel"):
+    out = run([sys.executable, "-W", "default", "-c",
+               f"from setuptools import build_meta; build_meta.{build}({str(tmp_path)!r})"])
+    warnings = sorted(set(re.findall(r"\w*Warning\b.*", out.stdout + out.stderr)))
+    assert warnings == [], (build, warnings)

@@ -1,6 +1,7 @@
 """Our commands are quiet by default: TensorFlow's start-up noise is gone, errors are not."""
 
 import os
+import subprocess
 import sys
 
 from conftest import run
@@ -47,3 +48,59 @@ def test_filter_keeps_every_line_it_does_not_know(capfd):
     os.write(2, noise + b"E0000 something real failed\n" + noise + b"no newline at the end")
   err = capfd.readouterr().err
   assert err == "E0000 something real failed\nno newline at the end"
+
+
+# Runs the command line in a fresh process and reports which heavy modules it loaded.
+_CLI_MODULES = """
+import sys
+from imagesets.cli import main
+try:
+  code = main.main(sys.argv[1:])
+except SystemExit as exit_:
+  code = exit_.code
+loaded = [m for m in ("tensorflow", "tensorflow_datasets") if m in sys.modules]
+print("LOADED", *loaded, "EXIT", code, file=sys.stderr)
+"""
+
+
+def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path):
+  bucket, cache = tmp_path / "bucket", tmp_path / "cache"
+  for args, code in [
+      (["--help"], 0), (["build", "--help"], 0), (["lst"], 2), (["publish", "x"], 2),
+      (["build", "p", "--name", "n", "--splits", "train=2"], 2),
+      (["build", "p", "--name", "n", "--no-such-flag"], 2),
+      (["build", str(tmp_path / "none"), "--name", "n"], 1),
+      (["list", "--data-dir", str(tiny_data_dir)], 0),
+      (["publish", "synthetic_images/tiny:1.0.0", "--data-dir", str(tiny_data_dir),
+        "--to", str(bucket), "--quiet"], 0),
+      (["list", str(bucket)], 0),
+      (["fetch", str(bucket), "synthetic_images/tiny", "--cache-dir", str(cache), "--quiet"], 0)]:
+    result = subprocess.run([sys.executable, "-c", _CLI_MODULES, *args], capture_output=True,
+                            text=True, timeout=120)
+    assert result.stderr.strip().splitlines()[-1] == f"LOADED EXIT {code}", (args, result.stderr)
+  assert (cache / "file").is_dir()  # the fetch did fetch
+
+
+def test_import_imagesets_registers_the_builders_when_tfds_loads():
+  script = ("import sys, imagesets\n"
+            "assert 'tensorflow' not in sys.modules\n"
+            "import tensorflow_datasets as tfds\n"
+            "assert 'synthetic_images' in tfds.list_builders(with_community_datasets=False)\n"
+            "print(tfds.builder('synthetic_images/tiny').info.full_name)\n")
+  assert run([sys.executable, "-c", script]).stdout.strip() == "synthetic_images/tiny/1.0.0"
+
+
+def test_tensorflow_loaded_after_imagesets_or_in_a_child_process_is_quiet():
+  # (test_demo_... shows that TensorFlow prints these lines, cuInit's included, without us.)
+  probe = "import tensorflow as tf; tf.config.list_physical_devices()"
+  # A child (Grain worker, process pool) inherits the quiet start-up, not a "user's" level.
+  later = run([sys.executable, "-c",
+               f"import imagesets, subprocess, sys; {probe}\n"
+               f"subprocess.run([sys.executable, '-c', 'import imagesets; {probe}'], check=True)"],
+              env=TF_NOISE_FREE_ENV)
+  assert _noise(later.stderr) == [], later.stderr
+  # Imported first, TensorFlow has printed its start-up lines; the device probe's cuInit
+  # ERROR line (which comes later) is still kept off.
+  first = run([sys.executable, "-c", f"import tensorflow as tf; import imagesets; {probe}"],
+              env=TF_NOISE_FREE_ENV)
+  assert not any("cuInit" in line for line in first.stderr.splitlines()), first.stderr

@@ -30,7 +30,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import utils as tfds_utils
 from tensorflow_datasets.core.download import checksums as tfds_checksums
 
-from imagesets import checksums
+from imagesets.checksums import DIRECTORY as CHECKSUMS_DIRECTORY
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import deterministic_writer
@@ -40,6 +40,7 @@ from imagesets.building import parallel_map
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.building import shuffle_memory
+from imagesets.progress_lines import log_friendly_stderr
 
 CANONICAL_PACKAGE = "imagesets."
 
@@ -56,7 +57,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   @tfds_utils.classproperty
   @classmethod
   def _checksums_path(cls) -> epath.Path:
-    return epath.Path(checksums.DIRECTORY) / f"{cls.name}.txt"
+    return epath.Path(CHECKSUMS_DIRECTORY) / f"{cls.name}.txt"
 
   def download_and_prepare(self, **kwargs):
     config = kwargs.get("download_config")
@@ -65,8 +66,15 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     if ((self.data_path.exists() and not overwrite)
         or class_folders_tree.is_remote(self.data_path)):
       return super().download_and_prepare(**kwargs)
-    with build_lock.hold(self.data_path, name=f"{self.info.full_name}"):
+    # Logs (CI, nohup) get a line per bar every few seconds, not carriage returns.
+    with build_lock.hold(self.data_path, name=f"{self.info.full_name}"), \
+        log_friendly_stderr():
       return super().download_and_prepare(**kwargs)
+
+  def _log_download_bytes(self) -> None:
+    # TFDS prints "Downloading and preparing dataset Unknown size (download: Unknown
+    # size, ...)" here: no builder of ours registers sizes. Say what is built, and where.
+    print(f"building {self.info.full_name} ({self.info.file_format.value}) into {self.data_dir}")
 
   def _example_writer(self):
     return deterministic_writer.DeterministicExampleWriter(file_format=self.info.file_format)

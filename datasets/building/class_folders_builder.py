@@ -13,6 +13,7 @@ fixed (flowers), which they must be (`CLASS_NAMES`).
 
 import collections
 import dataclasses
+import os
 
 from absl import logging
 import numpy as np
@@ -24,6 +25,7 @@ from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import problems
 from imagesets.building import splits
+from imagesets.constants import ORIGINAL_SIZE
 
 
 @dataclasses.dataclass(eq=False)
@@ -35,9 +37,14 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
       default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
-  shorter_side: int = 0         # > 0: store larger images downscaled to >= this shorter side
+  shorter_side: int = ORIGINAL_SIZE  # > 0: store larger images downscaled to >= this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
+
+  def __post_init__(self):
+    # "~/photos" in a --config JSON reaches us unexpanded (no shell in between).
+    if self.root.startswith("~"):
+      self.root = os.path.expanduser(self.root)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +142,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     bad = report.problems
     if not options.skip_bad_files:
       problems.raise_if_any(bad, source=self._root, fix=(
-          "repair or delete these files, or build with skip_bad_files to leave them out "
-          "(`imagesets build --skip-bad-files`, or \"skip_bad_files\": true in a --config); "
+          "repair or delete these files, or leave them out: skip_bad_files=True in Python "
+          "(image_dataset_from_directory, ClassFoldersConfig), `imagesets build "
+          "--skip-bad-files`, or \"skip_bad_files\": true in a tfds build --config; "
           "they are then listed in the dataset's metadata."))
     if bad:
       logging.warning("%s: skipped %d bad file(s):\n%s", self.name, len(bad),

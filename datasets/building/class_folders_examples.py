@@ -10,15 +10,16 @@ its module path.
 from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import image_checks
+from imagesets.constants import ORIGINAL_SIZE
 
 
-def make_example(root: str, relative_path: str, *, shorter_side: int = 0) -> tuple[dict, str | None]:
+def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_SIZE) -> tuple[dict, str | None]:
   """(features, why it was re-encoded or None) for one file; raises BadImageError.
 
   A pure function of the file: safe to map on any worker (processes here, Beam later).
   """
   data = class_folders_tree.read(root, relative_path)
-  encoded, facts = image_checks.prepare(data, shorter_side=shorter_side or None)
+  encoded, facts = image_checks.prepare(data, shorter_side=shorter_side)
   features = {
       "image": encoded,
       "label": class_folders_tree.label_of(relative_path),

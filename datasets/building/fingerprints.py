@@ -36,12 +36,20 @@ def _file_sha256(root: str, relative_path: str) -> str:
   return hashlib.sha256(class_folders_tree.read(root, relative_path)).hexdigest()
 
 
-def content(root: str, relative_paths: list[str], options: Mapping) -> str:
-  """Hex sha256 of the images' paths and bytes and the options (reads every file)."""
+def file_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
+  """{relative path: hex sha256 of its bytes} (reads every file)."""
   with concurrent.futures.ThreadPoolExecutor(_READERS) as pool:
-    hashes = pool.map(lambda path: _file_sha256(root, path), relative_paths)
-    return _digest((f"{path}\0{digest}" for path, digest in zip(relative_paths, hashes)),
-                   options)
+    return dict(zip(relative_paths, pool.map(lambda path: _file_sha256(root, path),
+                                             relative_paths)))
+
+
+def content(root: str, relative_paths: list[str], options: Mapping,
+            hashes: Mapping[str, str] | None = None) -> str:
+  """Hex sha256 of the images' paths and bytes and the options (reads every file, unless
+  their `file_hashes` are given)."""
+  if hashes is None:
+    hashes = file_hashes(root, relative_paths)
+  return _digest((f"{path}\0{hashes[path]}" for path in relative_paths), options)
 
 
 def _stat(root: str, relative_path: str) -> tuple[int, int]:

@@ -24,6 +24,8 @@ import simplejpeg
 import PIL.ImageOps
 from PIL import JpegImagePlugin
 
+from imagesets.constants import ORIGINAL_SIZE
+
 JPEG = "jpeg"
 PNG = "png"
 _EXIF_ORIENTATION = 0x0112
@@ -52,7 +54,7 @@ class ImageFacts:
   conversion: str | None   # why the bytes must be re-encoded; None = store them as they are
 
 
-def check(data: bytes, *, resized_below: int | None = None) -> ImageFacts:
+def check(data: bytes, *, resized_below: int = ORIGINAL_SIZE) -> ImageFacts:
   """Validates encoded image bytes; raises BadImageError with a reason if unusable.
 
   `resized_below`: the caller resizes images whose shorter side is larger than this, which
@@ -78,7 +80,7 @@ def check(data: bytes, *, resized_below: int | None = None) -> ImageFacts:
       try:
         if kind in ("JPEG", "MPO"):
           _walk_jpeg_markers(data)
-          resized = resized_below is not None and min(width, height) > resized_below
+          resized = bool(resized_below) and min(width, height) > resized_below
           if mode not in ("RGB", "L"):  # CMYK, YCCK: not libjpeg-turbo's fast path, rare
             image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
             image.load()
@@ -157,7 +159,7 @@ def _orientation(image: PIL.Image.Image) -> int | None:
     return None
 
 
-def convert(data: bytes, facts: ImageFacts, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
+def convert(data: bytes, facts: ImageFacts, *, shorter_side: int = ORIGINAL_SIZE) -> tuple[bytes, ImageFacts]:
   """Re-encodes checked bytes as upright 8-bit RGB; with `shorter_side`, also downsizes.
 
   JPEG stays JPEG, re-encoded with the source's own quantization tables (about the same
@@ -241,7 +243,7 @@ def _dct_downscaled(data: bytes, facts: ImageFacts, shorter_side: int) -> tuple[
       "libjpeg DCT scaling)")
 
 
-def prepare(data: bytes, *, shorter_side: int | None = None) -> tuple[bytes, ImageFacts]:
+def prepare(data: bytes, *, shorter_side: int = ORIGINAL_SIZE) -> tuple[bytes, ImageFacts]:
   """Checked bytes to store and their facts: the input itself when it can pass through."""
   facts = check(data, resized_below=shorter_side)
   small_enough = min(facts.height, facts.width) <= (shorter_side or 0)

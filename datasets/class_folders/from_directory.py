@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from imagesets import constants
 from imagesets.building import class_folders_builder
 from imagesets.building import fingerprints
 from imagesets.class_folders import named_build
@@ -50,7 +51,6 @@ from imagesets.reading import preprocess_ops as ops
 
 STORE_FACTOR = 1.15
 MAX_CACHED_BUILDS = 4  # builds kept in the cache; the least recently used go first
-CACHE_ENV = "IMAGESETS_CACHE"
 VERSION = "1.0.0"
 _SUBSETS = {"training": "train", "validation": "validation"}
 _INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5",
@@ -58,8 +58,7 @@ _INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczo
 
 
 def default_cache_dir() -> pathlib.Path:
-  return pathlib.Path(os.environ.get(CACHE_ENV) or
-                      pathlib.Path("~", ".cache", "imagesets", "from_directory")).expanduser()
+  return constants.cache_root() / "from_directory"
 
 
 def stored_shorter_side(image_size) -> int:

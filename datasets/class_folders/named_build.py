@@ -17,7 +17,6 @@ the same content is a no-op, different content is refused (bump the version).
 
 import dataclasses
 import json
-import os
 import pathlib
 import re
 import tomllib
@@ -26,12 +25,13 @@ from typing import Callable
 from absl import logging
 import tensorflow_datasets as tfds
 
+from imagesets import constants
 from imagesets.building import class_folders_builder
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
+from imagesets.building import splits
 
 ABOUT_FILE = "imagesets.toml"
-DEFAULT_DATA_DIR = os.path.join("~", "tensorflow_datasets")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -69,9 +69,12 @@ def check_name(name: str) -> None:
   if not _NAME.fullmatch(name):
     raise ValueError(f"dataset name {name!r}: use lower case letters, digits and _, "
                      "starting with a letter (e.g. 'pets' or 'factory_parts')")
-  if name in tfds.list_builders(with_community_datasets=False):
-    raise ValueError(f"dataset name {name!r} is taken by a registered TFDS builder "
-                     "(tfds.load would use that builder): choose another name")
+  try:  # one lookup (about half the cost of listing every builder at start-up)
+    tfds.builder_cls(name)
+  except tfds.core.DatasetNotFoundError:
+    return
+  raise ValueError(f"dataset name {name!r} is taken by a registered TFDS builder "
+                   "(tfds.load would use that builder): choose another name")
 
 
 def _description(about: About, root: str, class_names: list[str]) -> str:
@@ -85,6 +88,7 @@ def _description(about: About, root: str, class_names: list[str]) -> str:
 def builder_class(name: str, version: str, options: class_folders_builder.ClassFoldersConfig,
                   about: About, fingerprint: str,
                   listing: class_folders_builder.Listing | None = None,
+                  content_files: dict | None = None, content_options: dict | None = None
                   ) -> type[class_folders_builder.ClassFoldersBuilder]:
   """A builder for NAME:VERSION of `options.root`; not registered with TFDS."""
 
@@ -100,9 +104,18 @@ def builder_class(name: str, version: str, options: class_folders_builder.ClassF
           description=_description(about, options.root, fields["features"]["label"].names),
           **fields)
 
+    def _log_download_bytes(self):
+      pass  # build() said what it builds: images, class folders, target folder
+
+    def _log_download_done(self):
+      pass  # the caller sums the build up (counts, skipped files, how to read it)
+
     def _finish_generation(self, report):
       super()._finish_generation(report)
       self.info.metadata["content_fingerprint"] = fingerprint
+      # What a refused rebuild compares against, to say what changed.
+      self.info.metadata["content_files"] = content_files
+      self.info.metadata["content_options"] = content_options
 
   NamedFolderBuilder.name = name
   return NamedFolderBuilder
@@ -118,11 +131,57 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
           "file_format": file_format}
 
 
-def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
+def _stored_metadata(version_dir: pathlib.Path) -> dict:
   try:
-    return json.loads((version_dir / "metadata.json").read_text()).get("content_fingerprint")
+    return json.loads((version_dir / "metadata.json").read_text())
   except FileNotFoundError:
-    return None
+    return {}
+
+
+def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
+  return _stored_metadata(version_dir).get("content_fingerprint")
+
+
+# Files are compared by a 64-bit prefix of their sha256: plenty to see a change, and a
+# metadata.json of ~50 bytes per file.
+_FILE_HASH_CHARS = 16
+
+
+def first_ten(items: list[str]) -> str:
+  """'a, b, c' or the first ten and how many more."""
+  shown = ", ".join(items[:10])
+  return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
+
+
+def what_changed(stored: dict, files: dict[str, str], options: dict) -> str:
+  """'2 file(s) added: ...; options changed: seed 0 -> 1' against a stored build's metadata."""
+  old_files, old_options = stored.get("content_files"), stored.get("content_options")
+  if old_files is None or old_options is None:  # built before these were recorded
+    return (f"fingerprint {str(stored.get('content_fingerprint'))[:12]}; "
+            "this build did not record its file list")
+  parts = []
+  added = sorted(files.keys() - old_files.keys())
+  removed = sorted(old_files.keys() - files.keys())
+  changed = sorted(p for p in files.keys() & old_files.keys() if files[p] != old_files[p])
+  for label, paths in (("added", added), ("removed", removed), ("changed", changed)):
+    if paths:
+      parts.append(f"{len(paths)} file(s) {label}: {first_ten(paths)}")
+  options = json.loads(json.dumps(options))  # as stored (tuples become lists)
+  differ = [f"{key} {old_options.get(key)!r} -> {options.get(key)!r}"
+            for key in sorted(options.keys() | old_options.keys())
+            if options.get(key) != old_options.get(key)]
+  if differ:
+    parts.append(f"options changed: {', '.join(differ)}")
+  return "; ".join(parts) or "same files and options, other fingerprint"
+
+
+def skipped_lines(skipped: dict[str, str]) -> list[str]:
+  """The build summary's lines naming skipped files: all, or the first ten and a count."""
+  paths = sorted(skipped)
+  lines = [f"  skipped {path}: {skipped[path]}" for path in paths[:10]]
+  if len(paths) > 10:
+    lines.append(f"  ... and {len(paths) - 10} more (all in metadata.json: skipped_files)")
+  return lines
 
 
 def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None = None,
@@ -141,21 +200,28 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   root = str(root).rstrip("/") if class_folders_tree.is_remote(root) else str(pathlib.Path(root).resolve())
   options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
                                 name=name, root=root)
-  data_dir = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
+  splits.validate(options.split_proportions)  # before anything is read, printed or written
+  data_dir = constants.data_dir(data_dir)
   listing = listing or class_folders_builder.list_tree(root, options)
-  fingerprint = fingerprints.content(root, listing.tree.images,
-                                     fingerprint_options(options, file_format))
+  tree = listing.tree
+  hashes = fingerprints.file_hashes(root, tree.images)
+  content_options = fingerprint_options(options, file_format)
+  fingerprint = fingerprints.content(root, tree.images, content_options, hashes=hashes)
+  content_files = {path: digest[:_FILE_HASH_CHARS] for path, digest in hashes.items()}
   version_dir = pathlib.Path(data_dir) / name / version
   if (version_dir / "dataset_info.json").exists():
-    stored = stored_fingerprint(version_dir)
-    if stored != fingerprint:
+    stored = _stored_metadata(version_dir)
+    if stored.get("content_fingerprint") != fingerprint:
       raise VersionExistsError(
           f"{name}:{version} in {data_dir} was built from other content or options "
-          f"(fingerprint {str(stored)[:12]}, now {fingerprint[:12]}): build a new version "
-          f"(--version with a higher number), or delete {version_dir} first.")
+          f"({what_changed(stored, content_files, content_options)}): build a new version "
+          f"(a higher version number), or delete {version_dir} first.")
     log(f"{name}:{version} is already built from this content in {data_dir}: nothing to do.")
     return tfds.builder_from_directory(version_dir)
-  cls = builder_class(name, version, options, about or read_about(root), fingerprint, listing)
+  log(f"building {name}:{version}: {len(tree.images)} images in {len(tree.class_names)} class "
+      f"folders of {root}, into {version_dir}")
+  cls = builder_class(name, version, options, about or read_about(root), fingerprint,
+                      listing, content_files, content_options)
   builder = cls(data_dir=data_dir, file_format=file_format)
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
       beam_options=beam_options))

@@ -8,7 +8,6 @@ random-resized crop fused into decoding, flip, batches, prefetch) and prints wha
 out: shapes, dtypes, the label histogram and throughput.
 """
 
-import argparse
 import collections
 import time
 
@@ -18,11 +17,12 @@ import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401  (registers the builders; loads TensorFlow quietly)
 from imagesets import startup
+from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
 from imagesets.reading import input_pipeline
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = cli_main.Parser(prog="imagesets-demo", description=__doc__.splitlines()[0])
   parser.add_argument("--config", default="default", help="synthetic_images config")
   parser.add_argument("--data_dir", default=None, help="TFDS data dir (default: TFDS's)")
   parser.add_argument("--batch_size", type=int, default=64)

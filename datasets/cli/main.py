@@ -4,28 +4,26 @@ team bucket, list and fetch them.
   imagesets build PATH --name NAME [--version X.Y.Z] [--data-dir D] [options]
   imagesets verify NAME[/CONFIG][:VERSION] --data-dir D --source PATH_OR_ARCHIVE
   imagesets publish NAME[/CONFIG][:VERSION] --data-dir D --to URL
-  imagesets list URL
+  imagesets list [URL] [--data-dir D]
   imagesets fetch URL NAME[/CONFIG][:VERSION] [--cache-dir C] [--verify]
 
-Errors print one line and exit 1; usage errors exit 2. No traceback for storage faults.
+Flags take either spelling, `--data-dir` or TFDS's `--data_dir`. Errors print one line
+(`imagesets: error: ...`) and exit 1, never a traceback (`-v` shows it); usage errors
+print the subcommand's usage and exit 2. Help, usage errors, `list`, `fetch` and
+`publish` never load TensorFlow (they start in well under a second); `build` and
+`verify` load it when they start their work.
 """
 
 import argparse
 import datetime
+import difflib
 import logging
 import os
 import pathlib
 import sys
 
+from imagesets import constants
 from imagesets import startup
-from imagesets.building import class_folders_builder
-from imagesets.class_folders import named_build
-from imagesets.verifying import round_trip
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch as fetch_lib
-from imagesets.publishing import listing as listing_lib
-from imagesets.publishing import publish as publish_lib
-from imagesets.publishing import versions as versions_lib
 
 
 def _size(num_bytes: int) -> str:
@@ -51,13 +49,32 @@ def _table(rows: list[list[str]]) -> str:
                    for row in rows)
 
 
+def _examples(splits: dict[str, int]) -> str:
+  return " ".join(f"{split}={count}" for split, count in splits.items())
+
+
+class UserError(Exception):
+  """An error whose message is all the user needs (printed as one line, exit 1)."""
+
+
 def _proportions(text: str) -> dict[str, float]:
+  from imagesets.building import splits  # no TensorFlow
+
   try:
     pairs = [item.split("=") for item in text.split(",")]
-    return {name.strip(): float(value) for name, value in pairs}
-  except ValueError:
+    return splits.validate({name.strip(): float(value) for name, value in pairs})
+  except ValueError as exc:
+    detail = "" if "must" not in str(exc) else f" ({exc})"
     raise argparse.ArgumentTypeError(
-        f"{text!r}: expected SPLIT=FRACTION,... e.g. train=0.8,validation=0.1,test=0.1") from None
+        f"{text!r}: expected SPLIT=FRACTION,... summing to 1, e.g. "
+        f"train=0.8,validation=0.1,test=0.1{detail}") from None
+
+
+def _positive(text: str) -> int:
+  value = int(text)
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"{text}: must be 0 (off) or a positive number of pixels")
+  return value
 
 
 def _beam_options(text: str | None):
@@ -67,41 +84,63 @@ def _beam_options(text: str | None):
   return pipeline_options.PipelineOptions([f"--{flag}" for flag in text.split(",")])
 
 
+def _start_tensorflow() -> None:
+  """Loads TensorFlow and probes the devices quietly, for the commands that need it."""
+  startup.load_tensorflow()
+  startup.probe_devices()
+
+
+def _load_hint(name: str, version: str, data_dir: str, file_format: str) -> list[str]:
+  spec = f"{name}:{version}"
+  if file_format == "array_record":
+    # tfds.load / as_dataset raise NotImplementedError on ArrayRecord builds.
+    return [f"read it with: tfds.data_source(\"{spec}\", split=\"train\", data_dir=\"{data_dir}\")",
+            f"or train with: imagesets.classification_train(\"{spec}\", data_dir=\"{data_dir}\", "
+            "batch_size=64)"]
+  return [f"load it with: tfds.load(\"{spec}\", split=\"train\", data_dir=\"{data_dir}\")"]
+
+
 def cmd_build(args) -> int:
+  # Everything the command line can check is checked before TensorFlow loads or
+  # anything is printed or written (argparse has checked the split proportions).
+  if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
+    raise UserError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
+  _start_tensorflow()
+  from imagesets.building import class_folders_builder
+  from imagesets.class_folders import named_build
+
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side)
-  try:
-    about = named_build.read_about(args.path, description=args.description,
-                                   citation=args.citation, homepage=args.homepage)
-    builder = named_build.build(
-        args.path, args.name, version=args.version, data_dir=args.data_dir, options=options,
-        about=about, file_format=args.file_format,
-        beam_options=_beam_options(args.beam_pipeline_options), log=print)
-  except (ValueError, FileNotFoundError) as exc:  # bad folder, name, files or version
-    print(f"imagesets: error: {exc}", file=sys.stderr)
-    return 1
+  data_dir = constants.data_dir(args.data_dir)
+  about = named_build.read_about(args.path, description=args.description,
+                                 citation=args.citation, homepage=args.homepage)
+  builder = named_build.build(
+      args.path, args.name, version=args.version, data_dir=data_dir, options=options,
+      about=about, file_format=args.file_format,
+      beam_options=_beam_options(args.beam_pipeline_options), log=print)
   info = builder.info
-  # The data dir given, not builder.data_dir_root: a reused build is opened from its
-  # version folder, whose "root" is that folder.
-  data_dir = os.path.expanduser(args.data_dir)
-  counts = " ".join(f"{split}={s.num_examples}" for split, s in info.splits.items())
-  skipped = info.metadata.get("num_skipped_files", 0)
+  counts = _examples({split: s.num_examples for split, s in info.splits.items()})
   converted = info.metadata.get("num_converted_files", 0)
+  skipped = info.metadata.get("skipped_files", {})
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
-        f"({skipped} skipped, {converted} re-encoded: see its metadata.json)")
-  print(f"load it with: tfds.load(\"{info.name}:{info.version}\", data_dir=\"{data_dir}\")")
+        f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json)")
+  for line in named_build.skipped_lines(skipped):
+    print(line)
+  for line in _load_hint(info.name, str(info.version), data_dir, args.file_format):
+    print(line)
   return 0
 
 
 def cmd_verify(args) -> int:
-  data_dir = pathlib.Path(os.path.expanduser(args.data_dir))
+  from imagesets.publishing import versions as versions_lib
+
+  data_dir = pathlib.Path(constants.data_dir(args.data_dir))
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
-  try:
-    report = round_trip.verify(data_dir / ref.folder, args.source)
-  except (ValueError, FileNotFoundError) as exc:
-    print(f"imagesets: error: {exc}", file=sys.stderr)
-    return 1
+  _start_tensorflow()
+  from imagesets.verifying import round_trip
+
+  report = round_trip.verify(data_dir / ref.folder, args.source)
   print(f"{ref}:")
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
@@ -109,11 +148,34 @@ def cmd_verify(args) -> int:
 
 
 def cmd_publish(args) -> int:
-  publish_lib.publish(args.spec, args.data_dir, args.to, progress=not args.quiet, log=print)
+  from imagesets.publishing import publish as publish_lib
+
+  publish_lib.publish(args.spec, constants.data_dir(args.data_dir), args.to,
+                      progress=not args.quiet, log=print)
+  return 0
+
+
+def _list_local(data_dir: str) -> int:
+  from imagesets.publishing import listing as listing_lib
+
+  built = listing_lib.list_local(data_dir)
+  if not built:
+    print(f"no prepared datasets in {data_dir}")
+    return 0
+  rows = [["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "BUILT", "BY"]]
+  for item in built:
+    rows.append([item.ref.name, item.ref.config or "-", item.ref.version, _size(item.num_bytes),
+                 _examples(item.splits), _when(item.built_at),
+                 "imagesets" if item.ours else "other tool"])
+  print(_table(rows))
   return 0
 
 
 def cmd_list(args) -> int:
+  if args.url is None:
+    return _list_local(constants.data_dir(args.data_dir))
+  from imagesets.publishing import listing as listing_lib
+
   published, unfinished = listing_lib.list_published(args.url)
   if not published:
     print(f"no published datasets in {args.url}")
@@ -121,10 +183,9 @@ def cmd_list(args) -> int:
     rows = [["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "PUBLISHED"]]
     for item in published:
       manifest = item.manifest
-      examples = (" ".join(f"{split}={count}" for split, count in manifest.splits.items())
-                  if manifest else "-")
       rows.append([item.ref.name, item.ref.config or "-", item.ref.version,
-                   _size(manifest.num_bytes) if manifest else "-", examples,
+                   _size(manifest.num_bytes) if manifest else "-",
+                   _examples(manifest.splits) if manifest else "-",
                    _when(manifest.published_at) if manifest else "not by imagesets"])
     print(_table(rows))
   for ref in unfinished:
@@ -133,50 +194,99 @@ def cmd_list(args) -> int:
 
 
 def cmd_fetch(args) -> int:
-  data_dir = fetch_lib.fetch(args.url, args.spec, cache_dir=args.cache_dir,
-                               verify=args.verify, progress=not args.quiet)
+  from imagesets.publishing import fetch as fetch_lib
+
+  data_dir = fetch_lib.fetch(args.url, args.spec, cache_dir=args.cache_dir, verify=args.verify,
+                             progress=not args.quiet,
+                             log=lambda line: print(line, file=sys.stderr))
   print(data_dir)
   return 0
 
 
+# ----------------------------------------------------------------- argument parsing
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+  """Shows each flag in one spelling (`--data-dir`; `--data_dir` is accepted too)."""
+
+  def _format_action_invocation(self, action):
+    shown = {}
+    for name in action.option_strings:
+      shown.setdefault(name.replace("_", "-"), name)
+    if len(shown) < len(action.option_strings):
+      action = argparse.Action(list(shown.values()), action.dest, nargs=action.nargs,
+                               metavar=action.metavar, choices=action.choices)
+    return super()._format_action_invocation(action)
+
+
+class Parser(argparse.ArgumentParser):
+  """argparse with both flag spellings (--data-dir / --data_dir), "did you mean" for
+  unknown flags, and the failing subcommand's usage only."""
+
+  def __init__(self, *args, **kwargs):
+    kwargs.setdefault("formatter_class", _HelpFormatter)
+    super().__init__(*args, allow_abbrev=False, **kwargs)
+
+  def add_argument(self, *names, **kwargs):
+    spellings = list(names)
+    for name in names:
+      if name.startswith("--") and len(name) > 3:
+        other = "--" + (name[2:].replace("-", "_") if "-" in name[2:]
+                        else name[2:].replace("_", "-"))
+        if other not in spellings:
+          spellings.append(other)
+    return super().add_argument(*spellings, **kwargs)
+
+  def suggest(self, word: str) -> str:
+    """' (did you mean --x?)' for a mistyped flag, or ''."""
+    flags = [s for action in self._actions for s in action.option_strings]
+    close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _subparsers(top: argparse.ArgumentParser) -> dict[str, Parser]:
+  return next(action.choices for action in top._actions  # pylint: disable=protected-access
+              if isinstance(action, argparse._SubParsersAction))  # pylint: disable=protected-access
+
+
 def parser() -> argparse.ArgumentParser:
-  top = argparse.ArgumentParser(
-      prog="imagesets", description="Publish TFDS datasets to a team bucket and train from it. "
-      "URLs: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or a local path. Credentials come from "
-      "each cloud's standard environment and config files.")
+  top = Parser(
+      prog="imagesets", description="Build image folders as TFDS datasets, publish them to a "
+      "team bucket and train from it. URLs: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or a "
+      "local path. Credentials come from each cloud's standard environment and config files. "
+      "Every flag also takes TFDS's spelling (--data_dir for --data-dir).")
   top.add_argument("-v", "--verbose", action="store_true",
-                   help="show TensorFlow's start-up and device logs")
-  commands = top.add_subparsers(dest="command", required=True)
+                   help="show TensorFlow's start-up and device logs, and tracebacks")
+  commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=Parser)
 
   p = commands.add_parser(
       "build", help="build a class-per-folder tree as dataset NAME:VERSION",
-      formatter_class=argparse.RawDescriptionHelpFormatter,
       description="Builds PATH/<class>/**/<image> (local or gs://, s3://) as a TFDS dataset "
       "of its own name: validated, split by a seeded hash of each path, byte-reproducible.",
       epilog="example:\n  imagesets build ~/photos/pets --name pets --version 1.0.0\n"
-      "  python -c 'import tensorflow_datasets as tfds; "
-      "print(tfds.load(\"pets:1.0.0\", split=\"train\"))'\n\n"
-      f"Card fields may also come from PATH/{named_build.ABOUT_FILE} (description, citation, "
+      "  python -c 'import os, tensorflow_datasets as tfds; print(tfds.load(\"pets:1.0.0\", "
+      "split=\"train\", data_dir=os.path.expanduser(\"~/tensorflow_datasets\")))'\n\n"
+      "Card fields may also come from PATH/imagesets.toml (description, citation, "
       "homepage).\nRebuilding NAME:VERSION from the same content is a no-op; from other "
-      "content it is refused.")
+      "content it is refused, saying what changed.")
   p.add_argument("path", metavar="PATH", help="folder with one sub-folder of images per class")
   p.add_argument("--name", required=True, help="dataset name: lower case, digits, _")
   p.add_argument("--version", default="1.0.0", help="X.Y.Z (default: %(default)s)")
-  p.add_argument("--data-dir", default=named_build.DEFAULT_DATA_DIR,
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
                  help="TFDS data dir to build into (default: %(default)s)")
   p.add_argument("--splits", type=_proportions, default="train=0.8,validation=0.1,test=0.1",
                  metavar="SPLIT=FRACTION,...", help="split proportions (default: %(default)s)")
   p.add_argument("--seed", type=int, default=0, help="seed of the split hash (default: 0)")
   p.add_argument("--skip-bad-files", action="store_true",
                  help="leave bad files out (listed in the metadata) instead of stopping")
-  p.add_argument("--shorter-side", type=int, default=0, metavar="N",
+  p.add_argument("--shorter-side", type=_positive, default=constants.ORIGINAL_SIZE, metavar="N",
                  help="store larger images downscaled to a shorter side of at least N "
                  "(default: original bytes)")
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")
   p.add_argument("--homepage")
-  p.add_argument("--beam_pipeline_options", metavar="FLAG=VALUE,...",
+  p.add_argument("--beam-pipeline-options", metavar="FLAG=VALUE,...",
                  help="run the per-file work on Apache Beam, e.g. "
                  "runner=DataflowRunner,project=P,region=R,temp_location=gs://B/tmp")
   p.set_defaults(run=cmd_build)
@@ -186,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
       "only when everything matches")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
                  help="default config and latest prepared version if omitted")
-  p.add_argument("--data-dir", default=named_build.DEFAULT_DATA_DIR,
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
                  help="TFDS data dir holding the version (default: %(default)s)")
   p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
                  help="the folder or archive (.tgz, .tar) it was built from")
@@ -195,22 +305,29 @@ def parser() -> argparse.ArgumentParser:
   p = commands.add_parser("publish", help="upload a prepared version, verified, committed last")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
                  help="default config and latest prepared version if omitted")
-  p.add_argument("--data-dir", default=os.path.join("~", "tensorflow_datasets"),
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
                  help="local TFDS data_dir the version was built into (default: %(default)s)")
   p.add_argument("--to", required=True, metavar="URL", help="bucket data_dir to publish into")
   p.add_argument("--quiet", action="store_true", help="no progress bar")
   p.set_defaults(run=cmd_publish)
 
-  p = commands.add_parser("list", help="show published datasets, configs and versions")
-  p.add_argument("url", metavar="URL")
+  p = commands.add_parser(
+      "list", help="show the datasets published in a bucket, or prepared in a local data dir")
+  p.add_argument("url", metavar="URL", nargs="?",
+                 help="bucket (or folder) to list published versions of; without it, the "
+                 "versions prepared in --data-dir")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="local TFDS data dir to list when no URL is given (default: %(default)s)")
   p.set_defaults(run=cmd_list)
 
   p = commands.add_parser("fetch", help="verified sync of a version into the local cache; "
                           "prints the data_dir to pass to tfds.load")
   p.add_argument("url", metavar="URL")
-  p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]")
+  p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
+                 help="default config and latest published version if omitted (named on stderr)")
   p.add_argument("--cache-dir", default=None,
-                 help=f"cache root (default: ${fetch_lib.CACHE_ENV} or ~/.cache/imagesets)")
+                 help=f"cache root (default: ${constants.CACHE_ENV} or "
+                 f"{constants.DEFAULT_CACHE_DIR})")
   p.add_argument("--verify", action="store_true",
                  help="re-hash a cached copy and repair it if damaged")
   p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -218,21 +335,56 @@ def parser() -> argparse.ArgumentParser:
   return top
 
 
+def parse(argv=None) -> argparse.Namespace:
+  """Parses the command line; usage errors exit 2 with the subcommand's usage only."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  verbose = any(a in ("-v", "--verbose") for a in argv)  # accepted after the command too
+  argv = [a for a in argv if a not in ("-v", "--verbose")]
+  top = parser()
+  commands = _subparsers(top)
+  word = next((a for a in argv if not a.startswith("-")), None)
+  if word is not None and word not in commands:
+    close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.5)
+    top.error(f"unknown command {word!r}" + (f" (did you mean {close[0]!r}?)" if close else
+                                             f"; commands: {', '.join(commands)}"))
+  args, extra = top.parse_known_args(argv)
+  if extra:
+    sub = commands[args.command]
+    unknown = [a for a in extra if a.startswith("-")]
+    hint = sub.suggest(unknown[0]) if unknown else ""
+    sub.error(f"unrecognized argument(s): {' '.join(extra)}{hint}")
+  args.verbose = verbose
+  return args
+
+
+def _one_line(exc: BaseException) -> str:
+  return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv=None) -> int:
-  args = parser().parse_args(argv)
-  startup.probe_devices()
+  args = parse(argv)
   # The clients log every retry with a traceback; our one-line error says it all.
   for name in ("gcsfs", "s3fs", "aiobotocore", "botocore", "google", "absl"):
     logging.getLogger(name).setLevel(logging.CRITICAL)
   try:
     return args.run(args)
-  except (bucket_lib.BucketError, versions_lib.PublishError) as exc:
-    print(f"imagesets: error: {exc}", file=sys.stderr)
-    return 1
   except KeyboardInterrupt:
     print("imagesets: interrupted; nothing half-done is visible: re-run to resume",
           file=sys.stderr)
     return 130
+  except Exception as exc:  # pylint: disable=broad-except
+    # Our errors (bad folder, files, version, bucket faults) carry the whole message (a
+    # bad-file report lists one file a line); anything else is one line naming its type.
+    # `-v` shows the traceback.
+    if args.verbose or startup.verbose():
+      raise
+    if isinstance(exc, (UserError, ValueError, FileNotFoundError, FileExistsError)) or (
+        type(exc).__module__.startswith("imagesets.")):
+      print(f"imagesets: error: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+    else:
+      print(f"imagesets: error: {type(exc).__name__}: {_one_line(exc)} "
+            "(run with -v for the traceback)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

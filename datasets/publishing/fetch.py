@@ -9,19 +9,14 @@ import fcntl
 import os
 import pathlib
 import shutil
+from typing import Callable
 
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import progress_bars
 from imagesets.publishing import versions
 
-CACHE_ENV = "IMAGESETS_CACHE"
-
-
-def cache_root(cache_dir=None) -> pathlib.Path:
-  if cache_dir is None:
-    cache_dir = os.environ.get(CACHE_ENV) or "~/.cache/imagesets"
-  return pathlib.Path(cache_dir).expanduser()
+from imagesets.constants import CACHE_ENV, cache_root  # noqa: F401  (re-exported)
 
 
 def cached_data_dir(url: str, cache_dir=None) -> pathlib.Path:
@@ -57,13 +52,14 @@ def _locked(path: pathlib.Path):
 
 
 def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
-          progress: bool = True) -> str:
+          progress: bool = True, log: Callable[[str], None] | None = None) -> str:
   """Syncs a published version into the local cache; returns the TFDS data_dir to load.
 
   The first call downloads every file and checks it against the manifest (size and
   SHA-256) before the version appears in the cache; later calls reuse the cache
   without contacting the bucket when config and version are given (versions are
   immutable). `verify=True` re-hashes a cached copy and repairs it if it was damaged.
+  `log` is told which config and version a `spec` without them resolved to.
   """
   ref = versions.Ref.parse(spec)
   data_dir = cached_data_dir(url, cache_dir)
@@ -72,7 +68,13 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
     return str(data_dir)
   bucket = bucket_lib.Bucket(url)
   bucket.check()
-  ref = versions.resolve_remote(ref, bucket)
+  resolved = versions.resolve_remote(ref, bucket)
+  if log and resolved != ref:
+    chose = " and ".join(what for what, given in (("default config", ref.config),
+                                                  ("latest published version", ref.version))
+                         if given is None and (what != "default config" or resolved.config))
+    log(f"{spec}: {resolved} ({chose} in {url})")
+  ref = resolved
   version_dir = data_dir / ref.folder
   with _locked(version_dir.parent / f".{ref.version}.lock"):
     if local_copy_ok(version_dir, deep=verify):

@@ -1,6 +1,9 @@
-"""List the versions published in a bucket (`imagesets list`)."""
+"""List the versions published in a bucket, or prepared in a local data_dir (`imagesets list`)."""
 
 import dataclasses
+import datetime
+import json
+import pathlib
 
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import manifest as manifest_lib
@@ -32,3 +35,54 @@ def list_published(url: str) -> tuple[list[Published], list[versions.Ref]]:
                                      bucket.url_of(ref.folder))
     published.append(Published(ref, manifest))
   return published, unfinished
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """A prepared version in a local TFDS data_dir, as `list` shows it."""
+
+  ref: versions.Ref
+  num_bytes: int
+  splits: dict[str, int]
+  built_at: str    # ISO time of its dataset_info.json
+  ours: bool       # built by imagesets (a builder of this package or `imagesets build`)
+
+
+def _our_builders() -> set[str]:
+  package = pathlib.Path(__file__).resolve().parent.parent
+  return {path.parent.name for path in package.glob("*/*_dataset_builder.py")}
+
+
+def _is_ours(info: dict, metadata: dict) -> bool:
+  # Named builds record their content fingerprint; our builders' module paths end in
+  # <name>/<name>_dataset_builder (tfds build by path or --imports imagesets).
+  module = info.get("moduleName", "").split(".")
+  return "content_fingerprint" in metadata or (
+      len(module) >= 2 and module[-2] in _our_builders()
+      and module[-1] == f"{module[-2]}_dataset_builder")
+
+
+def list_local(data_dir: str) -> list[Built]:
+  """The complete prepared versions in a local TFDS data_dir, sorted by name."""
+  root = pathlib.Path(data_dir).expanduser()
+  found = []
+  for info_path in [*root.glob(f"*/*/{versions.DATASET_INFO}"),
+                    *root.glob(f"*/*/*/{versions.DATASET_INFO}")]:
+    version_dir = info_path.parent
+    parts = version_dir.relative_to(root).parts
+    if (not versions.versions_in([parts[-1]]) or any(p.startswith(".") for p in parts)
+        or not (version_dir / versions.MARKER).exists()):
+      continue
+    ref = versions.Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1])
+    try:
+      info = json.loads(info_path.read_text())
+      metadata_path = version_dir / "metadata.json"
+      metadata = json.loads(metadata_path.read_text()) if metadata_path.exists() else {}
+    except ValueError:
+      continue
+    built_at = datetime.datetime.fromtimestamp(info_path.stat().st_mtime, datetime.timezone.utc)
+    found.append(Built(
+        ref, sum(p.stat().st_size for p in version_dir.iterdir() if p.is_file()),
+        versions.split_counts(info), built_at.isoformat(), _is_ours(info, metadata)))
+  return sorted(found, key=lambda b: (b.ref.name, b.ref.config or "",
+                                      tuple(int(x) for x in b.ref.version.split("."))))

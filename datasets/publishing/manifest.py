@@ -51,16 +51,14 @@ def entry(path: pathlib.Path) -> dict:
 
 def describe_local(ref: versions.Ref, version_dir: pathlib.Path) -> Manifest:
   """Checks that a local version is complete and hashes every file of it."""
-  import tensorflow_datasets as tfds
-
   missing = [name for name in versions.COMMIT_FILES if not (version_dir / name).exists()]
   if missing:
     raise versions.PublishError(f"{version_dir} is not a prepared TFDS version (missing "
                        f"{', '.join(missing)}): build it first")
-  info = tfds.builder_from_directory(str(version_dir)).info
-  splits = {name: split.num_examples for name, split in info.splits.items()}
-  missing = [str(f) for split in info.splits.values() for f in split.filenames
-             if not (version_dir / f).exists()]
+  info = json.loads((version_dir / versions.DATASET_INFO).read_text())
+  splits = versions.split_counts(info)
+  missing = [name for names in versions.split_files(info).values() for name in names
+             if not (version_dir / name).exists()]
   if missing:
     raise versions.PublishError(f"{version_dir} is incomplete: {len(missing)} shard(s) missing, "
                        f"e.g. {missing[0]}; rebuild it")

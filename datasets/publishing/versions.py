@@ -77,6 +77,26 @@ def default_config(metadata: bytes | None) -> str | None:
     return None
 
 
+def split_files(info: dict) -> dict[str, list[str]]:
+  """{split: shard file names} from a parsed dataset_info.json (read without TFDS, so
+  that publish and list never load TensorFlow)."""
+  out = {}
+  for split in info.get("splits", []):
+    count = len(split.get("shardLengths", []))
+    template = split.get("filepathTemplate", "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}")
+    out[split["name"]] = [
+        template.replace("{DATASET}", info["name"]).replace("{SPLIT}", split["name"])
+        .replace("{FILEFORMAT}", info.get("fileFormat", "tfrecord"))
+        .replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}") for index in range(count)]
+  return out
+
+
+def split_counts(info: dict) -> dict[str, int]:
+  """{split: number of examples} from a parsed dataset_info.json."""
+  return {split["name"]: sum(int(n) for n in split.get("shardLengths", []))
+          for split in info.get("splits", [])}
+
+
 def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
   """Fills in the default config and the latest prepared version from a local data_dir."""
   dataset_dir = data_dir / ref.name

@@ -35,6 +35,7 @@ the mask uint8 [H, W, 1] of class ids, 255 = void (also for every padded pixel).
 
 import contextlib
 import logging
+import os
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -78,8 +79,8 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=
   elif streaming.is_bucket_url(data_dir):
     return streaming.open_builder(dataset, str(data_dir), cache_dir=cache_dir,
                                   cache_limit=cache_limit)
-  else:
-    builder = tfds.builder(dataset, data_dir=data_dir)
+  else:  # TFDS does not expand "~" itself
+    builder = tfds.builder(dataset, data_dir=data_dir and os.path.expanduser(data_dir))
   if not builder.is_prepared():
     config = f"/{builder.builder_config.name}" if builder.builder_config else ""
     manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"
@@ -217,12 +218,13 @@ def _output_op(dtype, mean, std) -> ops.Op:
 
 
 def padded_batch(ds: tf.data.Dataset, batch_size: int, drop_remainder: bool = False,
-                 pad_values: dict = ops.PAD_VALUES) -> tf.data.Dataset:
-  """`padded_batch` of variable-size examples: images padded with 0, masks with 255.
+                 mask_keys: Sequence[str] = ()) -> tf.data.Dataset:
+  """`padded_batch` of variable-size examples: `mask_keys` padded with 255, the rest with 0.
 
   Each batch is padded (bottom / right) to its largest example.
   """
-  padding = {key: tf.constant(pad_values.get(key, 0), spec.dtype)
+  padding = {key: tf.constant(ops.MASK_PAD_VALUE if key in mask_keys else ops.IMAGE_PAD_VALUE,
+                              spec.dtype)
              for key, spec in ds.element_spec.items()}
   return ds.padded_batch(batch_size, padding_values=padding, drop_remainder=drop_remainder)
 
@@ -241,9 +243,9 @@ def prefetch_to_accelerator(ds: tf.data.Dataset, devices: Optional[Sequence[str]
 
 
 def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_context,
-            prefetch_devices):
+            prefetch_devices, mask_keys=()):
   if padded:
-    ds = padded_batch(ds, batch_size, drop_remainder)
+    ds = padded_batch(ds, batch_size, drop_remainder, mask_keys)
   else:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
   if dtype != tf.uint8 or mean is not None or std is not None:
@@ -378,6 +380,11 @@ def classification_eval(
                  input_context=input_context, prefetch_devices=prefetch_devices)
 
 
+# Segmentation pipelines rename the builder's image and mask features (`image_key`,
+# `mask_key`) to these; the ops are told which is the mask.
+_MASK = ("mask",)
+
+
 def _decode_pair(image_key, mask_key):
   return ops.compose(ops.decode(image_key, 3), ops.decode(mask_key, 1),
                      ops.rename(image=image_key, mask=mask_key))
@@ -409,11 +416,11 @@ def segmentation_train(
     raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
   builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   geometry = {
-      "scale_crop": lambda: ops.compose(ops.random_scale(scale_range),
-                                        ops.random_crop_or_pad(crop_size)),
+      "scale_crop": lambda: ops.compose(ops.random_scale(scale_range, mask_keys=_MASK),
+                                        ops.random_crop_or_pad(crop_size, mask_keys=_MASK)),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
                                     ops.resize(crop_size, "mask", "nearest")),
-      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size),
+      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
   }[mode]()
   preprocess = ops.compose(
       _decode_pair(image_key, mask_key), geometry,
@@ -452,7 +459,7 @@ def segmentation_eval(
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
   builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   geometry = {
-      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size),
+      "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
                                     ops.resize(crop_size, "mask", "nearest")),
       "padded": lambda: ops.compose(),
@@ -463,4 +470,5 @@ def segmentation_eval(
              preprocess=preprocess, input_context=input_context, cache=cache)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,
                  padded=mode == "padded", dtype=dtype, mean=mean, std=std,
-                 input_context=input_context, prefetch_devices=prefetch_devices)
+                 input_context=input_context, prefetch_devices=prefetch_devices,
+                 mask_keys=_MASK)

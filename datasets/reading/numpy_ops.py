@@ -22,10 +22,10 @@ import numpy as np
 import PIL.Image
 import simplejpeg
 
+from imagesets.constants import IMAGE_PAD_VALUE, MASK_PAD_VALUE  # noqa: F401  (re-exported)
+
 cv2.setNumThreads(1)  # Grain's workers are the parallelism; OpenCV's own threads would fight them
 
-IMAGE_PAD_VALUE = 0
-MASK_PAD_VALUE = 255
 _JPEG_SOI = b"\xff\xd8\xff"
 
 

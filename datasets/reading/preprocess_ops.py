@@ -13,9 +13,11 @@ per-op salt. So the same seeds give the same crops and flips whatever the thread
 scheduling, and ops listed together with the same `keys` (image and mask) get the very
 same crop, scale and flip.
 
-Ops that cast back to integers round and saturate; masks are only ever resized with
-nearest-neighbour (`method="nearest"`), so class ids are never blended. Padding uses
-`PAD_VALUES`: 0 for images, 255 (VOC's "void", ignored by losses and metrics) for masks.
+Ops that cast back to integers round and saturate. Geometric ops for image + mask pairs
+take the images' `keys` and the masks' `mask_keys` separately (the caller says which
+features are masks; names are not guessed): masks are only ever resized nearest-neighbour,
+so class ids are never blended, and padded with `MASK_PAD_VALUE` 255 (VOC's "void",
+ignored by losses and metrics); images bilinear, padded with `IMAGE_PAD_VALUE` 0.
 
 Ops that work on pixel values only (`to_float`, `normalize`) are rank-agnostic, so they can
 also run once per batch after `Dataset.batch`, which is cheaper.
@@ -25,12 +27,11 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from imagesets.constants import IMAGE_PAD_VALUE, MASK_PAD_VALUE  # noqa: F401  (re-exported)
+
 Op = Callable[[dict], dict]
 
 SEED_KEY = "_seed"
-IMAGE_PAD_VALUE = 0
-MASK_PAD_VALUE = 255
-PAD_VALUES = {"image": IMAGE_PAD_VALUE, "mask": MASK_PAD_VALUE}
 
 # Distinct salts keep the random ops of one example independent of each other.
 _CROP_SALT, _FLIP_SALT, _SCALE_SALT, _PATCH_SALT = 1, 2, 3, 4
@@ -224,12 +225,12 @@ def decode_and_fit(size, key: str = "image", fit: str = "stretch",
   return op
 
 
-def _method(key):
-  return "nearest" if key == "mask" else "bilinear"
+def _method(key, mask_keys):
+  return "nearest" if key in mask_keys else "bilinear"
 
 
-def _pad_value(key, pad_values):
-  return pad_values.get(key, IMAGE_PAD_VALUE)
+def _pad_value(key, mask_keys):
+  return MASK_PAD_VALUE if key in mask_keys else IMAGE_PAD_VALUE
 
 
 def _pad_to_at_least(image, height, width, value, centred):
@@ -252,9 +253,12 @@ def random_flip_left_right(keys: Sequence[str] = ("image",)) -> Op:
   return op
 
 
-def random_scale(scale_range: Sequence[float] = (0.5, 2.0),
-                 keys: Sequence[str] = ("image", "mask")) -> Op:
-  """Rescales all `keys` by one random factor (images bilinear, masks nearest)."""
+def random_scale(scale_range: Sequence[float] = (0.5, 2.0), keys: Sequence[str] = ("image",),
+                 mask_keys: Sequence[str] = ()) -> Op:
+  """Rescales `keys` (bilinear) and `mask_keys` (nearest) by one random factor."""
+  mask_keys = tuple(mask_keys)
+  keys = (*keys, *mask_keys)
+
   def op(data):
     scale = tf.random.stateless_uniform([], _op_seed(data, _SCALE_SALT),
                                         scale_range[0], scale_range[1])
@@ -262,23 +266,24 @@ def random_scale(scale_range: Sequence[float] = (0.5, 2.0),
     new_size = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), 1)
     out = dict(data)
     for key in keys:
-      out[key] = _to_dtype(tf.image.resize(data[key], new_size, method=_method(key)),
+      out[key] = _to_dtype(tf.image.resize(data[key], new_size, method=_method(key, mask_keys)),
                            data[key].dtype)
     return out
   return op
 
 
-def random_crop_or_pad(size, keys: Sequence[str] = ("image", "mask"),
-                       pad_values: dict = PAD_VALUES) -> Op:
-  """Pads all `keys` (bottom/right) up to `size`, then crops one random `size` window.
-
-  Padding uses `pad_values` per key (masks: 255), so padded pixels are ignorable.
+def random_crop_or_pad(size, keys: Sequence[str] = ("image",),
+                       mask_keys: Sequence[str] = ()) -> Op:
+  """Pads `keys` and `mask_keys` (bottom/right) up to `size`, then crops one random `size`
+  window, the same for all. Masks are padded with 255, so padded pixels are ignorable.
   """
   height, width = _size(size)
+  mask_keys = tuple(mask_keys)
+  keys = (*keys, *mask_keys)
 
   def op(data):
     out = {**data, **{key: _pad_to_at_least(data[key], height, width,
-                                            _pad_value(key, pad_values), centred=False)
+                                            _pad_value(key, mask_keys), centred=False)
                       for key in keys}}
     shape = tf.shape(out[keys[0]])
     seed_y, seed_x = _op_seed(data, _PATCH_SALT), _op_seed(data, _PATCH_SALT + 100)
@@ -292,19 +297,20 @@ def random_crop_or_pad(size, keys: Sequence[str] = ("image", "mask"),
   return op
 
 
-def crop_or_pad(size, keys: Sequence[str] = ("image", "mask"),
-                pad_values: dict = PAD_VALUES) -> Op:
-  """`tf.image.resize_with_crop_or_pad` for several keys, with a pad value per key.
+def crop_or_pad(size, keys: Sequence[str] = ("image",), mask_keys: Sequence[str] = ()) -> Op:
+  """`tf.image.resize_with_crop_or_pad` for `keys` and `mask_keys`.
 
   Central crop where larger than `size`, centred padding where smaller (masks: 255,
   where TF's own op would pad with 0 = background).
   """
   height, width = _size(size)
+  mask_keys = tuple(mask_keys)
+  keys = (*keys, *mask_keys)
 
   def op(data):
     out = dict(data)
     for key in keys:
-      padded = _pad_to_at_least(data[key], height, width, _pad_value(key, pad_values),
+      padded = _pad_to_at_least(data[key], height, width, _pad_value(key, mask_keys),
                                 centred=True)
       shape = tf.shape(padded)
       offset_y, offset_x = (shape[0] - height) // 2, (shape[1] - width) // 2

@@ -32,6 +32,7 @@ from imagesets.building import class_folders_tree
 from imagesets.building import image_checks
 from imagesets.building import problems as problems_lib
 from imagesets.building import segmentation_masks
+from imagesets.constants import ORIGINAL_SIZE
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
 
@@ -132,7 +133,7 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
   root = _class_root(folder, names)
   metadata = builder.info.metadata or {}
   converted = metadata.get("converted_files", {})
-  shorter_side = metadata.get("shorter_side") or None
+  shorter_side = metadata.get("shorter_side") or ORIGINAL_SIZE
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
   tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)

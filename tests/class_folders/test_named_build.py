@@ -51,8 +51,13 @@ def data_dir(tree, tmp_path_factory):
   result = imagesets("build", tree, "--name", "pets", "--version", "1.2.0", "--data-dir",
                      data_dir, "--skip-bad-files", "--seed", "5")
   assert result.returncode == 0, result.stderr
-  assert "pets:1.2.0 in" in result.stdout and "(1 skipped, 1 re-encoded" in result.stdout
-  assert 'tfds.load("pets:1.2.0"' in result.stdout
+  # First what it builds, last what it built, naming the skipped file, and how to read it.
+  lines = result.stdout.strip().splitlines()
+  assert lines[0] == (f"building pets:1.2.0: 26 images in 2 class folders of {tree}, "
+                      f"into {data_dir / 'pets' / '1.2.0'}")
+  assert "pets:1.2.0 in" in lines[-3] and "(1 skipped, 1 re-encoded" in lines[-3]
+  assert lines[-2].startswith("  skipped cat/cut.jpg: ") and 'tfds.load("pets:1.2.0"' in lines[-1]
+  assert "Unknown size" not in result.stdout + result.stderr
   return data_dir
 
 
@@ -97,16 +102,22 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
                     data_dir, "--skip-bad-files", "--seed", "5")
   assert again.returncode == 0, again.stderr
   assert "already built from this content" in again.stdout
-  assert f'tfds.load("pets:1.2.0", data_dir="{data_dir}")' in again.stdout
+  assert f'tfds.load("pets:1.2.0", split="train", data_dir="{data_dir}")' in again.stdout
   before = records_by_split(data_dir / "pets" / "1.2.0")
   (moved / "dog" / "00.jpg").write_bytes(sample_images.jpeg(40, 56, seed=999))
-  for changed in ([moved], [tree, "--seed", "6"]):
+  (moved / "cat" / "00.jpg").unlink()
+  (moved / "cat" / "new.jpg").write_bytes(sample_images.jpeg(40, 56, seed=998))
+  for changed, says in [
+      ([moved], "1 file(s) added: cat/new.jpg; 1 file(s) removed: cat/00.jpg; "
+                "1 file(s) changed: dog/00.jpg)"),
+      ([tree, "--seed", "6"], "(options changed: seed 5 -> 6)")]:
     refused = imagesets("build", *changed, "--name", "pets", "--version", "1.2.0",
                         "--data-dir", data_dir, "--skip-bad-files", *(
                             ["--seed", "5"] if len(changed) == 1 else []))
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("imagesets: error: pets:1.2.0 in") and "new version" in last, last
+    assert says in last, last
   assert records_by_split(data_dir / "pets" / "1.2.0") == before  # untouched
 
 
@@ -117,6 +128,7 @@ def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
   strict = imagesets("build", tree, "--name", "pets", "--data-dir", tmp_path)
   assert strict.returncode == 1 and "Traceback" not in strict.stderr
   assert "cat/cut.jpg" in strict.stderr and "--skip-bad-files" in strict.stderr
+  assert "skip_bad_files=True in Python" in strict.stderr  # what a Python caller passes
   assert not list(tmp_path.glob("pets/*/dataset_info.json"))
 
 

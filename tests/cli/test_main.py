@@ -143,3 +143,92 @@ def test_usage_errors(tmp_path, capsys):
   with pytest.raises(SystemExit) as usage:
     cli.main(["publish", TINY])  # argparse: --to is required
   assert usage.value.code == 2
+
+
+def test_every_flag_takes_both_spellings():
+  for name, sub in cli._subparsers(cli.parser()).items():
+    for action in sub._actions:
+      for flag in action.option_strings:
+        if flag.startswith("--"):
+          body = flag[2:]
+          assert {f"--{body.replace('_', '-')}", f"--{body.replace('-', '_')}"} <= set(
+              action.option_strings), (name, flag)
+  one = cli.parse(["build", "p", "--name", "n", "--data-dir", "/a", "--skip_bad_files",
+                   "--file_format", "array_record", "--shorter-side", "3"])
+  other = cli.parse(["build", "p", "--name", "n", "--data_dir", "/a", "--skip-bad-files",
+                     "--file-format", "array_record", "--shorter_side", "3"])
+  assert vars(one) == vars(other) and one.data_dir == "/a" and one.skip_bad_files
+  assert cli.parse(["list", "--data_dir", "/b"]).data_dir == "/b"
+  assert cli.parse(["fetch", "u", "s", "--cache_dir", "/c"]).cache_dir == "/c"
+  # Help shows one spelling per flag.
+  assert "--data_dir" not in cli._subparsers(cli.parser())["build"].format_help()
+
+
+def test_unknown_flags_and_commands_say_what_was_meant_with_that_commands_usage(capsys):
+  def usage_error(*args):
+    with pytest.raises(SystemExit) as exit_:
+      cli.parse(list(args))
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+  err = usage_error("build", "pets", "--name", "pets", "--data-dirr", "/tmp/x")
+  assert err.startswith("usage: imagesets build ")
+  assert err.strip().splitlines()[-1] == ("imagesets build: error: unrecognized argument(s): "
+                                          "--data-dirr /tmp/x (did you mean --data-dir?)")
+  assert "publish" not in err and "fetch" not in err  # not the whole program's usage
+  err = usage_error("fetch", "u", "s", "--verfy")
+  assert err.startswith("usage: imagesets fetch ") and "(did you mean --verify?)" in err
+  err = usage_error("lst")
+  assert err.strip().splitlines()[-1] == "imagesets: error: unknown command 'lst' (did you mean 'list'?)"
+  err = usage_error("build", "p", "--name", "n", "--splits", "train=0.5,test=0.1")
+  assert "sum to 1" in err.strip().splitlines()[-1]
+
+
+def test_unexpected_errors_are_one_line_naming_their_type(monkeypatch, capsys, tmp_path):
+  def boom(args):
+    raise RuntimeError("the disk\n  is full")
+  monkeypatch.setattr(cli, "cmd_list", boom)
+  assert cli.main(["list", "--data-dir", str(tmp_path)]) == 1
+  assert capsys.readouterr().err == ("imagesets: error: RuntimeError: the disk is full "
+                                     "(run with -v for the traceback)\n")
+  with pytest.raises(RuntimeError):
+    cli.main(["list", "--data-dir", str(tmp_path), "-v"])
+
+
+def test_list_shows_a_local_data_dir_with_our_builds_marked(tiny_data_dir, tmp_path):
+  data_dir = shutil.copytree(tiny_data_dir, tmp_path / "tfds")
+  other = data_dir / "other_set" / "2.0.0"
+  shutil.copytree(data_dir / FOLDER, other)
+  info = other / "dataset_info.json"
+  info.write_text(info.read_text().replace("synthetic_images.synthetic_images_dataset_builder",
+                                           "their_package.other_set"))
+  listed = imagesets("list", "--data_dir", data_dir)
+  assert listed.returncode == 0, listed.stderr
+  header, *rows = listed.stdout.strip().splitlines()
+  assert header.split() == ["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "BUILT", "BY"]
+  assert [row.split()[:3] + row.split()[-2:] for row in rows] == [
+      ["other_set", "-", "2.0.0", "other", "tool"],
+      ["synthetic_images", "tiny", "1.0.0", "UTC", "imagesets"]]
+  assert "train=12 test=4" in rows[1]
+  empty = imagesets("list", env={"HOME": str(tmp_path)})
+  assert empty.stdout.strip() == f"no prepared datasets in {tmp_path}/tensorflow_datasets"
+
+
+def test_fetch_names_the_version_it_chose(tiny_data_dir, tmp_path):
+  bucket = tmp_path / "bucket"
+  assert imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket,
+                   "--quiet").returncode == 0
+  fetched = imagesets("fetch", bucket, "synthetic_images/tiny", "--cache-dir",
+                      tmp_path / "cache", "--quiet")
+  assert fetched.returncode == 0, fetched.stderr
+  assert fetched.stderr.strip() == (f"synthetic_images/tiny: {TINY} (latest published version "
+                                    f"in {bucket})")
+
+
+def test_an_array_record_build_suggests_what_reads_it():
+  # tfds.load raises NotImplementedError on ArrayRecord builds: suggest what works.
+  tfrecord = cli._load_hint("pets", "1.0.0", "/d", "tfrecord")
+  assert tfrecord == ['load it with: tfds.load("pets:1.0.0", split="train", data_dir="/d")']
+  array_record = " ".join(cli._load_hint("pets", "1.0.0", "/d", "array_record"))
+  assert "tfds.load" not in array_record
+  assert 'tfds.data_source("pets:1.0.0", split="train", data_dir="/d")' in array_record
+  assert 'imagesets.classification_train("pets:1.0.0", data_dir="/d"' in array_record

@@ -110,7 +110,7 @@ def test_resize_nearest_keeps_mask_ids_and_bilinear_keeps_uint8():
 def test_crop_or_pad_pads_masks_with_255_and_images_with_0():
   image = np.full((4, 6, 3), 9, np.uint8)
   mask = np.full((4, 6, 1), 2, np.uint8)
-  out = ops.crop_or_pad((8, 4))({"image": tf.constant(image), "mask": tf.constant(mask)})
+  out = ops.crop_or_pad((8, 4), mask_keys=["mask"])({"image": tf.constant(image), "mask": tf.constant(mask)})
   # Height 4 -> 8: 2 rows of padding above and below; width 6 -> 4: central columns.
   expected_mask = np.full((8, 4, 1), 255, np.uint8)
   expected_mask[2:6] = 2
@@ -126,7 +126,7 @@ def test_random_crop_or_pad_same_window_for_image_and_mask():
   rng = np.random.default_rng(1)
   mask = rng.integers(0, 21, (30, 50, 1), dtype=np.uint8)
   image = np.concatenate([mask * 10, mask * 5, mask], axis=-1)  # image = f(mask)
-  op = ops.random_crop_or_pad((40, 20))
+  op = ops.random_crop_or_pad((40, 20), mask_keys=["mask"])
   for seed in range(5):
     out = op(_seeded({"image": tf.constant(image), "mask": tf.constant(mask)}, (seed, 3)))
     got_image, got_mask = out["image"].numpy(), out["mask"].numpy()
@@ -143,12 +143,25 @@ def test_random_scale_resizes_image_and_mask_by_one_factor():
   mask = tf.zeros((40, 60, 1), tf.uint8)
   sizes = set()
   for seed in range(6):
-    out = ops.random_scale((0.5, 2.0))(_seeded({"image": image, "mask": mask}, (seed, 0)))
+    out = ops.random_scale((0.5, 2.0), mask_keys=["mask"])(_seeded({"image": image, "mask": mask}, (seed, 0)))
     assert out["image"].shape[:2] == out["mask"].shape[:2]
     height, width = out["image"].shape[:2]
     assert 20 <= height <= 80 and abs(width / height - 1.5) < 0.05
     sizes.add(height)
   assert len(sizes) > 3
+
+
+def test_masks_are_the_keys_the_caller_lists_not_keys_named_mask():
+  # A feature named "mask" listed as an image is blended and padded with 0; a mask under
+  # another name ("labels") keeps its ids and is padded with 255.
+  ids = np.zeros((4, 4, 1), np.uint8)
+  ids[:, 2:] = 20
+  data = _seeded({"mask": tf.constant(ids), "labels": tf.constant(ids)}, (0, 0))
+  scaled = ops.random_scale((3.0, 3.0), keys=["mask"], mask_keys=["labels"])(data)
+  assert set(np.unique(scaled["labels"].numpy())) == {0, 20}
+  assert len(np.unique(scaled["mask"].numpy())) > 2  # bilinear: blended values
+  padded = ops.crop_or_pad((6, 4), keys=["mask"], mask_keys=["labels"])(data)
+  assert padded["labels"].numpy()[0].min() == 255 and padded["mask"].numpy()[0].max() == 0
 
 
 def test_to_float_and_normalize_work_per_batch():

@@ -1,0 +1,36 @@
+"""One home for the values several layers share (CLI, builds, read path, publishing).
+
+Nothing here imports TensorFlow, so the command line can read these without loading it.
+"""
+
+import os
+import pathlib
+
+# Where `imagesets build`, `verify` and `publish` look by default: TFDS's own default.
+# TFDS does not expand "~" in a data_dir; our calls do (`data_dir()`).
+DEFAULT_DATA_DIR = os.path.join("~", "tensorflow_datasets")
+
+# The cache of fetched bucket versions (`<cache>/<scheme>/...`) and of keras-style builds
+# (`<cache>/from_directory/...`): `$IMAGESETS_CACHE`, else `~/.cache/imagesets`.
+CACHE_ENV = "IMAGESETS_CACHE"
+DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "imagesets")
+
+# Padding: images with 0 (black); masks with 255, VOC's "void" class that losses and
+# metrics ignore (0 would be the background class).
+IMAGE_PAD_VALUE = 0
+MASK_PAD_VALUE = 255
+
+# `shorter_side` of builds and image checks: 0 stores every image at its original size.
+ORIGINAL_SIZE = 0
+
+
+def data_dir(path=None) -> str:
+  """A TFDS data_dir with "~" expanded (DEFAULT_DATA_DIR when None)."""
+  return os.path.expanduser(os.fspath(path or DEFAULT_DATA_DIR))
+
+
+def cache_root(cache_dir=None) -> pathlib.Path:
+  """The cache root: `cache_dir`, else `$IMAGESETS_CACHE`, else DEFAULT_CACHE_DIR."""
+  if cache_dir is None:
+    cache_dir = os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR
+  return pathlib.Path(cache_dir).expanduser()
