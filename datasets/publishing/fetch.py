@@ -4,14 +4,13 @@ The cache is a TFDS data_dir per bucket URL, `<cache>/<scheme>/<bucket>/<prefix>
 `$IMAGESETS_CACHE` or `~/.cache/imagesets`; the streaming shard cache shares it.
 """
 
-import contextlib
-import fcntl
 import os
 import pathlib
 import shutil
 from typing import Callable
 
 from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import file_locks
 from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import progress_bars
 from imagesets.publishing import versions
@@ -39,18 +38,6 @@ def local_copy_ok(version_dir: pathlib.Path, deep: bool) -> bool:
   return True
 
 
-@contextlib.contextmanager
-def _locked(path: pathlib.Path):
-  """One fetcher per cached version on this machine (e.g. several training workers)."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  with open(path, "w") as handle:
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    try:
-      yield
-    finally:
-      fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
           progress: bool = True, log: Callable[[str], None] | None = None) -> str:
   """Syncs a published version into the local cache; returns the TFDS data_dir to load.
@@ -76,7 +63,8 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
     log(f"{spec}: {resolved} ({chose} in {url})")
   ref = resolved
   version_dir = data_dir / ref.folder
-  with _locked(version_dir.parent / f".{ref.version}.lock"):
+  # One fetcher per cached version on this machine (e.g. several training workers).
+  with file_locks.exclusive(version_dir.parent / f".{ref.version}.lock"):
     if local_copy_ok(version_dir, deep=verify):
       return str(data_dir)
     manifest = manifest_lib.published(bucket, ref)

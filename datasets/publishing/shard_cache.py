@@ -39,6 +39,7 @@ from absl import logging
 
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import fetch as fetch_lib
+from imagesets.publishing import file_locks
 from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import versions
 
@@ -406,16 +407,10 @@ class ShardCache:
   def _lock_path(self, name: str) -> pathlib.Path:
     return self.folder / _LOCKS / f"{name}.lock"
 
-  @contextlib.contextmanager
   def _file_lock(self, name: str | None, kind: str):
-    path = (self.folder / _CACHE_LOCK if name is None
-            else self.folder / _LOCKS / f"{name}.{kind}.lock")
-    with open(path, "a") as handle:
-      fcntl.flock(handle, fcntl.LOCK_EX)
-      try:
-        yield
-      finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
+    """The cache-wide lock (`name` None: deciding what to evict) or a shard's `kind` lock."""
+    return file_locks.exclusive(self.folder / _CACHE_LOCK if name is None
+                                else self.folder / _LOCKS / f"{name}.{kind}.lock")
 
   def _pin(self, name: str) -> bool:
     """Counts a read of a present shard, holding a shared lock on it so that no process

@@ -13,19 +13,16 @@ import threading
 import time
 import uuid
 
-import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import bucket_servers as servers
-from conftest import REPO
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import publish
 from imagesets.publishing import shard_cache as shard_cache_lib
-from imagesets.publishing import versions
 from imagesets.reading import input_pipeline
 from imagesets.reading import streaming
 
@@ -266,36 +263,37 @@ def test_two_workers_share_one_cache(built, tmp_path, limited):
     assert sum(out["shards"] for out in outs) == NUM_SHARDS
 
 
-@ONE_FORMAT
-def test_network_faults_are_retried_and_training_continues(built, bucket_servers, tmp_path,
-                                                           monkeypatch):
-  url = published_to(built, "s3", tmp_path)
+@pytest.fixture
+def s3_proxy(bucket_servers, monkeypatch):
+  """A fault-injecting proxy between the S3 clients and the S3 server."""
   host, port = bucket_servers["s3"].split("//")[1].split(":")
   proxy = FaultProxy((host, int(port)))
   monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-  try:
-    proxy.cut_after, proxy.cut_connections = 3000, 4      # dropped mid-transfer
-    first = streamed_examples(url, "train", tmp_path / "c1")
-    assert proxy.cut >= 1
-    streaming._caches.clear()
-    builder = streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c2")
-    proxy.go_down_for(5.0)                                # the server gone for a while
-    second = streamed_examples(url, "train", tmp_path / "c2")  # the same cache as builder's
-    # Requests met the outage (refused connections) and were retried (by the clients'
-    # own retries or ours) until it ended: the same examples, in the same order.
-    assert second == first and proxy.refused >= 1
-  finally:
-    proxy.close()
+  yield proxy
+  proxy.close()
+
+
+@ONE_FORMAT
+def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_path):
+  url = published_to(built, "s3", tmp_path)  # published past the proxy: no fault set yet
+  proxy = s3_proxy
+  proxy.cut_after, proxy.cut_connections = 3000, 4      # dropped mid-transfer
+  first = streamed_examples(url, "train", tmp_path / "c1")
+  assert proxy.cut >= 1
+  streaming._caches.clear()
+  streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c2")  # manifest and small files
+  proxy.go_down_for(5.0)                                # the server gone for a while
+  second = streamed_examples(url, "train", tmp_path / "c2")
+  # Requests met the outage (refused connections) and were retried (by the clients'
+  # own retries or ours) until it ended: the same examples, in the same order.
+  assert second == first and proxy.refused >= 1
   assert first == local_examples(built, "train")
 
 
 @ONE_FORMAT
-def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket_servers,
-                                                         monkeypatch):
+def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, s3_proxy):
   url = published_to(built, "s3", tmp_path)
-  host, port = bucket_servers["s3"].split("//")[1].split(":")
-  proxy = FaultProxy((host, int(port)))
-  monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+  proxy = s3_proxy
   cache = shard_cache_lib.ShardCache(url, SPEC, cache_dir=tmp_path / "c", retry_seconds=3)
   proxy.go_down_for(3600)
   shard = sorted(cache.shard_names())[0]
@@ -306,7 +304,6 @@ def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, bucket
   message = str(error.value)
   assert "\n" not in message and url.split("/")[2] in message
   assert "gave up after" in message and "attempt(s)" in message
-  proxy.close()
   cache.close()
 
 
