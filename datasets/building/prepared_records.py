@@ -1,0 +1,175 @@
+"""Local builds: the workers make each finished record; TFDS's writer thread only writes them.
+
+TFDS's writer runs on one thread of the build process: per example it encodes the features,
+builds the tf.train.Example in Python, serializes it, hashes its key (md5) for the shuffle,
+and puts it in shuffle buckets that are written to disk and read back; our deterministic
+writer then parsed and re-serialized every record. On two cores that thread cost about as
+much as the workers' image check (docs/performance.md). Here, instead:
+
+* the driver hashes each key once, with TFDS's own hasher and salt (the split name), and
+  hands a split's items to the workers already in that order, which is the order of the
+  shards: nothing is left to shuffle;
+* each worker turns its example into the final record: TFDS's feature encoding and
+  Example, serialized in protobuf's deterministic form (`RecordMaker`);
+* the writer thread keeps the records in arrival order (in memory up to
+  `shuffle_memory.DEFAULT_LIMIT`, then in one sequential spill file) and writes the shards
+  TFDS would: the same shard count and boundaries (TFDS's `_get_shard_specs`), the same
+  record bytes in the same order as TFDS's writer plus our deterministic writer, and as the
+  Beam path (which is unchanged).
+
+`writing()` routes, while our builder generates its splits, the splits that come from
+`generation.Generation` locally (`LocalSplit`) to this writer; every other split generator
+(and every other dataset) goes through TFDS's own code.
+"""
+
+import contextlib
+import itertools
+import struct
+import uuid
+from typing import Iterable, Iterator
+
+from etils import epath
+from tensorflow_datasets.core import example_serializer
+from tensorflow_datasets.core import hashing
+from tensorflow_datasets.core import split_builder as split_builder_lib
+from tensorflow_datasets.core import splits as splits_lib
+from tensorflow_datasets.core import writer as writer_lib
+from tensorflow_datasets.core import file_adapters
+from tensorflow_datasets.core.utils import shard_utils
+
+from imagesets.building import shuffle_memory
+
+_LENGTH = struct.Struct("<Q")
+
+
+def hashed_order(split: str, keys: Iterable[str]) -> list[tuple[int, int]]:
+  """(TFDS's hashed key, position) of each key, in the order TFDS's shuffle writes a split."""
+  hasher = hashing.Hasher(split)
+  return sorted((hasher.hash_key(key), position) for position, key in enumerate(keys))
+
+
+class RecordMaker:
+  """A picklable `example -> record` for the workers: TFDS's encoding and Example, serialized
+  deterministically (so shards are byte-identical across runs and machines)."""
+
+  def __init__(self, features):
+    self._features = features
+    self._serializer = None
+
+  def __getstate__(self):
+    return {"_features": self._features, "_serializer": None}
+
+  def make(self, example: dict) -> bytes:
+    if self._serializer is None:
+      self._serializer = example_serializer.ExampleSerializer(
+          self._features.get_serialized_info())
+    encoded = self._features.encode_example(example)
+    return self._serializer.get_tf_example(encoded).SerializeToString(deterministic=True)
+
+
+class LocalSplit:
+  """What `Generation.examples` returns for a local build: iterating gives TFDS's
+  `(key, example)` pairs; `records()` gives `(hashed key, record)` in shard order."""
+
+  def __init__(self, examples, records):
+    self._examples, self._records = examples, records
+
+  def __iter__(self):
+    return self._examples()
+
+  def records(self) -> Iterator[tuple[int, bytes]]:
+    return self._records()
+
+
+class _Spill:
+  """Records in arrival order: in memory up to a limit, then in one sequential file."""
+
+  def __init__(self, directory: epath.PathLike, limit: int):
+    self._directory, self._limit = directory, limit
+    self._memory, self._bytes, self._file, self._path = [], 0, None, None
+    self.count = 0
+    self.size = 0
+
+  def add(self, record: bytes) -> None:
+    self.count += 1
+    self.size += len(record)
+    if self._file is None and self._bytes + len(record) <= self._limit:
+      self._memory.append(record)
+      self._bytes += len(record)
+      return
+    if self._file is None:
+      self._path = epath.Path(self._directory) / f"records_{uuid.uuid4().hex}.tmp"
+      self._path.parent.mkdir(parents=True, exist_ok=True)
+      self._file = self._path.open("wb")
+    self._file.write(_LENGTH.pack(len(record)))
+    self._file.write(record)
+
+  def __iter__(self) -> Iterator[bytes]:
+    yield from self._memory
+    self._memory = []
+    if self._file is None:
+      return
+    self._file.close()
+    with self._path.open("rb") as spilled:
+      while header := spilled.read(_LENGTH.size):
+        yield spilled.read(_LENGTH.unpack(header)[0])
+
+  def discard(self) -> None:
+    if self._file is not None:
+      self._file.close()
+      self._path.unlink(missing_ok=True)
+
+
+def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_template,
+                shard_config, file_format) -> splits_lib.SplitInfo:
+  """Writes one split's records, given in shard order, as TFDS's Writer would."""
+  spill = _Spill(filename_template.data_dir, shuffle_memory.DEFAULT_LIMIT)
+  try:
+    return _write_shards(split, records, spill, filename_template, shard_config, file_format)
+  finally:
+    spill.discard()
+
+
+def _write_shards(split, records, spill, filename_template, shard_config, file_format):
+  hkeys = []
+  for hkey, record in records:
+    if hkeys and hkey <= hkeys[-1]:  # (the order is ours: only equal keys get here)
+      raise ValueError(f"two examples of split {split} have the same key: keys must be unique")
+    hkeys.append(hkey)
+    spill.add(record)
+  if not spill.count:
+    raise AssertionError("No examples were yielded.")
+  specs = writer_lib._get_shard_specs(  # pylint: disable=protected-access
+      num_examples=spill.count, total_size=spill.size, bucket_lengths=[spill.count],
+      filename_template=filename_template,
+      shard_config=shard_config or shard_utils.ShardConfig())
+  adapter = file_adapters.ADAPTER_FOR_FORMAT[file_format]
+  stream = zip(hkeys, spill)
+  for spec in specs:
+    record_keys = adapter.write_examples(spec.path, itertools.islice(stream, spec.examples_number))
+    if record_keys:  # formats with an index (as TFDS's Writer.finalize)
+      writer_lib._write_index_file(spec.index_path, record_keys)  # pylint: disable=protected-access
+  return splits_lib.SplitInfo(name=split,
+                              shard_lengths=[int(spec.examples_number) for spec in specs],
+                              num_bytes=spill.size, filename_template=filename_template)
+
+
+@contextlib.contextmanager
+def writing():
+  """Within the block, TFDS's SplitBuilder writes `LocalSplit`s with `write_split`."""
+  original = split_builder_lib.SplitBuilder._build_from_generator  # pylint: disable=protected-access
+
+  def build_from_generator(self, split_name, generator, filename_template, disable_shuffling):
+    if (not isinstance(generator, LocalSplit) or disable_shuffling
+        or self._max_examples_per_split is not None):  # pylint: disable=protected-access
+      return original(self, split_name, generator, filename_template, disable_shuffling)
+    info = write_split(split_name, generator.records(), filename_template,
+                       self._shard_config,  # pylint: disable=protected-access
+                       self._example_writer.file_format)  # pylint: disable=protected-access
+    return split_builder_lib._SplitInfoFuture(lambda: info)  # pylint: disable=protected-access
+
+  split_builder_lib.SplitBuilder._build_from_generator = build_from_generator  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    split_builder_lib.SplitBuilder._build_from_generator = original  # pylint: disable=protected-access
