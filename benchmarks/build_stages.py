@@ -7,7 +7,8 @@ Every stage runs over all images, `--rounds` interleaved rounds, median CPU time
 (process CPU time: one thread here, so it is also the wall time of that stage). The stages
 are what a build does per image, in the process where it does it:
 
-* worker: read the file, `image_checks.check` (header, marker walk, 1/8-scale decode),
+* worker: read the file, `image_checks.check` (header, marker walk, libjpeg on the
+  headers and the scan's first bytes), the 1/8-scale decode it ran before on every JPEG,
   `process_file` (both plus the feature dict), pickling the result to send it;
 * writer (TFDS's single thread): unpickling, `features.encode_example`, TFDS's
   dict-to-Example + serialization, our canonical re-serialization, md5 of the key,
@@ -50,7 +51,7 @@ def main():
   serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
   maker = prepared_records.RecordMaker(features)
   datas = [class_folders_tree.read(str(root), p) for p in paths]
-  examples = [class_folders_examples.process_file((str(root), p, 0))[0] for p in paths]
+  examples = [class_folders_examples.process_file((str(root), p, 0, 0))[0] for p in paths]
   pickled = [pickle.dumps(e) for e in examples]
   encoded = [features.encode_example(e) for e in examples]
   records = [serializer.serialize_example(e) for e in encoded]
@@ -83,8 +84,10 @@ def main():
   stages = {
       "worker: read file": lambda: [class_folders_tree.read(str(root), p) for p in paths],
       "worker: image_checks.check": lambda: [image_checks.check(d) for d in datas],
+      "worker: the 1/8-scale decode (what check ran on every JPEG before)": lambda: [
+          image_checks._decode_jpeg_at_one_eighth(d) for d in datas],  # pylint: disable=protected-access
       "worker: process_file (read + check + dict)": lambda: [
-          class_folders_examples.process_file((str(root), p, 0)) for p in paths],
+          class_folders_examples.process_file((str(root), p, 0, 0)) for p in paths],
       "worker: pickle the example dict": lambda: [pickle.dumps(e) for e in examples],
       "writer: unpickle the example dict": lambda: [pickle.loads(b) for b in pickled],
       "writer: features.encode_example": lambda: [features.encode_example(e) for e in examples],

@@ -29,12 +29,18 @@ import uuid
 from typing import Iterable, Iterator
 
 from etils import epath
+import numpy as np
 from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import hashing
 from tensorflow_datasets.core import split_builder as split_builder_lib
 from tensorflow_datasets.core import splits as splits_lib
 from tensorflow_datasets.core import writer as writer_lib
 from tensorflow_datasets.core import file_adapters
+from tensorflow_datasets.core import utils as tfds_utils
+from tensorflow_datasets.core.features import feature as feature_lib
+from tensorflow_datasets.core.utils import dtype_utils
+from tensorflow_datasets.proto import tf_example_pb2
+from tensorflow_datasets.proto import tf_feature_pb2
 from tensorflow_datasets.core.utils import shard_utils
 
 from imagesets.building import shuffle_memory
@@ -50,21 +56,62 @@ def hashed_order(split: str, keys: Iterable[str]) -> list[tuple[int, int]]:
 
 class RecordMaker:
   """A picklable `example -> record` for the workers: TFDS's encoding and Example, serialized
-  deterministically (so shards are byte-identical across runs and machines)."""
+  deterministically (so shards are byte-identical across runs and machines).
+
+  TFDS builds each tf.train.Feature through numpy and copies it into the Example (0.19 ms
+  for a class-folder example); scalars that are already of their feature's type (the
+  encoded bytes, labels, sizes, names) are set in the proto in place instead, giving the
+  same proto (tested), and everything else goes through TFDS's own conversion.
+  """
 
   def __init__(self, features):
     self._features = features
-    self._serializer = None
+    self._specs = None
 
   def __getstate__(self):
-    return {"_features": self._features, "_serializer": None}
+    return {"_features": self._features, "_specs": None}
 
   def make(self, example: dict) -> bytes:
-    if self._serializer is None:
-      self._serializer = example_serializer.ExampleSerializer(
-          self._features.get_serialized_info())
-    encoded = self._features.encode_example(example)
-    return self._serializer.get_tf_example(encoded).SerializeToString(deterministic=True)
+    if self._specs is None:
+      self._specs = example_serializer.ExampleSerializer(
+          self._features.get_serialized_info())._flat_example_specs  # pylint: disable=protected-access
+    encoded = tfds_utils.flatten_nest_dict(self._features.encode_example(example))
+    if (encoded.keys() != self._specs.keys()
+        or not all(isinstance(spec, feature_lib.TensorInfo) and spec.sequence_rank <= 1
+                   for spec in self._specs.values())):  # ragged: TFDS adds fields
+      return example_serializer._dict_to_tf_example(  # pylint: disable=protected-access
+          encoded, self._specs).SerializeToString(deterministic=True)
+    record = tf_example_pb2.Example()
+    features = record.features.feature
+    for key, value in encoded.items():
+      spec = self._specs[key]
+      if value is None and spec.optional:
+        continue  # TFDS leaves it out of the proto
+      if not _put_scalar(features[key], value, spec):
+        features[key].CopyFrom(example_serializer._item_to_tf_feature(  # pylint: disable=protected-access
+            *example_serializer._add_ragged_fields(value, spec)))  # pylint: disable=protected-access
+    return record.SerializeToString(deterministic=True)
+
+
+def _put_scalar(feature: tf_feature_pb2.Feature, value, spec) -> bool:
+  """Sets `feature` to what TFDS's `_item_to_tf_feature` makes of `value`, directly (in
+  place, no numpy) when it is a scalar of the spec's own type; else False."""
+  if spec.shape != ():
+    return False
+  dtype = spec.np_dtype
+  exact = isinstance(value, np.ndarray) and value.shape == () and value.dtype == dtype
+  if exact:
+    value = value.item()
+  if isinstance(value, str):
+    value = value.encode("utf-8")
+  if isinstance(value, bytes) and dtype_utils.is_string(dtype):
+    feature.bytes_list.value.append(value)
+    return True
+  if (type(value) is int and dtype_utils.is_integer(dtype) and dtype != np.uint64  # pylint: disable=unidiomatic-typecheck
+      and (exact or dtype == np.int64 and -(1 << 63) <= value < 1 << 63)):
+    feature.int64_list.value.append(value)
+    return True
+  return False
 
 
 class LocalSplit:

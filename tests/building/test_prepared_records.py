@@ -4,7 +4,9 @@ the shards TFDS's own writer (plus our deterministic writer) gives, in any proce
 import contextlib
 import json
 import pathlib
+import pickle
 
+import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
@@ -14,6 +16,7 @@ from imagesets.building import prepared_records
 from imagesets.building import shuffle_memory
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets_testing import sample_images
+from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import hashing
 from tensorflow_datasets.core import split_builder as split_builder_lib
 
@@ -116,3 +119,34 @@ def test_duplicate_keys_are_refused(tmp_path):
   with pytest.raises(ValueError, match="same key"):
     prepared_records.write_split("train", [(5, b"a"), (5, b"b")], template, None,
                                  tfds.core.FileFormat.TFRECORD)
+
+
+def test_records_are_tfds_records_for_every_kind_of_feature():
+  features = tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg"),
+      "mask": tfds.features.Image(shape=(None, None, 1), encoding_format="png"),
+      "label": tfds.features.ClassLabel(names=["ant", "bee"]),
+      "name": tfds.features.Text(),
+      "height": tfds.features.Scalar(np.int32),
+      "big": tfds.features.Scalar(np.int64),
+      "huge": tfds.features.Scalar(np.uint64),
+      "small": tfds.features.Scalar(np.uint8),
+      "score": tfds.features.Scalar(np.float32),
+      "flag": tfds.features.Scalar(np.bool_),
+      "box": tfds.features.Tensor(shape=(4,), dtype=np.float32),
+      "objects": tfds.features.Sequence({"area": np.int64, "tag": tfds.features.Text()}),
+  })
+  serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
+  maker = prepared_records.RecordMaker(features)
+  maker = pickle.loads(pickle.dumps(maker))  # as the workers get it
+  for i, label in enumerate(["bee", 0, np.int64(1)]):
+    example = {
+        "image": sample_images.jpeg(20, 30, seed=i),
+        "mask": np.full((5, 6, 1), i, np.uint8),
+        "label": label, "name": f"fleur-{i}-é", "height": np.int32(20 + i),
+        "big": -(1 << 40) - i, "huge": (1 << 64) - 1 - i, "small": 200 + i, "score": 0.5 * i,
+        "flag": bool(i % 2), "box": np.arange(4, dtype=np.float32) * i,
+        "objects": {"area": list(range(i)), "tag": [f"t{j}" for j in range(i)]},
+    }
+    expected = serializer.get_tf_example(features.encode_example(example))
+    assert maker.make(example) == expected.SerializeToString(deterministic=True), i
