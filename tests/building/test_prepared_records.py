@@ -119,6 +119,7 @@ def test_duplicate_keys_are_refused(tmp_path):
   with pytest.raises(ValueError, match="same key"):
     prepared_records.write_split("train", [(5, b"a"), (5, b"b")], template, None,
                                  tfds.core.FileFormat.TFRECORD)
+  assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_records_are_tfds_records_for_every_kind_of_feature():
