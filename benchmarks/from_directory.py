@@ -123,6 +123,37 @@ def pixel_difference(root: str, cache: str) -> dict:
           "stored_shorter_sides": sorted(set(sides))}
 
 
+def per_image_work(root: str, cache: str) -> dict:
+  """In a child process: CPU ms per image of the per-image work alone, bytes in memory,
+  tf.data map in parallel: keras' (decode the original, bilinear resize to 224x224) and ours
+  (decode the stored bytes, the same resize), and decoding the stored bytes alone."""
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  (version_dir,) = pathlib.Path(cache).glob("*/1.0.0")
+  builder = tfds.builder_from_directory(version_dir)
+  ds = builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+  stored, originals = [], []
+  for example in ds.take(PIXEL_FILES * 3):
+    stored.append(example["image"].numpy())
+    originals.append(pathlib.Path(root, example["file_name"].numpy().decode()).read_bytes())
+  resize = lambda data: tf.image.resize(  # noqa: E731
+      tf.io.decode_image(data, channels=3, expand_animations=False), SIZE)
+  decode = lambda data: tf.io.decode_image(data, channels=3, expand_animations=False)  # noqa: E731
+  work = {"keras: original, decode + resize": (originals, resize),
+          "ours: stored, decode + resize": (stored, resize),
+          "ours: stored, decode only": (stored, decode)}
+  times = {name: [] for name in work}
+  for _ in range(5):
+    for name, (datas, fn) in work.items():
+      pipeline = tf.data.Dataset.from_tensor_slices(datas).map(
+          fn, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
+      before = _cpu_seconds()
+      for _ in pipeline:
+        pass
+      times[name].append((_cpu_seconds() - before) / len(datas) * 1000)
+  return {name: statistics.median(values) for name, values in times.items()}
+
+
 def _cpu_seconds() -> float:
   own = resource.getrusage(resource.RUSAGE_SELF)
   children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the build's worker processes
@@ -156,6 +187,9 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
   print(f"pixels against keras ({pixels['files']} files, stored shorter sides "
         f"{pixels['stored_shorter_sides']}): mean |difference| {pixels['mean']:.2f}, 99th "
         f"percentile {pixels['p99']:.1f}, max {pixels['max']:.1f} (of 255)")
+  work = child_runs.run(__file__, "work", root, cache)
+  print("per-image work alone (CPU ms, bytes in memory): " +
+        ", ".join(f"{name} {ms:.3f}" for name, ms in work.items()))
   print(f"second call: {keras_wall / wall['ours 2nd']:.2f}x keras by wall, "
         f"{keras_cpu / cpu['ours 2nd']:.2f}x by CPU (goal >= {goal_second}x); first call "
         f"(build + epoch): {wall['ours 1st'] / (2 * keras_wall):.2f} of two keras epochs by "
@@ -173,8 +207,8 @@ def main():
   args = parser.parse_args()
   if args.child:
     which, root, cache = args.child
-    print(json.dumps(pixel_difference(root, cache) if which == "pixels"
-                     else one_run(which, root, cache)))
+    child = {"pixels": pixel_difference, "work": per_image_work}.get(which, None)
+    print(json.dumps(child(root, cache) if child else one_run(which, root, cache)))
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
