@@ -2,12 +2,14 @@
 
 Our contract for a stored image: `tf.io.decode_image(bytes)` gives the upright picture as
 uint8 RGB (3 channels) of the recorded height and width. `check` finds out fast, without a
-full decode: it reads the header, walks a JPEG's marker segments to its end-of-image marker,
-and decodes it at 1/8 scale (libjpeg-turbo through simplejpeg; PIL `draft` for CMYK), which
-still reads every byte of the entropy-coded data. So truncated or damaged files fail here,
-when TensorFlow would fail to decode them, and not in someone's training job (tested on
-damaged files; of 900 randomly damaged ones, one that TensorFlow still decoded, a changed
-byte in a marker segment, was refused too: we err on the side of reporting). Files that do not meet
+full decode: it reads the header and walks a JPEG's marker segments to its end-of-image
+marker; then libjpeg-turbo (through simplejpeg) validates the tables and starts decoding a
+plain JPEG (one baseline frame, one scan), or decodes any other JPEG at 1/8 scale (PIL
+`draft` for CMYK), which reads every byte of the entropy-coded data. So truncated or
+damaged files fail here, when TensorFlow would fail to decode them, and not in someone's
+training job (tested on damaged files; on 6,000 randomly damaged ones (docs/performance.md)
+we refused every file TensorFlow refuses but one damaged progressive JPEG, and 23 that
+TensorFlow still decodes: we err on the side of reporting). Files that do not meet
 the contract as they are (grayscale, CMYK, EXIF-rotated, alpha, palette, 16-bit,
 non-JPEG/PNG content) are named with the reason and re-encoded by `convert`; everything
 else is stored as it came.
