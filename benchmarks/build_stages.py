@@ -38,7 +38,6 @@ def main():
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf
-  import tensorflow_datasets as tfds
   from tensorflow_datasets.core import example_serializer, hashing, shuffle, file_adapters
   from imagesets.building import (class_folders_builder, class_folders_examples,
                                   class_folders_tree, deterministic_writer, image_checks,

@@ -5,8 +5,10 @@ top-level (picklable) function `process(item) -> (example, note)` that raises
 `BadItem(reason)` for bad input; `note` (or None) says something worth recording
 about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` runs it:
 
-* locally, in key order, on the build's worker pool (`parallel_map`: bounded memory),
-  as one stream across the splits, so the workers never wait while TFDS writes shards;
+* locally, on the build's worker pool (`parallel_map`: bounded memory), as one stream
+  across the splits, so the workers never wait while shards are written: in key order as
+  `(key, example)` pairs, or, for `prepared_records`' writer (our builders' local builds),
+  in shard order as `(hashed key, record)` pairs, the workers making each record;
 * on Beam, when the build was given Beam options (`tfds build --beam_pipeline_options`),
   as `Create | FlatMap` on the runner's workers.
 
