@@ -17,7 +17,9 @@ the build + one epoch); with `--content-check` also ours second call with
 224x224, batch 64, shuffle on, seed 1. `--photos 0` / `--phone 0` skip a tree. Reported: wall seconds,
 images/s and CPU ms per image (user + system of the whole process, all threads and
 worker processes), medians of `--repeats` interleaved rounds, and the goals' ratios
-from this one run, by wall clock and by CPU time (the machine is shared: wall clock swings
+from this one run, by wall clock and by CPU time; then how far our pixels are from keras'
+on the same files (we store images resized to the training size; keras resizes the
+originals). `--phone 0` leaves the phone photos out (the machine is shared: wall clock swings
 by up to 2x between identical runs, CPU time per image barely moves).
 """
 
@@ -38,6 +40,7 @@ CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 SIZE, BATCH, SEED = (224, 224), 64, 1
 RUNS = ["keras 1st", "keras 2nd", "ours 1st", "ours 2nd"]
 CONTENT_CHECK_RUN = "ours 2nd, content check"
+PIXEL_FILES = 300  # files compared pixel by pixel with keras
 
 
 def make_photos(root: pathlib.Path, count: int) -> None:
@@ -99,6 +102,63 @@ def one_run(which: str, root: str, cache: str) -> dict:
   return {"images": images, "wall": wall, "cpu": _cpu_seconds() - cpu_before}
 
 
+def pixel_difference(root: str, cache: str) -> dict:
+  """In a child process: our images (read from the build in `cache`) against keras' for the
+  same files: keras reads the file, decodes it and resizes it (bilinear, as in
+  keras.utils.image_dataset_from_directory); ours decodes the stored bytes and resizes them
+  with the same op our reader uses. Mean and max absolute difference over 0-255 values."""
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  from imagesets.reading import preprocess_ops
+  (version_dir,) = pathlib.Path(cache).glob("*/1.0.0")
+  builder = tfds.builder_from_directory(version_dir)
+  ours_op = preprocess_ops.decode_and_fit(SIZE)
+  differences, sides = [], []
+  ds = builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+  for example in ds.take(PIXEL_FILES):
+    data = tf.io.read_file(os.path.join(root, example["file_name"].numpy().decode()))
+    keras_image = tf.image.resize(tf.io.decode_image(data, channels=3, expand_animations=False),
+                                  SIZE, method="bilinear")
+    ours = ours_op({"image": example["image"]})["image"]
+    differences.append(np.abs(ours.numpy() - keras_image.numpy()))
+    sides.append(min(int(example["height"]), int(example["width"])))
+  stacked = np.stack(differences)
+  return {"mean": float(stacked.mean()), "max": float(stacked.max()),
+          "p99": float(np.percentile(stacked, 99)), "files": len(differences),
+          "stored_shorter_sides": sorted(set(sides))}
+
+
+def per_image_work(root: str, cache: str) -> dict:
+  """In a child process: CPU ms per image of the per-image work alone, bytes in memory,
+  tf.data map in parallel: keras' (decode the original, bilinear resize to 224x224) and ours
+  (decode the stored bytes, the same resize), and decoding the stored bytes alone."""
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  (version_dir,) = pathlib.Path(cache).glob("*/1.0.0")
+  builder = tfds.builder_from_directory(version_dir)
+  ds = builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+  stored, originals = [], []
+  for example in ds.take(PIXEL_FILES * 3):
+    stored.append(example["image"].numpy())
+    originals.append(pathlib.Path(root, example["file_name"].numpy().decode()).read_bytes())
+  resize = lambda data: tf.image.resize(  # noqa: E731
+      tf.io.decode_image(data, channels=3, expand_animations=False), SIZE)
+  decode = lambda data: tf.io.decode_image(data, channels=3, expand_animations=False)  # noqa: E731
+  work = {"keras: original, decode + resize": (originals, resize),
+          "ours: stored, decode + resize": (stored, resize),
+          "ours: stored, decode only": (stored, decode)}
+  times = {name: [] for name in work}
+  for _ in range(5):
+    for name, (datas, fn) in work.items():
+      pipeline = tf.data.Dataset.from_tensor_slices(datas).map(
+          fn, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
+      before = _cpu_seconds()
+      for _ in pipeline:
+        pass
+      times[name].append((_cpu_seconds() - before) / len(datas) * 1000)
+  return {name: statistics.median(values) for name, values in times.items()}
+
+
 def _cpu_seconds() -> float:
   own = resource.getrusage(resource.RUSAGE_SELF)
   children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the build's worker processes
@@ -128,6 +188,13 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
           f"{1000 * cpu[which]:.2f} |")
   keras_wall = statistics.mean([wall["keras 1st"], wall["keras 2nd"]])
   keras_cpu = statistics.mean([cpu["keras 1st"], cpu["keras 2nd"]])
+  pixels = child_runs.run(__file__, "pixels", root, cache)
+  print(f"pixels against keras ({pixels['files']} files, stored shorter sides "
+        f"{pixels['stored_shorter_sides']}): mean |difference| {pixels['mean']:.2f}, 99th "
+        f"percentile {pixels['p99']:.1f}, max {pixels['max']:.1f} (of 255)")
+  work = child_runs.run(__file__, "work", root, cache)
+  print("per-image work alone (CPU ms, bytes in memory): " +
+        ", ".join(f"{name} {ms:.3f}" for name, ms in work.items()))
   print(f"second call: {keras_wall / wall['ours 2nd']:.2f}x keras by wall, "
         f"{keras_cpu / cpu['ours 2nd']:.2f}x by CPU (goal >= {goal_second}x); first call "
         f"(build + epoch): {wall['ours 1st'] / (2 * keras_wall):.2f} of two keras epochs by "
@@ -149,12 +216,14 @@ def main():
                       help="(internal) one run in this process")
   args = parser.parse_args()
   if args.child:
-    print(json.dumps(one_run(*args.child)))
+    which, root, cache = args.child
+    child = {"pixels": pixel_difference, "work": per_image_work}.get(which, None)
+    print(json.dumps(child(root, cache) if child else one_run(which, root, cache)))
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
   if args.photos:
-    bench("photos 500x375", tree(work, "photos", args.photos), work, 1.5, args.repeats,
+    bench("photos 500x375", tree(work, "photos", args.photos), work, 2, args.repeats,
           args.content_check)
   if args.phone:
     bench("phone 4032x3024", tree(work, "phone", args.phone), work, 20, args.repeats,

@@ -21,6 +21,8 @@ description of its source:
 * Generation: `self.generation` runs per-example work locally (worker pool) or on
   Beam when the build has Beam options, and gathers the problems and notes of the
   whole build; `_finish_generation` raises them as one error or records them.
+  Locally, the workers also make the finished records, which are written in the order
+  they come (`prepared_records`): TFDS's writer thread neither serializes nor shuffles.
   TFDS's in-memory shuffle is capped while our builders build, so memory stays flat in
   the number of images (`shuffle_memory`).
 """
@@ -37,6 +39,7 @@ from imagesets.building import deterministic_writer
 from imagesets.building import downloads
 from imagesets.building import generation
 from imagesets.building import parallel_map
+from imagesets.building import prepared_records
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.building import shuffle_memory
@@ -82,9 +85,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _generate_splits(self, dl_manager, download_config):
     use_beam = (download_config.beam_options is not None
                 or download_config.beam_runner is not None)
-    with shuffle_memory.limit(), parallel_map.executor(threads=self._reads_remote_files()) as pool:
+    with (shuffle_memory.limit(), prepared_records.writing(),
+          parallel_map.executor(threads=self._reads_remote_files()) as pool):
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
-                                              pool=pool)
+                                              pool=pool, features=self.info.features)
       try:
         split_infos = super()._generate_splits(
             dl_manager, sharding.with_min_shards(download_config))

@@ -38,6 +38,7 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
   shorter_side: int = ORIGINAL_SIZE  # > 0: store larger images downscaled to >= this shorter side
+  image_size: int = ORIGINAL_SIZE    # > 0: store larger images resized to exactly this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
 
@@ -126,7 +127,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
                        f"{self._root}: add images or change the split proportions.")
     return {
         name: self.generation.examples(
-            name, [(path, (self._root, path, options.shorter_side)) for path in paths],
+            name, [(path, (self._root, path, options.shorter_side, options.image_size))
+                   for path in paths],
             class_folders_examples.process_file)
         for name, paths in by_split.items()
     }
@@ -161,6 +163,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         "split_proportions": options.split_proportions,
         "seed": options.seed,
         "shorter_side": options.shorter_side,
+        "image_size": options.image_size,
         "num_skipped_files": len(bad),
         "skipped_files": {p.where: p.reason for p in bad},
         "num_converted_files": len(report.notes),

@@ -13,13 +13,14 @@ from imagesets.building import image_checks
 from imagesets.constants import ORIGINAL_SIZE
 
 
-def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_SIZE) -> tuple[dict, str | None]:
+def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_SIZE,
+                 image_size: int = ORIGINAL_SIZE) -> tuple[dict, str | None]:
   """(features, why it was re-encoded or None) for one file; raises BadImageError.
 
   A pure function of the file: safe to map on any worker (processes here, Beam later).
   """
   data = class_folders_tree.read(root, relative_path)
-  encoded, facts = image_checks.prepare(data, shorter_side=shorter_side)
+  encoded, facts = image_checks.prepare(data, shorter_side=shorter_side, image_size=image_size)
   features = {
       "image": encoded,
       "label": class_folders_tree.label_of(relative_path),
@@ -32,11 +33,13 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_
   return features, facts.conversion
 
 
-def process_file(item: tuple[str, str, int]) -> tuple[dict, str | None]:
-  """`make_example` for imagesets.building.generation: a bad file becomes a BadItem, not a crash."""
-  root, relative_path, shorter_side = item
+def process_file(item: tuple[str, str, int, int]) -> tuple[dict, str | None]:
+  """`make_example` for imagesets.building.generation: a bad file becomes a BadItem, not a crash.
+
+  item: (root, relative path, shorter_side, image_size)."""
+  root, relative_path, shorter_side, image_size = item
   try:
-    return make_example(root, relative_path, shorter_side=shorter_side)
+    return make_example(root, relative_path, shorter_side=shorter_side, image_size=image_size)
   except image_checks.BadImageError as error:
     raise generation.BadItem(str(error)) from None
   except OSError as error:

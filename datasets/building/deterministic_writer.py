@@ -8,7 +8,9 @@ differ byte-wise (and so do their checksums, and any "is this publish identical?
 TFDS's hook for this is `DatasetBuilder._example_writer()` ("inject a custom
 ExampleWriter here"): `builder_base.ImageSetBuilder` returns a `DeterministicExampleWriter`,
 which rewrites each record in deterministic form just before it goes into its shard,
-locally and on Beam workers alike. Only our builders use it; TFDS's serializer is never
+on Beam workers and for builds that yield examples to TFDS themselves (synthetic_images).
+Local builds through `generation` get records already made deterministically by the
+workers (`prepared_records`), which TFDS's writer never sees. Only our builders use it; TFDS's serializer is never
 touched, so every other dataset built in the same process is written by TFDS's own code.
 Rewriting changes the order of map entries only, never their content or the record's
 length, so TFDS's shard sizes and offsets stay valid.

@@ -5,8 +5,10 @@ top-level (picklable) function `process(item) -> (example, note)` that raises
 `BadItem(reason)` for bad input; `note` (or None) says something worth recording
 about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` runs it:
 
-* locally, in key order, on the build's worker pool (`parallel_map`: bounded memory),
-  as one stream across the splits, so the workers never wait while TFDS writes shards;
+* locally, on the build's worker pool (`parallel_map`: bounded memory), as one stream
+  across the splits, so the workers never wait while shards are written: in key order as
+  `(key, example)` pairs, or, for `prepared_records`' writer (our builders' local builds),
+  in shard order as `(hashed key, record)` pairs, the workers making each record;
 * on Beam, when the build was given Beam options (`tfds build --beam_pipeline_options`),
   as `Create | FlatMap` on the runner's workers.
 
@@ -26,6 +28,7 @@ from etils import epath
 import tensorflow_datasets as tfds
 
 from imagesets.building import parallel_map
+from imagesets.building import prepared_records
 from imagesets.building import problems as problems_lib
 
 Item = Any
@@ -70,9 +73,14 @@ def _report_lines(outcome):
     yield json.dumps({"note": [key, note]})
 
 
-def _local_outcome(process_key_item):
-  """`_outcome` for the worker pool: the item comes with its split's (top-level) function."""
-  return _outcome(*process_key_item)
+def _local_outcome(work):
+  """(key, hashed key, example or record, note, reason) for the worker pool: the item
+  comes with its split's (top-level) function and, to make records, a RecordMaker."""
+  process, maker, hkey, key, item = work
+  key, example, note, reason = _outcome(process, key, item)
+  if example is not None and maker is not None:
+    example = maker.make(example)
+  return key, hkey, example, note, reason
 
 
 # Work goes to the workers in tasks of 64 items (fewer, larger messages between the
@@ -88,6 +96,7 @@ class Generation:
   use_beam: bool
   data_dir: epath.PathLike
   pool: Any = None  # a parallel_map.executor(), or None to run inline
+  features: Any = None  # the builder's FeaturesDict: local splits can then be made as records
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -99,40 +108,53 @@ class Generation:
   _stream: Any = None
   _stream_splits: list[str] = dataclasses.field(default_factory=list)
   _stream_owed: int = 0  # outcomes of the split being read from the stream, not taken yet
+  _stream_records: bool = False  # the stream makes records (in shard order), not examples
 
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
     if self.use_beam:
       return self._beam(split, items, process)
     self._unfinished[split] = (items, process)
-    return self._local(split, items, process)
+    return prepared_records.LocalSplit(lambda: self._local(split),
+                                       lambda: self._local(split, records=True))
 
-  def _local(self, split, items, process, *, share=True) -> Iterator[tuple[str, dict]]:
-    for key, example, note, reason in self._outcomes(split, items, process, share):
+  def _local(self, split, *, records=False, share=True) -> Iterator[tuple]:
+    """(key, example) pairs, or with `records` (hashed key, record) pairs in shard order."""
+    for key, hkey, payload, note, reason in self._outcomes(split, records, share):
       self._record(key, note, reason)
-      if example is not None:
-        yield key, example
+      if payload is not None:
+        yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
 
-  def _outcomes(self, split, items, process, share):
+  def _work(self, split, records):
+    """The work items of `split`: in key order, or in shard order to make records."""
+    items, process = self._unfinished[split]
+    if not records:
+      return ((process, None, None, key, item) for key, item in items)
+    maker = prepared_records.RecordMaker(self.features)
+    order = prepared_records.hashed_order(split, (key for key, _ in items))
+    return ((process, maker, hkey, *items[position]) for hkey, position in order)
+
+  def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
     for the splits in the order given, else from a run of this split alone."""
     if share and self._stream is None:
       self._stream_splits = list(self._unfinished)
-      given = list(self._unfinished.values())
-      work = ((process_, *key_item) for items_, process_ in given for key_item in items_)
+      self._stream_records = records
+      work = itertools.chain.from_iterable(
+          [self._work(name, records) for name in self._stream_splits])
       self._stream = parallel_map.ordered_map(_local_outcome, work, self.pool,
                                               chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
     if (share and self._stream and self._stream_splits[:1] == [split]
-        and not self._stream_owed):
+        and self._stream_records == records and not self._stream_owed):
       self._stream_splits.pop(0)
-      self._stream_owed = len(items)
-      return self._take_from_stream(len(items))
+      self._stream_owed = len(self._unfinished[split][0])
+      return self._take_from_stream(self._stream_owed)
     if self._stream:
       self._stream.close()  # cancels the work not started yet
     self._stream = False
-    return parallel_map.ordered_map(_local_outcome, ((process, *key_item) for key_item in items),
-                                    self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
+    return parallel_map.ordered_map(_local_outcome, self._work(split, records), self.pool,
+                                    chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
 
   def _take_from_stream(self, count):
     for outcome in itertools.islice(self._stream, count):
@@ -152,7 +174,7 @@ class Generation:
     this still finds every problem, so one error can list them all.
     """
     for split in list(self._unfinished):
-      for _ in self._local(split, *self._unfinished[split], share=False):
+      for _ in self._local(split, share=False):
         pass
 
   def _beam(self, split, items, process):

@@ -2,12 +2,14 @@
 
 Our contract for a stored image: `tf.io.decode_image(bytes)` gives the upright picture as
 uint8 RGB (3 channels) of the recorded height and width. `check` finds out fast, without a
-full decode: it reads the header, walks a JPEG's marker segments to its end-of-image marker,
-and decodes it at 1/8 scale (libjpeg-turbo through simplejpeg; PIL `draft` for CMYK), which
-still reads every byte of the entropy-coded data. So truncated or damaged files fail here,
-when TensorFlow would fail to decode them, and not in someone's training job (tested on
-damaged files; of 900 randomly damaged ones, one that TensorFlow still decoded, a changed
-byte in a marker segment, was refused too: we err on the side of reporting). Files that do not meet
+full decode: it reads the header and walks a JPEG's marker segments to its end-of-image
+marker; then libjpeg-turbo (through simplejpeg) validates the tables and starts decoding a
+plain JPEG (one baseline frame, one scan), or decodes any other JPEG at 1/8 scale (PIL
+`draft` for CMYK), which reads every byte of the entropy-coded data. So truncated or
+damaged files fail here, when TensorFlow would fail to decode them, and not in someone's
+training job (tested on damaged files; on 6,000 randomly damaged ones (docs/performance.md)
+we refused every file TensorFlow refuses but one damaged progressive JPEG, and 23 that
+TensorFlow still decodes: we err on the side of reporting). Files that do not meet
 the contract as they are (grayscale, CMYK, EXIF-rotated, alpha, palette, 16-bit,
 non-JPEG/PNG content) are named with the reason and re-encoded by `convert`; everything
 else is stored as it came.
@@ -35,6 +37,8 @@ _PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha"
 _JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _JPEG_STANDALONE = {0x01} | set(range(0xD0, 0xD8))  # TEM, RSTn: no length field
 _JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
+_JPEG_SEQUENTIAL_HUFFMAN = {0xC0, 0xC1}  # SOF0 baseline, SOF1 extended sequential
+_JPEG_SCAN_PREFIX = 64  # bytes of entropy-coded data decoded by the fast check
 # PIL imports its format plugins on the first open; do it now, so that worker processes
 # forked from the build inherit them instead of each importing them again.
 PIL.Image.preinit()
@@ -79,11 +83,13 @@ def check(data: bytes, *, resized_below: int = ORIGINAL_SIZE) -> ImageFacts:
       width, height = image.size
       try:
         if kind in ("JPEG", "MPO"):
-          _walk_jpeg_markers(data)
+          scan_data = _walk_jpeg_markers(data)
           resized = bool(resized_below) and min(width, height) > resized_below
           if mode not in ("RGB", "L"):  # CMYK, YCCK: not libjpeg-turbo's fast path, rare
             image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
             image.load()
+          elif scan_data is not None:
+            _start_jpeg_decoding(data, scan_data)
           elif not resized:  # (a resized one is decoded by `convert`, which raises)
             _decode_jpeg_at_one_eighth(data)
         else:
@@ -112,13 +118,17 @@ def check(data: bytes, *, resized_below: int = ORIGINAL_SIZE) -> ImageFacts:
   return ImageFacts(stored, height, width, "; ".join(reasons) or None)
 
 
-def _walk_jpeg_markers(data: bytes) -> None:
-  """Follows the marker segments from SOI to EOI as libjpeg's memory reader does.
+def _walk_jpeg_markers(data: bytes) -> int | None:
+  """Follows the marker segments from SOI to EOI as libjpeg's memory reader does. For a
+  plain file, returns where its entropy-coded data starts: plain = one baseline or
+  sequential Huffman frame and one scan, whose data runs (with restart markers only)
+  straight to the end-of-image marker; else None.
 
   PIL tolerates some damage that TensorFlow's decoder refuses (a marker segment running
   past the end of the data, a missing end-of-image marker); this walk refuses it too.
   """
   position, size = 2, len(data)
+  frames, scans, after_scan, scan_data = set(), 0, False, None
   while True:
     if position + 2 > size or data[position] != 0xFF:
       raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
@@ -127,10 +137,15 @@ def _walk_jpeg_markers(data: bytes) -> None:
       position += 1
       continue
     if marker == _JPEG_EOI:
-      return
+      plain = frames <= _JPEG_SEQUENTIAL_HUFFMAN and len(frames) == 1 and scans == 1
+      return scan_data if plain else None
     if marker in _JPEG_STANDALONE:
       position += 2
       continue
+    if after_scan:
+      scans += 1  # another segment after the scan: several scans, or damage; not plain
+    if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+      frames.add(marker)
     if position + 4 > size:
       raise ValueError("marker segment cut off at the end of the file")
     end = position + 2 + int.from_bytes(data[position + 2:position + 4], "big")
@@ -138,10 +153,26 @@ def _walk_jpeg_markers(data: bytes) -> None:
       raise ValueError(f"marker 0x{marker:02X} segment runs past the end of the file")
     position = end
     if marker == _JPEG_SOS:  # entropy-coded data runs to the next real marker
+      scans, after_scan, scan_data = scans + 1, True, position
       found = _JPEG_NEXT_MARKER.search(data, position)
       if not found:
         raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
       position = found.start()
+
+
+def _start_jpeg_decoding(data: bytes, scan_data: int) -> None:
+  """libjpeg-turbo reads and validates every marker segment of a plain JPEG (see
+  `_walk_jpeg_markers`) and starts decoding, as TensorFlow's decoder does (frame,
+  quantization and Huffman tables, scan header: the checks of jpeg_read_header and
+  jpeg_start_decompress), on the headers and the first bytes of the scan only.
+
+  Measured on thousands of randomly damaged JPEGs (docs/performance.md): for a plain JPEG
+  nothing after that makes TensorFlow's decode fail; damage inside the entropy-coded data
+  draws libjpeg warnings, which TensorFlow ignores (it decodes the damaged pixels). The
+  walk already found the end-of-image marker, so a cut file is refused there.
+  """
+  simplejpeg.decode_jpeg(data[:scan_data + _JPEG_SCAN_PREFIX] + b"\xff\xd9", colorspace="GRAY",
+                         min_height=1, min_width=1, min_factor=_DRAFT_SCALE, strict=False)
 
 
 def _decode_jpeg_at_one_eighth(data: bytes) -> None:
@@ -223,37 +254,51 @@ def _downsize(image: PIL.Image.Image, shorter_side: int) -> PIL.Image.Image:
   return image.resize(size, PIL.Image.Resampling.BICUBIC)
 
 
-def _dct_downscaled(data: bytes, facts: ImageFacts, shorter_side: int) -> tuple[bytes, ImageFacts]:
+def _dct_downscaled(data: bytes, facts: ImageFacts, shorter_side: int,
+                    exact: bool) -> tuple[bytes, ImageFacts]:
   """An upright RGB JPEG decoded by libjpeg-turbo straight at the smallest scale n/8 whose
-  shorter side is at least `shorter_side`, then encoded at quality 90.
+  shorter side is at least `shorter_side`; with `exact`, then resized (bicubic) to exactly
+  that shorter side; encoded at quality `_JPEG_RESIZE_QUALITY`.
 
-  Scaling inside the inverse DCT replaces a decode at full size plus a resampling pass:
-  about 3x less work for a 500x375 photo, and a 12 MP photo is decoded at 1/8 scale. The
-  shorter side lands between `shorter_side` and the next scale step above it (e.g. 282
-  for 258 from 375; 378 for 258 from 3024).
+  Scaling inside the inverse DCT replaces a decode at full size plus most of a resampling
+  pass: about 3x less work for a 500x375 photo, and a 12 MP photo is decoded at 1/8 scale.
+  Without `exact` the shorter side lands between `shorter_side` and the next scale step
+  above it (e.g. 282 for 258 from 375; 378 for 258 from 3024).
   """
   fits = ({"min_height": shorter_side} if facts.height <= facts.width
           else {"min_width": shorter_side})
-  pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False, **fits)
+  image = PIL.Image.fromarray(simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False, **fits))
+  how = "libjpeg DCT scaling"
+  if exact and min(image.size) != shorter_side:
+    image, how = _downsize(image, shorter_side), "libjpeg DCT scaling, then bicubic"
   out = io.BytesIO()
-  PIL.Image.fromarray(pixels).save(out, format="JPEG", quality=_JPEG_RESIZE_QUALITY)
-  height, width = pixels.shape[:2]
+  image.save(out, format="JPEG", quality=_JPEG_RESIZE_QUALITY)
+  side = min(image.size)
+  reason = (f"resized to shorter side {side}" if exact else
+            f"resized to shorter side {side} (>= {shorter_side}")
   return out.getvalue(), ImageFacts(
-      JPEG, height, width, f"resized to shorter side {min(height, width)} (>= {shorter_side}, "
-      "libjpeg DCT scaling)")
+      JPEG, image.height, image.width,
+      f"{reason} ({how})" if exact else f"{reason}, {how})")
 
 
-def prepare(data: bytes, *, shorter_side: int = ORIGINAL_SIZE) -> tuple[bytes, ImageFacts]:
-  """Checked bytes to store and their facts: the input itself when it can pass through."""
+def prepare(data: bytes, *, shorter_side: int = ORIGINAL_SIZE,
+            image_size: int = ORIGINAL_SIZE) -> tuple[bytes, ImageFacts]:
+  """Checked bytes to store and their facts: the input itself when it can pass through.
+
+  Images whose shorter side is larger are stored downscaled: with `image_size`, to exactly
+  that shorter side; with `shorter_side`, JPEGs to at least it (libjpeg's n/8 scales).
+  Never upscaled; resized images are JPEGs of quality `_JPEG_RESIZE_QUALITY`.
+  """
+  exact = bool(image_size)
+  shorter_side = image_size or shorter_side
   facts = check(data, resized_below=shorter_side)
-  small_enough = min(facts.height, facts.width) <= (shorter_side or 0)
-  if small_enough:
-    shorter_side = None  # never upscaled, nor re-encoded only to be the same size
+  if min(facts.height, facts.width) <= shorter_side:
+    shorter_side = ORIGINAL_SIZE  # never upscaled, nor re-encoded only to be the same size
   if facts.conversion is None and not shorter_side:
     return data, facts
   try:
     if shorter_side and facts.conversion is None and facts.format == JPEG:
-      return _dct_downscaled(data, facts, shorter_side)
+      return _dct_downscaled(data, facts, shorter_side, exact)
     if shorter_side:
       reason = f"resized to shorter side {shorter_side}"
       facts = dataclasses.replace(

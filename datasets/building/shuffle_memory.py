@@ -7,6 +7,9 @@ datasets that makes peak memory grow with the number of images until 1 GB. Under
 1,000 (creating and deleting 1,000 files cost ~0.6 s per split, more than writing the
 data; each bucket, 1/100 of the split, is read back alone). The output is the same bytes:
 buckets are consecutive ranges of the hashed keys, sorted one at a time.
+
+Builds through `generation` locally write records that arrive already in shard order
+(`prepared_records`); they keep at most `DEFAULT_LIMIT` of them in RAM too.
 """
 
 import contextlib

@@ -18,10 +18,10 @@ float32 [1] labels), `class_names` attribute and split sizes as
   `content_check=True` (every file hashed, compared with the build's content fingerprint).
   A new build removes the builds of the folder's older trees; at most MAX_CACHED_BUILDS
   stay, the least recently used go first.
-* Stored at the resolution you train at: JPEGs larger than needed are stored with their
-  shorter side at least `STORE_FACTOR` x the largest requested side, at the smallest
-  scale libjpeg decodes to directly (n/8: 1.15-1.5x in practice; never upscaled; smaller
-  files keep their bytes), so every epoch decodes small images.
+* Stored at the size you train at: images larger than needed are stored with their
+  shorter side exactly the largest requested side (JPEG quality 90; never upscaled;
+  smaller files keep their bytes), so every epoch decodes small images.
+  `store_resized=False` stores the original bytes instead (keras' pixels, full decodes).
 * The validation split takes exactly int(validation_split * n) files, chosen by a seeded
   hash of each path (keras: the tail of the seeded shuffled list; with shuffle=False,
   keras takes the last files in folder order, often one whole class: we do not).
@@ -32,7 +32,6 @@ subset's files sorted, not in output order; bad files stop the first call unless
 `skip_bad_files=True`. Unsupported arguments raise ValueError saying what to do.
 """
 
-import math
 import os
 import pathlib
 import re
@@ -49,7 +48,6 @@ from imagesets.class_folders import named_build
 from imagesets.reading import input_pipeline
 from imagesets.reading import preprocess_ops as ops
 
-STORE_FACTOR = 1.15
 MAX_CACHED_BUILDS = 4  # builds kept in the cache; the least recently used go first
 VERSION = "1.0.0"
 _SUBSETS = {"training": "train", "validation": "validation"}
@@ -62,8 +60,8 @@ def default_cache_dir() -> pathlib.Path:
 
 
 def stored_shorter_side(image_size) -> int:
-  """The shorter side JPEGs are stored at for training at `image_size` (height, width)."""
-  return math.ceil(STORE_FACTOR * max(image_size))
+  """The shorter side images are stored at for training at `image_size` (height, width)."""
+  return max(image_size)
 
 
 def _check_arguments(labels, label_mode, class_names, color_mode, image_size, interpolation,
@@ -208,15 +206,17 @@ def image_dataset_from_directory(
     batch_size=32, image_size=(256, 256), shuffle=True, seed=None, validation_split=None,
     subset=None, interpolation="bilinear", follow_links=False, crop_to_aspect_ratio=False,
     pad_to_aspect_ratio=False, data_format=None, format="tf", verbose=True, *,
-    cache_dir=None, skip_bad_files=False,
-    content_check=False):  # pylint: disable=redefined-builtin
+    cache_dir=None, skip_bad_files=False, content_check=False,
+    store_resized=True):  # pylint: disable=redefined-builtin
   """keras.utils.image_dataset_from_directory, reading a cached, validated build.
 
   Extra keyword-only arguments: `cache_dir` (default $IMAGESETS_CACHE or
   ~/.cache/imagesets/from_directory), `skip_bad_files` (default: the first call stops
-  with one error listing every unreadable file) and `content_check` (default: a cached
+  with one error listing every unreadable file), `content_check` (default: a cached
   build is reused when every file's path, size and modification time are unchanged;
-  True: also when every file's bytes hash the same, which reads every file).
+  True: also when every file's bytes hash the same, which reads every file) and
+  `store_resized` (default True: images stored at the training size; False: their
+  original bytes).
   """
   image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
   interpolation = interpolation.lower()
@@ -231,7 +231,8 @@ def image_dataset_from_directory(
                  if validation_split else {"train": 1.0})
   options = class_folders_builder.ClassFoldersConfig(
       name="cache", split_proportions=proportions, seed=split_seed, exact_split_sizes=True,
-      skip_bad_files=skip_bad_files, shorter_side=stored_shorter_side(image_size),
+      skip_bad_files=skip_bad_files,
+      image_size=stored_shorter_side(image_size) if store_resized else 0,
       follow_links=follow_links)
   listing, builder = _built(directory, options, pathlib.Path(cache_dir or default_cache_dir()),
                             verbose, content_check)

@@ -125,10 +125,15 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
   """The options that change the stored bytes: every field ClassFoldersConfig adds to TFDS's
   BuilderConfig but the folder's location, and the file format."""
   inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
+  # Fields added later count only when set, so builds made before keep their fingerprints.
+  unset_later = {name for name in _ADDED_LATER if not getattr(options, name)}
   return {**{field.name: getattr(options, field.name)
              for field in dataclasses.fields(class_folders_builder.ClassFoldersConfig)
-             if field.name not in inherited | {"root"}},
+             if field.name not in inherited | {"root"} | unset_later},
           "file_format": file_format}
+
+
+_ADDED_LATER = ("image_size",)  # issue 22
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:

@@ -111,7 +111,8 @@ def cmd_build(args) -> int:
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
-      skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side)
+      skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side,
+      image_size=args.image_size)
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
@@ -282,6 +283,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--shorter-side", type=_positive, default=constants.ORIGINAL_SIZE, metavar="N",
                  help="store larger images downscaled to a shorter side of at least N "
                  "(default: original bytes)")
+  p.add_argument("--image-size", type=int, default=0, metavar="S",
+                 help="store larger images resized to a shorter side of exactly S, JPEG "
+                 "quality 90, for training at S (default: original bytes)")
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")

@@ -6,7 +6,7 @@ check of a prepared dataset version against the folder or archive it was built f
 * class-per-folder builds (flowers, class_folders, `imagesets build`): an image stored
   as it came must be the source file byte for byte; a converted one (listed in the
   metadata's `converted_files`) must be what the recorded conversion (`image_checks.prepare`
-  with the build's `shorter_side`) makes of the source: the same bytes, or else the same
+  with the build's `shorter_side` / `image_size`) makes of the source: the same bytes, or else the same
   shape and decoded pixels. The label must be the file's class folder. Every image file of
   the source is stored once or listed as skipped; other files are counted as ignored.
 * voc_segmentation: the image is the source JPEG byte for byte, both masks decode to the
@@ -133,7 +133,8 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
   root = _class_root(folder, names)
   metadata = builder.info.metadata or {}
   converted = metadata.get("converted_files", {})
-  shorter_side = metadata.get("shorter_side") or ORIGINAL_SIZE
+  resize = {"shorter_side": metadata.get("shorter_side") or ORIGINAL_SIZE,
+            "image_size": metadata.get("image_size") or ORIGINAL_SIZE}
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
   tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)
@@ -145,7 +146,7 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
       path = example["file_name"].decode()
       seen[path] += 1
       report.checked += 1
-      _check_class_example(report, root, path, example, names, path in converted, shorter_side)
+      _check_class_example(report, root, path, example, names, path in converted, resize)
   for path, count in seen.items():
     if count > 1:
       report.mismatches.append(problems_lib.Problem(path, f"stored {count} times"))
@@ -156,7 +157,7 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
   return report
 
 
-def _check_class_example(report, root, path, example, names, was_converted, shorter_side):
+def _check_class_example(report, root, path, example, names, was_converted, resize):
   def mismatch(reason):
     report.mismatches.append(problems_lib.Problem(path, reason))
 
@@ -173,7 +174,7 @@ def _check_class_example(report, root, path, example, names, was_converted, shor
     else:
       mismatch("stored bytes differ from the source file (and no conversion is recorded)")
     return
-  expected, facts = image_checks.prepare(data, shorter_side=shorter_side)
+  expected, facts = image_checks.prepare(data, **resize)
   if expected == example["image"] or _same_pixels(expected, example["image"]):
     report.reconverted += 1
   else:

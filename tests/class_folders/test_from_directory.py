@@ -22,7 +22,7 @@ from imagesets.class_folders import named_build
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 
-SIZE = (24, 36)  # stored JPEGs are all smaller than 1.15 x 36: kept as they came
+SIZE = (24, 36)  # the files' shorter sides are all below 36: kept as they came
 
 
 def small_files(classes=("ant", "bee", "cow")) -> dict[str, bytes]:
@@ -235,21 +235,40 @@ def test_large_jpegs_are_stored_at_the_training_resolution(tmp_path, cache):
   ours, theirs = both(root, cache, image_size=(64, 96), shuffle=False)
   (build,) = cache.glob("folder_*")
   stored = tfds.builder_from_directory(build / "1.0.0")
-  side = from_directory.stored_shorter_side((64, 96))
-  assert side == 111
+  assert from_directory.stored_shorter_side((64, 96)) == 96
+  assert stored.info.metadata["image_size"] == 96
   ds = stored.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
   shapes = {e["file_name"].decode(): (int(e["height"]), int(e["width"]), e["image"])
             for e in tfds.as_numpy(ds)}
-  # The smallest libjpeg scale n/8 with a shorter side of at least 111: 2/8 for both.
-  assert shapes["a/big.jpg"][:2] == (150, 200) and shapes["b/big.jpg"][:2] == (225, 125)
+  # Shorter side exactly 96, the largest side the reader needs.
+  assert shapes["a/big.jpg"][:2] == (96, 128) and shapes["b/big.jpg"][:2] == (173, 96)
+  for _, _, image in shapes.values():
+    assert tf.io.decode_jpeg(image).shape[:2] in ((96, 128), (173, 96), (60, 80))
   assert shapes["b/small.jpg"][2] == files["b/small.jpg"]  # small enough: kept as it came
   # The same pictures as keras up to resampling: keras' bilinear 800 -> 96 without
-  # antialiasing aliases the photo's grain, ours was downscaled in libjpeg's DCT first.
+  # antialiasing aliases the photo's grain, ours was downscaled in libjpeg's DCT and by
+  # PIL's (antialiased) bicubic first.
   for (image, label), (keras_image, keras_label) in zip(
       sorted(ours.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0])))),
       sorted(theirs.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0]))))):
     assert int(label) == int(keras_label)
     assert np.abs(image.numpy() - keras_image.numpy()).mean() < 5
+
+
+def test_store_resized_false_keeps_the_original_bytes_and_keras_pixels(tmp_path, cache):
+  files = {"a/big.jpg": sample_images.jpeg(600, 800, seed=1),
+           "b/big.jpg": sample_images.jpeg(900, 500, seed=2)}
+  root = write_tree(tmp_path / "big", files)
+  ours = imagesets.image_dataset_from_directory(root, image_size=(64, 96), shuffle=False,
+                                                cache_dir=cache, verbose=False,
+                                                store_resized=False)
+  theirs = keras.utils.image_dataset_from_directory(root, image_size=(64, 96), shuffle=False,
+                                                     verbose=False)
+  (build,) = cache.glob("folder_*")
+  stored = tfds.builder_from_directory(build / "1.0.0")
+  ds = stored.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+  assert {e["file_name"].decode(): e["image"] for e in tfds.as_numpy(ds)} == files
+  assert elements(ours) == elements(theirs)
 
 
 def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):

@@ -14,6 +14,7 @@ import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
 from conftest import BIN, beam_download_config, records_by_split
+from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets.publishing import fetch
@@ -163,3 +164,13 @@ def test_array_record_builds_hold_the_same_examples(tree, tmp_path):
     stored = sorted(e["file_name"] for e in source)
     assert stored == sorted(e["file_name"] for e in tfds.as_numpy(
         records.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})))
+
+
+def test_image_size_counts_in_the_fingerprint_only_when_set():
+  # Builds made before the option existed keep their fingerprints (no VersionExistsError).
+  default = named_build.fingerprint_options(class_folders_builder.ClassFoldersConfig(name="a"),
+                                            "tfrecord")
+  sized = named_build.fingerprint_options(
+      class_folders_builder.ClassFoldersConfig(name="a", image_size=224), "tfrecord")
+  assert "image_size" not in default and "shorter_side" in default
+  assert sized == {**default, "image_size": 224}

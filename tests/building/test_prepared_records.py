@@ -1,0 +1,153 @@
+"""prepared_records: records made by the workers, written in hashed-key order, give exactly
+the shards TFDS's own writer (plus our deterministic writer) gives, in any process."""
+
+import contextlib
+import json
+import pathlib
+import pickle
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+import imagesets  # noqa: F401
+from conftest import shard_bytes, tfds_cli
+from imagesets.building import prepared_records
+from imagesets.building import shuffle_memory
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
+from imagesets_testing import sample_images
+from tensorflow_datasets.core import example_serializer
+from tensorflow_datasets.core import hashing
+from tensorflow_datasets.core import split_builder as split_builder_lib
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+  root = tmp_path_factory.mktemp("photos")
+  for i in range(40):
+    path = root / f"c{i % 3}" / f"{i:03d}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.jpeg(60 + i, 80, seed=i))
+  (root / "c1" / "broken.jpg").write_bytes(sample_images.jpeg(60, 80)[:300])
+  return root
+
+
+def _build(root, data_dir, **config):
+  builder = class_folders.Builder(
+      config=class_folders.ClassFoldersConfig(name="p", root=str(root), skip_bad_files=True,
+                                              **config),
+      data_dir=data_dir)
+  builder.download_and_prepare()
+  return builder
+
+
+@pytest.fixture(scope="module")
+def tfds_writer_build(photos, tmp_path_factory):
+  """The same build through TFDS's own writer (what every build did before)."""
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(prepared_records, "writing", contextlib.nullcontext)
+    return _build(photos, tmp_path_factory.mktemp("tfds_writer"))
+
+
+def test_shards_equal_tfds_writer_shards(photos, tfds_writer_build, tmp_path):
+  ours = _build(photos, tmp_path)
+  expected = shard_bytes(pathlib.Path(tfds_writer_build.data_dir))
+  assert len(expected) >= 8  # every split, at least 4 shards each
+  assert shard_bytes(pathlib.Path(ours.data_dir)) == expected
+  assert ([s.shard_lengths for s in ours.info.splits.values()]
+          == [s.shard_lengths for s in tfds_writer_build.info.splits.values()])
+  assert list(ours.info.metadata["skipped_files"]) == ["c1/broken.jpg"]
+  assert dict(ours.info.metadata) == dict(tfds_writer_build.info.metadata)
+
+
+def test_spilled_records_write_the_same_shards(photos, tfds_writer_build, tmp_path, monkeypatch):
+  monkeypatch.setattr(shuffle_memory, "DEFAULT_LIMIT", 20_000)  # a few photos in memory
+  ours = _build(photos, tmp_path)
+  assert (shard_bytes(pathlib.Path(ours.data_dir))
+          == shard_bytes(pathlib.Path(tfds_writer_build.data_dir)))
+  assert not list(pathlib.Path(tmp_path).rglob("records_*.tmp"))  # spill files removed
+
+
+def test_array_record_builds_equal_tfds_writer_builds(photos, tmp_path, monkeypatch):
+  ours = class_folders.Builder(
+      config=class_folders.ClassFoldersConfig(name="p", root=str(photos), skip_bad_files=True),
+      data_dir=tmp_path / "ours", file_format="array_record")
+  ours.download_and_prepare()
+  monkeypatch.setattr(prepared_records, "writing", contextlib.nullcontext)
+  stock = class_folders.Builder(
+      config=class_folders.ClassFoldersConfig(name="p", root=str(photos), skip_bad_files=True),
+      data_dir=tmp_path / "stock", file_format="array_record")
+  stock.download_and_prepare()
+  shards = {p.name: p.read_bytes() for p in pathlib.Path(ours.data_dir).glob("*.array_record*")}
+  assert len(shards) >= 8
+  assert shards == {p.name: p.read_bytes()
+                    for p in pathlib.Path(stock.data_dir).glob("*.array_record*")}
+  source = ours.as_data_source(split="train")
+  assert [source[i]["file_name"] for i in range(len(source))] == [
+      stock.as_data_source(split="train")[i]["file_name"] for i in range(len(source))]
+
+
+def test_two_processes_write_identical_shards(photos, tmp_path):
+  # upb randomises protobuf map order per process: the workers must serialize deterministically.
+  config = json.dumps({"name": "p", "root": str(photos), "skip_bad_files": True})
+  for run in ("a", "b"):
+    tfds_cli("build", "datasets/class_folders", "--config", config,
+             "--data_dir", str(tmp_path / run))
+  first, second = (shard_bytes(tmp_path / run / "class_folders" / "p" / "1.0.0")
+                   for run in ("a", "b"))
+  assert len(first) >= 8 and first == second
+
+
+def test_hashed_order_is_tfds_shuffle_order():
+  keys = [f"c{i % 3}/{i}.jpg" for i in range(50)]
+  hasher = hashing.Hasher("train")
+  order = prepared_records.hashed_order("train", keys)
+  assert [keys[position] for _, position in order] == sorted(keys, key=hasher.hash_key)
+  assert [hkey for hkey, _ in order] == sorted(hasher.hash_key(key) for key in keys)
+
+
+def test_tfds_split_builder_is_restored_and_other_generators_use_it():
+  original = split_builder_lib.SplitBuilder._build_from_generator
+  with prepared_records.writing():
+    assert split_builder_lib.SplitBuilder._build_from_generator is not original
+  assert split_builder_lib.SplitBuilder._build_from_generator is original
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+  template = tfds.core.ShardedFileTemplate(data_dir=tmp_path, dataset_name="d", split="train",
+                                           filetype_suffix="tfrecord")
+  with pytest.raises(ValueError, match="same key"):
+    prepared_records.write_split("train", [(5, b"a"), (5, b"b")], template, None,
+                                 tfds.core.FileFormat.TFRECORD)
+  assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_records_are_tfds_records_for_every_kind_of_feature():
+  features = tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg"),
+      "mask": tfds.features.Image(shape=(None, None, 1), encoding_format="png"),
+      "label": tfds.features.ClassLabel(names=["ant", "bee"]),
+      "name": tfds.features.Text(),
+      "height": tfds.features.Scalar(np.int32),
+      "big": tfds.features.Scalar(np.int64),
+      "huge": tfds.features.Scalar(np.uint64),
+      "small": tfds.features.Scalar(np.uint8),
+      "score": tfds.features.Scalar(np.float32),
+      "flag": tfds.features.Scalar(np.bool_),
+      "box": tfds.features.Tensor(shape=(4,), dtype=np.float32),
+      "objects": tfds.features.Sequence({"area": np.int64, "tag": tfds.features.Text()}),
+  })
+  serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
+  maker = prepared_records.RecordMaker(features)
+  maker = pickle.loads(pickle.dumps(maker))  # as the workers get it
+  for i, label in enumerate(["bee", 0, np.int64(1)]):
+    example = {
+        "image": sample_images.jpeg(20, 30, seed=i),
+        "mask": np.full((5, 6, 1), i, np.uint8),
+        "label": label, "name": f"fleur-{i}-é", "height": np.int32(20 + i),
+        "big": -(1 << 40) - i, "huge": (1 << 64) - 1 - i, "small": 200 + i, "score": 0.5 * i,
+        "flag": bool(i % 2), "box": np.arange(4, dtype=np.float32) * i,
+        "objects": {"area": list(range(i)), "tag": [f"t{j}" for j in range(i)]},
+    }
+    expected = serializer.get_tf_example(features.encode_example(example))
+    assert maker.make(example) == expected.SerializeToString(deterministic=True), i
