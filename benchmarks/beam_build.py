@@ -28,7 +28,7 @@ def per_image_work(root: pathlib.Path) -> tuple[float, float]:
   paths = sorted(str(p.relative_to(root)) for p in root.glob("*/*.jpg"))
   cpu, started = time.process_time(), time.perf_counter()
   for path in paths:
-    class_folders_examples.process_file((str(root), path, 0))
+    class_folders_examples.process_file(class_folders_examples.work_item(str(root), path))
   wall, cpu = time.perf_counter() - started, time.process_time() - cpu
   return len(paths) / wall, 1000 * cpu / len(paths)
 

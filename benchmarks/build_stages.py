@@ -50,7 +50,7 @@ def main():
   serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
   maker = prepared_records.RecordMaker(features)
   datas = [class_folders_tree.read(str(root), p) for p in paths]
-  examples = [class_folders_examples.process_file((str(root), p, 0, 0))[0] for p in paths]
+  examples = [class_folders_examples.process_file(class_folders_examples.work_item(str(root), p))[0] for p in paths]
   pickled = [pickle.dumps(e) for e in examples]
   encoded = [features.encode_example(e) for e in examples]
   records = [serializer.serialize_example(e) for e in encoded]
@@ -86,7 +86,7 @@ def main():
       "worker: the 1/8-scale decode (what check ran on every JPEG before)": lambda: [
           image_checks._decode_jpeg_at_one_eighth(d) for d in datas],  # pylint: disable=protected-access
       "worker: process_file (read + check + dict)": lambda: [
-          class_folders_examples.process_file((str(root), p, 0, 0)) for p in paths],
+          class_folders_examples.process_file(class_folders_examples.work_item(str(root), p)) for p in paths],
       "worker: pickle the example dict": lambda: [pickle.dumps(e) for e in examples],
       "writer: unpickle the example dict": lambda: [pickle.loads(b) for b in pickled],
       "writer: features.encode_example": lambda: [features.encode_example(e) for e in examples],

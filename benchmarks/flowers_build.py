@@ -118,7 +118,7 @@ def ceiling(root: str) -> int:
   from imagesets.building import generation
   from imagesets.building import parallel_map
   from imagesets.building import class_folders_examples
-  items = [(root, path, 0, 0) for path in class_folders_tree.scan(root).images]
+  items = [class_folders_examples.work_item(root, path) for path in class_folders_tree.scan(root).images]
   with parallel_map.executor() as pool:
     return sum(1 for _ in parallel_map.ordered_map(
         class_folders_examples.process_file, items, pool,

@@ -127,7 +127,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
                        f"{self._root}: add images or change the split proportions.")
     return {
         name: self.generation.examples(
-            name, [(path, (self._root, path, options.shorter_side, options.image_size))
+            name, [(path, class_folders_examples.work_item(
+                self._root, path, options.shorter_side, options.image_size))
                    for path in paths],
             class_folders_examples.process_file)
         for name, paths in by_split.items()

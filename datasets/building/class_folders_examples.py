@@ -33,10 +33,16 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_
   return features, facts.conversion
 
 
+def work_item(root: str, relative_path: str, shorter_side: int = ORIGINAL_SIZE,
+              image_size: int = ORIGINAL_SIZE) -> tuple[str, str, int, int]:
+  """The picklable work item `process_file` takes, for one file of the tree."""
+  return (root, relative_path, shorter_side, image_size)
+
+
 def process_file(item: tuple[str, str, int, int]) -> tuple[dict, str | None]:
   """`make_example` for imagesets.building.generation: a bad file becomes a BadItem, not a crash.
 
-  item: (root, relative path, shorter_side, image_size)."""
+  item: from `work_item`."""
   root, relative_path, shorter_side, image_size = item
   try:
     return make_example(root, relative_path, shorter_side=shorter_side, image_size=image_size)

@@ -114,11 +114,12 @@ def source(dl_manager, registered: dict) -> tuple[str, pathlib.Path]:
 
 def work_items(root: str, splits: dict[str, list[int]], shorter_side: int = 0) -> dict:
   """{split: [(key, item)]} for `generation.Generation` (key = the image's archive path)."""
-  return {name: [(relative_path(i), (root, relative_path(i), shorter_side)) for i in indices]
+  return {name: [(relative_path(i), class_folders_examples.work_item(
+      root, relative_path(i), shorter_side)) for i in indices]
           for name, indices in splits.items()}
 
 
-def process(item: tuple[str, str, int]) -> tuple[dict, str | None]:
+def process(item: tuple[str, str, int, int]) -> tuple[dict, str | None]:
   """The class-folder example of one image, labelled by its index (not by its folder)."""
   example, note = class_folders_examples.process_file(item)
   index = int(pathlib.PurePosixPath(item[1]).stem.split("_")[-1])

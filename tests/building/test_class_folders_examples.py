@@ -75,10 +75,10 @@ def test_shorter_side_downscales_large_files_only(root):
                                         ("dog/gone.jpg", "cannot be read")])
 def test_a_bad_file_is_a_bad_item_with_its_reason(root, path, says):
   with pytest.raises(generation.BadItem, match=says):
-    examples.process_file((root, path, 0))
+    examples.process_file(examples.work_item(root, path))
 
 
 def test_process_file_is_picklable_by_reference_for_beam_and_worker_processes(root):
   function = pickle.loads(pickle.dumps(examples.process_file))
   assert function is examples.process_file
-  assert function((root, "cat/plain.jpg", 0))[0]["image"] == FILES["cat/plain.jpg"]
+  assert function(examples.work_item(root, "cat/plain.jpg"))[0]["image"] == FILES["cat/plain.jpg"]
