@@ -81,7 +81,6 @@ class ShardCache:
   def __init__(self, url: str, spec: str, *, cache_dir=None, limit=None,
                downloads: int = DEFAULT_DOWNLOADS,
                retry_seconds: float = DEFAULT_RETRY_SECONDS):
-    self.url = url
     self.limit = parse_size(limit)
     self.downloads = max(1, downloads)
     self.retry_seconds = retry_seconds
@@ -89,7 +88,6 @@ class ShardCache:
     ref = versions.Ref.parse(spec)
     data_dir = fetch_lib.cached_data_dir(url, cache_dir)
     self.ref, self.manifest = self._open_manifest(ref, data_dir)
-    self.data_dir = data_dir
     whole = data_dir / self.ref.folder
     if fetch_lib.local_copy_ok(whole, deep=False):
       self.folder, self.complete = whole, True  # fetch's whole copy: read in place
@@ -155,11 +153,11 @@ class ShardCache:
                  num_epochs: int | None) -> "ReadPlan":
     """Registers a reader's order (see `ReadPlan`); checks that `limit` holds the largest
     shard and starts the downloads ahead. Pass the plan to `reading`."""
-    if not self.complete and self.limit is not None and self.limit < self._largest():
+    if not self.complete and self.limit is not None and self.limit < self._largest_shard:
       raise ValueError(
           f"cache_limit {_format_size(self.limit)} is smaller than the largest shard of "
-          f"{self.ref} ({_format_size(self._largest())}); give at least "
-          f"{_format_size(self._largest() * 2)}, or cache_limit=None")
+          f"{self.ref} ({_format_size(self._largest_shard)}); give at least "
+          f"{_format_size(self._largest_shard * 2)}, or cache_limit=None")
     plan = ReadPlan(epoch_windows, windows_per_epoch, num_epochs)
     with self._lock:
       self._plans.append(plan)
@@ -170,7 +168,7 @@ class ShardCache:
     """How many shards a window may hold so that one window and the next fit in `limit`."""
     if self.complete or self.limit is None:
       return wanted
-    return max(1, min(wanted, self.limit // (2 * self._largest())))
+    return max(1, min(wanted, self.limit // (2 * self._largest_shard)))
 
   def _needed_now(self) -> set[str]:
     """The shards of every reader's current and previous window (evicted last)."""
@@ -341,7 +339,7 @@ class ShardCache:
     deadline = time.monotonic() + _ROOM_WAIT_SECONDS
     while True:
       with self._file_lock(None, "cache"):
-        room = self.limit - self.used_bytes() + (self._largest() if wait else 0)
+        room = self.limit - self.used_bytes() + (self._largest_shard if wait else 0)
         if room < size:
           room += self._evict(size - room)
         if room >= size:
@@ -357,9 +355,6 @@ class ShardCache:
             "shards per process sharing it) or fewer processes per cache_dir.")
       with self._lock:
         self._changed.wait(0.2)
-
-  def _largest(self) -> int:
-    return self._largest_shard
 
   def used_bytes(self) -> int:
     """Bytes in the cache folder: shards, and downloads in progress at their full size."""
