@@ -8,8 +8,10 @@ STAMP := $(VENV)/.installed
 demo: $(STAMP)
 	$(VENV)/bin/python -m imagesets.cli.demo
 
+# Two workers, each taking whole test files (files share servers and built data dirs).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 venv: $(STAMP)
 
