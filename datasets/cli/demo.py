@@ -12,13 +12,10 @@ import collections
 import time
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_datasets as tfds
 
-import imagesets  # noqa: F401  (registers the builders; loads TensorFlow quietly)
+import imagesets  # noqa: F401  (registers the builders with TFDS)
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
-from imagesets.reading import input_pipeline
 
 
 def main(argv=None) -> None:
@@ -31,7 +28,11 @@ def main(argv=None) -> None:
   parser.add_argument("-v", "--verbose", action="store_true",
                       help="show TensorFlow's start-up and device logs")
   args = parser.parse_args(argv)
+  startup.load_tensorflow()  # quietly, before anything below imports it
   startup.probe_devices()
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  from imagesets.reading import input_pipeline  # pylint: disable=import-outside-toplevel
 
   name = f"synthetic_images/{args.config}"
   builder = tfds.builder(name, data_dir=args.data_dir)

@@ -85,9 +85,12 @@ def _beam_options(text: str | None):
 
 
 def _start_tensorflow() -> None:
-  """Loads TensorFlow and probes the devices quietly, for the commands that need it."""
+  """Loads TensorFlow and probes the devices quietly, and makes our dataset names known to
+  TFDS, for the commands that need them (see imagesets/__init__)."""
   startup.load_tensorflow()
   startup.probe_devices()
+  import imagesets  # pylint: disable=import-outside-toplevel
+  imagesets.register_with_tfds()
 
 
 def _load_hint(name: str, version: str, data_dir: str, file_format: str) -> list[str]:

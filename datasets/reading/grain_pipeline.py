@@ -39,14 +39,13 @@ from imagesets.reading import numpy_ops
 from imagesets.reading import streaming
 
 _absl_logger = logging.getLogger("absl")
-_level = _absl_logger.level
-_absl_logger.setLevel(logging.ERROR)  # grain warns at import that JAX is absent: not our concern
+_absl_logger.addFilter(_below_error := lambda record: record.levelno >= logging.ERROR)  # grain warns at import that JAX is absent: not our concern (a filter of this import only, absl's level is the user's)
 try:
   import grain.python as grain
 except ImportError as error:
   raise ImportError("Grain pipelines need grain: pip install 'tfds-imagesets[grain]'") from error
 finally:
-  _absl_logger.setLevel(_level)
+  _absl_logger.removeFilter(_below_error)
 
 
 def data_source(dataset, split: str, data_dir=None):
