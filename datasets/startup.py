@@ -11,8 +11,8 @@ alone does not stop them.
 Only our own commands (`imagesets build`/`verify`, the demo) are quieted, and only in
 their own process: `load_tensorflow()`, called before anything loads TensorFlow there,
 
-* sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off, warnings
-  and errors still printed; child processes such as Grain or Beam workers inherit it), and
+* sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off after
+  start-up, warnings and errors still printed; child processes inherit it), and
 * loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, inside
   that call only, then writes back every captured line except the known start-up lines
   in `NOISE`;
@@ -77,7 +77,7 @@ def _quiet() -> bool:
 
 
 # Set with TF_CPP_MIN_LOG_LEVEL when we chose that level, so that our child processes
-# (Grain workers, Beam workers, process pools) inherit quiet start-ups too, while a level
+# inherit it as ours (not as a level the user set), while a level
 # the user set is left alone.
 _OURS = "IMAGESETS_SET_TF_LOG_LEVEL"
 

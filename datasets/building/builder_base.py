@@ -34,7 +34,7 @@ import concurrent.futures
 from etils import epath
 import tensorflow_datasets as tfds
 
-from imagesets import tfds_internals
+import imagesets.tfds_internals as tfds_internals
 from imagesets.checksums import DIRECTORY as CHECKSUMS_DIRECTORY
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree

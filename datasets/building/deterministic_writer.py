@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 import tensorflow_datasets as tfds
 
-from imagesets import tfds_internals
+import imagesets.tfds_internals as tfds_internals
 
 
 def canonical(record: bytes) -> bytes:

@@ -35,7 +35,7 @@ from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
-from imagesets import tfds_internals
+import imagesets.tfds_internals as tfds_internals
 
 _LENGTH = struct.Struct("<Q")
 _KEY = struct.Struct("<QQQ")  # a 128-bit hashed key and a record length

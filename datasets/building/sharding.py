@@ -10,7 +10,7 @@ import dataclasses
 
 import tensorflow_datasets as tfds
 
-from imagesets import tfds_internals
+import imagesets.tfds_internals as tfds_internals
 
 MIN_SHARDS = 4
 
