@@ -180,6 +180,8 @@ def cmd_list(args) -> int:
     return _list_local(constants.data_dir(args.data_dir))
   from imagesets.publishing import listing as listing_lib
 
+  if listing_lib.is_local_data_dir(args.url):  # a folder of local builds, not a bucket
+    return _list_local(args.url)
   published, unfinished = listing_lib.list_published(args.url)
   if not published:
     print(f"no published datasets in {args.url}")
