@@ -35,7 +35,7 @@ def _violations(folder: str, forbidden: list[str]) -> dict[str, list[str]]:
 
 
 def test_the_builders_and_the_folders_of_the_layout():
-  assert BUILDERS == ["class_folders", "flowers", "synthetic_images", "voc_segmentation"]
+  assert BUILDERS == ["class_folders", "flowers", "oxford17", "synthetic_images", "voc_segmentation"]
   for folder in ("building", "reading", "publishing", "cli"):
     assert _modules(folder), folder
 
