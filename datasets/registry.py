@@ -39,7 +39,7 @@ DATASETS = (
     Dataset("oxford17",
             source=("Oxford-17 (1,360 photos, 17 classes of 80, the three official splits "
                     "`train1`/`validation1`/`test1` ... `test3`)"),
-            card="docs/oxford17.md",
+            card="docs/flowers.md",
             no_round_trip=(("*", "its labels come from image numbers, not from class folders"),)),
     Dataset("class_folders",
             source=("your class-per-folder tree: `imagesets build PATH --name NAME`, or "
