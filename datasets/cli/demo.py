@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 import imagesets  # noqa: F401  (registers the builders with TFDS)
+from imagesets import constants
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
 
@@ -41,7 +42,8 @@ def main(argv=None) -> None:
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
         f"({time.perf_counter() - started:.1f} s)")
 
-  image_size = args.image_size or builder.info.features["image"].shape[0] or 224
+  image_size = (args.image_size or builder.info.features["image"].shape[0]
+                or constants.IMAGE_SIZE)
   # One full epoch (every image once, last batch partial) so the histogram is complete.
   ds = input_pipeline.classification_train(
       builder, batch_size=args.batch_size, image_size=image_size, seed=0, num_epochs=1,

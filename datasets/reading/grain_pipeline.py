@@ -145,8 +145,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
 
 
 def classification_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,
-                         image_size=224, seed: int = 0, area_range=(0.08, 1.0),
-                         aspect_ratio_range=(3 / 4, 4 / 3), flip: bool = True,
+                         image_size=numpy_ops.IMAGE_SIZE, seed: int = 0, area_range=numpy_ops.CROP_AREA_RANGE,
+                         aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE, flip: bool = True,
                          num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
                          shard_count: int = 1, worker_count: int = 0, image_key: str = "image",
                          label_key: str = "label", cache_dir=None,
@@ -162,7 +162,7 @@ def classification_train(dataset, *, batch_size: int, split: str = "train", data
 
 
 def classification_eval(dataset, *, batch_size: int, split: str = "test", data_dir=None,
-                        image_size=224, mode: str = "central_crop", crop_fraction: float = 0.875,
+                        image_size=numpy_ops.IMAGE_SIZE, mode: str = "central_crop", crop_fraction: float = numpy_ops.CENTRAL_CROP_FRACTION,
                         drop_remainder: bool = False, shard_index: int = 0, shard_count: int = 1,
                         worker_count: int = 0, image_key: str = "image",
                         label_key: str = "label", cache_dir=None,
