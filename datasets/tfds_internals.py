@@ -13,12 +13,19 @@ What we use and why (the fallbacks are what to switch to if TFDS takes one away)
 
 * the record path of local builds (`prepared_records`): TFDS's feature-to-proto
   conversion, key hashing, shard boundaries and ArrayRecord index files, so our workers
-  write exactly the records and shards TFDS's writer would;
+  write exactly the records and shards TFDS's writer would. The public
+  `FeaturesDict.serialize_example` plus a deterministic re-serialization gives the same
+  bytes, at 0.064 against 0.031 ms CPU per class-folder example (500x375 JPEG, median of 5
+  rounds of 200): about 10 % of a build's CPU, over our 5 % bar;
 * the split writer and the hooks of `GeneratorBasedBuilder` our base class overrides
   (`_generate_splits`, `_example_writer`, `_get_filename_template`, `_log_download_bytes`,
   `_checksums_path`, `url_infos`);
 * small utilities (`classproperty`, `flatten_nest_dict`, dtype checks, `ShardConfig`,
   checksum files).
+
+Public names are used directly elsewhere (`tfds.core.ExampleWriter`, `SplitInfo`,
+`ShardedFileTemplate`, `add_dataset_builder_provider`, `tfds.features.TensorInfo`,
+`tfds.download.DownloadConfig`): the same objects the private module paths gave.
 """
 
 import importlib
