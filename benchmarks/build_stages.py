@@ -38,10 +38,10 @@ def main():
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf
-  from tensorflow_datasets.core import example_serializer, hashing, shuffle, file_adapters
+  from tensorflow_datasets.core import example_serializer, hashing, file_adapters
   from imagesets.building import (class_folders_builder, class_folders_examples,
                                   class_folders_tree, deterministic_writer, image_checks,
-                                  prepared_records, shuffle_memory)
+                                  prepared_records)
 
   root = pathlib.Path(args.work) / f"photos_{args.images}"
   flowers_build.make_tree(root, args.images)
@@ -58,12 +58,13 @@ def main():
   tmp = tempfile.mkdtemp()
 
   def shuffle_all():
-    with shuffle_memory.limit():
-      shuffler = shuffle.Shuffler(tmp, "train")
-      for path, record in zip(paths, records):
-        shuffler.add(path, record)
-      for _ in shuffler:
-        pass
+    # (our bounded sort of records a builder yields to TFDS itself: prepared_records)
+    pending = prepared_records._Sorted(tmp, prepared_records.MEMORY_LIMIT)  # pylint: disable=protected-access
+    for path, record in zip(paths, records):
+      pending.add(hasher.hash_key(path), record)
+    for _ in pending:
+      pass
+    pending.discard()
 
   def write_all():
     adapter = file_adapters.ADAPTER_FOR_FORMAT[file_adapters.FileFormat.TFRECORD]

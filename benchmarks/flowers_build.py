@@ -142,10 +142,12 @@ def build_once(kind: str, root: str, data_dir: str) -> dict:
   else:
     if kind == "seed_tfds":
       _use_seed_style()
-    if kind == "tfds_writer":
-      import contextlib
-      from imagesets.building import prepared_records
-      prepared_records.writing = contextlib.nullcontext
+    if kind == "tfds_writer":  # our builder, its splits written by TFDS's own SplitBuilder
+      import tensorflow_datasets as tfds
+      from imagesets.building import builder_base
+      builder_base.ImageSetBuilder._generate_all_splits = (  # pylint: disable=protected-access
+          lambda self, dl_manager, download_config, use_beam:
+          tfds.core.GeneratorBasedBuilder._generate_splits(self, dl_manager, download_config))
     builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="bench", root=root),
                               data_dir=data_dir)
     builder.download_and_prepare()

@@ -1,58 +1,58 @@
 """tfds-imagesets: TFDS builders for image collections.
 
-`import imagesets` registers every builder with TFDS, so that
-`tfds.load('synthetic_images/tiny', data_dir=...)` and
-`tfds build synthetic_images --imports imagesets` find them.
+`import imagesets` makes every builder of this package (`registry.DATASETS`) known to
+TFDS, so that `tfds.load('synthetic_images/tiny', data_dir=...)`, `tfds.builder(...)`
+and `tfds build synthetic_images --imports imagesets` find them. It does so through
+TFDS's public extension point, a dataset builder provider
+(`tfds.core.add_dataset_builder_provider`): a builder's module (and TensorFlow) loads
+when TFDS is first asked for one of our names, and nothing of TFDS is replaced.
+`tfds.list_builders()` lists a builder of ours once it is loaded.
 
-It does so without loading TensorFlow itself (the `imagesets` command's help, `list`,
-`fetch` and `publish` start in well under a second): if `tensorflow_datasets` is
-already imported, the builders register at once; otherwise they register when TFDS
-first looks a dataset name up (`tfds.builder`, `tfds.load`, `tfds.list_builders`). The
-names below load their module on first use.
+The `imagesets` command registers only when a command needs TFDS (`build`, `verify`):
+its help, argument errors, `list`, `fetch` and `publish` start in well under a second.
+The names below load their module on first use.
 """
 
-import functools
 import importlib
+import os
 import sys
 
-from imagesets import startup
-
-_BUILDER_MODULES = ("synthetic_images.synthetic_images_dataset_builder",
-                    "voc_segmentation.voc_segmentation_dataset_builder",
-                    "flowers.flowers_dataset_builder",
-                    "class_folders.class_folders_dataset_builder")
+from imagesets import registry
 
 
-def _register_builders() -> None:
-  # Importing a builder module registers its dataset name.
-  for name in _BUILDER_MODULES:
-    importlib.import_module(f"imagesets.{name}")
+class _OurBuilders:
+  """TFDS's DatasetBuilderProvider protocol over `registry`: a builder module is imported
+  (which registers its class with TFDS the usual way) when its name is first looked up."""
+
+  def has_dataset(self, name: str) -> bool:
+    return name in registry.BY_NAME
+
+  def get_builder_cls(self, name: str):
+    return importlib.import_module(registry.BY_NAME[name].module).Builder
 
 
-def _register_on_first_lookup() -> None:
-  """Makes TFDS's name lookups register our builders first.
-
-  Not at once: TFDS may be imported by one of our own modules half-way through its own
-  import, and the builders import those modules.
-  """
-  from tensorflow_datasets.core import registered  # pylint: disable=import-outside-toplevel
-
-  def registering(lookup):
-    @functools.wraps(lookup)
-    def wrapped(*args, **kwargs):
-      _register_builders()
-      return lookup(*args, **kwargs)
-    return wrapped
-  for name in ("imported_builder_cls", "list_imported_builders"):
-    setattr(registered, name, registering(getattr(registered, name)))
+_registered = False
 
 
-# TensorFlow's start-up noise stays off the terminal whenever it loads (see startup).
-startup.install_import_hooks()
-if "tensorflow_datasets" in sys.modules:
-  _register_builders()
-else:
-  startup.when_imported("tensorflow_datasets", _register_on_first_lookup)
+def register_with_tfds() -> None:
+  """Makes our dataset names known to TFDS (once per process; imports TFDS, not TF)."""
+  global _registered
+  if _registered:
+    return
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  # First, so that our names never make TFDS import its 1,000 legacy builders to look.
+  tfds.core.add_dataset_builder_provider(_OurBuilders(), index=0)
+  _registered = True
+
+
+def _in_our_command() -> bool:
+  """This process is the `imagesets` command (it registers when a command needs TFDS)."""
+  argv = getattr(sys, "argv", None) or [""]
+  return os.path.basename(argv[0] or "") == "imagesets"
+
+
+if not _in_our_command():
+  register_with_tfds()
 
 # name -> module: the training pipelines (one call per task, built from `preprocess_ops`),
 # training from a team bucket (docs/training_from_a_bucket.md: every pipeline streams a

@@ -20,6 +20,14 @@ DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "imagesets")
 IMAGE_PAD_VALUE = 0
 MASK_PAD_VALUE = 255
 
+# The augmentation defaults of every training / evaluation pipeline and op (tf.data and
+# Grain): Inception's random-resized crop (8-100 % of the area, aspect ratios 3/4-4/3), the
+# usual ImageNet evaluation crop (the central 87.5 %), and the output size.
+IMAGE_SIZE = 224
+CROP_AREA_RANGE = (0.08, 1.0)
+CROP_ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
+CENTRAL_CROP_FRACTION = 0.875
+
 # `shorter_side` of builds and image checks: 0 stores every image at its original size.
 ORIGINAL_SIZE = 0
 

@@ -1,4 +1,5 @@
-"""Keeps TensorFlow's start-up noise off the terminal; errors and anything unknown still show.
+"""Keeps TensorFlow's start-up noise off our commands' terminal; errors and anything unknown
+still show.
 
 Loading TensorFlow prints a dozen lines that say nothing to a user of this package:
 "All log messages before absl::InitializeLog()...", "Could not find cuda drivers",
@@ -7,34 +8,28 @@ Loading TensorFlow prints a dozen lines that say nothing to a user of this packa
 C++ static initialisers, before any Python switch can act, so `TF_CPP_MIN_LOG_LEVEL`
 alone does not stop them.
 
-`import imagesets` does not load TensorFlow (the command line's help, `list`, `fetch` and
-`publish` never need it); it calls `install_import_hooks()`, so that whenever TensorFlow
-(or TFDS) loads later, by our code or the user's, and the user has not asked for its
-logs, it
+Only our own commands (`imagesets build`/`verify`, the demo) are quieted, and only in
+their own process: `load_tensorflow()`, called before anything loads TensorFlow there,
 
-* sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off, warnings
-  and errors still printed), and
-* loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, then
-  writes back every captured line except the known start-up lines in `NOISE`.
+* sets `TF_CPP_MIN_LOG_LEVEL=1` (TensorFlow's own switch: C++ INFO lines off after
+  start-up, warnings and errors still printed; child processes inherit it), and
+* loads TensorFlow with the process's stderr (fd 2) sent to a temporary file, inside
+  that call only, then writes back every captured line except the known start-up lines
+  in `NOISE`;
 
-Then, or at `import imagesets` if TensorFlow was imported first, `probe_devices()` finds
-the devices behind the same filter (the first probe prints a "failed call to cuInit"
-ERROR line on every machine without a GPU). What TensorFlow printed before `import
-imagesets` has been printed; import imagesets first to keep that quiet too.
+and `probe_devices()` finds the devices behind the same filter. `import imagesets` in
+someone else's process (a training script, a notebook, a test runner) changes nothing:
+TensorFlow's logs there are the user's to configure.
 
 Everything comes back with `-v`/`--verbose` on the command line, `IMAGESETS_VERBOSE=1`,
-or a `TF_CPP_MIN_LOG_LEVEL` of the user's own (which is then left as it is). When
-TensorFlow is already loaded (`tfds build` loads it before any of our code), only the
-device probe is filtered.
+or a `TF_CPP_MIN_LOG_LEVEL` of the user's own (which is then left as it is).
 """
 
 import contextlib
-import importlib.abc
 import os
 import re
 import sys
 import tempfile
-from typing import Callable
 
 # Known, harmless start-up lines (matched anywhere in a line).
 NOISE = re.compile("|".join([
@@ -82,7 +77,7 @@ def _quiet() -> bool:
 
 
 # Set with TF_CPP_MIN_LOG_LEVEL when we chose that level, so that our child processes
-# (Grain workers, Beam workers, process pools) inherit quiet start-ups too, while a level
+# inherit it as ours (not as a level the user set), while a level
 # the user set is left alone.
 _OURS = "IMAGESETS_SET_TF_LOG_LEVEL"
 
@@ -98,53 +93,12 @@ def _quiet_loading():
 
 
 def load_tensorflow() -> None:
-  """Loads TensorFlow now, without its start-up noise unless it is wanted."""
+  """Loads TensorFlow now, without its start-up noise unless it is wanted (for our
+  commands, before anything of theirs imports it; a no-op once it is loaded)."""
+  if "tensorflow" in sys.modules:
+    return
   with _quiet_loading():
     import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-
-
-class _OnImport(importlib.abc.MetaPathFinder):
-  """Runs code around the first import of a module, whoever imports it."""
-
-  def __init__(self, name: str, around: Callable, after: Callable[[], None]):
-    self.name, self.around, self.after = name, around, after
-
-  def find_spec(self, fullname, path=None, target=None):
-    if fullname != self.name:
-      return None
-    sys.meta_path.remove(self)  # once; the other finders find the module itself
-    spec = next((spec for finder in sys.meta_path if hasattr(finder, "find_spec")
-                 for spec in [finder.find_spec(fullname, path, target)] if spec), None)
-    if spec is None or not hasattr(spec.loader, "exec_module"):
-      return spec
-    exec_module = spec.loader.exec_module
-
-    def wrapped(module):
-      with self.around():
-        exec_module(module)
-      self.after()
-    spec.loader.exec_module = wrapped  # this module's own loader instance
-    return spec
-
-
-def when_imported(name: str, after: Callable[[], None], around: Callable = contextlib.nullcontext):
-  """Runs `after()` once `name` is imported: now if it is, else right after its import."""
-  if name in sys.modules:
-    after()
-  else:
-    sys.meta_path.insert(0, _OnImport(name, around, after))
-
-
-def install_import_hooks() -> None:
-  """TensorFlow and TFDS load quietly whenever they load (by our code or the user's), and
-  the devices are probed quietly right after TensorFlow loads (now, if it already has)."""
-  for name in ("tensorflow", "tensorflow_datasets"):  # TFDS loads libraries that print too
-    if name not in sys.modules and not any(
-        isinstance(f, _OnImport) and f.name == name for f in sys.meta_path):
-      when_imported(name, probe_devices if name == "tensorflow" else lambda: None,
-                    around=_quiet_loading)
-  if "tensorflow" in sys.modules:
-    probe_devices()
 
 
 def probe_devices() -> None:

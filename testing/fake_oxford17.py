@@ -18,7 +18,7 @@ import tarfile
 import numpy as np
 import scipy.io
 
-from imagesets.flowers import oxford17
+from imagesets.oxford17 import oxford17_source as oxford17
 from imagesets_testing import sample_images
 
 PER_SPLIT = {"trn": 40, "val": 20, "tst": 20}  # images of each class

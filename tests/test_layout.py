@@ -35,7 +35,7 @@ def _violations(folder: str, forbidden: list[str]) -> dict[str, list[str]]:
 
 
 def test_the_builders_and_the_folders_of_the_layout():
-  assert BUILDERS == ["class_folders", "flowers", "synthetic_images", "voc_segmentation"]
+  assert BUILDERS == ["class_folders", "flowers", "oxford17", "synthetic_images", "voc_segmentation"]
   for folder in ("building", "reading", "publishing", "cli"):
     assert _modules(folder), folder
 
@@ -75,3 +75,32 @@ def test_build_machinery_never_imports_the_top_level_package():
   users = [str(path.relative_to(REPO)) for path in _modules("building")
            if "imagesets" in _imports(path)]
   assert users == []
+
+
+# Helper A (issue 26) is rewriting these right now; they switch to the door at the merge.
+_DOOR_PENDING = {"datasets/reading/streaming.py", "datasets/publishing/shard_cache.py",
+                 "datasets/publishing/fetch.py", "datasets/reading/input_pipeline.py",
+                 "datasets/reading/grain_pipeline.py"}
+
+
+def _private_tfds(path: pathlib.Path) -> list[str]:
+  """The non-public TFDS names a module uses: imports of modules under tensorflow_datasets
+  other than the top level, and `tfds.core.<name>` / `tfds.features.<name>` chains whose
+  name is not exported there."""
+  import tensorflow_datasets as tfds
+  public = {"core": set(tfds.core.__all__), "features": set(dir(tfds.features))}
+  found = [name for name in _imports(path)
+           if name.startswith("tensorflow_datasets.")]
+  for node in ast.walk(ast.parse(path.read_text())):
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+        and isinstance(node.value.value, ast.Name) and node.value.value.id == "tfds"
+        and node.value.attr in public and node.attr not in public[node.value.attr]):
+      found.append(f"tfds.{node.value.attr}.{node.attr}")
+  return sorted(set(found))
+
+
+def test_only_the_door_reaches_tfds_private_names():
+  users = {str(path.relative_to(REPO)): _private_tfds(path) for path in PACKAGE.rglob("*.py")
+           if path.name != "tfds_internals.py"
+           and str(path.relative_to(REPO)) not in _DOOR_PENDING}
+  assert {path: names for path, names in users.items() if names} == {}

@@ -22,16 +22,19 @@ description of its source:
   Beam when the build has Beam options, and gathers the problems and notes of the
   whole build; `_finish_generation` raises them as one error or records them.
   Locally, the workers also make the finished records, which are written in the order
-  they come (`prepared_records`): TFDS's writer thread neither serializes nor shuffles.
-  TFDS's in-memory shuffle is capped while our builders build, so memory stays flat in
-  the number of images (`shuffle_memory`).
+  they come by a SplitBuilder of this build's own (`prepared_records.RecordSplitBuilder`):
+  TFDS's writer thread neither serializes nor shuffles, and memory stays flat in the
+  number of images. Nothing of TFDS is replaced: the hooks we override are TFDS's
+  builder methods, reached through `tfds_internals` (which checks them at import).
 """
+
+import concurrent.futures
+
 
 from etils import epath
 import tensorflow_datasets as tfds
-from tensorflow_datasets.core import utils as tfds_utils
-from tensorflow_datasets.core.download import checksums as tfds_checksums
 
+import imagesets.tfds_internals as tfds_internals
 from imagesets.checksums import DIRECTORY as CHECKSUMS_DIRECTORY
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
@@ -42,10 +45,11 @@ from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import problems
 from imagesets.building import sharding
-from imagesets.building import shuffle_memory
 from imagesets.progress_lines import log_friendly_stderr
 
 CANONICAL_PACKAGE = "imagesets."
+
+tfds_internals.check_builder_hooks()  # a TFDS that changed them fails here, by name
 
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -57,7 +61,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         skip_registration=skip_registration or not canonical, **kwargs
     )
 
-  @tfds_utils.classproperty
+  @tfds_internals.classproperty
   @classmethod
   def _checksums_path(cls) -> epath.Path:
     return epath.Path(CHECKSUMS_DIRECTORY) / f"{cls.name}.txt"
@@ -85,13 +89,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _generate_splits(self, dl_manager, download_config):
     use_beam = (download_config.beam_options is not None
                 or download_config.beam_runner is not None)
-    with (shuffle_memory.limit(), prepared_records.writing(),
-          parallel_map.executor(threads=self._reads_remote_files()) as pool):
+    with parallel_map.executor(threads=self._reads_remote_files()) as pool:
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
                                               pool=pool, features=self.info.features)
       try:
-        split_infos = super()._generate_splits(
-            dl_manager, sharding.with_min_shards(download_config))
+        split_infos = self._generate_all_splits(
+            dl_manager, sharding.with_min_shards(download_config), use_beam)
       except Exception:
         # TFDS can stop before every split ran (e.g. a split without one good example).
         # If bad items caused it, check the rest too, so that one error names every bad
@@ -103,6 +106,23 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     self._finish_generation(self.generation.report())
     return split_infos
 
+  def _generate_all_splits(self, dl_manager, download_config, use_beam: bool):
+    if use_beam:  # TFDS's own split writer runs the pipeline
+      return super()._generate_splits(dl_manager, download_config)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shards") as shard_writer:
+      split_builder = prepared_records.RecordSplitBuilder(
+          shard_writer=shard_writer,
+          split_dict=self.info.splits, features=self.info.features,
+          dataset_size=self.info.dataset_size,
+          max_examples_per_split=download_config.max_examples_per_split,
+          beam_options=None, beam_runner=None,
+          shard_config=download_config.get_shard_config(),
+          example_writer=self._example_writer(),
+          ignore_duplicates=download_config.ignore_duplicates)
+      return tfds_internals.generate_splits_locally(
+          self, dl_manager, split_builder,
+          nondeterministic_order=download_config.nondeterministic_order)
+
   def _reads_remote_files(self) -> bool:
     """True when per-example work reads a bucket: threads then, not forked processes."""
     return False
@@ -112,7 +132,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     problems.raise_if_any(report.problems, source=self.name,
                           fix="repair or remove the items named above.")
 
-  @tfds_utils.classproperty
+  @tfds_internals.classproperty
   @classmethod
   def url_infos(cls) -> dict:
     """What TFDS checks its downloads against: the registered files whose size is known.
@@ -120,16 +140,16 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     Read on every call (TFDS memoizes its own), so a test can point `_checksums_path`
     at its own file."""
     path = cls._checksums_path
-    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    found = tfds_internals.load_url_infos(path) if path.exists() else {}
     return downloads.with_known_size(found)
 
-  @tfds_utils.classproperty
+  @tfds_internals.classproperty
   @classmethod
   def registered_files(cls) -> dict:
     """Every registered file, {url: UrlInfo}; size 0: published sha256, size not yet known.
 
     Built on `url_infos`, so that a test that replaces `url_infos` replaces these too."""
     path = cls._checksums_path
-    found = tfds_checksums.load_url_infos(path) if path.exists() else {}
+    found = tfds_internals.load_url_infos(path) if path.exists() else {}
     return {**{url: info for url, info in found.items() if not int(info.size)},
             **cls.url_infos}

@@ -18,13 +18,14 @@ length, so TFDS's shard sizes and offsets stay valid.
 
 from typing import Iterable, Iterator
 
-from tensorflow_datasets.core import writer as writer_lib
-from tensorflow_datasets.proto import tf_example_pb2
+import tensorflow_datasets as tfds
+
+import imagesets.tfds_internals as tfds_internals
 
 
 def canonical(record: bytes) -> bytes:
   """`record` (a serialized tf.train.Example) with its map entries in a fixed order."""
-  return tf_example_pb2.Example.FromString(record).SerializeToString(deterministic=True)
+  return tfds_internals.Example.FromString(record).SerializeToString(deterministic=True)
 
 
 def _canonical_records(examples: Iterable) -> Iterator:
@@ -32,7 +33,7 @@ def _canonical_records(examples: Iterable) -> Iterator:
     yield key, canonical(record)
 
 
-class DeterministicExampleWriter(writer_lib.ExampleWriter):
+class DeterministicExampleWriter(tfds.core.ExampleWriter):
   """TFDS's ExampleWriter, writing every record in protobuf's deterministic form."""
 
   def write(self, path, examples):

@@ -12,18 +12,20 @@ much as the workers' image check (docs/performance.md). Here, instead:
 * each worker turns its example into the final record: TFDS's feature encoding and
   Example, serialized in protobuf's deterministic form (`RecordMaker`);
 * the writer thread keeps the records in arrival order (in memory up to
-  `shuffle_memory.DEFAULT_LIMIT`, then in one sequential spill file) and writes the shards
+  `MEMORY_LIMIT`, then in one sequential spill file) and writes the shards
   TFDS would: the same shard count and boundaries (TFDS's `_get_shard_specs`), the same
   record bytes in the same order as TFDS's writer plus our deterministic writer, and as the
   Beam path (which is unchanged).
 
-`writing()` routes, while our builder generates its splits, the splits that come from
-`generation.Generation` locally (`LocalSplit`) to this writer; every other split generator
-(and every other dataset) goes through TFDS's own code.
+Our builders generate their splits with `RecordSplitBuilder`, a SplitBuilder of their own
+build (TFDS's class and every other dataset are untouched, and two builds in one process
+share nothing): splits from `generation.Generation` (`LocalSplit`) are written as above;
+splits a builder yields to TFDS itself (synthetic_images) get their records made and
+sorted by hashed key here, in memory up to `MEMORY_LIMIT` and beyond it in `BUCKETS`
+files by key range (TFDS's own shuffler holds up to 1 GB in RAM), and are written the
+same way: the same bytes as TFDS's writer plus our deterministic writer.
 """
 
-import concurrent.futures
-import contextlib
 import itertools
 import struct
 import uuid
@@ -31,28 +33,22 @@ from typing import Callable, Iterable, Iterator
 
 from etils import epath
 import numpy as np
-from tensorflow_datasets.core import example_serializer
-from tensorflow_datasets.core import hashing
-from tensorflow_datasets.core import split_builder as split_builder_lib
-from tensorflow_datasets.core import splits as splits_lib
-from tensorflow_datasets.core import writer as writer_lib
-from tensorflow_datasets.core import file_adapters
-from tensorflow_datasets.core import utils as tfds_utils
-from tensorflow_datasets.core.features import feature as feature_lib
-from tensorflow_datasets.core.utils import dtype_utils
-from tensorflow_datasets.proto import tf_example_pb2
-from tensorflow_datasets.proto import tf_feature_pb2
-from tensorflow_datasets.core.utils import shard_utils
+import tensorflow_datasets as tfds
 
-from imagesets.building import shuffle_memory
+import imagesets.tfds_internals as tfds_internals
 
 _LENGTH = struct.Struct("<Q")
+_KEY = struct.Struct("<QQQ")  # a 128-bit hashed key and a record length
+
+# Records kept in RAM per split before they go to disk (the rest stream through files).
+MEMORY_LIMIT = 16 << 20
+BUCKETS = 100
 
 
 def hashed_order(split: str, keys: Iterable[str]) -> list[tuple[int, int]]:
   """(TFDS's hashed key, position) of each key, in the order TFDS's shuffle writes a split."""
-  hasher = hashing.Hasher(split)
-  return sorted((hasher.hash_key(key), position) for position, key in enumerate(keys))
+  hash_key = tfds_internals.key_hasher(split)
+  return sorted((hash_key(key), position) for position, key in enumerate(keys))
 
 
 class RecordMaker:
@@ -74,27 +70,25 @@ class RecordMaker:
 
   def make(self, example: dict) -> bytes:
     if self._specs is None:
-      self._specs = example_serializer.ExampleSerializer(
-          self._features.get_serialized_info())._flat_example_specs  # pylint: disable=protected-access
-    encoded = tfds_utils.flatten_nest_dict(self._features.encode_example(example))
+      self._specs = tfds_internals.flat_example_specs(self._features)
+    encoded = tfds_internals.flatten_nest_dict(self._features.encode_example(example))
     if (encoded.keys() != self._specs.keys()
-        or not all(isinstance(spec, feature_lib.TensorInfo) and spec.sequence_rank <= 1
+        or not all(isinstance(spec, tfds.features.TensorInfo) and spec.sequence_rank <= 1
                    for spec in self._specs.values())):  # ragged: TFDS adds fields
-      return example_serializer._dict_to_tf_example(  # pylint: disable=protected-access
-          encoded, self._specs).SerializeToString(deterministic=True)
-    record = tf_example_pb2.Example()
+      return tfds_internals.dict_to_example(encoded, self._specs).SerializeToString(
+          deterministic=True)
+    record = tfds_internals.Example()
     features = record.features.feature
     for key, value in encoded.items():
       spec = self._specs[key]
       if value is None and spec.optional:
         continue  # TFDS leaves it out of the proto
       if not _put_scalar(features[key], value, spec):
-        features[key].CopyFrom(example_serializer._item_to_tf_feature(  # pylint: disable=protected-access
-            *example_serializer._add_ragged_fields(value, spec)))  # pylint: disable=protected-access
+        features[key].CopyFrom(tfds_internals.item_to_feature(value, spec))
     return record.SerializeToString(deterministic=True)
 
 
-def _put_scalar(feature: tf_feature_pb2.Feature, value, spec) -> bool:
+def _put_scalar(feature, value, spec) -> bool:
   """Sets `feature` to what TFDS's `_item_to_tf_feature` makes of `value`, directly (in
   place, no numpy) when it is a scalar of the spec's own type; else False."""
   if spec.shape != ():
@@ -105,10 +99,10 @@ def _put_scalar(feature: tf_feature_pb2.Feature, value, spec) -> bool:
     value = value.item()
   if isinstance(value, str):
     value = value.encode("utf-8")
-  if isinstance(value, bytes) and dtype_utils.is_string(dtype):
+  if isinstance(value, bytes) and tfds_internals.is_string_dtype(dtype):
     feature.bytes_list.value.append(value)
     return True
-  if (type(value) is int and dtype_utils.is_integer(dtype) and dtype != np.uint64  # pylint: disable=unidiomatic-typecheck
+  if (type(value) is int and tfds_internals.is_integer_dtype(dtype) and dtype != np.uint64  # pylint: disable=unidiomatic-typecheck
       and (exact or dtype == np.int64 and -(1 << 63) <= value < 1 << 63)):
     feature.int64_list.value.append(value)
     return True
@@ -169,12 +163,12 @@ class _Spill:
 
 
 def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_template,
-                shard_config, file_format, *, writer=None) -> Callable[[], splits_lib.SplitInfo]:
+                shard_config, file_format, *, writer=None) -> Callable[[], tfds.core.SplitInfo]:
   """Takes one split's records, given in shard order, and writes them as TFDS's Writer
   would; returns the SplitInfo's getter. With `writer` (a one-thread executor) the shards
   are written there, while the caller goes on with the next split's records (the workers
   would otherwise stall while a large split is written: ~20 % of a build)."""
-  spill = _Spill(filename_template.data_dir, shuffle_memory.DEFAULT_LIMIT)
+  spill = _Spill(filename_template.data_dir, MEMORY_LIMIT)
   try:
     hkeys = _take(split, records, spill)
   except BaseException:
@@ -206,40 +200,121 @@ def _take(split, records, spill) -> list[int]:
 
 
 def _write_shards(split, hkeys, spill, filename_template, shard_config, file_format):
-  specs = writer_lib._get_shard_specs(  # pylint: disable=protected-access
-      num_examples=spill.count, total_size=spill.size, bucket_lengths=[spill.count],
-      filename_template=filename_template,
-      shard_config=shard_config or shard_utils.ShardConfig())
-  adapter = file_adapters.ADAPTER_FOR_FORMAT[file_format]
+  specs = tfds_internals.shard_specs(spill.count, spill.size, filename_template,
+                                     shard_config or tfds_internals.ShardConfig())
+  adapter = tfds_internals.file_adapter(file_format)
   stream = zip(hkeys, spill)
   for spec in specs:
     record_keys = adapter.write_examples(spec.path, itertools.islice(stream, spec.examples_number))
     if record_keys:  # formats with an index (as TFDS's Writer.finalize)
-      writer_lib._write_index_file(spec.index_path, record_keys)  # pylint: disable=protected-access
-  return splits_lib.SplitInfo(name=split,
+      tfds_internals.write_index_file(spec.index_path, record_keys)
+  return tfds.core.SplitInfo(name=split,
                               shard_lengths=[int(spec.examples_number) for spec in specs],
                               num_bytes=spill.size, filename_template=filename_template)
 
 
-@contextlib.contextmanager
-def writing():
-  """Within the block, TFDS's SplitBuilder writes `LocalSplit`s with `write_split`, on a
-  thread of their own (TFDS asks for every SplitInfo once all splits were generated)."""
-  original = split_builder_lib.SplitBuilder._build_from_generator  # pylint: disable=protected-access
+class _Sorted:
+  """(hashed key, record) pairs given in any order, given back sorted by key: in memory up
+  to a limit, beyond it in BUCKETS files by key range, each read back and sorted alone
+  (what TFDS's shuffler does, with a memory cap of our own instead of its 1 GB)."""
 
-  def build_from_generator(self, split_name, generator, filename_template, disable_shuffling):
-    if (not isinstance(generator, LocalSplit) or disable_shuffling
-        or self._max_examples_per_split is not None):  # pylint: disable=protected-access
-      return original(self, split_name, generator, filename_template, disable_shuffling)
-    info = write_split(split_name, generator.records(), filename_template,
-                       self._shard_config,  # pylint: disable=protected-access
-                       self._example_writer.file_format,  # pylint: disable=protected-access
-                       writer=shard_writer)
-    return split_builder_lib._SplitInfoFuture(info)  # pylint: disable=protected-access
+  def __init__(self, directory: epath.PathLike, limit: int):
+    self._directory, self._limit = directory, limit
+    self._memory, self._bytes, self._files = [], 0, None
 
-  with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shards") as shard_writer:
-    split_builder_lib.SplitBuilder._build_from_generator = build_from_generator  # pylint: disable=protected-access
-    try:
-      yield
-    finally:
-      split_builder_lib.SplitBuilder._build_from_generator = original  # pylint: disable=protected-access
+  def add(self, hkey: int, record: bytes) -> None:
+    if self._files is None:
+      self._memory.append((hkey, record))
+      self._bytes += len(record)
+      if self._bytes > self._limit:
+        self._spill()
+      return
+    self._write(hkey, record)
+
+  def _spill(self) -> None:
+    folder = epath.Path(self._directory) / f"buckets_{uuid.uuid4().hex}.tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    self._files = [(folder / f"{i}").open("wb") for i in range(BUCKETS)]
+    self._folder = folder
+    for hkey, record in self._memory:
+      self._write(hkey, record)
+    self._memory = []
+
+  def _write(self, hkey: int, record: bytes) -> None:
+    out = self._files[hkey * BUCKETS >> 128]  # TFDS's keys are 128-bit
+    out.write(_KEY.pack(hkey >> 64, hkey & (1 << 64) - 1, len(record)))
+    out.write(record)
+
+  def __iter__(self) -> Iterator[tuple[int, bytes]]:
+    if self._files is None:
+      yield from sorted(self._memory, key=lambda pair: pair[0])
+      self._memory = []
+      return
+    for out in self._files:
+      out.close()
+    for i in range(BUCKETS):
+      pairs = []
+      with (self._folder / f"{i}").open("rb") as bucket:
+        while header := bucket.read(_KEY.size):
+          high, low, length = _KEY.unpack(header)
+          pairs.append(((high << 64) | low, bucket.read(length)))
+      yield from sorted(pairs, key=lambda pair: pair[0])
+
+  def discard(self) -> None:
+    if self._files is not None:
+      for out in self._files:
+        out.close()
+      for path in self._folder.iterdir():
+        path.unlink()
+      self._folder.rmdir()
+
+
+def _sorted_records(split: str, examples, maker: RecordMaker, directory) -> Iterator:
+  """A split TFDS would shuffle, as (hashed key, record) in shard order."""
+  hash_key = tfds_internals.key_hasher(split)
+  pending = _Sorted(directory, MEMORY_LIMIT)
+  try:
+    for key, example in examples:
+      pending.add(hash_key(key), maker.make(example))
+    yield from pending
+  finally:
+    pending.discard()
+
+
+class RecordSplitBuilder(tfds_internals.SplitBuilder):
+  """TFDS's SplitBuilder for one build of one of our builders (never installed anywhere
+  else): local splits are written by `write_split`, on `shard_writer` (a one-thread
+  executor), from records made by the workers (`LocalSplit`) or, for builders that yield
+  their examples to TFDS, made and sorted here with a bounded memory; Beam splits, splits
+  capped by `max_examples_per_split`, unshuffled splits and `ignore_duplicates` builds go
+  through TFDS's own code."""
+
+  def __init__(self, *, shard_writer, **kwargs):
+    super().__init__(**kwargs)
+    self._ours = dict(shard_writer=shard_writer, features=kwargs["features"],
+                      shard_config=kwargs.get("shard_config"),
+                      file_format=kwargs["example_writer"].file_format,
+                      plain=(kwargs.get("max_examples_per_split") is None
+                             and not kwargs.get("ignore_duplicates")))
+
+  def submit_split_generation(self, split_name, generator, filename_template, disable_shuffling,
+                              nondeterministic_order=False):
+    ours = self._ours
+    if (not ours["plain"] or disable_shuffling or nondeterministic_order
+        or not isinstance(generator, Iterable)):
+      return super().submit_split_generation(split_name, generator, filename_template,
+                                             disable_shuffling, nondeterministic_order)
+    if isinstance(generator, LocalSplit):
+      records = generator.records()
+    else:
+      records = _sorted_records(split_name, generator, RecordMaker(ours["features"]),
+                                filename_template.data_dir)
+    return _Done(write_split(split_name, records, filename_template, ours["shard_config"],
+                             ours["file_format"], writer=ours["shard_writer"]))
+
+
+class _Done:
+  """A split's future, as TFDS's `_generate_splits` uses it (`result()`)."""
+
+  def __init__(self, result: Callable[[], tfds.core.SplitInfo]):
+    self.result = result

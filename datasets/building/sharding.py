@@ -8,14 +8,15 @@ number of examples, when smaller). An explicit `--num_shards` still wins.
 
 import dataclasses
 
-from tensorflow_datasets.core.download import download_manager
-from tensorflow_datasets.core.utils import shard_utils
+import tensorflow_datasets as tfds
+
+import imagesets.tfds_internals as tfds_internals
 
 MIN_SHARDS = 4
 
 
 @dataclasses.dataclass(frozen=True)
-class MinShardsConfig(shard_utils.ShardConfig):
+class MinShardsConfig(tfds_internals.ShardConfig):
   """TFDS's ShardConfig, with a floor on the automatic shard count."""
 
   min_num_shards: int = MIN_SHARDS
@@ -28,12 +29,12 @@ class MinShardsConfig(shard_utils.ShardConfig):
 
 
 @dataclasses.dataclass(eq=False)
-class MinShardsDownloadConfig(download_manager.DownloadConfig):
+class MinShardsDownloadConfig(tfds.download.DownloadConfig):
   """DownloadConfig whose shard config applies the MIN_SHARDS floor."""
 
   min_num_shards: int = MIN_SHARDS
 
-  def get_shard_config(self) -> shard_utils.ShardConfig:
+  def get_shard_config(self) -> tfds_internals.ShardConfig:
     return MinShardsConfig(
         num_shards=self.num_shards,
         min_shard_size=self.min_shard_size,
@@ -42,7 +43,7 @@ class MinShardsDownloadConfig(download_manager.DownloadConfig):
     )
 
 
-def with_min_shards(config: download_manager.DownloadConfig) -> MinShardsDownloadConfig:
+def with_min_shards(config: tfds.download.DownloadConfig) -> MinShardsDownloadConfig:
   """Returns a copy of `config` that keeps every field and adds the shard floor."""
   if isinstance(config, MinShardsDownloadConfig):
     return config

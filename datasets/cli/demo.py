@@ -12,13 +12,11 @@ import collections
 import time
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_datasets as tfds
 
-import imagesets  # noqa: F401  (registers the builders; loads TensorFlow quietly)
+import imagesets  # noqa: F401  (registers the builders with TFDS)
+from imagesets import constants
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
-from imagesets.reading import input_pipeline
 
 
 def main(argv=None) -> None:
@@ -31,7 +29,11 @@ def main(argv=None) -> None:
   parser.add_argument("-v", "--verbose", action="store_true",
                       help="show TensorFlow's start-up and device logs")
   args = parser.parse_args(argv)
+  startup.load_tensorflow()  # quietly, before anything below imports it
   startup.probe_devices()
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  from imagesets.reading import input_pipeline  # pylint: disable=import-outside-toplevel
 
   name = f"synthetic_images/{args.config}"
   builder = tfds.builder(name, data_dir=args.data_dir)
@@ -40,7 +42,8 @@ def main(argv=None) -> None:
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
         f"({time.perf_counter() - started:.1f} s)")
 
-  image_size = args.image_size or builder.info.features["image"].shape[0] or 224
+  image_size = (args.image_size or builder.info.features["image"].shape[0]
+                or constants.IMAGE_SIZE)
   # One full epoch (every image once, last batch partial) so the histogram is complete.
   ds = input_pipeline.classification_train(
       builder, batch_size=args.batch_size, image_size=image_size, seed=0, num_epochs=1,

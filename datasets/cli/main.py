@@ -85,9 +85,12 @@ def _beam_options(text: str | None):
 
 
 def _start_tensorflow() -> None:
-  """Loads TensorFlow and probes the devices quietly, for the commands that need it."""
+  """Loads TensorFlow and probes the devices quietly, and makes our dataset names known to
+  TFDS, for the commands that need them (see imagesets/__init__)."""
   startup.load_tensorflow()
   startup.probe_devices()
+  import imagesets  # pylint: disable=import-outside-toplevel
+  imagesets.register_with_tfds()
 
 
 def _load_hint(name: str, version: str, data_dir: str, file_format: str) -> list[str]:
@@ -177,6 +180,8 @@ def cmd_list(args) -> int:
     return _list_local(constants.data_dir(args.data_dir))
   from imagesets.publishing import listing as listing_lib
 
+  if listing_lib.is_local_data_dir(args.url):  # a folder of local builds, not a bucket
+    return _list_local(args.url)
   published, unfinished = listing_lib.list_published(args.url)
   if not published:
     print(f"no published datasets in {args.url}")

@@ -1,11 +1,8 @@
-"""flowers: TF's flower_photos (3,670 photos, 5 classes) and Oxford-17 (1,360 photos, 17
-classes, three official splits) as validated TFRecords."""
+"""flowers: TF's flower_photos (3,670 photos, 5 classes) as validated TFRecords."""
 
 from imagesets.building import archives
 from imagesets.building import class_folders_builder
 from imagesets.building import downloads
-from imagesets.building import problems
-from imagesets.flowers import oxford17
 import tensorflow_datasets as tfds
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
@@ -26,7 +23,7 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Offline: put flower_photos.tgz (from " + URL + "), or the flower_photos/ folder "
       "extracted from it, in a folder and pass it with --manual_dir DIR. Online builds "
-      "download it themselves. oxford17: " + oxford17.INSTRUCTIONS)
+      "download it themselves.")
   BUILDER_CONFIGS = [
       FlowersConfig(name="default", description=(
           "TF's flower_photos (3,670 photos, 5 classes), original JPEG bytes, "
@@ -35,47 +32,18 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
           "flower_photos downscaled at build time to a shorter side of at least 256 (libjpeg "
           "n/8 scales, JPEG quality 90), "
           "for training runs that never need full resolution.")),
-      FlowersConfig(
-          name="oxford17", version="1.0.0",
-          release_notes={"1.0.0": "Initial release (a version of its own: default and "
-                                  "fast_read are unchanged)."},
-          description=("Oxford-17: 1,360 photos, 17 classes of 80, original JPEG bytes; the "
-                       "three official splits of datasplits.mat as train1/validation1/test1 "
-                       "... test3.")),
   ]
+  CLASS_NAMES = FLOWER_CLASSES
 
-  @property
-  def _oxford17(self) -> bool:
-    return self.builder_config.name == "oxford17"
-
-  @property
-  def CLASS_NAMES(self) -> list[str]:  # noqa: N802  (the base class's name)
-    return oxford17.CLASS_NAMES if self._oxford17 else FLOWER_CLASSES
+  def __init__(self, *, config=None, **kwargs):
+    if config == "oxford17" or getattr(config, "name", None) == "oxford17":
+      raise ValueError("flowers/oxford17 is now its own dataset, oxford17: "
+                       "tfds.load(\"oxford17\", ...), tfds build oxford17 --imports imagesets")
+    super().__init__(config=config, **kwargs)
 
   def _dataset_info(self, **fields):
-    return super()._dataset_info(homepage=oxford17.HOMEPAGE if self._oxford17 else
-                                 "https://www.tensorflow.org/tutorials/load_data/images",
-                                 **fields)
-
-  def _split_generators(self, dl_manager):
-    if not self._oxford17:
-      return super()._split_generators(dl_manager)
-    self._root, splits_file = oxford17.source(dl_manager, self.registered_files)
-    splits, found = oxford17.read_splits(splits_file)
-    problems.raise_if_any(found, source=str(splits_file), fix=(
-        f"use the published {oxford17.SPLITS_FILE} ({oxford17.SPLITS_URL})."))
-    return {name: self.generation.examples(name, items, oxford17.process)
-            for name, items in oxford17.work_items(self._root, splits).items()}
-
-  def _finish_generation(self, report):
-    if not self._oxford17:
-      return super()._finish_generation(report)
-    problems.raise_if_any(report.problems, source=self._root, fix=(
-        f"restore the named files from the original {oxford17.ARCHIVE} ({oxford17.URL})."))
-    self.info.metadata.update({"source": oxford17.URL, "class_names": oxford17.CLASS_NAMES,
-                               "splits_source": oxford17.SPLITS_URL,
-                               "num_converted_files": len(report.notes),
-                               "converted_files": report.notes})
+    return super()._dataset_info(
+        homepage="https://www.tensorflow.org/tutorials/load_data/images", **fields)
 
   def _source_root(self, dl_manager) -> str:
     if self.builder_config.root:

@@ -5,6 +5,7 @@ import datetime
 import json
 import pathlib
 
+from imagesets import registry
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import versions
@@ -48,17 +49,12 @@ class Built:
   ours: bool       # built by imagesets (a builder of this package or `imagesets build`)
 
 
-def _our_builders() -> set[str]:
-  package = pathlib.Path(__file__).resolve().parent.parent
-  return {path.parent.name for path in package.glob("*/*_dataset_builder.py")}
-
-
 def _is_ours(info: dict, metadata: dict) -> bool:
   # Named builds record their content fingerprint; our builders' module paths end in
   # <name>/<name>_dataset_builder (tfds build by path or --imports imagesets).
   module = info.get("moduleName", "").split(".")
   return "content_fingerprint" in metadata or (
-      len(module) >= 2 and module[-2] in _our_builders()
+      len(module) >= 2 and module[-2] in registry.NAMES
       and module[-1] == f"{module[-2]}_dataset_builder")
 
 
@@ -86,3 +82,14 @@ def list_local(data_dir: str) -> list[Built]:
         versions.split_counts(info), built_at.isoformat(), _is_ours(info, metadata)))
   return sorted(found, key=lambda b: (b.ref.name, b.ref.config or "",
                                       tuple(int(x) for x in b.ref.version.split("."))))
+
+
+def is_local_data_dir(url: str) -> bool:
+  """`url` is a local TFDS data_dir with prepared versions, not a bucket we published to
+  (no version in it has our manifest): `imagesets list` shows it as local builds."""
+  if "://" in url or not pathlib.Path(url).expanduser().is_dir():
+    return False
+  root = pathlib.Path(url).expanduser()
+  published = [*root.glob(f"*/*/{versions.MANIFEST}"), *root.glob(f"*/*/*/{versions.MANIFEST}")]
+  return not published and bool(list_local(url))
+

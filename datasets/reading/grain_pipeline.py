@@ -39,14 +39,15 @@ from imagesets.reading import numpy_ops
 from imagesets.reading import streaming
 
 _absl_logger = logging.getLogger("absl")
-_level = _absl_logger.level
-_absl_logger.setLevel(logging.ERROR)  # grain warns at import that JAX is absent: not our concern
+# grain warns at import that JAX is absent: not our concern (filtered during this import
+# only; absl's level is the user's)
+_absl_logger.addFilter(_below_error := lambda record: record.levelno >= logging.ERROR)
 try:
   import grain.python as grain
 except ImportError as error:
   raise ImportError("Grain pipelines need grain: pip install 'tfds-imagesets[grain]'") from error
 finally:
-  _absl_logger.setLevel(_level)
+  _absl_logger.removeFilter(_below_error)
 
 
 def data_source(dataset, split: str, data_dir=None):
@@ -146,8 +147,9 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
 
 
 def classification_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,
-                         image_size=224, seed: int = 0, area_range=(0.08, 1.0),
-                         aspect_ratio_range=(3 / 4, 4 / 3), flip: bool = True,
+                         image_size=numpy_ops.IMAGE_SIZE, seed: int = 0,
+                         area_range=numpy_ops.CROP_AREA_RANGE,
+                         aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE, flip: bool = True,
                          num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
                          shard_count: int = 1, worker_count: int = 0, image_key: str = "image",
                          label_key: str = "label", cache_dir=None,
@@ -163,7 +165,8 @@ def classification_train(dataset, *, batch_size: int, split: str = "train", data
 
 
 def classification_eval(dataset, *, batch_size: int, split: str = "test", data_dir=None,
-                        image_size=224, mode: str = "central_crop", crop_fraction: float = 0.875,
+                        image_size=numpy_ops.IMAGE_SIZE, mode: str = "central_crop",
+                        crop_fraction: float = numpy_ops.CENTRAL_CROP_FRACTION,
                         drop_remainder: bool = False, shard_index: int = 0, shard_count: int = 1,
                         worker_count: int = 0, image_key: str = "image",
                         label_key: str = "label", cache_dir=None,

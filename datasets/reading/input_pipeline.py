@@ -297,9 +297,9 @@ TRAIN_CACHE_MODES = (None, "encoded", "decoded")
 
 def classification_train(
     dataset: Dataset, *, batch_size: int, split: str = "train",
-    data_dir: Optional[str] = None, image_size=224, seed: Optional[int] = None,
-    area_range: Sequence[float] = (0.08, 1.0),
-    aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3), flip: bool = True,
+    data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, seed: Optional[int] = None,
+    area_range: Sequence[float] = ops.CROP_AREA_RANGE,
+    aspect_ratio_range: Sequence[float] = ops.CROP_ASPECT_RATIO_RANGE, flip: bool = True,
     dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
     std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     num_epochs: Optional[int] = None, drop_remainder: bool = True,
@@ -348,8 +348,8 @@ CLASSIFICATION_EVAL_MODES = ("central_crop", "resize", "padded")
 
 def classification_eval(
     dataset: Dataset, *, batch_size: int, split: str = "test",
-    data_dir: Optional[str] = None, image_size=224, mode: str = "central_crop",
-    crop_fraction: float = 0.875, dtype: tf.DType = tf.uint8,
+    data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, mode: str = "central_crop",
+    crop_fraction: float = ops.CENTRAL_CROP_FRACTION, dtype: tf.DType = tf.uint8,
     mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
     drop_remainder: bool = False, cache: bool = False,
     input_context: Optional[tf.distribute.InputContext] = None,

@@ -23,6 +23,8 @@ import PIL.Image
 import simplejpeg
 
 from imagesets.constants import IMAGE_PAD_VALUE, MASK_PAD_VALUE  # noqa: F401  (re-exported)
+from imagesets.constants import (  # noqa: F401  (re-exported: the pipelines' defaults)
+    CENTRAL_CROP_FRACTION, CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, IMAGE_SIZE)
 
 cv2.setNumThreads(1)  # Grain's workers are the parallelism; OpenCV's own threads would fight them
 
@@ -97,13 +99,13 @@ def _decode_window(encoded: bytes, shape, window, size) -> np.ndarray:
 
 
 def random_resized_crop(encoded: bytes, size, rng: np.random.Generator,
-                        area_range=(0.08, 1.0), aspect_ratio_range=(3 / 4, 4 / 3)) -> np.ndarray:
+                        area_range=CROP_AREA_RANGE, aspect_ratio_range=CROP_ASPECT_RATIO_RANGE) -> np.ndarray:
   shape = image_shape(encoded)
   return _decode_window(encoded, shape, crop_window(shape, rng, area_range, aspect_ratio_range),
                         size)
 
 
-def central_crop(encoded: bytes, size, crop_fraction: float = 0.875) -> np.ndarray:
+def central_crop(encoded: bytes, size, crop_fraction: float = CENTRAL_CROP_FRACTION) -> np.ndarray:
   height, width = image_shape(encoded)
   side = max(1, int(min(height, width) * crop_fraction))
   return _decode_window(encoded, (height, width),

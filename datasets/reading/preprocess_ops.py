@@ -28,6 +28,8 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from imagesets.constants import IMAGE_PAD_VALUE, MASK_PAD_VALUE  # noqa: F401  (re-exported)
+from imagesets.constants import (  # noqa: F401  (re-exported: the pipelines' defaults)
+    CENTRAL_CROP_FRACTION, CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, IMAGE_SIZE)
 
 Op = Callable[[dict], dict]
 
@@ -130,8 +132,8 @@ def decode(key: str = "image", channels: int = 3) -> Op:
 
 
 def decode_and_random_crop(size, key: str = "image",
-                           area_range: Sequence[float] = (0.08, 1.0),
-                           aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3)) -> Op:
+                           area_range: Sequence[float] = CROP_AREA_RANGE,
+                           aspect_ratio_range: Sequence[float] = CROP_ASPECT_RATIO_RANGE) -> Op:
   """Random-resized ("Inception") crop fused into decoding, resized to `size`.
 
   The crop window covers `area_range` of the image with an aspect ratio in
@@ -145,8 +147,8 @@ def decode_and_random_crop(size, key: str = "image",
 
 
 def random_resized_crop(size, key: str = "image",
-                        area_range: Sequence[float] = (0.08, 1.0),
-                        aspect_ratio_range: Sequence[float] = (3 / 4, 4 / 3)) -> Op:
+                        area_range: Sequence[float] = CROP_AREA_RANGE,
+                        aspect_ratio_range: Sequence[float] = CROP_ASPECT_RATIO_RANGE) -> Op:
   """`decode_and_random_crop` for already decoded images (e.g. from a cache).
 
   For the same example seed it picks the same window as `decode_and_random_crop`.
@@ -161,7 +163,7 @@ def random_resized_crop(size, key: str = "image",
   return op
 
 
-def decode_and_central_crop(size, key: str = "image", crop_fraction: float = 0.875) -> Op:
+def decode_and_central_crop(size, key: str = "image", crop_fraction: float = CENTRAL_CROP_FRACTION) -> Op:
   """Deterministic evaluation crop fused into decoding.
 
   Decodes the central square of side `crop_fraction` * the shorter side and resizes it to

@@ -27,6 +27,7 @@ import numpy as np
 import PIL.Image
 import tensorflow_datasets as tfds
 
+from imagesets import registry
 from imagesets.building import archives
 from imagesets.building import class_folders_tree
 from imagesets.building import image_checks
@@ -35,13 +36,6 @@ from imagesets.building import segmentation_masks
 from imagesets.constants import ORIGINAL_SIZE
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
-
-
-# Configs whose source the checks below do not read (yet).
-NOT_SUPPORTED_YET = {
-    "voc_segmentation/train_aug": "it is built from two sources, VOC2012 and SBD",
-    "flowers/oxford17": "its labels come from image numbers, not from class folders",
-}
 
 
 @dataclasses.dataclass
@@ -71,14 +65,19 @@ class Report:
 def verify(version_dir: os.PathLike, source: os.PathLike) -> Report:
   """Checks the prepared version in `version_dir` against `source` (folder or archive)."""
   builder = tfds.builder_from_directory(os.fspath(version_dir))
-  not_yet = NOT_SUPPORTED_YET.get(f"{builder.info.name}/{builder.info.config_name}")
+  # Our datasets say which check they get (registry); a build by `imagesets build --name`
+  # (any name) is a class-folders build, known by its features.
+  not_yet = registry.no_round_trip(builder.info.name, builder.info.config_name)
   if not_yet:  # rather than report a correct build as mismatched
     raise ValueError(f"{builder.info.full_name}: no round trip for this config yet ({not_yet})")
+  known = registry.BY_NAME.get(builder.info.name)
+  features = builder.info.features
+  kind = known.round_trip if known else (
+      "class_folders" if "file_name" in features and "label" in features else None)
   with _source_folder(source) as folder:
-    features = builder.info.features
-    if "class_mask" in features:
+    if kind == "voc_segmentation":
       return _verify_voc(builder, _voc_folder(folder), str(source))
-    if "file_name" in features and "label" in features:
+    if kind == "class_folders":
       return _verify_class_folders(builder, folder, str(source))
   raise ValueError(f"{builder.info.full_name}: no round trip for these features "
                    f"({sorted(features.keys())}); supported: class-per-folder builds and "

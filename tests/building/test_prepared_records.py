@@ -1,7 +1,6 @@
 """prepared_records: records made by the workers, written in hashed-key order, give exactly
 the shards TFDS's own writer (plus our deterministic writer) gives, in any process."""
 
-import contextlib
 import json
 import pathlib
 import pickle
@@ -13,12 +12,18 @@ import tensorflow_datasets as tfds
 import imagesets  # noqa: F401
 from conftest import shard_bytes, tfds_cli
 from imagesets.building import prepared_records
-from imagesets.building import shuffle_memory
+from imagesets.building import builder_base
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets_testing import sample_images
 from tensorflow_datasets.core import example_serializer
 from tensorflow_datasets.core import hashing
-from tensorflow_datasets.core import split_builder as split_builder_lib
+
+
+def stock_writer(patch):
+  """Builds of our builders go through TFDS's own split writer (what every build did before)."""
+  patch.setattr(builder_base.ImageSetBuilder, "_generate_all_splits",
+                lambda self, dl_manager, download_config, use_beam:
+                tfds.core.GeneratorBasedBuilder._generate_splits(self, dl_manager, download_config))
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def _build(root, data_dir, **config):
 def tfds_writer_build(photos, tmp_path_factory):
   """The same build through TFDS's own writer (what every build did before)."""
   with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(prepared_records, "writing", contextlib.nullcontext)
+    stock_writer(patch)
     return _build(photos, tmp_path_factory.mktemp("tfds_writer"))
 
 
@@ -61,7 +66,7 @@ def test_shards_equal_tfds_writer_shards(photos, tfds_writer_build, tmp_path):
 
 
 def test_spilled_records_write_the_same_shards(photos, tfds_writer_build, tmp_path, monkeypatch):
-  monkeypatch.setattr(shuffle_memory, "DEFAULT_LIMIT", 20_000)  # a few photos in memory
+  monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 20_000)  # a few photos in memory
   ours = _build(photos, tmp_path)
   assert (shard_bytes(pathlib.Path(ours.data_dir))
           == shard_bytes(pathlib.Path(tfds_writer_build.data_dir)))
@@ -73,7 +78,7 @@ def test_array_record_builds_equal_tfds_writer_builds(photos, tmp_path, monkeypa
       config=class_folders.ClassFoldersConfig(name="p", root=str(photos), skip_bad_files=True),
       data_dir=tmp_path / "ours", file_format="array_record")
   ours.download_and_prepare()
-  monkeypatch.setattr(prepared_records, "writing", contextlib.nullcontext)
+  stock_writer(monkeypatch)
   stock = class_folders.Builder(
       config=class_folders.ClassFoldersConfig(name="p", root=str(photos), skip_bad_files=True),
       data_dir=tmp_path / "stock", file_format="array_record")
@@ -106,11 +111,33 @@ def test_hashed_order_is_tfds_shuffle_order():
   assert [hkey for hkey, _ in order] == sorted(hasher.hash_key(key) for key in keys)
 
 
-def test_tfds_split_builder_is_restored_and_other_generators_use_it():
-  original = split_builder_lib.SplitBuilder._build_from_generator
-  with prepared_records.writing():
-    assert split_builder_lib.SplitBuilder._build_from_generator is not original
-  assert split_builder_lib.SplitBuilder._build_from_generator is original
+def test_examples_yielded_to_tfds_sorted_in_memory_or_spilled_give_tfds_shards(tmp_path,
+                                                                             monkeypatch):
+  # synthetic_images yields its examples to TFDS: we make and sort the records ourselves.
+  from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+
+  def build(where):
+    builder = synthetic.Builder(config="tiny", data_dir=tmp_path / where)
+    builder.download_and_prepare()
+    return shard_bytes(pathlib.Path(builder.data_dir))
+
+  ours = build("ours")
+  monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 3_000)  # spills after a few images
+  spilled = build("spilled")
+  stock_writer(monkeypatch)
+  assert ours == spilled == build("stock")
+  assert len(ours) >= 8
+  assert not list(tmp_path.rglob("buckets_*.tmp"))  # bucket files removed
+
+
+def test_sorted_spill_gives_keys_in_order(tmp_path):
+  pending = prepared_records._Sorted(tmp_path, limit=100)  # pylint: disable=protected-access
+  keys = [(i * 0x9E3779B97F4A7C15_F00D << 40) % (1 << 128) for i in range(300)]
+  for key in keys:
+    pending.add(key, key.to_bytes(16, "big"))
+  assert list(pending) == [(key, key.to_bytes(16, "big")) for key in sorted(keys)]
+  pending.discard()
+  assert list(tmp_path.iterdir()) == []
 
 
 def test_duplicate_keys_are_refused(tmp_path):

@@ -232,3 +232,23 @@ def test_an_array_record_build_suggests_what_reads_it():
   assert "tfds.load" not in array_record
   assert 'tfds.data_source("pets:1.0.0", split="train", data_dir="/d")' in array_record
   assert 'imagesets.classification_train("pets:1.0.0", data_dir="/d"' in array_record
+
+
+def test_list_of_a_local_folder_shows_its_builds_not_a_bucket_verdict(tmp_path):
+  # A new user's first try: build a folder, then list the data dir by its path.
+  from imagesets_testing import sample_images
+  for i in range(20):
+    path = tmp_path / "tree" / f"c{i % 2}" / f"{i}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.jpeg(30, 40, seed=i))
+  data_dir = tmp_path / "d"
+  built = imagesets("build", tmp_path / "tree", "--name", "newcomer", "--data-dir", data_dir)
+  assert built.returncode == 0, built.stderr
+  listed = imagesets("list", data_dir)
+  assert listed.returncode == 0, listed.stderr
+  header, row = listed.stdout.strip().splitlines()
+  assert header.split() == ["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "BUILT", "BY"]
+  cells = row.split()
+  assert cells[:3] == ["newcomer", "-", "1.0.0"] and cells[-1] == "imagesets"
+  assert cells[4] in ("KiB", "B") and "train=" in row and "not by imagesets" not in row
+  assert sum(int(part.split("=")[1]) for part in row.split() if "=" in part) == 20

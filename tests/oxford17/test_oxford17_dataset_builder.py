@@ -1,4 +1,4 @@
-"""flowers/oxford17: Oxford-17 built from a look-alike 17flowers.tgz and datasplits.mat
+"""oxford17: Oxford-17 built from a look-alike 17flowers.tgz and datasplits.mat
 (the real layout, 1,360 images) whose hashes the tests register: from --manual_dir and
 through TFDS's real download manager against a local server."""
 
@@ -16,8 +16,8 @@ from imagesets.building import archives
 from imagesets.building import downloads
 from imagesets.building import problems
 from imagesets.checksums import DIRECTORY as CHECKSUMS
-from imagesets.flowers import flowers_dataset_builder as flowers
-from imagesets.flowers import oxford17
+from imagesets.oxford17 import oxford17_dataset_builder as oxford17_builder
+from imagesets.oxford17 import oxford17_source as oxford17
 from imagesets_testing import fake_oxford17
 from imagesets_testing import http_server
 
@@ -42,13 +42,13 @@ def _md5(path) -> str:
 def _register(patch, tmp_path, source, *, url=oxford17.URL, size_known=False):
   """Registers the look-alikes as the real files: the archive's sha256 in a test checksum
   file (size 0 = not yet known, as for the real one), the split file's md5."""
-  patch.setattr(flowers.Builder, "_checksums_path", http_server.write_checksums(
-      tmp_path / "flowers.txt", {url: (source / oxford17.ARCHIVE, size_known)}))
+  patch.setattr(oxford17_builder.Builder, "_checksums_path", http_server.write_checksums(
+      tmp_path / "oxford17.txt", {url: (source / oxford17.ARCHIVE, size_known)}))
   patch.setattr(oxford17, "SPLITS_MD5", _md5(source / oxford17.SPLITS_FILE))
 
 
 def _build(data_dir, manual=None):
-  builder = tfds.builder("flowers/oxford17", data_dir=data_dir)
+  builder = tfds.builder("oxford17", data_dir=data_dir)
   config = tfds.download.DownloadConfig(manual_dir=str(manual)) if manual else None
   builder.download_and_prepare(download_config=config)
   return builder
@@ -195,17 +195,25 @@ def test_a_wrong_download_is_refused_with_one_line(source, server, tmp_path, mon
 
 def test_the_real_files_are_registered_by_their_published_hashes():
   lines = [line.split("\t") for line in
-           pathlib.Path(CHECKSUMS, "flowers.txt").read_text().splitlines()]
+           pathlib.Path(CHECKSUMS, "oxford17.txt").read_text().splitlines()]
   registered = {url: (int(size), sha, name) for url, size, sha, name in lines}
   assert registered[oxford17.URL] == (
       0, "fe38a60f8b4a95e657551247d3e7d799a3fafcdbc595be504b12839967823d70", "17flowers.tgz")
   assert oxford17.SPLITS_MD5 == "4828cddfd0d803c5abbdebcb1e148a1e"
-  assert oxford17.URL not in flowers.Builder.url_infos  # TFDS cannot check a size it lacks
-  assert oxford17.URL in flowers.Builder.registered_files
+  assert oxford17.URL not in oxford17_builder.Builder.url_infos  # TFDS cannot check a size it lacks
+  assert oxford17.URL in oxford17_builder.Builder.registered_files
 
 
 def test_verify_says_it_does_not_support_oxford17_yet(source, built):
   from imagesets.verifying import round_trip
-  with pytest.raises(ValueError, match=r"^flowers/oxford17/1.0.0: no round trip for this "
+  with pytest.raises(ValueError, match=r"^oxford17/1.0.0: no round trip for this "
                                        "config yet"):
     round_trip.verify(built.data_path, source / oxford17.ARCHIVE)
+
+
+def test_the_old_name_flowers_oxford17_gives_one_line_with_the_new_name(tmp_path):
+  with pytest.raises(ValueError) as caught:
+    tfds.builder("flowers/oxford17", data_dir=tmp_path)
+  message = str(caught.value)
+  assert len(message.strip().splitlines()) == 1
+  assert "flowers/oxford17 is now its own dataset, oxford17" in message

@@ -6,7 +6,7 @@ images, in blocks of 80 by index (images 1-80 are class 0, ...), in the order of
 dataset page. `datasplits.mat` holds the paper's three splits, each a training, a
 validation and a test list of 1-based image indices (`trn1`, `val1`, `tst1`, ...); they
 become the named splits `train1`, `validation1`, `test1`, ... The archive is checked by
-its published sha256 (checksums/flowers.txt), datasplits.mat by its published md5 (no
+its published sha256 (checksums/oxford17.txt), datasplits.mat by its published md5 (no
 sha256 is published for it).
 """
 

@@ -1,0 +1,179 @@
+"""imagesets lives in other people's processes: importing it, building and reading change
+nothing of TFDS, TensorFlow or absl, nor sys.meta_path or fd 2; two builds at once in one
+process do not share state."""
+
+import importlib
+import pathlib
+import sys
+import threading
+
+import imagesets
+from conftest import run, shard_bytes
+from imagesets_testing import sample_images
+
+# Runs in a fresh process: snapshot, then everything a user does with imagesets, then compare.
+_SNAPSHOT_SCRIPT = r'''
+import inspect, logging, os, sys
+
+WATCHED = ("tensorflow", "tensorflow_datasets", "absl", "keras")
+OURS = os.path.dirname(os.path.abspath(sys.argv[3])) + os.sep  # the imagesets package
+
+
+def watched(name):
+  return name.split(".")[0] in WATCHED
+
+
+def process_state():
+  stat = os.fstat(2)
+  absl_logger = logging.getLogger("absl")
+  return {"meta_path": tuple(map(id, sys.meta_path)), "path_hooks": tuple(map(id, sys.path_hooks)),
+          "fd 2": (stat.st_dev, stat.st_ino, os.readlink("/proc/self/fd/2")),
+          "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
+          "absl level": absl_logger.level, "absl filters": tuple(map(id, absl_logger.filters)),
+          "absl logger class": type(absl_logger).__name__}
+
+
+def ours(value) -> bool:
+  # A function (or a module loader's bound method) whose code is in this repo's files.
+  if inspect.ismethod(value):
+    value = value.__func__
+  return (inspect.isfunction(value)
+          and os.path.abspath(value.__code__.co_filename).startswith(OURS))
+
+
+def snapshot():
+  found = {}
+  for name, module in list(sys.modules.items()):
+    if module is None or not watched(name):
+      continue
+    loader = getattr(getattr(module, "__spec__", None), "loader", None)
+    # (set on the loader instance only when someone swapped it)
+    found[(name, "__spec__.loader.exec_module")] = getattr(loader, "__dict__", {}).get("exec_module")
+    for key, value in list(vars(module).items()):
+      found[(name, key)] = value
+      if (inspect.isclass(value) and watched(getattr(value, "__module__", "") or "")
+          and value.__module__ == name):
+        for attr, member in list(vars(value).items()):
+          found[(name, f"{key}.{attr}")] = member
+  return found
+
+
+process_before = process_state()
+import imagesets       # first, as a training script would: before TensorFlow and TFDS load
+process_imported = process_state()
+finders_imported = [type(finder).__module__ for finder in sys.meta_path]
+import absl.logging
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from imagesets.class_folders import class_folders_dataset_builder as class_folders
+from imagesets.reading import grain_pipeline
+# TensorFlow's own lazily made state (eager context, flags): made by any first use.
+tf.constant(0)
+tf.data.Dataset.range(1).map(lambda x: x + 1).get_single_element()
+# TFDS's usage-logging registry and call counter change on its API calls, whoever calls;
+# it checks TensorFlow's version once, on its first use of it.
+OWN_STATE = {("tensorflow_datasets.core.logging", "_registered_loggers"),
+             ("tensorflow_datasets.core.logging.call_metadata", "_NEXT_SESSION_ID"),
+             ("tensorflow_datasets.core.utils.lazy_imports_utils", "_ensure_tf_version_called")}
+before = snapshot()
+
+data_dir = sys.argv[1]
+builder = class_folders.Builder(
+    config=class_folders.ClassFoldersConfig(name="snap", root=sys.argv[2],
+                                            split_proportions={"train": 0.5, "test": 0.5}),
+    data_dir=data_dir)
+builder.download_and_prepare()
+synthetic = tfds.builder("synthetic_images/tiny", data_dir=data_dir)   # by name, through TFDS
+synthetic.download_and_prepare()
+ds = tfds.load("synthetic_images/tiny", split="train", data_dir=data_dir, download=False)
+assert len(list(ds)) == 12
+train = imagesets.classification_eval(builder, split="train", batch_size=2, image_size=32)
+assert (sum(int(batch["label"].shape[0]) for batch in train)
+        == builder.info.splits["train"].num_examples)
+
+after = snapshot()
+changed = [f"{module}: {key} changed by the build or read" for (module, key), value in before.items()
+           if after.get((module, key), "<gone>") is not value and (module, key) not in OWN_STATE]
+changed += [f"{module}: {key} is our code" for (module, key), value in after.items() if ours(value)]
+# `import imagesets` changes nothing of the process; the imports of TFDS (by it) and
+# TensorFlow add import finders of their own, but no finder of ours is ever in sys.meta_path.
+changed += [f"process: import imagesets changed {key}: {value} -> {process_imported[key]}"
+            for key, value in process_before.items()
+            if key != "meta_path" and process_imported[key] != value]
+changed += [f"process: import imagesets put a finder of {module} in sys.meta_path"
+            for module in finders_imported if module.startswith("imagesets")]
+process_after = process_state()
+changed += [f"process: {key} {value} -> {process_after[key]}"
+            for key, value in process_before.items()
+            if key != "meta_path" and process_after[key] != value]
+changed += [f"process: a finder of ours in sys.meta_path: {finder!r}" for finder in sys.meta_path
+            if type(finder).__module__.startswith("imagesets")]
+print("CHANGED", len(changed))
+for line in sorted(changed):
+  print(line)
+'''
+
+
+def _photo_tree(root: pathlib.Path, count: int, classes: int, seed: int = 0) -> pathlib.Path:
+  for i in range(count):
+    path = root / f"class{i % classes}" / f"{i:03d}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.jpeg(40 + i % 7, 50 + i % 5, seed=seed + i))
+  return root
+
+
+def test_import_build_and_read_change_nothing_of_tfds_tf_absl_or_the_process(tmp_path):
+  root = _photo_tree(tmp_path / "photos", 12, 3)
+  result = run([sys.executable, "-c", _SNAPSHOT_SCRIPT, str(tmp_path / "data"), str(root),
+                str(pathlib.Path(imagesets.__file__))])
+  lines = result.stdout.strip().splitlines()
+  report = lines[lines.index(next(l for l in lines if l.startswith("CHANGED"))):]
+  assert report == ["CHANGED 0"], "\n".join(report)
+
+
+def _build(root, name, data_dir):
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
+  builder = class_folders.Builder(
+      config=class_folders.ClassFoldersConfig(name=name, root=str(root)), data_dir=data_dir)
+  builder.download_and_prepare()
+  return pathlib.Path(builder.data_dir)
+
+
+def test_two_builds_at_once_in_two_threads_write_what_one_after_the_other_writes(tmp_path):
+  import tensorflow_datasets as tfds
+  trees = {"a": _photo_tree(tmp_path / "a", 36, 3, seed=0),
+           "b": _photo_tree(tmp_path / "b", 60, 4, seed=100)}
+  alone = {name: shard_bytes(_build(root, name, tmp_path / "alone")) for name, root in trees.items()}
+  together, errors = {}, []
+  # TFDS's split writer and shuffle, as every other dataset of the process uses them.
+  shared = [vars(importlib.import_module("tensorflow_datasets.core.split_builder").SplitBuilder),
+            vars(importlib.import_module("tensorflow_datasets.core.shuffle")),
+            vars(tfds.core.GeneratorBasedBuilder)]
+  state = [dict(namespace) for namespace in shared]
+  seen_changes, done = [], threading.Event()
+
+  def watch():  # TFDS's classes and globals stay TFDS's, also while our builds run
+    while not done.wait(0.002):
+      seen_changes.extend(key for namespace, was in zip(shared, state)
+                          for key, value in list(namespace.items()) if was.get(key) is not value)
+
+  def build(name):
+    try:
+      together[name] = shard_bytes(_build(trees[name], name, tmp_path / "together"))
+    except BaseException as error:  # pylint: disable=broad-except
+      errors.append(f"{name}: {type(error).__name__}: {error}")
+
+  watcher = threading.Thread(target=watch)
+  watcher.start()
+  threads = [threading.Thread(target=build, args=(name,)) for name in trees]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  done.set()
+  watcher.join()
+  assert errors == []
+  assert len(alone["a"]) >= 9 and together == alone
+  assert sorted(set(seen_changes)) == []
+  # and the process builds as before afterwards
+  assert shard_bytes(_build(trees["a"], "a", tmp_path / "after")) == alone["a"]

@@ -1,0 +1,128 @@
+"""Contracts of the TFDS non-public names we use (imagesets.tfds_internals): what each takes
+and gives, on small examples. A TFDS release that changes one fails here, by name."""
+
+import inspect
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from imagesets import tfds_internals
+
+
+def _features():
+  return tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="png"),
+      "label": tfds.features.ClassLabel(names=["a", "b"]),
+      "meta": {"height": np.int32, "name": tfds.features.Text()},
+  })
+
+
+def _example():
+  return {"image": np.zeros((2, 3, 3), np.uint8), "label": "b",
+          "meta": {"height": np.int32(2), "name": "x"}}
+
+
+def test_protos_are_tf_train_example_and_feature():
+  example = tf.train.Example(features=tf.train.Features(feature={
+      "a": tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))}))
+  ours = tfds_internals.Example.FromString(example.SerializeToString())
+  assert list(ours.features.feature["a"].int64_list.value) == [1, 2]
+  assert isinstance(ours.features.feature["a"], tfds_internals.Feature)
+
+
+def test_shard_config_and_classproperty_and_small_utilities(tmp_path):
+  assert tfds_internals.ShardConfig().get_number_shards(10 << 20, 100) == 1
+  assert tfds_internals.ShardConfig(num_shards=7).num_shards == 7
+  assert {"num_shards", "min_shard_size", "max_shard_size"} <= set(
+      inspect.signature(tfds_internals.ShardConfig).parameters)
+
+  class WithProperty:
+    @tfds_internals.classproperty
+    @classmethod
+    def name(cls):
+      return cls.__name__
+  assert WithProperty.name == "WithProperty"
+
+  assert tfds_internals.flatten_nest_dict({"a": {"b": 1}, "c": 2}) == {"a/b": 1, "c": 2}
+  assert tfds_internals.is_string_dtype(np.object_) and tfds_internals.is_integer_dtype(np.int32)
+  assert not tfds_internals.is_integer_dtype(np.float32)
+  assert not tfds_internals.is_string_dtype(np.int64)
+
+  checksums = tmp_path / "c.txt"
+  checksums.write_text("http://x/f.tgz\t12\t" + "ab" * 32 + "\tf.tgz\n")
+  info = tfds_internals.load_url_infos(checksums)["http://x/f.tgz"]
+  assert (int(info.size), info.checksum, info.filename) == (12, "ab" * 32, "f.tgz")
+
+
+def test_record_path_gives_tfds_serializer_records():
+  features = _features()
+  specs = tfds_internals.flat_example_specs(features)
+  assert set(specs) == {"image", "label", "meta/height", "meta/name"}
+  assert all(isinstance(spec, tfds.features.TensorInfo) for spec in specs.values())
+  encoded = tfds_internals.flatten_nest_dict(features.encode_example(_example()))
+  record = tfds_internals.dict_to_example(encoded, specs).SerializeToString(deterministic=True)
+  parsed = features.deserialize_example_np(record)
+  assert (parsed["label"], parsed["meta"]["height"]) == (1, 2)
+  feature = tfds_internals.item_to_feature(encoded["meta/height"], specs["meta/height"])
+  assert list(feature.int64_list.value) == [2]
+
+
+def test_key_hasher_is_tfds_shuffle_hash():
+  hash_key = tfds_internals.key_hasher("train")
+  assert hash_key("a/1.jpg") == tfds_internals.key_hasher("train")("a/1.jpg")
+  assert hash_key("a/1.jpg") != tfds_internals.key_hasher("test")("a/1.jpg")
+  assert all(0 <= hash_key(key) < 1 << 128 for key in ("x", b"x", 5))
+
+
+def test_shard_specs_index_files_and_file_adapters(tmp_path):
+  template = tfds.core.ShardedFileTemplate(data_dir=tmp_path, dataset_name="d", split="train",
+                                           filetype_suffix="tfrecord")
+  specs = tfds_internals.shard_specs(10, 1000, template, tfds_internals.ShardConfig(num_shards=3))
+  assert [spec.examples_number for spec in specs] == [3, 4, 3]  # TFDS's boundaries
+  assert [pathlib_name(spec.path) for spec in specs] == [
+      f"d-train.tfrecord-0000{i}-of-00003" for i in range(3)]
+  adapter = tfds_internals.file_adapter(tfds.core.FileFormat.TFRECORD)
+  adapter.write_examples(specs[0].path, iter([(1, b"r1"), (2, b"r2"), (3, b"r3")]))
+  assert [r.numpy() for r in tf.data.TFRecordDataset(str(specs[0].path))] == [b"r1", b"r2", b"r3"]
+  tfds_internals.write_index_file(tmp_path / "index", [0, 10, 20])
+  assert json.loads((tmp_path / "index").read_text()) == {"index": ["0", "10", "20"]}
+
+
+def pathlib_name(path) -> str:
+  return str(path).rsplit("/", 1)[-1]
+
+
+def test_split_builder_takes_what_we_give_it():
+  parameters = inspect.signature(tfds_internals.SplitBuilder).parameters
+  assert {"split_dict", "features", "dataset_size", "beam_options", "beam_runner",
+          "max_examples_per_split", "example_writer", "shard_config",
+          "ignore_duplicates"} <= set(parameters)
+  submit = inspect.signature(tfds_internals.SplitBuilder.submit_split_generation).parameters
+  assert list(submit) == ["self", "split_name", "generator", "filename_template",
+                          "disable_shuffling", "nondeterministic_order"]
+  assert hasattr(tfds_internals.SplitBuilder, "normalize_legacy_split_generators")
+
+
+def test_builder_hooks_are_there_and_filename_template_names_a_split(tmp_path):
+  tfds_internals.check_builder_hooks()
+  from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+  builder = synthetic.Builder(config="tiny", data_dir=tmp_path)
+  template = tfds_internals.filename_template(builder, "train")
+  assert template.split == "train" and template.dataset_name == "synthetic_images"
+
+
+def test_a_missing_name_fails_naming_our_function_and_the_fallback(monkeypatch):
+  monkeypatch.setattr(tfds_internals, "_writer", None)
+  with pytest.raises(tfds_internals.TFDSInternalsChanged,
+                     match=r"tfds_internals.shard_specs: TFDS .* has no "
+                           r"core.writer._get_shard_specs; fallback: let TFDS's own writer"):
+    tfds_internals.shard_specs(1, 1, None, None)
+  monkeypatch.setattr(tfds.core.GeneratorBasedBuilder, "_get_filename_template",
+                      lambda self, split: None)
+  with pytest.raises(tfds_internals.TFDSInternalsChanged,
+                     match=r"check_builder_hooks: .*GeneratorBasedBuilder._get_filename_template.*"
+                           r"fallback: build with the stock GeneratorBasedBuilder"):
+    tfds_internals.check_builder_hooks()
