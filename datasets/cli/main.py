@@ -17,6 +17,7 @@ print the subcommand's usage and exit 2. Help, usage errors, `list`, `fetch` and
 import argparse
 import datetime
 import difflib
+import json
 import logging
 import os
 import pathlib
@@ -108,11 +109,12 @@ def cmd_build(args) -> int:
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
+  from imagesets.verifying import duplicates
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side,
-      image_size=args.image_size)
+      image_size=args.image_size, leakage=args.leakage or "")
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
@@ -128,6 +130,11 @@ def cmd_build(args) -> int:
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json)")
   for line in named_build.skipped_lines(skipped):
     print(line)
+  report = pathlib.Path(data_dir) / info.name / str(info.version) / duplicates.REPORT_FILE
+  if report.exists():
+    groups, dropped = duplicates.from_json(json.loads(report.read_text()))
+    print(duplicates.summary(groups, sum(s.num_examples for s in info.splits.values())
+                             + len(dropped), dropped) + f" (see {report})")
   for line in _load_hint(info.name, str(info.version), data_dir, args.file_format):
     print(line)
   return 0
@@ -287,6 +294,10 @@ def parser() -> argparse.ArgumentParser:
                  help="store larger images resized to a shorter side of exactly S, JPEG "
                  "quality 90, for training at S (default: original bytes)")
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
+  p.add_argument("--leakage", choices=["warn", "error", "drop", "off"], default=None,
+                 help="the same picture in two splits: warn (default: named in the closing "
+                 "summary, the card and duplicates.json), error (stop), drop (keep the "
+                 "earliest split's copy: train, validation, test), off (no duplicate check)")
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")
   p.add_argument("--homepage")
