@@ -155,6 +155,93 @@ def cmd_verify(args) -> int:
   return 0 if report.ok else 1
 
 
+def _version_images(builder) -> list:
+  """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
+  from imagesets.verifying import duplicates, image_hashes, version_examples
+
+  images = []
+  for split in version_examples.splits(builder):
+    for index, example in enumerate(version_examples.examples(builder, split)):
+      images.append((duplicates.Member(split, example.file_name or f"{split}[{index}]",
+                                       example.label), image_hashes.of_bytes(example.image)))
+  return images
+
+
+def cmd_duplicates(args) -> int:
+  _start_tensorflow()
+  from imagesets.verifying import duplicates, version_examples
+
+  data_dir = constants.data_dir(args.data_dir)
+  builder = version_examples.open_builder(args.spec, data_dir)
+  stored = version_examples.folder(builder) / duplicates.REPORT_FILE
+  if stored.exists() and not args.recompute:
+    report = json.loads(stored.read_text())
+  else:  # built before duplicates were recorded, or by another tool
+    images = _version_images(builder)
+    groups = duplicates.find([m for m, _ in images], [f for _, f in images])
+    report = duplicates.to_json(groups, len(images))
+  if args.json:
+    print(json.dumps(report, indent=1))
+    return 0
+  groups, dropped = duplicates.from_json(report)
+  print(f"{builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
+  for group in groups:
+    flags = [f for f, on in (("LEAK", group.cross_split),
+                             ("LABEL CONFLICT", group.label_conflict)) if on]
+    print(f"{group.kind}{' (' + ', '.join(flags) + ')' if flags else ''}:")
+    for member in group.members:
+      print(f"  {member.split}/{member.file_name} [{member.label}]")
+  for member in dropped:
+    print(f"dropped by the build: {member.split}/{member.file_name} [{member.label}]")
+  return 0
+
+
+def _side(text: str, data_dir: str) -> tuple[str, str]:
+  """(spec, data dir) of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
+  `URL/name[/config]:x.y.z` (s3://, gs://, file:// or a local path)."""
+  if "://" not in text and not text.startswith(("/", "~", ".")):
+    return text, data_dir
+  location, _, spec = text.rstrip("/").rpartition("/")
+  parent, _, name = location.rpartition("/")
+  if ":" in spec and not streaming_exists(location, spec):  # NAME/CONFIG:VERSION
+    return f"{name}/{spec}", parent
+  return spec, location
+
+
+def streaming_exists(location: str, spec: str) -> bool:
+  """Whether `location` holds dataset `spec`'s name (a local folder or any bucket URL)."""
+  if "://" in location:
+    return True  # a bucket: NAME:VERSION unless the caller wrote NAME/CONFIG:VERSION
+  return (pathlib.Path(location).expanduser() / spec.split(":")[0]).is_dir()
+
+
+def cmd_diff(args) -> int:
+  try:
+    _start_tensorflow()
+    from imagesets.verifying import version_diff, version_examples
+
+    data_dir = constants.data_dir(args.data_dir)
+    sides = []
+    for text in (args.old, args.new):
+      spec, where = _side(text, data_dir)
+      builder = version_examples.open_builder(spec, where)
+      sides.append((builder.info.full_name, [
+          version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
+          for split in version_examples.splits(builder)
+          for e in version_examples.examples(builder, split)]))
+    result = version_diff.diff(sides[0][1], sides[1][1])
+  except Exception as exc:  # pylint: disable=broad-except
+    if args.verbose or startup.verbose():
+      raise
+    print(f"imagesets: error: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+    return 2  # as diff(1): 0 same, 1 different, 2 trouble
+  if args.json:
+    print(json.dumps(result.to_json(), indent=1))
+  else:
+    print("\n".join(version_diff.summary(result, sides[0][0], sides[1][0], show=args.show)))
+  return 0 if result.same else 1
+
+
 def cmd_publish(args) -> int:
   from imagesets.publishing import publish as publish_lib
 
@@ -316,6 +403,37 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
                  help="the folder or archive (.tgz, .tar) it was built from")
   p.set_defaults(run=cmd_verify)
+
+  p = commands.add_parser(
+      "duplicates", help="exact and near-duplicate images of a version, across splits "
+      "(leakage) and with other labels (label conflicts)",
+      description="Reports the groups of duplicate images of a prepared or published version: "
+      "exact (same decoded pixels) and near (re-encoded, resized, converted, cropped by a few "
+      "percent). Reads the report stored by the build, or computes it from the records.")
+  p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="local TFDS data dir or bucket URL (default: %(default)s)")
+  p.add_argument("--json", action="store_true", help="print the report as JSON")
+  p.add_argument("--recompute", action="store_true",
+                 help="recompute from the records even if the build stored a report")
+  p.set_defaults(run=cmd_duplicates)
+
+  p = commands.add_parser(
+      "diff", help="what changed between two versions: added, removed, changed, relabelled, "
+      "moved examples per split and class; exit 0 same, 1 different, 2 error",
+      description="Compares two versions example by example, matching by source file name "
+      "(where the builder keeps one) and by content.",
+      epilog="example:\n  imagesets diff pets:1.0.0 pets:1.1.0 --show 5\n"
+      "  imagesets diff s3://team/tfds/pets:1.0.0 pets:1.1.0 --json")
+  p.add_argument("old", metavar="OLD", help="NAME[/CONFIG]:VERSION, or DATA_DIR_OR_URL/NAME[/CONFIG]:VERSION")
+  p.add_argument("new", metavar="NEW", help="as OLD")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="where OLD and NEW are, unless given as full paths or URLs "
+                 "(default: %(default)s)")
+  p.add_argument("--show", type=int, default=0, metavar="N",
+                 help="list up to N file names per kind and split")
+  p.add_argument("--json", action="store_true", help="print the differences as JSON")
+  p.set_defaults(run=cmd_diff)
 
   p = commands.add_parser("publish", help="upload a prepared version, verified, committed last")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
