@@ -126,15 +126,16 @@ def cmd_build(args) -> int:
   counts = _examples({split: s.num_examples for split, s in info.splits.items()})
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
+  report = pathlib.Path(data_dir) / info.name / str(info.version) / duplicates.REPORT_FILE
+  found = ""
+  if report.exists():  # (not with --leakage off, nor on Beam)
+    stored = json.loads(report.read_text())
+    groups, dropped = duplicates.from_json(stored)
+    found = f"; {duplicates.summary(groups, stored['num_images'], dropped)} ({report.name})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
-        f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json)")
+        f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
   for line in named_build.skipped_lines(skipped):
     print(line)
-  report = pathlib.Path(data_dir) / info.name / str(info.version) / duplicates.REPORT_FILE
-  if report.exists():
-    groups, dropped = duplicates.from_json(json.loads(report.read_text()))
-    print(duplicates.summary(groups, sum(s.num_examples for s in info.splits.values())
-                             + len(dropped), dropped) + f" (see {report})")
   for line in _load_hint(info.name, str(info.version), data_dir, args.file_format):
     print(line)
   return 0
