@@ -12,7 +12,9 @@ about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` ru
 * on Beam, when the build was given Beam options (`tfds build --beam_pipeline_options`),
   as `Create | FlatMap` on the runner's workers.
 
-Both paths turn every BadItem into a `Problem(key, reason)` and keep every note.
+Both paths turn every BadItem into a `Problem(key, reason)` and keep every note, and
+fingerprint each example's image where it was made (`_identity`: `image_hashes`, for the
+duplicate report; `leakage="drop"` runs the items once more first, locally only).
 Beam workers write theirs to files under the (temporary) data dir, which the driver
 reads once the pipeline is done. `report()` gives all of them to the builder, which
 raises one error or records them (`builder_base.ImageSetBuilder`).
@@ -50,7 +52,7 @@ class BadItem(Exception):
 class Report:
   problems: list[problems_lib.Problem]   # sorted
   notes: dict[str, str]                  # key -> note, sorted by key
-  # Every example's identity and fingerprint, for the duplicate report (local builds only).
+  # Every example's identity and fingerprint, for the duplicate report (`_identity`).
   images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
   dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
 
@@ -64,18 +66,29 @@ def _outcome(process: Process, key: str, item: Item):
   return key, example, note, None
 
 
+def _beam_outcome(process: Process, fingerprint: bool, key: str, item: Item):
+  """(key, example, note, reason, identity or None) on a Beam worker."""
+  key, example, note, reason = _outcome(process, key, item)
+  return key, example, note, reason, (
+      _identity(example, key) if fingerprint and example is not None else None)
+
+
 def _examples_of(outcome):
-  key, example, _, _ = outcome
+  key, example, _, _, _ = outcome
   if example is not None:
     yield key, example
 
 
-def _report_lines(outcome):
-  key, _, note, reason = outcome
+def _report_lines(outcome, split):
+  key, _, note, reason, identity = outcome
   if reason is not None:
     yield json.dumps({"problem": [key, reason]})
   if note is not None:
     yield json.dumps({"note": [key, note]})
+  if identity is not None and identity[2] is not None:
+    file_name, label, fingerprint = identity
+    label = label if label is None or isinstance(label, str) else int(label)
+    yield json.dumps({"image": [split, key, file_name, label, fingerprint.to_json()]})
 
 
 def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
@@ -254,6 +267,7 @@ class Generation:
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam
     report_prefix = os.fspath(self._report_dir() / split)
+    fingerprint = self.leakage != "off"
 
     class _ProcessItems(beam.PTransform):
 
@@ -261,9 +275,10 @@ class Generation:
         outcomes = (
             pipeline
             | "Items" >> beam.Create(list(items))
-            | "Process" >> beam.MapTuple(lambda key, item: _outcome(process, key, item)))
+            | "Process" >> beam.MapTuple(
+                lambda key, item: _beam_outcome(process, fingerprint, key, item)))
         _ = (outcomes
-             | "Report" >> beam.FlatMap(_report_lines)
+             | "Report" >> beam.FlatMap(_report_lines, split)
              | "WriteReport" >> beam.io.WriteToText(report_prefix, file_name_suffix=".jsonl"))
         return outcomes | "Examples" >> beam.FlatMap(_examples_of)
 
@@ -281,6 +296,10 @@ class Generation:
           record = json.loads(line)
           if "problem" in record:
             self._record(record["problem"][0], None, record["problem"][1])
+          elif "image" in record:
+            split, key, file_name, label, fingerprint = record["image"]
+            self._images.append((split, key, (
+                file_name, label, image_hashes.Fingerprint.from_json(fingerprint))))
           else:
             self._record(record["note"][0], record["note"][1], None)
       for path in report_dir.iterdir():
