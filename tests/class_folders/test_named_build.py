@@ -138,6 +138,9 @@ def test_publish_and_fetch_by_the_users_name(data_dir, bucket_url, tmp_path):
   fetched = fetch.fetch(bucket_url, "pets:1.2.0", cache_dir=tmp_path / "cache", progress=False)
   assert (records_by_split(pathlib.Path(fetched) / "pets" / "1.2.0")
           == records_by_split(data_dir / "pets" / "1.2.0"))
+  for kept in ("duplicates.json", "README.md"):  # the duplicate report and the card travel too
+    assert ((pathlib.Path(fetched) / "pets" / "1.2.0" / kept).read_bytes()
+            == (data_dir / "pets" / "1.2.0" / kept).read_bytes())
 
 
 def test_same_records_as_class_folders_and_on_beam(tree, tmp_path):
