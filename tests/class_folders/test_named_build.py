@@ -177,3 +177,12 @@ def test_image_size_counts_in_the_fingerprint_only_when_set():
       class_folders_builder.ClassFoldersConfig(name="a", image_size=224), "tfrecord")
   assert "image_size" not in default and "shorter_side" in default
   assert sized == {**default, "image_size": 224}
+
+
+def test_leakage_counts_in_the_fingerprint_only_when_it_drops_examples():
+  def options(leakage):
+    return named_build.fingerprint_options(
+        class_folders_builder.ClassFoldersConfig(name="a", leakage=leakage), "tfrecord")
+  assert options("") == options("warn") == options("error") == options("off")
+  assert "leakage" not in options("warn")
+  assert options("drop") == {**options(""), "leakage": "drop"}
