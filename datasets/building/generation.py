@@ -194,21 +194,17 @@ class Generation:
       if outcome[-1] is not None:
         self._images.append((split, outcome[0], outcome[-1]))
     self._fingerprinted = True
-    images = self.images()
-    groups = duplicates.find([m for m, _ in images], [f for _, f in images])
-    self._dropped = duplicates.to_drop(groups)
-    keys = {(member.split, member.file_name): key
-            for (split, key, _), (member, _) in zip(self._images_with_fingerprint(), images)}
-    gone = {(m.split, keys[(m.split, m.file_name)]) for m in self._dropped}
+    entries = self._members()
+    self._dropped = duplicates.to_drop(duplicates.find([m for _, m, _ in entries],
+                                                       [f for _, _, f in entries]))
+    dropped = set(self._dropped)
+    gone = {(member.split, key) for key, member, _ in entries if member in dropped}
     for split in splits:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
 
-  def _images_with_fingerprint(self):
-    return [entry for entry in self._images if entry[2][2] is not None]
-
-  def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
-    """Every fingerprinted example so far, labels as class names."""
+  def _members(self) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
+    """(key, member, fingerprint) of every example fingerprinted so far; labels as names."""
     label = self.features["label"] if self.features and "label" in self.features else None
     names = getattr(label, "names", None)
 
@@ -217,8 +213,12 @@ class Generation:
         return None if value is None else str(value)
       return names[int(value)]
 
-    return [(duplicates.Member(split, file_name, label_name(value)), fingerprint)
-            for split, _, (file_name, value, fingerprint) in self._images_with_fingerprint()]
+    return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
+            for split, key, (file_name, value, fingerprint) in self._images
+            if fingerprint is not None]
+
+  def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
+    return [(member, fingerprint) for _, member, fingerprint in self._members()]
 
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
