@@ -15,6 +15,7 @@ print the subcommand's usage and exit 2. Help, usage errors, `list`, `fetch` and
 """
 
 import argparse
+import collections
 import datetime
 import difflib
 import json
@@ -160,11 +161,12 @@ def _version_images(builder) -> list:
   """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
   from imagesets.verifying import duplicates, image_hashes, version_examples
 
-  images = []
-  for split in version_examples.splits(builder):
-    for index, example in enumerate(version_examples.examples(builder, split)):
-      images.append((duplicates.Member(split, example.file_name or f"{split}[{index}]",
-                                       example.label), image_hashes.of_bytes(example.image)))
+  images, count = [], collections.Counter()
+  for example in version_examples.every_example(builder, "fingerprinting"):
+    count[example.split] += 1
+    name = example.file_name or f"{example.split}[{count[example.split] - 1}]"
+    images.append((duplicates.Member(example.split, name, example.label),
+                   image_hashes.of_bytes(example.image)))
   return images
 
 
@@ -228,8 +230,7 @@ def cmd_diff(args) -> int:
       builder = version_examples.open_builder(spec, where)
       sides.append((builder.info.full_name, [
           version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
-          for split in version_examples.splits(builder)
-          for e in version_examples.examples(builder, split)]))
+          for e in version_examples.every_example(builder, "reading")]))
     result = version_diff.diff(sides[0][1], sides[1][1])
   except Exception as exc:  # pylint: disable=broad-except
     if args.verbose or startup.verbose():

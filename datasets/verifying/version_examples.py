@@ -13,6 +13,7 @@ from typing import Iterator
 
 import tensorflow_datasets as tfds
 
+from imagesets import progress_lines
 from imagesets.publishing import versions
 from imagesets.reading import streaming
 
@@ -76,3 +77,18 @@ def examples(builder, split: str) -> Iterator[Example]:
 
 def splits(builder) -> list[str]:
   return list(builder.info.splits)
+
+
+def every_example(builder, what: str) -> Iterator[Example]:
+  """The examples of every split, with a progress bar on stderr (a line every few seconds
+  in a log) saying `what` is done with them."""
+  import tqdm  # pylint: disable=import-outside-toplevel
+
+  total = sum(split.num_examples for split in builder.info.splits.values())
+  with progress_lines.log_friendly_stderr(), tqdm.tqdm(
+      total=total, desc=f"{what} {builder.info.full_name}", unit=" images",
+      leave=False) as bar:
+    for split in splits(builder):
+      for example in examples(builder, split):
+        yield example
+        bar.update()
