@@ -4,7 +4,8 @@ split, source file name (where the builder keeps one), label name and the stored
 
 A version is `name[/config]:x.y.z` in a data dir: a local TFDS data dir, or a bucket URL
 (s3://, gs://, file://) whose shards stream through the bounded shard cache, one at a time
-(`open_builder`: the one place that knows how a bucket is read), never copied whole.
+(`open_builder`, `_streamed_records`: the only code that knows how a bucket is read),
+never copied whole.
 """
 
 import dataclasses
@@ -29,9 +30,7 @@ class Example:
 
 
 def open_builder(spec: str, data_dir: str) -> tfds.core.DatasetBuilder:
-  """A read-only builder of the version; a bucket's through the shard cache.
-
-  (The read path's `sources.open_source(spec, data_dir)` replaces this at its merge.)"""
+  """A read-only builder of the version; a bucket's through the shard cache."""
   if streaming.is_bucket_url(data_dir):
     return streaming.open_builder(spec, str(data_dir))
   data_dir = pathlib.Path(data_dir).expanduser()
@@ -44,18 +43,23 @@ def folder(builder) -> pathlib.Path:
   return pathlib.Path(str(builder.data_dir))
 
 
-def _records(builder, split: str):
-  if streaming.cache_of(builder) is not None:
-    return streaming.records(builder, split, shuffle=False, seed=0, num_epochs=1,
-                             deterministic=True)
-  return None
+def _streamed_records(builder, split: str):
+  """The serialized examples of a bucket version's split, in stored order, shard by shard
+  through the bounded cache; None for a local version.
+
+  With `open_builder`, the one place that knows how a bucket is read (at the merge of the
+  read path's redesign: `sources.open_source(spec, url)` and `source.records(split)`)."""
+  if streaming.cache_of(builder) is None:
+    return None
+  return streaming.records(builder, split, shuffle=False, seed=0, num_epochs=1,
+                           deterministic=True)
 
 
 def examples(builder, split: str) -> Iterator[Example]:
   """Every example of `split`, in stored order."""
   features = builder.info.features
   decoders = {"image": tfds.decode.SkipDecoding()}
-  records = _records(builder, split)
+  records = _streamed_records(builder, split)
   if records is not None:
     dataset = records.map(lambda r: features.deserialize_example(r, decoders=decoders))
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
