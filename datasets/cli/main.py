@@ -199,23 +199,25 @@ def cmd_duplicates(args) -> int:
   return 0
 
 
-def _side(text: str, data_dir: str) -> tuple[str, str]:
-  """(spec, data dir) of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
-  `URL/name[/config]:x.y.z` (s3://, gs://, file:// or a local path)."""
+def _open_side(text: str, data_dir: str):
+  """The builder of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
+  `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
+  from imagesets.verifying import version_examples
+
   if "://" not in text and not text.startswith(("/", "~", ".")):
-    return text, data_dir
+    return version_examples.open_builder(text, data_dir)
   location, _, spec = text.rstrip("/").rpartition("/")
   parent, _, name = location.rpartition("/")
-  if ":" in spec and not streaming_exists(location, spec):  # NAME/CONFIG:VERSION
-    return f"{name}/{spec}", parent
-  return spec, location
-
-
-def streaming_exists(location: str, spec: str) -> bool:
-  """Whether `location` holds dataset `spec`'s name (a local folder or any bucket URL)."""
-  if "://" in location:
-    return True  # a bucket: NAME:VERSION unless the caller wrote NAME/CONFIG:VERSION
-  return (pathlib.Path(location).expanduser() / spec.split(":")[0]).is_dir()
+  try:
+    return version_examples.open_builder(spec, location)
+  except Exception:  # pylint: disable=broad-except
+    if not parent:
+      raise
+    try:  # DATA_DIR/NAME/CONFIG:VERSION
+      return version_examples.open_builder(f"{name}/{spec}", parent)
+    except Exception:  # pylint: disable=broad-except
+      pass
+    raise
 
 
 def cmd_diff(args) -> int:
@@ -226,8 +228,7 @@ def cmd_diff(args) -> int:
     data_dir = constants.data_dir(args.data_dir)
     sides = []
     for text in (args.old, args.new):
-      spec, where = _side(text, data_dir)
-      builder = version_examples.open_builder(spec, where)
+      builder = _open_side(text, data_dir)
       sides.append((builder.info.full_name, [
           version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
           for e in version_examples.every_example(builder, "reading")]))

@@ -72,6 +72,8 @@ def test_diff_exit_status_summary_and_json(versions, capsys):
   assert kinds["changed"] == ["dog/3.jpg"]
   assert kinds["relabelled"] + kinds["moved_in"] == ["dog/4b.jpg"]  # split by its new path
   assert sum(split["unchanged"] for split in splits.values()) == 8
+  assert cli.main(["diff", f"{versions}/pets:1.0.0", "pets:1.0.0", *args]) == 0  # a full path
+  capsys.readouterr()
   assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 2
   assert "9.0.0" in capsys.readouterr().err
 
