@@ -13,9 +13,9 @@ Hamming distance. A pair `d` bits apart agrees on a band with probability
 C(128-d, 14)/C(128, 14): at d = 24 (a 5 % crop) 0.055, so 64 bands find it with
 probability 0.97 (at d <= 16: > 0.999); distinct photos (d ~ 64) agree on a band with
 probability 6e-5, so the candidates checked are ~0.4 % of all pairs. The work is a sort of
-N keys per band plus the candidate checks, all numpy; memory is O(N) (17 bytes an image
-plus the candidates of one band), whatever the images' sizes
-(docs/know_your_data.md measures it at 60,000 images).
+N keys per band plus the candidate checks, all numpy; memory is O(N) (the hashes' 128 bits
+unpacked, one band's keys and candidates: ~450 bytes an image at 60,000), whatever the
+images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images).
 """
 
 import collections
