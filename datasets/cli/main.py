@@ -194,6 +194,8 @@ def cmd_duplicates(args) -> int:
     print(f"{group.kind}{' (' + ', '.join(flags) + ')' if flags else ''}:")
     for member in group.members:
       print(f"  {member.split}/{member.file_name} [{member.label}]")
+    for same in group.same_pixels():
+      print(f"  same pixels: {same}")
   for member in dropped:
     print(f"dropped by the build: {member.split}/{member.file_name} [{member.label}]")
   return 0

@@ -63,7 +63,8 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
   if notable:
     lines += _table(["kind", "leak", "label conflict", "members (split/file: label)"], [
         [g.kind, "yes" if g.cross_split else "", "yes" if g.label_conflict else "",
-         "<br>".join(f"{m.split}/{m.file_name}: {m.label}" for m in g.members)]
+         "<br>".join([f"{m.split}/{m.file_name}: {m.label}" for m in g.members]
+                     + [f"same pixels: {same}" for same in g.same_pixels()])]
         for g in notable[:_LISTED]])
     if len(notable) > _LISTED:
       lines += ["", f"... and {len(notable) - _LISTED} more."]

@@ -56,6 +56,8 @@ class Member:
 class Group:
   kind: str                 # EXACT: every member has the same pixels; NEAR otherwise
   members: tuple[Member, ...]  # in split order, then by file name
+  # In a NEAR group, the members that have the very same pixels (positions in `members`).
+  exact_sets: tuple[tuple[int, ...], ...] = ()
 
   @property
   def splits(self) -> list[str]:
@@ -69,10 +71,16 @@ class Group:
   def label_conflict(self) -> bool:
     return len({m.label for m in self.members}) > 1
 
+  def same_pixels(self) -> list[str]:
+    """'split/file = split/file' for each set of members with the very same pixels."""
+    return [" = ".join(f"{self.members[p].split}/{self.members[p].file_name}" for p in positions)
+            for positions in self.exact_sets]
+
   def to_json(self) -> dict:
     return {"kind": self.kind, "cross_split": self.cross_split,
             "label_conflict": self.label_conflict,
-            "members": [m.to_json() for m in self.members]}
+            "members": [m.to_json() for m in self.members],
+            "exact_sets": [list(positions) for positions in self.exact_sets]}
 
 
 def split_rank(split: str) -> tuple:
@@ -152,8 +160,13 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   near = near_pairs([f.perceptual for f in fingerprints], threshold)
   groups = []
   for indices in _components(len(members), exact + [tuple(p) for p in near.tolist()]):
-    kind = EXACT if len({fingerprints[i].pixels for i in indices}) == 1 else NEAR
-    groups.append(Group(kind, tuple(sorted((members[i] for i in indices), key=_member_order))))
+    indices = sorted(indices, key=lambda i: _member_order(members[i]))
+    same = collections.defaultdict(list)
+    for position, index in enumerate(indices):
+      same[fingerprints[index].pixels].append(position)
+    kind = EXACT if len(same) == 1 else NEAR
+    groups.append(Group(kind, tuple(members[i] for i in indices), tuple(
+        tuple(p) for p in same.values() if len(p) > 1) if kind == NEAR else ()))
   return sorted(groups, key=lambda g: _member_order(g.members[0]))
 
 
@@ -205,5 +218,6 @@ def to_json(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] 
 
 
 def from_json(report: dict) -> tuple[list[Group], list[Member]]:
-  groups = [Group(g["kind"], tuple(Member(**m) for m in g["members"])) for g in report["groups"]]
+  groups = [Group(g["kind"], tuple(Member(**m) for m in g["members"]),
+                  tuple(tuple(p) for p in g.get("exact_sets", ()))) for g in report["groups"]]
   return groups, [Member(**m) for m in report.get("dropped", [])]

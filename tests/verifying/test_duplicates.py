@@ -82,6 +82,21 @@ def test_summary_names_the_leaks_and_json_round_trips():
   assert report["groups"][0] == {"kind": "exact", "cross_split": False, "label_conflict": False,
                                  "members": [{"split": "train", "file_name": "0.jpg", "label": "a"},
                                              {"split": "train", "file_name": "copy_exact.jpg",
-                                              "label": "a"}]}
+                                              "label": "a"}],
+                                 "exact_sets": []}
   assert duplicates.from_json(report) == (groups, [])
   assert duplicates.summary([], 3) == "duplicates: none among 3 images"
+
+
+def test_a_near_group_says_which_members_have_the_very_same_pixels():
+  pixels = sample_images.photo(150, 200, seed=3)
+  members = [Member("train", "a.jpg", "a"), Member("test", "b.png", "a"),
+             Member("validation", "c.jpg", "a")]
+  fingerprints = [image_hashes.of_bytes(planted_copies.original(pixels)),
+                  image_hashes.of_bytes(planted_copies.png(pixels)),
+                  image_hashes.of_bytes(planted_copies.jpeg_q60(pixels))]
+  [group] = duplicates.find(members, fingerprints)
+  assert group.kind == "near" and [m.split for m in group.members] == ["train", "validation",
+                                                                       "test"]
+  assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
+  assert group.same_pixels() == ["train/a.jpg = test/b.png"]
