@@ -23,8 +23,6 @@ import io
 import imagehash
 import numpy as np
 import PIL.Image
-import scipy.fftpack  # noqa: F401  (imagehash.phash imports it on first use: now, so that
-                      # the build's forked workers inherit it instead of each importing it)
 import simplejpeg
 
 HASH_BITS = 128  # pHash 64 + aHash 64
