@@ -104,3 +104,16 @@ def test_only_the_door_reaches_tfds_private_names():
            if path.name != "tfds_internals.py"
            and str(path.relative_to(REPO)) not in _DOOR_PENDING}
   assert {path: names for path, names in users.items() if names} == {}
+
+
+def test_what_the_build_imports_from_verifying_never_imports_the_read_path_or_publishing():
+  # building/ fingerprints and groups images with these; they must stay light and one-way.
+  used = sorted({name.split(".")[2] for path in _modules("building") for name in _imports(path)
+                 if name.startswith("imagesets.verifying.")})
+  assert used == ["dataset_card", "duplicates", "image_hashes"]
+  forbidden = ["imagesets.reading", "imagesets.publishing", "imagesets.building",
+               "imagesets.cli", *(f"imagesets.{name}" for name in BUILDERS)]
+  for module in used:
+    path = PACKAGE / "verifying" / f"{module}.py"
+    assert not [n for n in _imports(path) if any(n == f or n.startswith(f + ".")
+                                                  for f in forbidden)], module

@@ -40,6 +40,7 @@ from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import deterministic_writer
 from imagesets.building import downloads
+from imagesets.building import duplicate_report
 from imagesets.building import generation
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
@@ -91,7 +92,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                 or download_config.beam_runner is not None)
     with parallel_map.executor(threads=self._reads_remote_files()) as pool:
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
-                                              pool=pool, features=self.info.features)
+                                              pool=pool, features=self.info.features,
+                                              leakage=self._leakage())
       try:
         split_infos = self._generate_all_splits(
             dl_manager, sharding.with_min_shards(download_config), use_beam)
@@ -103,7 +105,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           self.generation.check_unfinished()
           self._finish_generation(self.generation.report())
         raise
-    self._finish_generation(self.generation.report())
+    report = self.generation.report()
+    self._finish_generation(report)
+    found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
+                                    title=self.info.full_name)
+    if found is not None and self.info.metadata is not None:
+      self.info.metadata["duplicates"] = found
     return split_infos
 
   def _generate_all_splits(self, dl_manager, download_config, use_beam: bool):
@@ -122,6 +129,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       return tfds_internals.generate_splits_locally(
           self, dl_manager, split_builder,
           nondeterministic_order=download_config.nondeterministic_order)
+
+  def _leakage(self) -> str:
+    """What to do about images in more than one split (duplicates.LEAKAGE_ACTIONS)."""
+    return "warn"
 
   def _reads_remote_files(self) -> bool:
     """True when per-example work reads a bucket: threads then, not forked processes."""

@@ -26,6 +26,7 @@ from imagesets.building import generation
 from imagesets.building import problems
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
+from imagesets.verifying import duplicates
 
 
 @dataclasses.dataclass(eq=False)
@@ -41,11 +42,16 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
   image_size: int = ORIGINAL_SIZE    # > 0: store larger images resized to exactly this shorter side
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
+  # Images in more than one split: "" or "warn" reports them, "error" stops, "drop" keeps the
+  # earliest split's copies only (duplicates.LEAKAGE_ACTIONS; only "drop" changes the bytes).
+  leakage: str = ""
 
   def __post_init__(self):
     # "~/photos" in a --config JSON reaches us unexpanded (no shell in between).
     if self.root.startswith("~"):
       self.root = os.path.expanduser(self.root)
+    if self.leakage and self.leakage not in duplicates.LEAKAGE_ACTIONS:
+      raise ValueError(f"leakage={self.leakage!r}: use one of {', '.join(duplicates.LEAKAGE_ACTIONS)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +146,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _reads_remote_files(self) -> bool:
     return class_folders_tree.is_remote(self.options.root)
 
+  def _leakage(self) -> str:
+    return self.options.leakage or "warn"
+
   def _finish_generation(self, report: generation.Report) -> None:
     options = self.options
     bad = report.problems
@@ -154,7 +163,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
                       "\n".join(f"  {p.where}: {p.reason}" for p in bad))
     if report.notes:
       logging.info("%s: re-encoded %d file(s): %s", self.name, len(report.notes), report.notes)
-    skipped = {p.where for p in bad}
+    skipped = {p.where for p in bad} | {m.file_name for m in report.dropped}
     per_class = collections.Counter(class_folders_tree.label_of(path) for path in self._tree.images
                                     if path not in skipped)
     self.info.metadata.update({

@@ -12,7 +12,9 @@ about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` ru
 * on Beam, when the build was given Beam options (`tfds build --beam_pipeline_options`),
   as `Create | FlatMap` on the runner's workers.
 
-Both paths turn every BadItem into a `Problem(key, reason)` and keep every note.
+Both paths turn every BadItem into a `Problem(key, reason)` and keep every note, and
+fingerprint each example's image where it was made (`_identity`: `image_hashes`, for the
+duplicate report; `leakage="drop"` runs the items once more first, locally only).
 Beam workers write theirs to files under the (temporary) data dir, which the driver
 reads once the pipeline is done. `report()` gives all of them to the builder, which
 raises one error or records them (`builder_base.ImageSetBuilder`).
@@ -30,6 +32,8 @@ import tensorflow_datasets as tfds
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import problems as problems_lib
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
 
 Item = Any
 Process = Callable[[Item], tuple[dict, str | None]]
@@ -48,6 +52,9 @@ class BadItem(Exception):
 class Report:
   problems: list[problems_lib.Problem]   # sorted
   notes: dict[str, str]                  # key -> note, sorted by key
+  # Every example's identity and fingerprint, for the duplicate report (`_identity`).
+  images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
+  dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
 
 
 def _outcome(process: Process, key: str, item: Item):
@@ -59,28 +66,56 @@ def _outcome(process: Process, key: str, item: Item):
   return key, example, note, None
 
 
+def _beam_outcome(process: Process, fingerprint: bool, key: str, item: Item):
+  """(key, example, note, reason, identity or None) on a Beam worker."""
+  key, example, note, reason = _outcome(process, key, item)
+  return key, example, note, reason, (
+      _identity(example, key) if fingerprint and example is not None else None)
+
+
 def _examples_of(outcome):
-  key, example, _, _ = outcome
+  key, example, _, _, _ = outcome
   if example is not None:
     yield key, example
 
 
-def _report_lines(outcome):
-  key, _, note, reason = outcome
+def _report_lines(outcome, split):
+  key, _, note, reason, identity = outcome
   if reason is not None:
     yield json.dumps({"problem": [key, reason]})
   if note is not None:
     yield json.dumps({"note": [key, note]})
+  if identity is not None and identity[2] is not None:
+    file_name, label, fingerprint = identity
+    label = label if label is None or isinstance(label, str) else int(label)
+    yield json.dumps({"image": [split, key, file_name, label, fingerprint.to_json()]})
+
+
+def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
+  """(file name, label, fingerprint) of an example, computed where its image bytes are
+  already in memory (the worker that made it). The name is the source file's, or the
+  source's id, or the example's key."""
+  image = example.get("image")
+  try:
+    if isinstance(image, (str, os.PathLike)):  # (VOC: TFDS reads the file)
+      image = epath.Path(image).read_bytes()
+    fingerprint = image_hashes.of_bytes(image) if isinstance(image, bytes) else None
+  except Exception:  # pylint: disable=broad-except  # (checked images; never fail a build here)
+    fingerprint = None
+  return (str(example.get("file_name") or example.get("image_id") or key),
+          example.get("label"), fingerprint)
 
 
 def _local_outcome(work):
-  """(key, hashed key, example or record, note, reason) for the worker pool: the item
-  comes with its split's (top-level) function and, to make records, a RecordMaker."""
-  process, maker, hkey, key, item = work
+  """(key, hashed key, example or record, note, reason, identity or None) for the worker
+  pool: the item comes with its split's (top-level) function, to make records a RecordMaker,
+  and whether to fingerprint its image (`_identity`)."""
+  process, maker, fingerprint, hkey, key, item = work
   key, example, note, reason = _outcome(process, key, item)
+  identity = _identity(example, key) if fingerprint and example is not None else None
   if example is not None and maker is not None:
     example = maker.make(example)
-  return key, hkey, example, note, reason
+  return key, hkey, example, note, reason, identity
 
 
 # Work goes to the workers in tasks of 64 items (fewer, larger messages between the
@@ -97,6 +132,12 @@ class Generation:
   data_dir: epath.PathLike
   pool: Any = None  # a parallel_map.executor(), or None to run inline
   features: Any = None  # the builder's FeaturesDict: local splits can then be made as records
+  # duplicates.LEAKAGE_ACTIONS: "off" fingerprints nothing; "drop" leaves out, before any
+  # record is made, the copies of images of an earlier split (`_drop_leaked`).
+  leakage: str = "warn"
+  _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
+  _dropped: list = dataclasses.field(default_factory=list)
+  _fingerprinted: bool = False  # every item's fingerprint is known (drop's first pass)
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -113,6 +154,9 @@ class Generation:
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
     if self.use_beam:
+      if self.leakage == "drop":
+        raise ValueError("leakage='drop' needs a local build (not Beam): build locally, or "
+                         "use 'warn' and run `imagesets duplicates` on the version")
       return self._beam(split, items, process)
     self._unfinished[split] = (items, process)
     return prepared_records.LocalSplit(lambda: self._local(split),
@@ -120,8 +164,10 @@ class Generation:
 
   def _local(self, split, *, records=False, share=True) -> Iterator[tuple]:
     """(key, example) pairs, or with `records` (hashed key, record) pairs in shard order."""
-    for key, hkey, payload, note, reason in self._outcomes(split, records, share):
+    for key, hkey, payload, note, reason, identity in self._outcomes(split, records, share):
       self._record(key, note, reason)
+      if identity is not None:
+        self._images.append((split, key, identity))
       if payload is not None:
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
@@ -129,15 +175,56 @@ class Generation:
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
     items, process = self._unfinished[split]
+    fingerprint = self.leakage != "off" and not self._fingerprinted
     if not records:
-      return ((process, None, None, key, item) for key, item in items)
+      return ((process, None, fingerprint, None, key, item) for key, item in items)
     maker = prepared_records.RecordMaker(self.features)
     order = prepared_records.hashed_order(split, (key for key, _ in items))
-    return ((process, maker, hkey, *items[position]) for hkey, position in order)
+    return ((process, maker, fingerprint, hkey, *items[position]) for hkey, position in order)
+
+  def _drop_leaked(self) -> None:
+    """leakage="drop": fingerprints every item of every split first (one more pass of the
+    per-item work), then leaves out the cross-split copies `duplicates.to_drop` names."""
+    splits = list(self._unfinished)
+    work = ((process, None, True, None, key, item) for split in splits
+            for items, process in [self._unfinished[split]] for key, item in items)
+    where = [split for split in splits for _ in self._unfinished[split][0]]
+    for split, outcome in zip(where, parallel_map.ordered_map(
+        _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):
+      if outcome[-1] is not None:
+        self._images.append((split, outcome[0], outcome[-1]))
+    self._fingerprinted = True
+    entries = self._members()
+    self._dropped = duplicates.to_drop(duplicates.find([m for _, m, _ in entries],
+                                                       [f for _, _, f in entries]))
+    dropped = set(self._dropped)
+    gone = {(member.split, key) for key, member, _ in entries if member in dropped}
+    for split in splits:
+      items, process = self._unfinished[split]
+      self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
+
+  def _members(self) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
+    """(key, member, fingerprint) of every example fingerprinted so far; labels as names."""
+    label = self.features["label"] if self.features and "label" in self.features else None
+    names = getattr(label, "names", None)
+
+    def label_name(value):
+      if value is None or isinstance(value, str) or not names:
+        return None if value is None else str(value)
+      return names[int(value)]
+
+    return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
+            for split, key, (file_name, value, fingerprint) in self._images
+            if fingerprint is not None]
+
+  def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
+    return [(member, fingerprint) for _, member, fingerprint in self._members()]
 
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
     for the splits in the order given, else from a run of this split alone."""
+    if self.leakage == "drop" and not self._fingerprinted:
+      self._drop_leaked()
     if share and self._stream is None:
       self._stream_splits = list(self._unfinished)
       self._stream_records = records
@@ -180,6 +267,7 @@ class Generation:
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam
     report_prefix = os.fspath(self._report_dir() / split)
+    fingerprint = self.leakage != "off"
 
     class _ProcessItems(beam.PTransform):
 
@@ -187,9 +275,10 @@ class Generation:
         outcomes = (
             pipeline
             | "Items" >> beam.Create(list(items))
-            | "Process" >> beam.MapTuple(lambda key, item: _outcome(process, key, item)))
+            | "Process" >> beam.MapTuple(
+                lambda key, item: _beam_outcome(process, fingerprint, key, item)))
         _ = (outcomes
-             | "Report" >> beam.FlatMap(_report_lines)
+             | "Report" >> beam.FlatMap(_report_lines, split)
              | "WriteReport" >> beam.io.WriteToText(report_prefix, file_name_suffix=".jsonl"))
         return outcomes | "Examples" >> beam.FlatMap(_examples_of)
 
@@ -207,9 +296,14 @@ class Generation:
           record = json.loads(line)
           if "problem" in record:
             self._record(record["problem"][0], None, record["problem"][1])
+          elif "image" in record:
+            split, key, file_name, label, fingerprint = record["image"]
+            self._images.append((split, key, (
+                file_name, label, image_hashes.Fingerprint.from_json(fingerprint))))
           else:
             self._record(record["note"][0], record["note"][1], None)
       for path in report_dir.iterdir():
         path.unlink()
       report_dir.rmdir()
-    return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())))
+    return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())),
+                  self.images(), list(self._dropped))

@@ -127,13 +127,15 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
   inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
   # Fields added later count only when set, so builds made before keep their fingerprints.
   unset_later = {name for name in _ADDED_LATER if not getattr(options, name)}
+  if options.leakage != "drop":  # warn, error, off: the same examples are stored
+    unset_later.add("leakage")
   return {**{field.name: getattr(options, field.name)
              for field in dataclasses.fields(class_folders_builder.ClassFoldersConfig)
              if field.name not in inherited | {"root"} | unset_later},
           "file_format": file_format}
 
 
-_ADDED_LATER = ("image_size",)  # issue 22
+_ADDED_LATER = ("image_size", "leakage")  # issues 22, 27 (leakage counts only as "drop")
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:

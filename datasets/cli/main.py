@@ -15,8 +15,10 @@ print the subcommand's usage and exit 2. Help, usage errors, `list`, `fetch` and
 """
 
 import argparse
+import collections
 import datetime
 import difflib
+import json
 import logging
 import os
 import pathlib
@@ -111,11 +113,12 @@ def cmd_build(args) -> int:
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
+  from imagesets.verifying import duplicates
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side,
-      image_size=args.image_size)
+      image_size=args.image_size, leakage=args.leakage or "")
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
@@ -127,8 +130,14 @@ def cmd_build(args) -> int:
   counts = _examples({split: s.num_examples for split, s in info.splits.items()})
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
+  report = pathlib.Path(data_dir) / info.name / str(info.version) / duplicates.REPORT_FILE
+  found = ""
+  if report.exists():  # (not with --leakage off, nor on Beam)
+    stored = json.loads(report.read_text())
+    groups, dropped = duplicates.from_json(stored)
+    found = f"; {duplicates.summary(groups, stored['num_images'], dropped)} ({report.name})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
-        f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json)")
+        f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
   for line in named_build.skipped_lines(skipped):
     print(line)
   for line in _load_hint(info.name, str(info.version), data_dir, args.file_format):
@@ -149,6 +158,96 @@ def cmd_verify(args) -> int:
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
   return 0 if report.ok else 1
+
+
+def _version_images(builder) -> list:
+  """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
+  from imagesets.verifying import duplicates, image_hashes, version_examples
+
+  images, count = [], collections.Counter()
+  for example in version_examples.every_example(builder, "fingerprinting"):
+    count[example.split] += 1
+    name = example.file_name or f"{example.split}[{count[example.split] - 1}]"
+    images.append((duplicates.Member(example.split, name, example.label),
+                   image_hashes.of_bytes(example.image)))
+  return images
+
+
+def cmd_duplicates(args) -> int:
+  _start_tensorflow()
+  from imagesets.verifying import duplicates, version_examples
+
+  data_dir = constants.data_dir(args.data_dir)
+  builder = version_examples.open_builder(args.spec, data_dir)
+  stored = version_examples.folder(builder) / duplicates.REPORT_FILE
+  if stored.exists() and not args.recompute:
+    report = json.loads(stored.read_text())
+  else:  # built before duplicates were recorded, or by another tool
+    images = _version_images(builder)
+    groups = duplicates.find([m for m, _ in images], [f for _, f in images])
+    report = duplicates.to_json(groups, len(images))
+  if args.json:
+    print(json.dumps(report, indent=1))
+    return 0
+  groups, dropped = duplicates.from_json(report)
+  print(f"{builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
+  for group in groups:
+    flags = [f for f, on in (("LEAK", group.cross_split),
+                             ("LABEL CONFLICT", group.label_conflict)) if on]
+    print(f"{group.kind}{' (' + ', '.join(flags) + ')' if flags else ''}:")
+    for member in group.members:
+      print(f"  {member.split}/{member.file_name} [{member.label}]")
+    for same in group.same_pixels():
+      print(f"  same pixels: {same}")
+  for member in dropped:
+    print(f"dropped by the build: {member.split}/{member.file_name} [{member.label}]")
+  return 0
+
+
+def _open_side(text: str, data_dir: str):
+  """The builder of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
+  `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
+  from imagesets.verifying import version_examples
+
+  if "://" not in text and not text.startswith(("/", "~", ".")):
+    return version_examples.open_builder(text, data_dir)
+  location, _, spec = text.rstrip("/").rpartition("/")
+  parent, _, name = location.rpartition("/")
+  try:
+    return version_examples.open_builder(spec, location)
+  except Exception:  # pylint: disable=broad-except
+    if not parent:
+      raise
+    try:  # DATA_DIR/NAME/CONFIG:VERSION
+      return version_examples.open_builder(f"{name}/{spec}", parent)
+    except Exception:  # pylint: disable=broad-except
+      pass
+    raise
+
+
+def cmd_diff(args) -> int:
+  try:
+    _start_tensorflow()
+    from imagesets.verifying import version_diff, version_examples
+
+    data_dir = constants.data_dir(args.data_dir)
+    sides = []
+    for text in (args.old, args.new):
+      builder = _open_side(text, data_dir)
+      sides.append((builder.info.full_name, [
+          version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
+          for e in version_examples.every_example(builder, "reading")]))
+    result = version_diff.diff(sides[0][1], sides[1][1])
+  except Exception as exc:  # pylint: disable=broad-except
+    if args.verbose or startup.verbose():
+      raise
+    print(f"imagesets: error: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+    return 2  # as diff(1): 0 same, 1 different, 2 trouble
+  if args.json:
+    print(json.dumps(result.to_json(), indent=1))
+  else:
+    print("\n".join(version_diff.summary(result, sides[0][0], sides[1][0], show=args.show)))
+  return 0 if result.same else 1
 
 
 def cmd_publish(args) -> int:
@@ -292,6 +391,10 @@ def parser() -> argparse.ArgumentParser:
                  help="store larger images resized to a shorter side of exactly S, JPEG "
                  "quality 90, for training at S (default: original bytes)")
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
+  p.add_argument("--leakage", choices=["warn", "error", "drop", "off"], default=None,
+                 help="the same picture in two splits: warn (default: named in the closing "
+                 "summary, the card and duplicates.json), error (stop), drop (keep the "
+                 "earliest split's copy: train, validation, test), off (no duplicate check)")
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")
   p.add_argument("--homepage")
@@ -310,6 +413,37 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
                  help="the folder or archive (.tgz, .tar) it was built from")
   p.set_defaults(run=cmd_verify)
+
+  p = commands.add_parser(
+      "duplicates", help="exact and near-duplicate images of a version, across splits "
+      "(leakage) and with other labels (label conflicts)",
+      description="Reports the groups of duplicate images of a prepared or published version: "
+      "exact (same decoded pixels) and near (re-encoded, resized, converted, cropped by a few "
+      "percent). Reads the report stored by the build, or computes it from the records.")
+  p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="local TFDS data dir or bucket URL (default: %(default)s)")
+  p.add_argument("--json", action="store_true", help="print the report as JSON")
+  p.add_argument("--recompute", action="store_true",
+                 help="recompute from the records even if the build stored a report")
+  p.set_defaults(run=cmd_duplicates)
+
+  p = commands.add_parser(
+      "diff", help="what changed between two versions: added, removed, changed, relabelled, "
+      "moved examples per split and class; exit 0 same, 1 different, 2 error",
+      description="Compares two versions example by example, matching by source file name "
+      "(where the builder keeps one) and by content.",
+      epilog="example:\n  imagesets diff pets:1.0.0 pets:1.1.0 --show 5\n"
+      "  imagesets diff s3://team/tfds/pets:1.0.0 pets:1.1.0 --json")
+  p.add_argument("old", metavar="OLD", help="NAME[/CONFIG]:VERSION, or DATA_DIR_OR_URL/NAME[/CONFIG]:VERSION")
+  p.add_argument("new", metavar="NEW", help="as OLD")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="where OLD and NEW are, unless given as full paths or URLs "
+                 "(default: %(default)s)")
+  p.add_argument("--show", type=int, default=0, metavar="N",
+                 help="list up to N file names per kind and split")
+  p.add_argument("--json", action="store_true", help="print the differences as JSON")
+  p.set_defaults(run=cmd_diff)
 
   p = commands.add_parser("publish", help="upload a prepared version, verified, committed last")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",

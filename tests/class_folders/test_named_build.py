@@ -138,6 +138,9 @@ def test_publish_and_fetch_by_the_users_name(data_dir, bucket_url, tmp_path):
   fetched = fetch.fetch(bucket_url, "pets:1.2.0", cache_dir=tmp_path / "cache", progress=False)
   assert (records_by_split(pathlib.Path(fetched) / "pets" / "1.2.0")
           == records_by_split(data_dir / "pets" / "1.2.0"))
+  for kept in ("duplicates.json", "README.md"):  # the duplicate report and the card travel too
+    assert ((pathlib.Path(fetched) / "pets" / "1.2.0" / kept).read_bytes()
+            == (data_dir / "pets" / "1.2.0" / kept).read_bytes())
 
 
 def test_same_records_as_class_folders_and_on_beam(tree, tmp_path):
@@ -174,3 +177,12 @@ def test_image_size_counts_in_the_fingerprint_only_when_set():
       class_folders_builder.ClassFoldersConfig(name="a", image_size=224), "tfrecord")
   assert "image_size" not in default and "shorter_side" in default
   assert sized == {**default, "image_size": 224}
+
+
+def test_leakage_counts_in_the_fingerprint_only_when_it_drops_examples():
+  def options(leakage):
+    return named_build.fingerprint_options(
+        class_folders_builder.ClassFoldersConfig(name="a", leakage=leakage), "tfrecord")
+  assert options("") == options("warn") == options("error") == options("off")
+  assert "leakage" not in options("warn")
+  assert options("drop") == {**options(""), "leakage": "drop"}

@@ -1,6 +1,7 @@
 """voc_segmentation: builds from VOC-shaped trees and tars made here, checks, round trips."""
 
 import hashlib
+import json
 import pathlib
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from imagesets.building import downloads as downloads_lib
 from imagesets.building import problems
 from imagesets.building import segmentation_masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
+from imagesets.verifying import duplicates
 from imagesets_testing import fake_voc
 from imagesets_testing import http_server
 from imagesets.voc_segmentation import voc_pairs
@@ -399,3 +401,11 @@ def test_beam_build_holds_the_local_records_and_reports_bad_pairs_the_same_way(t
   assert [(p.where, p.reason.split(" ")[0]) for p in caught.value.problems] == [
       (train[0], f"SegmentationObject/{train[0]}.png"), (train[1], "listed")]
   assert not list((tmp_path / "beam_bad").glob("voc_segmentation/*/*.tfrecord*"))
+
+
+def test_the_build_fingerprints_every_image_for_its_duplicate_report(built):
+  report = json.loads((pathlib.Path(built.data_path) / duplicates.REPORT_FILE).read_text())
+  assert report["num_images"] == sum(s.num_examples for s in built.info.splits.values())
+  assert built.info.metadata["duplicates"]["num_images"] == report["num_images"]
+  card = (pathlib.Path(built.data_path) / "README.md").read_text()
+  assert "## Duplicates" in card and "Formats: jpeg" in card

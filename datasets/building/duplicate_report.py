@@ -1,0 +1,45 @@
+"""What a build does with its duplicates: the closing summary line, the report file and the
+card beside dataset_info.json, and the leakage action (`duplicates.LEAKAGE_ACTIONS`).
+
+The fingerprints come from the build's workers (`generation`); grouping them takes well
+under a second for thousands of images (docs/know_your_data.md).
+"""
+
+import json
+
+from absl import logging
+from etils import epath
+
+from imagesets.building import generation
+from imagesets.verifying import dataset_card
+from imagesets.verifying import duplicates
+
+
+def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
+           title: str) -> dict | None:
+  """Groups the build's images, acts on leakage, writes the report and the card into
+  `data_dir`; returns the summary counts for the metadata (None when `action` is "off" or
+  the build fingerprinted nothing, e.g. on Beam)."""
+  if action == "off" or not report.images:
+    return None
+  members = [member for member, _ in report.images]
+  groups = duplicates.find(members, [fingerprint for _, fingerprint in report.images])
+  leaks = [group for group in groups if group.cross_split]
+  if action == "error" and leaks:
+    named = "\n".join("  " + " = ".join(f"{m.split}/{m.file_name}" for m in group.members)
+                      for group in leaks)
+    raise duplicates.LeakageError(
+        f"{title}: {len(leaks)} picture(s) are in more than one split:\n{named}\nremove the "
+        "copies, or build with --leakage drop (keeps the earliest split's) or warn.")
+  directory = epath.Path(data_dir)
+  report_json = duplicates.to_json(groups, len(members), report.dropped)
+  (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, indent=1))
+  (directory / dataset_card.CARD_FILE).write_text(
+      dataset_card.markdown(title, report.images, groups, report.dropped))
+  # A warning when a split leaks (`imagesets build` repeats the line as its last).
+  (logging.warning if leaks else logging.info)(
+      "%s: %s", title, duplicates.summary(groups, len(members), report.dropped))
+  return {key: report_json[key] for key in ("num_images", "num_cross_split",
+                                             "num_label_conflicts")} | {
+      "num_groups": len(groups), "num_dropped": len(report.dropped),
+      "report": duplicates.REPORT_FILE}

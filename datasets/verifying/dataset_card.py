@@ -1,0 +1,75 @@
+"""A version's card (`CARD_FILE`, beside dataset_info.json): what is in it, at a glance.
+
+Per split and class, the number of examples; the distribution of image sizes and formats;
+the duplicate summary (`duplicates`), with every cross-split group and label conflict named.
+Made from the per-image fingerprints a build computes anyway (`image_hashes`).
+"""
+
+import collections
+from typing import Sequence
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+
+CARD_FILE = "README.md"
+_SIZE_BINS = (0, 128, 256, 512, 1024, 2048)  # shorter side, pixels
+_LISTED = 20  # groups named in the card; the report file has them all
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+  return ([f"| {' | '.join(header)} |", "|" + "---|" * len(header)]
+          + [f"| {' | '.join(str(cell) for cell in row)} |" for row in rows])
+
+
+def _size_bin(shorter: int) -> str:
+  lower = max(b for b in _SIZE_BINS if b <= shorter)
+  upper = [b for b in _SIZE_BINS if b > shorter]
+  return f"{lower}-{upper[0] - 1}" if upper else f">= {lower}"
+
+
+def statistics(images: Sequence[tuple[duplicates.Member, image_hashes.Fingerprint]]) -> dict:
+  """{"splits": {split: {class: count}}, "shorter_side": {bin: count}, "formats": {...},
+  "sizes": {"min": [h, w], "max": [h, w]}}."""
+  splits = collections.defaultdict(collections.Counter)
+  bins, formats = collections.Counter(), collections.Counter()
+  for member, fingerprint in images:
+    splits[member.split][member.label if member.label is not None else "-"] += 1
+    bins[_size_bin(min(fingerprint.height, fingerprint.width))] += 1
+    formats[fingerprint.format] += 1
+  areas = sorted((f.height * f.width, f.height, f.width) for _, f in images)
+  return {"splits": {s: dict(sorted(c.items())) for s, c in
+                     sorted(splits.items(), key=lambda item: duplicates.split_rank(item[0]))},
+          "shorter_side": {b: bins[b] for b in map(_size_bin, _SIZE_BINS) if bins[b]},
+          "formats": dict(formats.most_common()),
+          "sizes": {"min": list(areas[0][1:]), "max": list(areas[-1][1:])} if areas else {}}
+
+
+def markdown(title: str, images, groups: Sequence[duplicates.Group],
+             dropped: Sequence[duplicates.Member] = ()) -> str:
+  stats = statistics(images)
+  classes = sorted({c for per_class in stats["splits"].values() for c in per_class})
+  lines = [f"# {title}", "", "## Examples per split and class", ""]
+  rows = [[c] + [stats["splits"][s].get(c, 0) for s in stats["splits"]] for c in classes]
+  rows.append(["**total**"] + [sum(v.values()) for v in stats["splits"].values()])
+  lines += _table(["class", *stats["splits"]], rows)
+  lines += ["", "## Images", "", "Shorter side (pixels):", ""]
+  lines += _table(["shorter side", "images"], [[b, n] for b, n in stats["shorter_side"].items()])
+  lines += ["", "Formats: " + ", ".join(f"{f} {n}" for f, n in stats["formats"].items())]
+  if stats["sizes"]:
+    lines += [f"Smallest {stats['sizes']['min'][0]}x{stats['sizes']['min'][1]}, largest "
+              f"{stats['sizes']['max'][0]}x{stats['sizes']['max'][1]} (height x width)."]
+  lines += ["", "## Duplicates", "", duplicates.summary(groups, len(images), dropped) + ".", ""]
+  notable = [g for g in groups if g.cross_split or g.label_conflict]
+  if notable:
+    lines += _table(["kind", "leak", "label conflict", "members (split/file: label)"], [
+        [g.kind, "yes" if g.cross_split else "", "yes" if g.label_conflict else "",
+         "<br>".join([f"{m.split}/{m.file_name}: {m.label}" for m in g.members]
+                     + [f"same pixels: {same}" for same in g.same_pixels()])]
+        for g in notable[:_LISTED]])
+    if len(notable) > _LISTED:
+      lines += ["", f"... and {len(notable) - _LISTED} more."]
+  lines += ["", f"Every group: `{duplicates.REPORT_FILE}` (`imagesets duplicates`)."]
+  if dropped:
+    lines += [f"Dropped from later splits (leakage=drop): {len(dropped)} example(s), listed "
+              "there."]
+  return "\n".join(lines) + "\n"

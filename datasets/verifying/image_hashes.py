@@ -1,0 +1,81 @@
+"""One image's fingerprint: what duplicate detection and statistics need to know of it.
+
+* `pixels`: a digest of the decoded pixels and their shape, so two files holding the same
+  picture are exact duplicates whatever their bytes (EXIF added or removed, PNG recompressed,
+  a JPEG's pixels saved as PNG);
+* `perceptual`: two 64-bit perceptual hashes from `imagehash` (a well-kept library):
+  pHash (signs of the low DCT frequencies) and aHash (8x8 means against their mean),
+  concatenated into 128 bits. Measured on photo-like images (docs/know_your_data.md): a copy
+  re-encoded, resized or converted differs by a few bits, one with 5 % of its borders cropped
+  by up to ~25, distinct photos by ~64 (rarely below 33). The two hashes err on different
+  pictures, so together they separate crops from distinct photos better than either alone
+  (pHash + wHash separates as well but costs 7x more: pywt);
+* the stored size and format, for the dataset card's statistics.
+
+A pure function of the bytes: it runs in the build's worker processes, next to the image
+checks, and again on any stored version (`imagesets duplicates`).
+"""
+
+import dataclasses
+import hashlib
+import io
+
+import imagehash
+import numpy as np
+import PIL.Image
+import simplejpeg
+
+HASH_BITS = 128  # pHash 64 + aHash 64
+_THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from
+
+
+@dataclasses.dataclass(frozen=True)
+class Fingerprint:
+  pixels: str       # hex digest of the decoded RGB pixels and their shape
+  perceptual: int   # HASH_BITS bits: pHash << 64 | aHash
+  height: int
+  width: int
+  format: str       # "jpeg", "png", ... (lower case, from the bytes)
+
+  def to_json(self) -> list:
+    return [self.pixels, f"{self.perceptual:032x}", self.height, self.width, self.format]
+
+  @classmethod
+  def from_json(cls, row: list) -> "Fingerprint":
+    pixels, perceptual, height, width, fmt = row
+    return cls(pixels, int(perceptual, 16), int(height), int(width), fmt)
+
+
+def decode_rgb(data: bytes) -> tuple[np.ndarray, str]:
+  """(HxWx3 uint8 pixels, format) of stored image bytes (already upright: builds rotate them).
+
+  JPEGs go through libjpeg-turbo (simplejpeg), the decoder the image checks use."""
+  if data[:2] == b"\xff\xd8":
+    return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False), "jpeg"
+  with PIL.Image.open(io.BytesIO(data)) as image:
+    return np.asarray(image.convert("RGB")), (image.format or "unknown").lower()
+
+
+def perceptual_hash(rgb: np.ndarray) -> int:
+  """pHash << 64 | aHash of a grey thumbnail of `rgb`."""
+  image = PIL.Image.fromarray(rgb)
+  factor = max(1, min(image.size) // (2 * _THUMBNAIL))  # (box-averaged: cheap, no aliasing)
+  thumbnail = image.reduce(factor).convert("L").resize((_THUMBNAIL, _THUMBNAIL),
+                                                        PIL.Image.Resampling.BOX)
+  bits = np.concatenate([imagehash.phash(thumbnail).hash.ravel(),
+                         imagehash.average_hash(thumbnail).hash.ravel()])
+  return int(np.packbits(bits).tobytes().hex(), 16)
+
+
+def of_bytes(data: bytes) -> Fingerprint:
+  """The fingerprint of encoded image bytes (decodes them once)."""
+  rgb, fmt = decode_rgb(data)
+  digest = hashlib.sha256(repr(rgb.shape).encode())
+  digest.update(np.ascontiguousarray(rgb).data)
+  return Fingerprint(digest.hexdigest()[:32], perceptual_hash(rgb), int(rgb.shape[0]),
+                     int(rgb.shape[1]), fmt)
+
+
+def distance(a: int, b: int) -> int:
+  """Hamming distance of two perceptual hashes."""
+  return (a ^ b).bit_count()

@@ -1,0 +1,146 @@
+"""What changed between two versions of a dataset, example by example.
+
+Examples are matched first by source file name (where the builder keeps one: class folders,
+flowers, VOC ids), then, among those left, by content (SHA-256 of the stored image bytes: a
+renamed file, or every example of a builder without names, e.g. synthetic_images). A
+matched pair is `unchanged`, `relabelled` (same content, other label), `moved` (other
+split: `moved_out` of the old one, `moved_in` to the new one, labels of both sides kept) or
+`changed` (same name, other content). What is left is `removed` (old side) or `added`.
+"""
+
+import collections
+import dataclasses
+import hashlib
+from typing import Iterable
+
+KINDS = ("added", "removed", "changed", "relabelled", "moved_in", "moved_out")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One example as the diff sees it."""
+
+  split: str
+  file_name: str | None
+  label: str | None
+  content: str  # hex SHA-256 of the stored image bytes
+
+  @classmethod
+  def of(cls, split: str, file_name: str | None, label: str | None, image: bytes) -> "Entry":
+    return cls(split, file_name, label, hashlib.sha256(image).hexdigest())
+
+  @property
+  def name(self) -> str:
+    return self.file_name if self.file_name is not None else f"sha256:{self.content[:16]}"
+
+
+@dataclasses.dataclass
+class Diff:
+  splits: dict[str, dict]  # split -> {kind: [dict], "unchanged": int}
+
+  @property
+  def same(self) -> bool:
+    return not any(changes[kind] for changes in self.splits.values() for kind in KINDS)
+
+  def to_json(self) -> dict:
+    return {"splits": self.splits}
+
+
+def _item(entry: Entry, old: Entry | None = None) -> dict:
+  item = {"file_name": entry.name, "label": entry.label}
+  if old is not None and old.label != entry.label:
+    item["old_label"] = old.label
+  return item
+
+
+def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
+  old, new = list(old), list(new)
+  splits = {}
+  for split in list(dict.fromkeys([e.split for e in old] + [e.split for e in new])):
+    splits[split] = {kind: [] for kind in KINDS} | {"unchanged": 0}
+
+  def pair(a: Entry, b: Entry) -> None:
+    if a.content != b.content:
+      splits[b.split]["changed"].append(_item(b, a))
+    elif a.split != b.split:
+      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split})
+      splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split})
+    elif a.label != b.label:
+      splits[b.split]["relabelled"].append(_item(b, a))
+    else:
+      splits[b.split]["unchanged"] += 1
+
+  # 1. by file name (unique within a version; a name found twice is matched by content)
+  old_names = collections.Counter(e.file_name for e in old if e.file_name is not None)
+  new_names = collections.Counter(e.file_name for e in new if e.file_name is not None)
+  unique = {n for n in old_names if old_names[n] == 1 and new_names.get(n) == 1}
+  new_by_name = {e.file_name: e for e in new if e.file_name in unique}
+  left_old, left_new = [], [e for e in new if e.file_name not in unique]
+  for entry in old:
+    if entry.file_name in unique:
+      pair(entry, new_by_name[entry.file_name])
+    else:
+      left_old.append(entry)
+  # 2. by content: same bytes under another name (or no name), in a stable order
+  key = lambda e: (e.content, e.split, e.name)  # noqa: E731
+  by_content = collections.defaultdict(list)
+  for entry in sorted(left_new, key=key):
+    by_content[entry.content].append(entry)
+  for entry in sorted(left_old, key=key):
+    matches = by_content.get(entry.content)
+    if matches:
+      same_split = [m for m in matches if m.split == entry.split]
+      match = (same_split or matches)[0]
+      matches.remove(match)
+      pair(entry, match)
+    else:
+      splits[entry.split]["removed"].append(_item(entry))
+  for entries in by_content.values():
+    for entry in entries:
+      splits[entry.split]["added"].append(_item(entry))
+  for changes in splits.values():
+    for kind in KINDS:
+      changes[kind].sort(key=lambda item: (str(item["label"]), item["file_name"]))
+  return Diff(splits)
+
+
+def _per_class(changes: dict) -> dict[str, collections.Counter]:
+  table = collections.defaultdict(collections.Counter)
+  for kind in KINDS:
+    for item in changes[kind]:
+      table[str(item["label"])][kind] += 1
+  return table
+
+
+def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[str]:
+  """A few lines and a table per split (rows: classes with changes); `show` file names per
+  kind."""
+  totals = collections.Counter()
+  for changes in result.splits.values():
+    totals.update({kind: len(changes[kind]) for kind in KINDS})
+    totals["unchanged"] += changes["unchanged"]
+  moved = totals["moved_in"]
+  lines = [f"{old_name} -> {new_name}: " + (
+      "same examples" if result.same else
+      f"{totals['added']} added, {totals['removed']} removed, {totals['changed']} changed, "
+      f"{totals['relabelled']} relabelled, {moved} moved between splits") +
+      f"; {totals['unchanged']} unchanged"]
+  header = ["class", "added", "removed", "changed", "relabelled", "moved in", "moved out"]
+  for split, changes in result.splits.items():
+    table = _per_class(changes)
+    counts = ", ".join(f"{len(changes[k])} {k.replace('_', ' ')}" for k in KINDS if changes[k])
+    lines.append(f"{split}: {counts or 'no changes'}; {changes['unchanged']} unchanged")
+    if not table:
+      continue
+    rows = [header] + [[label] + [str(table[label][k]) for k in KINDS]
+                       for label in sorted(table)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    for kind in KINDS if show else ():
+      for item in changes[kind][:show]:
+        old = f" (was {item['old_label']})" if "old_label" in item else ""
+        lines.append(f"    {kind}: {item['file_name']} [{item['label']}]{old}")
+      if len(changes[kind]) > show:
+        lines.append(f"    {kind}: ... and {len(changes[kind]) - show} more")
+  return lines

@@ -1,0 +1,100 @@
+"""Duplicates at every build: the report and card beside dataset_info.json, the closing line,
+and leakage="warn" | "error" | "drop" | "off" (CLI and config)."""
+
+import json
+import subprocess
+
+import pytest
+import tensorflow_datasets as tfds
+
+from conftest import BIN, records_by_split
+from imagesets.building import class_folders_builder
+from imagesets.building import splits
+from imagesets.class_folders import named_build
+from imagesets.verifying import duplicates
+from imagesets_testing import planted_copies
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+PROPORTIONS = {"train": 0.5, "test": 0.5}
+
+
+def _name_in(split: str, stem: str) -> str:
+  """A file name of class cat that the seeded split hash puts in `split`."""
+  for n in range(100):
+    name = f"cat/{stem}_{n}.jpg"
+    if name in splits.assign([name, "cat/x.jpg"], PROPORTIONS, seed=0)[split]:
+      return name
+  raise AssertionError
+
+
+def _tree(tmp_path):
+  """8 distinct photos; photo 0 copied (same pixels, other bytes) into the split it is not
+  in, photo 1 (a dog) re-encoded at quality 60 under the cat label in its own split."""
+  photos = {f"{label}/{i}.jpg": sample_images.photo(90 + 4 * i, 120, seed=70 + i)
+            for i, label in enumerate(["cat", "dog"] * 4)}
+  files = {name: planted_copies.original(pixels) for name, pixels in photos.items()}
+  assigned = splits.assign(list(files), PROPORTIONS, seed=0)
+  home = next(s for s, names in assigned.items() if "cat/0.jpg" in names)
+  other = "test" if home == "train" else "train"
+  leak = _name_in(other, "leak")
+  files[leak] = planted_copies.exact(photos["cat/0.jpg"])
+  dog_split = next(s for s, names in assigned.items() if "dog/1.jpg" in names)
+  files[_name_in(dog_split, "conflict")] = planted_copies.jpeg_q60(photos["dog/1.jpg"])
+  return write_tree(tmp_path / "tree", files), home, other, leak
+
+
+def _build(root, data_dir, leakage=""):
+  options = class_folders_builder.ClassFoldersConfig(
+      name="pets", split_proportions=PROPORTIONS, leakage=leakage)
+  return named_build.build(root, "pets", data_dir=str(data_dir), options=options)
+
+
+def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp_path):
+  root, home, other, leak = _tree(tmp_path)
+  result = subprocess.run([str(BIN / "imagesets"), "build", root, "--name", "pets",
+                           "--splits", "train=0.5,test=0.5", "--data-dir", tmp_path / "d"],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  closing = result.stdout.strip().splitlines()[-2]
+  assert closing.startswith("pets:1.0.0 in") and closing.endswith(
+      f"; duplicates: 2 group(s) (1 exact, 1 near) among 10 images; 1 cross splits (leakage): "
+      f"{home}/cat/0.jpg = {other}/{leak}; 1 label conflict(s) (duplicates.json)")
+  version = tmp_path / "d" / "pets" / "1.0.0"
+  report = json.loads((version / duplicates.REPORT_FILE).read_text())
+  assert sorted((g["kind"], g["cross_split"], g["label_conflict"]) for g in report["groups"]) == [
+      ("exact", True, False), ("near", False, True)]
+  card = (version / "README.md").read_text()
+  assert "## Examples per split and class" in card and "1 label conflict(s)" in card
+  metadata = tfds.builder_from_directory(version).info.metadata
+  assert metadata["duplicates"]["num_cross_split"] == 1
+  assert sum(s.num_examples for s in tfds.builder_from_directory(version).info.splits.values()) == 10
+
+
+def test_error_stops_the_build_naming_both_files(tmp_path):
+  root, home, other, leak = _tree(tmp_path)
+  with pytest.raises(duplicates.LeakageError, match=f"{home}/cat/0.jpg = {other}/{leak}"):
+    _build(root, tmp_path / "d", leakage="error")
+  assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
+
+
+def test_drop_keeps_the_earliest_splits_copy_and_lists_the_dropped(tmp_path):
+  root, home, other, leak = _tree(tmp_path)
+  builder = _build(root, tmp_path / "d", leakage="drop")
+  version = tmp_path / "d" / "pets" / "1.0.0"
+  report = json.loads((version / duplicates.REPORT_FILE).read_text())
+  dropped = "cat/0.jpg" if home == "test" else leak
+  assert report["dropped"] == [{"split": "test", "file_name": dropped, "label": "cat"}]
+  stored = tfds.as_numpy(builder.as_dataset("test"))
+  names = {example["file_name"].decode() for example in stored}
+  assert dropped not in names and len(names) == builder.info.splits["test"].num_examples
+  assert builder.info.splits["train"].num_examples + len(names) == 9
+  assert builder.info.metadata["num_examples_per_class"] == {"cat": 5, "dog": 4}
+
+
+def test_off_fingerprints_nothing_and_a_bad_value_is_refused(tmp_path):
+  root, *_ = _tree(tmp_path)
+  _build(root, tmp_path / "d", leakage="off")
+  assert not (tmp_path / "d" / "pets" / "1.0.0" / duplicates.REPORT_FILE).exists()
+  with pytest.raises(ValueError, match="leakage='maybe': use one of warn, error, drop, off"):
+    class_folders_builder.ClassFoldersConfig(name="x", root=root, leakage="maybe")

@@ -1,0 +1,89 @@
+"""`imagesets duplicates SPEC` and `imagesets diff OLD NEW` on local and published versions."""
+
+import json
+import pytest
+
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
+from imagesets.cli import main as cli
+from imagesets.publishing import publish
+from imagesets_testing import planted_copies
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+
+def _files():
+  photos = {f"{label}/{i}.jpg": sample_images.photo(80 + 3 * i, 100, seed=90 + i)
+            for i, label in enumerate(["cat", "dog"] * 5)}
+  files = {name: planted_copies.original(pixels) for name, pixels in photos.items()}
+  files["dog/copy.png"] = planted_copies.png(photos["cat/0.jpg"])  # label conflict
+  return files
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+  """pets 1.0.0 and 1.1.0 (cat/2.jpg removed, dog/3.jpg edited, cat/4.jpg relabelled as
+  dog/4b.jpg, cat/new.jpg added); duplicates.json removed from 1.1.0 (an older build)."""
+  base = tmp_path_factory.mktemp("kyd")
+  data_dir = base / "tfds"
+  files = _files()
+  options = class_folders_builder.ClassFoldersConfig(name="pets")
+  named_build.build(write_tree(base / "v1", files), "pets", version="1.0.0",
+                    data_dir=str(data_dir), options=options)
+  files.pop("cat/2.jpg")
+  files["dog/3.jpg"] = sample_images.jpeg(89, 100, seed=500)
+  files["dog/4b.jpg"] = files.pop("cat/4.jpg")
+  files["cat/new.jpg"] = sample_images.jpeg(70, 100, seed=501)
+  named_build.build(write_tree(base / "v2", files), "pets", version="1.1.0",
+                    data_dir=str(data_dir), options=options)
+  (data_dir / "pets" / "1.1.0" / "duplicates.json").unlink()
+  return data_dir
+
+
+def test_duplicates_reads_the_stored_report_or_computes_it(versions, capsys):
+  assert cli.main(["duplicates", "pets:1.0.0", "--data-dir", str(versions), "--json"]) == 0
+  stored = json.loads(capsys.readouterr().out)
+  assert [[(m["file_name"], m["label"]) for m in g["members"]] for g in stored["groups"]] == [
+      [("cat/0.jpg", "cat"), ("dog/copy.png", "dog")]]
+  assert stored["groups"][0]["kind"] == "exact" and stored["groups"][0]["label_conflict"]
+  assert cli.main(["duplicates", "pets:1.0.0", "--data-dir", str(versions), "--json",
+                   "--recompute"]) == 0
+  assert json.loads(capsys.readouterr().out)["groups"] == stored["groups"]
+  assert cli.main(["duplicates", "pets:1.1.0", "--data-dir", str(versions)]) == 0  # computed
+  out = capsys.readouterr().out.splitlines()
+  assert out[0] == "pets/1.1.0: duplicates: 1 group(s) (1 exact, 0 near) among 11 images; " \
+                   "1 cross splits (leakage): train/cat/0.jpg = validation/dog/copy.png; " \
+                   "1 label conflict(s)"
+  assert out[1] == "exact (LEAK, LABEL CONFLICT):"
+
+
+def test_diff_exit_status_summary_and_json(versions, capsys):
+  args = ["--data-dir", str(versions)]
+  assert cli.main(["diff", "pets:1.0.0", "pets:1.0.0", *args]) == 0
+  assert "same examples; 11 unchanged" in capsys.readouterr().out
+  assert cli.main(["diff", "pets:1.0.0", "pets:1.1.0", *args, "--show", "2"]) == 1
+  out = capsys.readouterr().out
+  assert out.startswith("pets/1.0.0 -> pets/1.1.0: 1 added, 1 removed, 1 changed, ")
+  assert cli.main(["diff", "pets:1.0.0", "pets:1.1.0", *args, "--json"]) == 1
+  splits = json.loads(capsys.readouterr().out)["splits"]
+  kinds = {kind: [item["file_name"] for split in splits.values() for item in split[kind]]
+           for kind in ("added", "removed", "changed", "relabelled", "moved_in")}
+  assert kinds["added"] == ["cat/new.jpg"] and kinds["removed"] == ["cat/2.jpg"]
+  assert kinds["changed"] == ["dog/3.jpg"]
+  assert kinds["relabelled"] + kinds["moved_in"] == ["dog/4b.jpg"]  # split by its new path
+  assert sum(split["unchanged"] for split in splits.values()) == 8
+  assert cli.main(["diff", f"{versions}/pets:1.0.0", "pets:1.0.0", *args]) == 0  # a full path
+  capsys.readouterr()
+  assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 2
+  assert "9.0.0" in capsys.readouterr().err
+
+
+def test_diff_and_duplicates_of_a_published_version(versions, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("IMAGESETS_CACHE", str(tmp_path / "cache"))
+  team = tmp_path / "team"
+  publish.publish("pets:1.0.0", versions, str(team), progress=False)
+  url = f"file://{team}"
+  assert cli.main(["diff", f"{url}/pets:1.0.0", "pets:1.0.0", "--data-dir", str(versions)]) == 0
+  assert "same examples; 11 unchanged" in capsys.readouterr().out
+  assert cli.main(["duplicates", "pets:1.0.0", "--data-dir", url, "--json"]) == 0
+  assert len(json.loads(capsys.readouterr().out)["groups"]) == 1

@@ -1,0 +1,34 @@
+"""dataset_card: counts per split and class, size and format distribution, duplicates."""
+
+from imagesets.verifying import dataset_card
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+
+Member = duplicates.Member
+
+
+def _fingerprint(height, width, fmt="jpeg"):
+  return image_hashes.Fingerprint("0" * 32, 0, height, width, fmt)
+
+
+IMAGES = [(Member("train", "a/1", "a"), _fingerprint(100, 150)),
+          (Member("train", "b/2", "b"), _fingerprint(300, 400)),
+          (Member("train", "a/3", "a"), _fingerprint(600, 500, "png")),
+          (Member("test", "a/4", "a"), _fingerprint(3000, 4000))]
+
+
+def test_statistics():
+  stats = dataset_card.statistics(IMAGES)
+  assert stats == {"splits": {"train": {"a": 2, "b": 1}, "test": {"a": 1}},
+                   "shorter_side": {"0-127": 1, "256-511": 2, ">= 2048": 1},
+                   "formats": {"jpeg": 3, "png": 1},
+                   "sizes": {"min": [100, 150], "max": [3000, 4000]}}
+
+
+def test_card_shows_counts_and_names_leaks_and_conflicts():
+  group = duplicates.Group("near", (Member("train", "a/1", "a"), Member("test", "a/4", "b")))
+  card = dataset_card.markdown("pets/1.0.0", IMAGES, [group])
+  assert "| a | 2 | 1 |" in card and "| **total** | 3 | 1 |" in card
+  assert "Formats: jpeg 3, png 1" in card
+  assert "1 cross splits (leakage): train/a/1 = test/a/4; 1 label conflict(s)" in card
+  assert "| near | yes | yes | train/a/1: a<br>test/a/4: b |" in card

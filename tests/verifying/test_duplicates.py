@@ -1,0 +1,102 @@
+"""duplicates: groups of exact and near copies, leakage and label conflicts, what drop removes."""
+
+import random
+
+import pytest
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+from imagesets_testing import planted_copies
+from imagesets_testing import sample_images
+
+Member = duplicates.Member
+
+
+def _flip(value: int, bits: int, rng: random.Random) -> int:
+  for bit in rng.sample(range(image_hashes.HASH_BITS), bits):
+    value ^= 1 << bit
+  return value
+
+
+@pytest.mark.parametrize("flipped", [0, 8, 16])
+def test_near_pairs_finds_hashes_a_few_bits_apart_among_many(flipped):
+  rng = random.Random(flipped)
+  hashes = [rng.getrandbits(image_hashes.HASH_BITS) for _ in range(5000)]
+  planted = {index: len(hashes) + n for n, index in enumerate(range(0, 5000, 100))}
+  hashes += [_flip(hashes[index], flipped, rng) for index in planted]
+  found = {tuple(pair) for pair in duplicates.near_pairs(hashes).tolist()}
+  assert found == set(planted.items())  # every planted pair, no random one (they differ by ~64)
+
+
+def test_near_pairs_respects_the_threshold():
+  rng = random.Random(1)
+  base = rng.getrandbits(image_hashes.HASH_BITS)
+  hashes = [base, _flip(base, 20, rng), _flip(base, 40, rng)]
+  assert {tuple(p) for p in duplicates.near_pairs(hashes, threshold=26).tolist()} == {(0, 1)}
+
+
+def _planted():
+  """Ten distinct photos in train (labels a/b), each kind of copy of one of them elsewhere."""
+  members, fingerprints = [], []
+  photos = [sample_images.photo(150 + 9 * i, 200, seed=40 + i) for i in range(10)]
+  for index, pixels in enumerate(photos):
+    members.append(Member("train", f"{index}.jpg", "ab"[index % 2]))
+    fingerprints.append(image_hashes.of_bytes(planted_copies.original(pixels)))
+  for index, (kind, make) in enumerate(planted_copies.KINDS.items()):
+    split = ["train", "validation", "test", "test", "validation"][index]
+    label = "b" if kind == "crop_5" else "ab"[index % 2]  # photo 4 is "a": a label conflict
+    members.append(Member(split, f"copy_{kind}.jpg", label))
+    fingerprints.append(image_hashes.of_bytes(make(photos[index])))
+  return members, fingerprints
+
+
+def test_every_kind_of_copy_is_found_and_distinct_photos_are_not_paired():
+  groups = duplicates.find(*_planted())
+  assert [[m.file_name for m in g.members] for g in groups] == [
+      ["0.jpg", "copy_exact.jpg"], ["1.jpg", "copy_jpeg_q60.jpg"],
+      ["2.jpg", "copy_resized_50.jpg"], ["3.jpg", "copy_png.jpg"], ["4.jpg", "copy_crop_5.jpg"]]
+  assert [g.kind for g in groups] == ["exact", "near", "near", "exact", "near"]
+  assert [g.cross_split for g in groups] == [False, True, True, True, True]
+  assert [g.label_conflict for g in groups] == [False, False, False, False, True]
+
+
+def test_drop_keeps_the_earliest_split_of_each_leaking_group():
+  groups = duplicates.find(*_planted())
+  assert [(m.split, m.file_name) for m in duplicates.to_drop(groups)] == [
+      ("validation", "copy_crop_5.jpg"), ("validation", "copy_jpeg_q60.jpg"),
+      ("test", "copy_png.jpg"), ("test", "copy_resized_50.jpg")]
+  # A copy in validation and test only: validation keeps it.
+  group = duplicates.Group("exact", (Member("validation", "v", "a"), Member("test", "t", "a")))
+  assert duplicates.to_drop([group]) == [Member("test", "t", "a")]
+
+
+def test_summary_names_the_leaks_and_json_round_trips():
+  members, fingerprints = _planted()
+  groups = duplicates.find(members, fingerprints)
+  line = duplicates.summary(groups, len(members), show=2)
+  assert line.startswith("duplicates: 5 group(s) (2 exact, 3 near) among 15 images; 4 cross "
+                         "splits (leakage): train/1.jpg = validation/copy_jpeg_q60.jpg; "
+                         "train/2.jpg = test/copy_resized_50.jpg; and 2 more")
+  assert line.endswith("; 1 label conflict(s)")
+  report = duplicates.to_json(groups, len(members))
+  assert report["groups"][0] == {"kind": "exact", "cross_split": False, "label_conflict": False,
+                                 "members": [{"split": "train", "file_name": "0.jpg", "label": "a"},
+                                             {"split": "train", "file_name": "copy_exact.jpg",
+                                              "label": "a"}],
+                                 "exact_sets": []}
+  assert duplicates.from_json(report) == (groups, [])
+  assert duplicates.summary([], 3) == "duplicates: none among 3 images"
+
+
+def test_a_near_group_says_which_members_have_the_very_same_pixels():
+  pixels = sample_images.photo(150, 200, seed=3)
+  members = [Member("train", "a.jpg", "a"), Member("test", "b.png", "a"),
+             Member("validation", "c.jpg", "a")]
+  fingerprints = [image_hashes.of_bytes(planted_copies.original(pixels)),
+                  image_hashes.of_bytes(planted_copies.png(pixels)),
+                  image_hashes.of_bytes(planted_copies.jpeg_q60(pixels))]
+  [group] = duplicates.find(members, fingerprints)
+  assert group.kind == "near" and [m.split for m in group.members] == ["train", "validation",
+                                                                       "test"]
+  assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
+  assert group.same_pixels() == ["train/a.jpg = test/b.png"]

@@ -1,0 +1,44 @@
+"""image_hashes: one fingerprint per image; the same pixels give the same digest whatever the
+bytes; copies are a few bits apart, distinct photos many."""
+
+import itertools
+
+import numpy as np
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+from imagesets_testing import planted_copies
+from imagesets_testing import sample_images
+
+
+def _photo(seed):
+  return sample_images.photo(180 + seed % 7 * 10, 240 + seed % 5 * 12, seed=seed)
+
+
+def test_same_pixels_other_bytes_give_the_same_digest_and_facts():
+  pixels = _photo(1)
+  original = image_hashes.of_bytes(planted_copies.original(pixels))
+  with_exif = image_hashes.of_bytes(planted_copies.exact(pixels))
+  as_png = image_hashes.of_bytes(planted_copies.png(pixels))
+  assert planted_copies.original(pixels) != planted_copies.exact(pixels)
+  assert original.pixels == with_exif.pixels == as_png.pixels
+  assert (as_png.format, original.format) == ("png", "jpeg")
+  assert (original.height, original.width) == pixels.shape[:2]
+  assert image_hashes.of_bytes(planted_copies.jpeg_q60(pixels)).pixels != original.pixels
+
+
+def test_copies_are_within_the_threshold_and_distinct_photos_far_beyond_it():
+  photos = [_photo(seed) for seed in range(12)]
+  hashes = [image_hashes.of_bytes(planted_copies.original(p)).perceptual for p in photos]
+  for kind, make in planted_copies.KINDS.items():
+    for pixels, original in zip(photos, hashes):
+      copy = image_hashes.of_bytes(make(pixels)).perceptual
+      assert image_hashes.distance(copy, original) <= duplicates.THRESHOLD, kind
+  distinct = [image_hashes.distance(a, b) for a, b in itertools.combinations(hashes, 2)]
+  assert min(distinct) > duplicates.THRESHOLD + 4
+  assert 50 < np.median(distinct) < 80  # of 128 bits: about half differ
+
+
+def test_fingerprints_round_trip_through_json():
+  fingerprint = image_hashes.of_bytes(sample_images.jpeg(30, 40, seed=3))
+  assert image_hashes.Fingerprint.from_json(fingerprint.to_json()) == fingerprint

@@ -1,0 +1,66 @@
+"""version_diff: every kind of change, matched by file name then by content."""
+
+from imagesets.verifying import version_diff
+
+Entry = version_diff.Entry
+
+
+def e(split, name, label, image: bytes):
+  return Entry.of(split, name, label, image)
+
+
+OLD = [e("train", "cat/1.jpg", "cat", b"one"), e("train", "cat/2.jpg", "cat", b"two"),
+       e("train", "dog/3.jpg", "dog", b"three"), e("test", "dog/4.jpg", "dog", b"four"),
+       e("test", "cat/5.jpg", "cat", b"five"), e("train", "cat/6.jpg", "cat", b"six"),
+       e("train", "dog/7.jpg", "dog", b"seven")]
+NEW = [e("train", "cat/1.jpg", "cat", b"one"),            # unchanged
+       e("train", "cat/2.jpg", "cat", b"two, edited"),    # changed
+       e("train", "cat/3.jpg", "cat", b"three"),          # relabelled (moved to cat/)
+       e("train", "dog/4.jpg", "dog", b"four"),           # moved test -> train
+       e("test", "cat/8.jpg", "cat", b"eight"),           # added
+       e("train", "cat/6b.jpg", "cat", b"six"),           # renamed: unchanged
+       e("train", "dog/7.jpg", "cat", b"seven")]          # relabelled in place
+# cat/5.jpg removed
+
+
+def test_every_kind_per_split_with_labels():
+  result = version_diff.diff(OLD, NEW)
+  assert not result.same
+  assert result.to_json() == {"splits": {
+      "train": {"added": [], "removed": [],
+                "changed": [{"file_name": "cat/2.jpg", "label": "cat"}],
+                "relabelled": [{"file_name": "cat/3.jpg", "label": "cat", "old_label": "dog"},
+                               {"file_name": "dog/7.jpg", "label": "cat", "old_label": "dog"}],
+                "moved_in": [{"file_name": "dog/4.jpg", "label": "dog", "from": "test"}],
+                "moved_out": [], "unchanged": 2},
+      "test": {"added": [{"file_name": "cat/8.jpg", "label": "cat"}],
+               "removed": [{"file_name": "cat/5.jpg", "label": "cat"}],
+               "changed": [], "relabelled": [], "moved_in": [],
+               "moved_out": [{"file_name": "dog/4.jpg", "label": "dog", "to": "train"}],
+               "unchanged": 0}}}
+
+
+def test_same_examples_in_another_order_are_the_same():
+  result = version_diff.diff(OLD, list(reversed(OLD)))
+  assert result.same and result.splits["train"]["unchanged"] == 5
+
+
+def test_without_file_names_matching_is_by_content():
+  old = [e("train", None, "0", b"a"), e("train", None, "1", b"b"), e("test", None, "0", b"c")]
+  new = [e("train", None, "1", b"a"), e("test", None, "1", b"b"), e("test", None, "0", b"d")]
+  splits = version_diff.diff(old, new).splits
+  assert [i["old_label"] for i in splits["train"]["relabelled"]] == ["0"]
+  assert splits["test"]["moved_in"][0]["file_name"].startswith("sha256:")
+  assert len(splits["test"]["added"]) == len(splits["test"]["removed"]) == 1
+
+
+def test_summary_has_a_line_and_a_class_table_per_split_and_shows_names():
+  lines = version_diff.summary(version_diff.diff(OLD, NEW), "pets:1.0.0", "pets:1.1.0", show=1)
+  assert lines[0] == ("pets:1.0.0 -> pets:1.1.0: 1 added, 1 removed, 1 changed, 2 relabelled, "
+                      "1 moved between splits; 2 unchanged")
+  assert lines[1] == "train: 1 changed, 2 relabelled, 1 moved in; 2 unchanged"
+  assert lines[2].split() == ["class", "added", "removed", "changed", "relabelled", "moved",
+                              "in", "moved", "out"]
+  assert lines[3].split() == ["cat", "0", "0", "1", "2", "0", "0"]
+  assert "    relabelled: cat/3.jpg [cat] (was dog)" in lines
+  assert "    relabelled: ... and 1 more" in lines
