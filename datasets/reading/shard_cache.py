@@ -145,18 +145,18 @@ class ShardCache:
   def pin(self, shard: Shard) -> pathlib.Path:
     """The local path of `shard`, downloaded (now, in this thread, unless a download of it
     is under way) and pinned until `unpin`."""
-    while True:
-      if self._try_pin(shard):
-        return self.path(shard)
+    while not self._try_pin(shard):
       with self._lock:
         error = self._failed.pop(shard.sha256, None)
+        waited = shard.sha256 in self._in_flight
         while shard.sha256 in self._in_flight:  # a prefetch of it: wait for that one
           self._changed.wait()
           error = error or self._failed.pop(shard.sha256, None)
       if error is not None:
         raise error  # the prefetch's own error: not downloaded twice more
-      if not self._try_pin(shard):
+      if not waited:
         self._fetch(shard, urgent=True)
+    return self.path(shard)
 
   def _try_pin(self, shard: Shard) -> bool:
     sha = shard.sha256
@@ -353,12 +353,25 @@ class Reader:
     with self._lock:
       self._current = g
       self._cache.prefetch(shards)   # all of this window at once, in parallel ...
-      paths = [self._cache.pin(shard) for shard in shards]
+      paths = []
+      try:
+        for shard in shards:
+          paths.append(self._cache.pin(shard))
+      except BaseException:
+        for shard in shards[:len(paths)]:
+          self._cache.unpin(shard)
+        raise
       previous, self._pinned[:] = list(self._pinned), shards
     for shard in previous:
       self._cache.unpin(shard)
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
+
+  def finish(self) -> None:
+    """The pass is over: unpins the last window (the reader may start another pass)."""
+    with self._lock:
+      self._current = None
+      _unpin_all(self._cache, self._pinned)
 
   def close(self) -> None:
     self._closer()
@@ -373,6 +386,15 @@ def _unpin_all(cache: ShardCache, pinned: list) -> None:
 
 _shared: dict[tuple, ShardCache] = {}
 _shared_lock = threading.Lock()
+
+
+def process_stats() -> collections.Counter:
+  """Downloads, bytes, retries, damaged and evicted shards of every cache of this process."""
+  total = collections.Counter()
+  with _shared_lock:
+    for cache in _shared.values():
+      total.update(cache.stats)
+  return total
 
 
 def shared(root: pathlib.Path, limit=None) -> ShardCache:

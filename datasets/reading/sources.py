@@ -52,6 +52,9 @@ class _LocalFiles:
   def enter(self, g: int) -> list[pathlib.Path]:
     return [self._folder / name for name in self._window(g)]
 
+  def finish(self) -> None:
+    pass
+
   def close(self) -> None:
     pass
 

@@ -127,9 +127,12 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   if source.file_format == "tfrecord":
     ds = _tfrecord_windows(plan, reader, epochs_end)
   else:
+    reader = PositionReader(source, plan, reader)
     ds = _positions(plan, epochs_end).batch(_READ_BATCH).map(
-        _reading(PositionReader(source, plan, reader)), num_parallel_calls=tf.data.AUTOTUNE,
+        _reading(reader), num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic).unbatch()
+  if num_epochs is not None:
+    ds = ds.concatenate(_finishing(reader))
   options = tf.data.Options()
   options.deterministic = deterministic
   # The numpy functions only pin and open files that are the same whenever they run, so
@@ -137,6 +140,19 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   options.experimental_external_state_policy = (
       tf.data.experimental.ExternalStatePolicy.IGNORE)
   return ds.with_options(options)
+
+
+def _finishing(reader) -> tf.data.Dataset:
+  """No records: when a pass reaches it, the reader lets its last window go (a finished
+  evaluation pins nothing while training goes on)."""
+  def finish(_):
+    reader.finish()
+    return np.zeros([0], dtype=object)
+
+  def empty(dummy):
+    records = tf.numpy_function(finish, [dummy], tf.string, stateful=False)
+    return tf.data.Dataset.from_tensor_slices(tf.reshape(records, [-1]))
+  return tf.data.Dataset.range(1).flat_map(empty)
 
 
 def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
@@ -240,6 +256,11 @@ class PositionReader:
           for old in sorted(self._open)[:-self._KEEP]:
             del self._open[old]  # closed when no thread reads it any more
     return files
+
+  def finish(self) -> None:
+    with self._lock:
+      self._open.clear()
+    self._reader.finish()
 
   def read(self, positions: np.ndarray) -> list[bytes]:
     out = [b""] * len(positions)
