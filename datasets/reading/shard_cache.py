@@ -49,7 +49,7 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
-ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
+ROOM_WAIT_SECONDS = 20.0     # how long a reader waits for other readers to free room
 
 
 def parse_size(limit) -> int | None:

@@ -171,11 +171,12 @@ def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
   def window(g):
     paths, skips, takes = tf.numpy_function(enter, [g], [tf.string, tf.int64, tf.int64],
                                             stateful=False)
-    files = tf.data.Dataset.from_tensor_slices((tf.reshape(paths, [-1]),
-                                                tf.reshape(skips, [-1]),
-                                                tf.reshape(takes, [-1])))
-    read = lambda path, skip, take: tf.data.TFRecordDataset(  # noqa: E731
-        path, buffer_size=_TFRECORD_BUFFER).skip(skip).take(take)
+    paths, skips, takes = (tf.reshape(x, [-1]) for x in (paths, skips, takes))
+    # Over indices, not paths: a checkpoint then holds positions only, and a restored
+    # iterator reads the files of the cache it runs with.
+    read = lambda i: tf.data.TFRecordDataset(  # noqa: E731
+        paths[i], buffer_size=_TFRECORD_BUFFER).skip(skips[i]).take(takes[i])
+    files = tf.data.Dataset.range(tf.size(paths, out_type=tf.int64))
     if not plan.shuffle:
       return files.flat_map(read)
     return files.interleave(read, cycle_length=plan.window_shards, block_length=1,
