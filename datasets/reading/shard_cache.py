@@ -49,7 +49,7 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
-ROOM_WAIT_SECONDS = 20.0     # how long a reader waits for other readers to free room
+ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
 
 
 def parse_size(limit) -> int | None:
@@ -352,18 +352,17 @@ class Reader:
     shards = self._shards(g)
     with self._lock:
       self._current = g
+      # The window before is read (its files are open or done): its room goes first.
+      _unpin_all(self._cache, self._pinned)
       self._cache.prefetch(shards)   # all of this window at once, in parallel ...
       paths = []
       try:
         for shard in shards:
           paths.append(self._cache.pin(shard))
+          self._pinned.append(shard)
       except BaseException:
-        for shard in shards[:len(paths)]:
-          self._cache.unpin(shard)
+        _unpin_all(self._cache, self._pinned)
         raise
-      previous, self._pinned[:] = list(self._pinned), shards
-    for shard in previous:
-      self._cache.unpin(shard)
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
 
