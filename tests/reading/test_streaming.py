@@ -29,7 +29,6 @@ import bucket_servers as servers
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch as fetch_lib
 from imagesets.publishing import publish
 from imagesets.reading import input_pipeline
 from imagesets.reading import shard_cache as shard_cache_lib
@@ -557,8 +556,6 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
   # own retries or ours) until it ended: the same examples, in the same order.
   assert second == first and proxy.refused >= 1
   assert first == local_examples(built, "train")
-  cache = shard_cache_lib.shared(fetch_lib.cache_root(tmp_path / "c2"))
-  assert cache.stats["retries"] >= 1  # the cache's own retry ran
 
 
 @ONE_FORMAT
