@@ -529,7 +529,7 @@ def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path):
     assert "\n" not in message and "the disk is full" in message and str(small) in message
     assert time.monotonic() - start < 30  # not retried as a network fault
   finally:
-    subprocess.run(["umount", str(small)], check=True)
+    subprocess.run(["umount", "-l", str(small)], check=True)  # lazy: open files may remain
 
 
 @pytest.fixture
