@@ -318,11 +318,15 @@ class Bucket:
       else:
         self.fs.get_file(self._path(rel), local_path, callback=callback)
 
-  def copy_to(self, rel: str, out, progress: ProgressFn | None = None) -> None:
+  def copy_to(self, rel: str, out, progress: ProgressFn | None = None,
+              size: int | None = None) -> None:
     """Writes the object's bytes into the open binary file `out`, chunk by chunk
-    (FileNotFoundError if it does not exist; a failed local write is a LocalWriteError)."""
+    (FileNotFoundError if it does not exist; a failed local write is a LocalWriteError).
+    `size`: the bytes expected (from a manifest): read that many without asking the store
+    first; the caller checks what arrived."""
+    extra = {"size": size} if size is not None and not self.is_local else {}
     with self._translated("download", rel):
-      with self.fs.open(self._path(rel), "rb", block_size=CHUNK) as source:
+      with self.fs.open(self._path(rel), "rb", block_size=CHUNK, **extra) as source:
         while chunk := source.read(CHUNK):
           try:
             out.write(chunk)

@@ -187,7 +187,7 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
         handle.seek(0)
         handle.truncate()
         out = _Hashing(handle)
-        bucket.copy_to(rel, out, progress)
+        bucket.copy_to(rel, out, progress, size=entry["size"])
         handle.flush()
         return out
       try:
