@@ -125,7 +125,7 @@ def _without_tfds_dtype_warning():
     absl_logger.removeFilter(log_filter)
 
 
-def read(source: sources.Source, split, *, keys, encoded_keys, shuffle, seed,
+def read(source: "sources.Source | tfds.core.DatasetBuilder", split, *, keys, encoded_keys, shuffle, seed,
          input_context=None, deterministic=True, num_epochs=1):
   """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes.
 
@@ -134,6 +134,8 @@ def read(source: sources.Source, split, *, keys, encoded_keys, shuffle, seed,
   from a bucket in the streaming order (`streaming`), `num_epochs` times (None: forever;
   local builds: one epoch, the caller repeats). Same parsing and decoders for all.
   """
+  if isinstance(source, tfds.core.DatasetBuilder):  # a local build, given as its builder
+    source = sources.open_source(source)
   builder = source.builder
   decoders = tfds.decode.PartialDecoding(
       {key: True for key in keys},
