@@ -5,7 +5,6 @@
                                  cache_dir="/scratch/cache", cache_limit="20GB")
     for record in source.records("train").as_numpy_iterator():   # stored order
       ...                                                       # serialized tf.train.Example
-    source.close()
 
 A `Source` is explicit about what is read: the TFDS `builder` (features, splits, the
 file format), the `folder` holding the version's metadata, and `cache`: None when every
@@ -13,7 +12,8 @@ shard is a local file (a TFDS data_dir, or a version `fetch` copied whole), else
 bounded, content-addressed shard cache (`shard_cache`) its shards are streamed through
 from the bucket. `records(split, ...)` gives the serialized examples of a split in stored
 order (or the seeded streaming order, `streaming`), reading shards with TensorFlow's C++
-readers; `examples(...)` parses them (what the pipelines read).
+readers (a pass's last window is unpinned when it ends, a dropped pipeline's when it is
+garbage collected).
 
 A bucket data_dir is `s3://`, `gs://` or `file://`: the version is asked of the bucket
 (`publishing.transfer.open_version`; pinned versions cached before are read without it
@@ -98,9 +98,6 @@ class Source:
     (then the streaming order of `seed`); see `streaming.records` for the arguments."""
     from imagesets.reading import streaming
     return streaming.records(self, split, **kwargs)
-
-  def close(self) -> None:
-    """Nothing to do for the source itself: its readers close with their pipelines."""
 
 
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
