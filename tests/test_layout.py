@@ -77,10 +77,6 @@ def test_build_machinery_never_imports_the_top_level_package():
   assert users == []
 
 
-# Helper A (issue 26) is rewriting these right now; they switch to the door at the merge.
-_DOOR_PENDING = {"datasets/reading/streaming.py", "datasets/publishing/shard_cache.py",
-                 "datasets/publishing/fetch.py", "datasets/reading/input_pipeline.py",
-                 "datasets/reading/grain_pipeline.py"}
 
 
 def _private_tfds(path: pathlib.Path) -> list[str]:
@@ -101,8 +97,7 @@ def _private_tfds(path: pathlib.Path) -> list[str]:
 
 def test_only_the_door_reaches_tfds_private_names():
   users = {str(path.relative_to(REPO)): _private_tfds(path) for path in PACKAGE.rglob("*.py")
-           if path.name != "tfds_internals.py"
-           and str(path.relative_to(REPO)) not in _DOOR_PENDING}
+           if path.name != "tfds_internals.py"}
   assert {path: names for path, names in users.items() if names} == {}
 
 

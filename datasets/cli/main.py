@@ -160,12 +160,12 @@ def cmd_verify(args) -> int:
   return 0 if report.ok else 1
 
 
-def _version_images(builder) -> list:
+def _version_images(source) -> list:
   """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
   from imagesets.verifying import duplicates, image_hashes, version_examples
 
   images, count = [], collections.Counter()
-  for example in version_examples.every_example(builder, "fingerprinting"):
+  for example in version_examples.every_example(source, "fingerprinting"):
     count[example.split] += 1
     name = example.file_name or f"{example.split}[{count[example.split] - 1}]"
     images.append((duplicates.Member(example.split, name, example.label),
@@ -178,19 +178,19 @@ def cmd_duplicates(args) -> int:
   from imagesets.verifying import duplicates, version_examples
 
   data_dir = constants.data_dir(args.data_dir)
-  builder = version_examples.open_builder(args.spec, data_dir)
-  stored = version_examples.folder(builder) / duplicates.REPORT_FILE
+  source = version_examples.open_version(args.spec, data_dir)
+  stored = version_examples.folder(source) / duplicates.REPORT_FILE
   if stored.exists() and not args.recompute:
     report = json.loads(stored.read_text())
   else:  # built before duplicates were recorded, or by another tool
-    images = _version_images(builder)
+    images = _version_images(source)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
     report = duplicates.to_json(groups, len(images))
   if args.json:
     print(json.dumps(report, indent=1))
     return 0
   groups, dropped = duplicates.from_json(report)
-  print(f"{builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
+  print(f"{source.builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
   for group in groups:
     flags = [f for f, on in (("LEAK", group.cross_split),
                              ("LABEL CONFLICT", group.label_conflict)) if on]
@@ -205,21 +205,21 @@ def cmd_duplicates(args) -> int:
 
 
 def _open_side(text: str, data_dir: str):
-  """The builder of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
+  """The `Source` of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
   `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
   from imagesets.verifying import version_examples
 
   if "://" not in text and not text.startswith(("/", "~", ".")):
-    return version_examples.open_builder(text, data_dir)
+    return version_examples.open_version(text, data_dir)
   location, _, spec = text.rstrip("/").rpartition("/")
   parent, _, name = location.rpartition("/")
   try:
-    return version_examples.open_builder(spec, location)
+    return version_examples.open_version(spec, location)
   except Exception:  # pylint: disable=broad-except
     if not parent:
       raise
     try:  # DATA_DIR/NAME/CONFIG:VERSION
-      return version_examples.open_builder(f"{name}/{spec}", parent)
+      return version_examples.open_version(f"{name}/{spec}", parent)
     except Exception:  # pylint: disable=broad-except
       pass
     raise
@@ -233,10 +233,10 @@ def cmd_diff(args) -> int:
     data_dir = constants.data_dir(args.data_dir)
     sides = []
     for text in (args.old, args.new):
-      builder = _open_side(text, data_dir)
-      sides.append((builder.info.full_name, [
+      source = _open_side(text, data_dir)
+      sides.append((source.builder.info.full_name, [
           version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
-          for e in version_examples.every_example(builder, "reading")]))
+          for e in version_examples.every_example(source, "reading")]))
     result = version_diff.diff(sides[0][1], sides[1][1])
   except Exception as exc:  # pylint: disable=broad-except
     if args.verbose or startup.verbose():

@@ -47,6 +47,11 @@ class BucketError(RuntimeError):
   """A storage operation failed; the message is one line meant for the user."""
 
 
+class LocalWriteError(OSError):
+  """Writing a download to the local disk failed (e.g. ENOSPC): not a storage fault, so
+  it is neither retried nor reported as the bucket's."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ObjectInfo:
   size: int
@@ -173,6 +178,19 @@ class Bucket:
   def url_of(self, rel: str) -> str:
     return f"{self.url}/{rel}" if rel else self.url
 
+  def endpoint_id(self) -> str:
+    """Which server this bucket is on, as a folder name: "" for the cloud's own endpoint,
+    else e.g. "127.0.0.1_8333" (one bucket name on two servers is two buckets)."""
+    if self.scheme == "s3":
+      custom = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    elif self.scheme == "gs":
+      custom = os.environ.get("STORAGE_EMULATOR_HOST")
+    else:
+      custom = None
+    if not custom:
+      return ""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", custom.split("://", 1)[-1]).strip("_.")
+
   def _endpoint(self) -> str:
     if self.scheme == "s3":
       return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
@@ -196,7 +214,7 @@ class Bucket:
     where = self.url_of(rel)
     try:
       yield
-    except (BucketError, FileNotFoundError, KeyboardInterrupt):
+    except (BucketError, FileNotFoundError, LocalWriteError, KeyboardInterrupt):
       raise
     except Exception as exc:  # noqa: BLE001 - every client error gets the same treatment
       if _is_denied(exc):
@@ -300,6 +318,23 @@ class Bucket:
       else:
         self.fs.get_file(self._path(rel), local_path, callback=callback)
 
+  def copy_to(self, rel: str, out, progress: ProgressFn | None = None,
+              size: int | None = None) -> None:
+    """Writes the object's bytes into the open binary file `out`, chunk by chunk
+    (FileNotFoundError if it does not exist; a failed local write is a LocalWriteError).
+    `size`: the bytes expected (from a manifest): read that many without asking the store
+    first; the caller checks what arrived."""
+    extra = {"size": size} if size is not None and not self.is_local else {}
+    with self._translated("download", rel):
+      with self.fs.open(self._path(rel), "rb", block_size=CHUNK, **extra) as source:
+        while chunk := source.read(CHUNK):
+          try:
+            out.write(chunk)
+          except OSError as error:
+            raise LocalWriteError(error.errno, error.strerror) from None
+          if progress:
+            progress(len(chunk))
+
   def delete(self, rels: list[str]) -> None:
     if not rels:
       return
@@ -378,4 +413,4 @@ def s3_multipart_etag(path: str | os.PathLike, part_size: int | None = None) -> 
   return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
 
 
-__all__ = ["Bucket", "BucketError", "ObjectInfo", "file_digests", "s3_multipart_etag", "split_url"]
+__all__ = ["Bucket", "BucketError", "LocalWriteError", "ObjectInfo", "file_digests", "s3_multipart_etag", "split_url"]

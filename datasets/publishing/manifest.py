@@ -7,11 +7,38 @@ shard cache, which check every byte they copy against it.
 import dataclasses
 import json
 import pathlib
+import re
 
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import versions
 
 MANIFEST_FORMAT = 1
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# A file name of a version: relative, "/"-separated parts of ordinary characters, none of
+# them empty, "." or ".." and none hidden (the cache's own files start with a dot).
+_PART = re.compile(r"[A-Za-z0-9_+=@,-][A-Za-z0-9_.+=@,-]*")
+
+
+def check_name(name, where: str) -> str:
+  """`name` if it is a safe relative file name inside a version folder; else PublishError.
+
+  Everything in a manifest comes from the bucket, which anyone with write access controls:
+  a name such as `../../.bashrc` or `/home/u/.bashrc` must never reach a path join."""
+  if not (isinstance(name, str) and name and len(name) <= 1024 and all(
+      _PART.fullmatch(part) and part not in (".", "..") for part in name.split("/"))):
+    raise versions.PublishError(
+        f"{where}: the manifest names the file {name!r}, which is not a plain relative file "
+        "name (absolute, '..', empty or hidden parts): refused, nothing was written; the "
+        "published manifest is damaged or forged, tell the publisher")
+  return name
+
+
+def _check_entry(name: str, entry, where: str) -> None:
+  if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
+          and entry["size"] >= 0 and isinstance(entry.get("sha256"), str)
+          and _SHA256.fullmatch(entry["sha256"])):
+    raise versions.PublishError(f"{where}: the manifest entry of {name!r} has no valid size "
+                                "and SHA-256: refused; tell the publisher")
 
 
 @dataclasses.dataclass
@@ -39,9 +66,14 @@ class Manifest:
   def from_bytes(cls, data: bytes, where: str) -> "Manifest":
     try:
       raw = json.loads(data)
-      return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+      manifest = cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+      files = dict(manifest.files)
     except (ValueError, TypeError, KeyError) as exc:
       raise versions.PublishError(f"{where}: unreadable manifest ({exc})") from None
+    for name, file_entry in files.items():  # before any name can touch a path
+      check_name(name, where)
+      _check_entry(name, file_entry, where)
+    return manifest
 
 
 def entry(path: pathlib.Path) -> dict:

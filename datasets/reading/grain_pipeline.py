@@ -32,8 +32,8 @@ import logging
 
 import numpy as np
 import tensorflow_datasets as tfds
-from tensorflow_datasets.proto import tf_example_pb2
 
+from imagesets import tfds_internals
 from imagesets.reading import input_pipeline
 from imagesets.reading import numpy_ops
 from imagesets.reading import streaming
@@ -64,7 +64,7 @@ def data_source(dataset, split: str, data_dir=None):
 
 def parse(record: bytes, keys) -> dict:
   """{key: bytes or int} of a serialized tf.train.Example (first value of each feature)."""
-  feature = tf_example_pb2.Example.FromString(record).features.feature
+  feature = tfds_internals.Example.FromString(record).features.feature
   out = {}
   for key in keys:
     value = feature[key]

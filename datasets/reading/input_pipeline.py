@@ -12,8 +12,8 @@ What every pipeline does:
   `DatasetNotPreparedError` with the `tfds build ...` command to run.
 * `data_dir` may be a team bucket (`s3://`, `gs://`, `file://`): the published version is
   streamed shard by shard through a local cache (`cache_dir`, default `fetch`'s; at most
-  `cache_limit` bytes, e.g. "20GB", None: keep everything) — see `streaming` and
-  docs/training_from_a_bucket.md.
+  `cache_limit` bytes, e.g. "20GB", None: keep everything) — see `sources`, `streaming`,
+  `shard_cache` and docs/training_from_a_bucket.md.
 * Reads the stored encoded bytes (`tfds.decode.SkipDecoding`) and decodes them in the
   map step, so a training crop is fused into JPEG decoding (see `preprocess_ops`).
 * Seeded: the file order, the shuffle buffer and every random crop / flip come from
@@ -43,6 +43,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.reading import preprocess_ops as ops
+from imagesets.reading import sources
 from imagesets.reading import streaming
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -69,16 +70,15 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=
   """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
 
   `data_dir` may be a team bucket URL (`s3://`, `gs://`, `file://`;
-  docs/training_from_a_bucket.md): the published version is then streamed shard by shard
-  through a cache in `cache_dir` (default: `fetch`'s) of at most `cache_limit` bytes (an
-  int or "20GB"; None: keep every shard). Raises DatasetNotPreparedError instead of
-  downloading or building anything.
+  docs/training_from_a_bucket.md): the builder then describes the published version
+  (read its records through `sources.open_source`). Raises DatasetNotPreparedError
+  instead of downloading or building anything.
   """
   if isinstance(dataset, tfds.core.DatasetBuilder):
     builder = dataset
-  elif streaming.is_bucket_url(data_dir):
-    return streaming.open_builder(dataset, str(data_dir), cache_dir=cache_dir,
-                                  cache_limit=cache_limit)
+  elif sources.is_bucket_url(data_dir):
+    return sources.open_source(dataset, str(data_dir), cache_dir=cache_dir,
+                               cache_limit=cache_limit).builder
   else:  # TFDS does not expand "~" itself
     builder = tfds.builder(dataset, data_dir=data_dir and os.path.expanduser(data_dir))
   if not builder.is_prepared():
@@ -125,21 +125,24 @@ def _without_tfds_dtype_warning():
     absl_logger.removeFilter(log_filter)
 
 
-def read(builder, split, *, keys, encoded_keys, shuffle, seed, input_context=None,
-         deterministic=True, num_epochs=1):
+def read(source: "sources.Source | tfds.core.DatasetBuilder", split, *, keys, encoded_keys, shuffle, seed,
+         input_context=None, deterministic=True, num_epochs=1):
   """The stored examples of `split`, only `keys`, `encoded_keys` left as encoded bytes.
 
-  TFRecord builds through TFDS's `as_dataset`; ArrayRecord builds (which `as_dataset`
-  cannot read) by random access (`_read_array_record`); versions streamed from a bucket
-  through their shard cache (`streaming`), `num_epochs` times (None: forever; local
-  builds: one epoch, the caller repeats). Same parsing and decoders for all.
+  Local TFRecord builds through TFDS's `as_dataset`; local ArrayRecord builds (which
+  `as_dataset` cannot read) by random access (`_read_array_record`); versions streamed
+  from a bucket in the streaming order (`streaming`), `num_epochs` times (None: forever;
+  local builds: one epoch, the caller repeats). Same parsing and decoders for all.
   """
+  if isinstance(source, tfds.core.DatasetBuilder):  # a local build, given as its builder
+    source = sources.open_source(source)
+  builder = source.builder
   decoders = tfds.decode.PartialDecoding(
       {key: True for key in keys},
       decoders={key: tfds.decode.SkipDecoding() for key in encoded_keys})
-  if streaming.cache_of(builder) is not None:
+  if source.streamed:
     with _without_tfds_dtype_warning():
-      ds = streaming.records(builder, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+      ds = streaming.records(source, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
                              input_context=input_context, deterministic=deterministic)
       return _parsed(ds, builder, decoders, deterministic)
   if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
@@ -263,15 +266,15 @@ def _seed_or_random(seed):
   return seed, True
 
 
-def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_context,
+def _train(source, split, *, keys, encoded_keys, preprocess, seed, input_context,
            shuffle_buffer, num_epochs, cache=False, cache_op=None):
   seed, deterministic = _seed_or_random(seed)
-  streamed = streaming.cache_of(builder) is not None
+  streamed = source.streamed
   if streamed and (cache or cache_op is not None):
     raise ValueError("cache= keeps the split in memory; with a bucket data_dir the shards "
                      "are kept on disk instead: leave cache=None and use cache_limit=None")
   # A streamed version repeats inside `read`: each epoch reads its shards in a new order.
-  ds = read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
+  ds = read(source, split, keys=keys, encoded_keys=encoded_keys, shuffle=True,
             seed=seed, input_context=input_context, deterministic=deterministic,
             num_epochs=num_epochs if streamed else 1)
   if cache_op is not None:
@@ -285,8 +288,8 @@ def _train(builder, split, *, keys, encoded_keys, preprocess, seed, input_contex
   return _map_with_seeds(ds, preprocess, seed, input_context)
 
 
-def _eval(builder, split, *, keys, encoded_keys, preprocess, input_context, cache):
-  ds = read(builder, split, keys=keys, encoded_keys=encoded_keys, shuffle=False,
+def _eval(source, split, *, keys, encoded_keys, preprocess, input_context, cache):
+  ds = read(source, split, keys=keys, encoded_keys=encoded_keys, shuffle=False,
              seed=None, input_context=input_context, deterministic=True)
   ds = ds.map(preprocess, num_parallel_calls=AUTOTUNE)
   return ds.cache() if cache else ds
@@ -324,7 +327,8 @@ def classification_train(
   """
   if cache not in TRAIN_CACHE_MODES:
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
-  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
+                               cache_limit=cache_limit)
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -334,7 +338,7 @@ def classification_train(
   preprocess = ops.compose(
       crop, *([ops.random_flip_left_right([image_key])] if flip else []),
       ops.rename(image=image_key, label=label_key), ops.keep("image", "label"))
-  ds = _train(builder, split, keys=[image_key, label_key], encoded_keys=[image_key],
+  ds = _train(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
               preprocess=preprocess, seed=seed, input_context=input_context,
               shuffle_buffer=shuffle_buffer, num_epochs=num_epochs,
               cache=cache == "encoded", cache_op=cache_op)
@@ -365,7 +369,8 @@ def classification_eval(
   """
   if mode not in CLASSIFICATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
+                               cache_limit=cache_limit)
   image_op = {
       "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
       "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
@@ -373,7 +378,7 @@ def classification_eval(
   }[mode]()
   preprocess = ops.compose(image_op, ops.rename(image=image_key, label=label_key),
                            ops.keep("image", "label"))
-  ds = _eval(builder, split, keys=[image_key, label_key], encoded_keys=[image_key],
+  ds = _eval(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
              preprocess=preprocess, input_context=input_context, cache=cache)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,
                  padded=mode == "padded", dtype=dtype, mean=mean, std=std,
@@ -414,7 +419,8 @@ def segmentation_train(
   """
   if mode not in SEGMENTATION_TRAIN_MODES:
     raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
+                               cache_limit=cache_limit)
   geometry = {
       "scale_crop": lambda: ops.compose(ops.random_scale(scale_range, mask_keys=_MASK),
                                         ops.random_crop_or_pad(crop_size, mask_keys=_MASK)),
@@ -426,7 +432,7 @@ def segmentation_train(
       _decode_pair(image_key, mask_key), geometry,
       *([ops.random_flip_left_right(["image", "mask"])] if flip else []),
       ops.keep("image", "mask"))
-  ds = _train(builder, split, keys=[image_key, mask_key],
+  ds = _train(source, split, keys=[image_key, mask_key],
               encoded_keys=[image_key, mask_key], preprocess=preprocess, seed=seed,
               input_context=input_context, shuffle_buffer=shuffle_buffer,
               num_epochs=num_epochs)
@@ -457,7 +463,8 @@ def segmentation_eval(
   """
   if mode not in SEGMENTATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
-  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
+                               cache_limit=cache_limit)
   geometry = {
       "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
@@ -466,7 +473,7 @@ def segmentation_eval(
   }[mode]()
   preprocess = ops.compose(_decode_pair(image_key, mask_key), geometry,
                            ops.keep("image", "mask"))
-  ds = _eval(builder, split, keys=[image_key, mask_key], encoded_keys=[image_key, mask_key],
+  ds = _eval(source, split, keys=[image_key, mask_key], encoded_keys=[image_key, mask_key],
              preprocess=preprocess, input_context=input_context, cache=cache)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,
                  padded=mode == "padded", dtype=dtype, mean=mean, std=std,

@@ -1,22 +1,27 @@
-"""Training straight from a team bucket: a published version read shard by shard.
+"""The records of a split in stored or streaming order, read at local-disk speed.
 
-`open_builder` gives a TFDS builder made from the version's small files (downloaded at
-once into the shard cache, `publishing.shard_cache`); `records` gives the serialized
-examples of a split in the streaming order, as `tf.data`; `RecordReader` reads them by
-position for Grain. Both work on TFRecord and ArrayRecord builds.
+`records(source, split, ...)` gives the serialized examples of a split of a `sources.Source`
+as tf.data; `PositionSource` reads them by position for Grain. Both work on TFRecord and
+ArrayRecord builds, local or streamed from a bucket through the shard cache.
 
 The streaming order (docs/training_from_a_bucket.md): each epoch the worker's shards are
-put in a seeded random order and read in windows of `window_shards` shards; the records of
-a window are shuffled together. The cache needs only the window being read and the next
-one, so a global shuffle, which touches every shard at once, is traded for shuffling within
-a window (plus the pipelines' shuffle buffer on top). Without shuffling (evaluation), shards
-are read in stored order. The order depends only on the seed, the epoch and the worker, so
-a restored `tf.data` checkpoint or Grain iterator continues with the same examples.
+put in a seeded random order and read in windows of `window_shards` shards (fewer when
+`cache_limit` holds fewer than two windows). The cache needs only the window being read
+and the next one, so a global shuffle, which touches every shard at once, is traded for
+mixing within a window (plus the pipelines' shuffle buffer on top): tf.data reads the
+window's TFRecord shards interleaved record by record; by position (ArrayRecord, Grain)
+the records of a window are shuffled together. Without shuffling (evaluation), shards are
+read in stored order, one after another. The order depends only on the seed, the epoch and
+the worker, so a restored `tf.data` checkpoint or Grain iterator continues with the same
+examples.
+
+Speed: TFRecord windows are read by TensorFlow's C++ `TFRecordDataset`s, ArrayRecord by
+its C++ reader in batches; nothing takes a lock per record (a window's files are pinned
+and opened once, when the reader enters it).
 """
 
 import dataclasses
 import os
-import pathlib
 import struct
 import threading
 
@@ -24,45 +29,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets.publishing import shard_cache as shard_cache_lib
+from imagesets.reading import sources
 
-DEFAULT_WINDOW_SHARDS = 4   # shards whose records are shuffled together
-_READ_BATCH = 64            # records read per call into Python
-_STREAM_ATTRIBUTE = "_imagesets_shard_cache"
+DEFAULT_WINDOW_SHARDS = 4   # shards read together
+_READ_BATCH = 64            # records read per call into Python (ArrayRecord)
+_TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 
-
-def is_bucket_url(data_dir) -> bool:
-  """s3://, gs:// and file:// data_dirs are buckets (streamed); plain paths are TFDS data_dirs."""
-  return data_dir is not None and "://" in str(data_dir)
-
-
-_caches: dict[tuple, shard_cache_lib.ShardCache] = {}
-_caches_lock = threading.Lock()
-
-
-def shard_cache(url: str, spec: str, *, cache_dir=None, cache_limit=None
-                ) -> shard_cache_lib.ShardCache:
-  """One shard cache per (bucket, version, cache folder, limit) in a process."""
-  key = (str(url), spec, str(cache_dir), cache_limit)
-  with _caches_lock:
-    if key not in _caches:
-      _caches[key] = shard_cache_lib.ShardCache(url, spec, cache_dir=cache_dir,
-                                                limit=cache_limit)
-    return _caches[key]
-
-
-def open_builder(spec: str, url: str, *, cache_dir=None, cache_limit=None):
-  """A read-only TFDS builder of the published version `spec` at bucket `url`, whose
-  shards are streamed (`records`)."""
-  cache = shard_cache(url, spec, cache_dir=cache_dir, cache_limit=cache_limit)
-  builder = tfds.builder_from_directory(str(cache.folder))
-  setattr(builder, _STREAM_ATTRIBUTE, cache)
-  return builder
-
-
-def cache_of(builder) -> shard_cache_lib.ShardCache | None:
-  """The shard cache of a streamed builder; None for a local one."""
-  return getattr(builder, _STREAM_ATTRIBUTE, None)
+is_bucket_url = sources.is_bucket_url
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,10 +67,14 @@ class Plan:
       return np.arange(len(self.shards))
     return np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))
 
-  def windows(self, epoch: int) -> list[list[str]]:
+  def window_indices(self, g: int) -> list[int]:
+    """Indices into `shards` of window g of the run (window g % W of epoch g // W)."""
+    epoch, within = divmod(g, self.windows_per_epoch)
     order = self._shard_order(epoch)
-    return [[self.shards[i].name for i in order[start:start + self.window_shards]]
-            for start in range(0, len(order), self.window_shards)]
+    return order[within * self.window_shards:(within + 1) * self.window_shards].tolist()
+
+  def window(self, g: int) -> list[str]:
+    return [self.shards[i].name for i in self.window_indices(g)]
 
   def positions(self, epoch: int) -> np.ndarray:
     """int64 [records_per_epoch, 3]: (shard index, record index, window of the run)."""
@@ -114,12 +91,13 @@ class Plan:
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros([0, 3], np.int64)
 
 
-def plan_for(builder, split: str, *, shuffle: bool, seed: int | None, input_context=None,
-             shard_index: int = 0, shard_count: int = 1,
+def plan_for(source: "sources.Source", split: str, *, shuffle: bool, seed: int | None,
+             input_context=None, shard_index: int = 0, shard_count: int = 1,
              window_shards: int = DEFAULT_WINDOW_SHARDS) -> Plan:
   """The worker's shards of `split` (every n-th, as TFDS's ReadConfig(input_context) does)."""
   if input_context is not None:
     shard_index, shard_count = input_context.input_pipeline_id, input_context.num_input_pipelines
+  builder = source.builder
   shards = [Shard(os.path.basename(i.filename), i.skip, i.take)
             for i in builder.info.splits[split].file_instructions if i.take]
   if len(shards) < shard_count:
@@ -127,111 +105,172 @@ def plan_for(builder, split: str, *, shuffle: bool, seed: int | None, input_cont
         f"{builder.info.full_name} split {split!r} has {len(shards)} shard file(s), fewer "
         f"than the {shard_count} input pipelines reading it: rebuild with --num_shards "
         f"{shard_count} or more")
-  cache = cache_of(builder)
-  window = cache.window_size_for(window_shards) if cache else window_shards
-  return Plan(shards[shard_index::shard_count], window, shuffle, seed or 0)
+  return Plan(shards[shard_index::shard_count], source.window_size_for(window_shards),
+              shuffle, seed or 0)
 
 
-class RecordReader:
-  """Serialized records of a streamed split by (shard, record), read from the cache."""
-
-  def __init__(self, cache: shard_cache_lib.ShardCache, plan: Plan, file_format: str,
-               num_epochs: int | None):
-    self.cache, self.plan, self.file_format = cache, plan, file_format
-    self._offsets: dict[str, np.ndarray] = {}   # TFRecord: byte offset of every record
-    self._lock = threading.Lock()
-    self._read_plan = cache.add_reader(plan.windows, plan.windows_per_epoch, num_epochs)
-
-  def read(self, positions: np.ndarray) -> list[bytes]:
-    """Records at rows (shard index, record index, window) of `Plan.positions`."""
-    out = [b""] * len(positions)
-    for row in np.unique(positions[:, [2, 0]], axis=0):   # by window, then shard
-      window, shard = int(row[0]), int(row[1])
-      rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
-      name = self.plan.shards[shard].name
-      records = self._read_shard(name, window, positions[rows, 1].tolist())
-      for row_index, record in zip(rows, records):
-        out[row_index] = record
-    return out
-
-  def _read_shard(self, name: str, window: int, indices: list[int]) -> list[bytes]:
-    with self.cache.reading(name, self._read_plan, window) as path:
-      if self.file_format == "array_record":
-        from array_record.python import array_record_module
-        # Opened per read: a reader kept open would hold an evicted shard's disk space.
-        reader = array_record_module.ArrayRecordReader(str(path), "readahead_buffer_size:0")
-        try:
-          return reader.read(indices)
-        finally:
-          reader.close()
-      return _read_tfrecords(path, self._tfrecord_offsets(name, path), indices)
-
-  def _tfrecord_offsets(self, name: str, path: pathlib.Path) -> np.ndarray:
-    with self._lock:
-      offsets = self._offsets.get(name)
-    if offsets is None:
-      offsets = _tfrecord_offsets(path)
-      with self._lock:
-        self._offsets[name] = offsets
-    return offsets
+def _num_windows(plan: Plan, num_epochs: int | None) -> int | None:
+  return None if num_epochs is None else num_epochs * plan.windows_per_epoch
 
 
-def _tfrecord_offsets(path: pathlib.Path) -> np.ndarray:
-  """Start offsets of the records of a TFRecord file (each: u64 length, u32 CRC, data,
-  u32 CRC). The file was checked against its SHA-256, so the CRCs are not re-checked."""
-  offsets, position, size = [], 0, path.stat().st_size
-  with open(path, "rb") as f:
-    while position < size:
-      offsets.append(position)
-      f.seek(position)
-      (length,) = struct.unpack("<Q", f.read(8))
-      position += 16 + length
-  return np.asarray(offsets, np.int64)
-
-
-def _read_tfrecords(path: pathlib.Path, offsets: np.ndarray, indices: list[int]) -> list[bytes]:
-  out = []
-  with open(path, "rb") as f:
-    for index in indices:
-      f.seek(int(offsets[index]))
-      (length,) = struct.unpack("<Q", f.read(8))
-      f.seek(4, os.SEEK_CUR)
-      out.append(f.read(length))
-  return out
-
-
-def records(builder, split: str, *, shuffle: bool, seed: int | None, num_epochs: int | None,
-            input_context=None, deterministic: bool = True,
+def records(source: "sources.Source", split: str, *, shuffle: bool = False,
+            seed: int | None = None, num_epochs: int | None = 1, input_context=None,
+            deterministic: bool = True,
             window_shards: int = DEFAULT_WINDOW_SHARDS) -> tf.data.Dataset:
-  """Serialized examples of a streamed split, `num_epochs` times (None: forever), as
-  tf.data. Checkpointable: the positions come from the epoch number alone."""
-  cache = cache_of(builder)
-  plan = plan_for(builder, split, shuffle=shuffle, seed=seed, input_context=input_context,
+  """Serialized examples of `split`, `num_epochs` times (None: forever), as tf.data:
+  stored order, or the streaming order of `seed` with `shuffle`. Checkpointable (the
+  windows come from the window number alone)."""
+  plan = plan_for(source, split, shuffle=shuffle, seed=seed, input_context=input_context,
                   window_shards=window_shards)
-  reader = RecordReader(cache, plan, builder.info.file_format.value, num_epochs)
+  reader = source.reader(plan.window, _num_windows(plan, num_epochs))
+  epochs_end = np.iinfo(np.int64).max if num_epochs is None else num_epochs
+  if source.file_format == "tfrecord":
+    ds = _tfrecord_windows(plan, reader, epochs_end)
+  else:
+    reader = PositionReader(source, plan, reader)
+    ds = _positions(plan, epochs_end).batch(_READ_BATCH).map(
+        _reading(reader), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic).unbatch()
+  if num_epochs is not None:
+    ds = ds.concatenate(_finishing(reader))
+  options = tf.data.Options()
+  options.deterministic = deterministic
+  # The numpy functions only pin and open files that are the same whenever they run, so
+  # iterator checkpoints may leave them out.
+  options.experimental_external_state_policy = (
+      tf.data.experimental.ExternalStatePolicy.IGNORE)
+  return ds.with_options(options)
 
+
+def _finishing(reader) -> tf.data.Dataset:
+  """No records: when a pass reaches it, the reader lets its last window go (a finished
+  evaluation pins nothing while training goes on)."""
+  def finish(_):
+    reader.finish()
+    return np.zeros([0], dtype=object)
+
+  def empty(dummy):
+    records = tf.numpy_function(finish, [dummy], tf.string, stateful=False)
+    return tf.data.Dataset.from_tensor_slices(tf.reshape(records, [-1]))
+  return tf.data.Dataset.range(1).flat_map(empty)
+
+
+def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
+  """Window after window, its shards read by TFRecordDatasets: interleaved record by
+  record when shuffling, one after another in stored order otherwise."""
+  windows_end = (epochs_end * plan.windows_per_epoch if epochs_end < 2**40
+                 else np.iinfo(np.int64).max)
+
+  def enter(g):
+    paths = reader.enter(int(g))
+    shards = [plan.shards[i] for i in plan.window_indices(int(g))]
+    return (np.array([str(p) for p in paths], dtype=object),
+            np.array([s.skip for s in shards], np.int64),
+            np.array([s.take for s in shards], np.int64))
+
+  def window(g):
+    paths, skips, takes = tf.numpy_function(enter, [g], [tf.string, tf.int64, tf.int64],
+                                            stateful=False)
+    paths, skips, takes = (tf.reshape(x, [-1]) for x in (paths, skips, takes))
+    # Over indices, not paths: a checkpoint then holds positions only, and a restored
+    # iterator reads the files of the cache it runs with.
+    read = lambda i: tf.data.TFRecordDataset(  # noqa: E731
+        paths[i], buffer_size=_TFRECORD_BUFFER).skip(skips[i]).take(takes[i])
+    files = tf.data.Dataset.range(tf.size(paths, out_type=tf.int64))
+    if not plan.shuffle:
+      return files.flat_map(read)
+    return files.interleave(read, cycle_length=plan.window_shards, block_length=1,
+                            num_parallel_calls=plan.window_shards, deterministic=True)
+
+  return tf.data.Dataset.range(windows_end).flat_map(window)
+
+
+def _positions(plan: Plan, epochs_end: int) -> tf.data.Dataset:
   def epoch_positions(epoch):
     rows = tf.numpy_function(lambda e: plan.positions(int(e)), [epoch], tf.int64,
                              stateful=False)
     rows.set_shape([None, 3])
     return tf.data.Dataset.from_tensor_slices(rows)
+  return tf.data.Dataset.range(epochs_end).flat_map(epoch_positions)
 
+
+def _reading(reader: "PositionReader"):
   def read_batch(rows):
     data = tf.numpy_function(lambda r: np.array(reader.read(r), dtype=object), [rows],
                              tf.string, stateful=False)
     data.set_shape([None])
     return data
+  return read_batch
 
-  epochs = tf.data.Dataset.range(num_epochs if num_epochs is not None else np.iinfo(np.int64).max)
-  ds = epochs.flat_map(epoch_positions).batch(_READ_BATCH).map(
-      read_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic).unbatch()
-  options = tf.data.Options()
-  options.deterministic = deterministic
-  # The numpy functions are pure functions of their inputs (the cache only makes files
-  # appear), so iterator checkpoints may leave them out.
-  options.experimental_external_state_policy = (
-      tf.data.experimental.ExternalStatePolicy.IGNORE)
-  return ds.with_options(options)
+
+class _TFRecordFile:
+  """Records of a TFRecord file by index (each: u64 length, u32 CRC, data, u32 CRC; the
+  file was checked against its SHA-256, so the CRCs are not re-checked)."""
+
+  def __init__(self, path):
+    self._file = open(path, "rb")
+    fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
+    while position < size:
+      offsets.append(position)
+      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
+      position += 16 + length
+    self._offsets = offsets
+
+  def read(self, indices) -> list[bytes]:
+    fd, out = self._file.fileno(), []
+    for index in indices:
+      position = self._offsets[index]
+      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
+      out.append(os.pread(fd, length, position + 12))
+    return out
+
+
+def _open_records(path, file_format: str):
+  if file_format == "array_record":
+    from array_record.python import array_record_module
+    return array_record_module.ArrayRecordReader(str(path), "readahead_buffer_size:0")
+  return _TFRecordFile(path)
+
+
+class PositionReader:
+  """Records by (shard index, record index, window) rows of `Plan.positions`. The files
+  of the last windows entered stay open (no lock, pin or open per record); a reader that
+  enters a window pins it and lets the one before go."""
+
+  _KEEP = 3   # windows whose files stay open (parallel reads straddle window boundaries)
+
+  def __init__(self, source, plan: Plan, reader):
+    self._format, self._plan, self._reader = source.file_format, plan, reader
+    self._open: dict[int, dict[int, object]] = {}
+    self._lock = threading.Lock()
+
+  def _files(self, g: int) -> dict[int, object]:
+    files = self._open.get(g)
+    if files is None:
+      with self._lock:
+        files = self._open.get(g)
+        if files is None:
+          paths = self._reader.enter(g)
+          files = {i: _open_records(path, self._format)
+                   for i, path in zip(self._plan.window_indices(g), paths)}
+          self._open[g] = files
+          for old in sorted(self._open)[:-self._KEEP]:
+            del self._open[old]  # closed when no thread reads it any more
+    return files
+
+  def finish(self) -> None:
+    with self._lock:
+      self._open.clear()
+    self._reader.finish()
+
+  def read(self, positions: np.ndarray) -> list[bytes]:
+    out = [b""] * len(positions)
+    for window, shard in np.unique(positions[:, [2, 0]], axis=0).tolist():
+      rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
+      records = self._files(window)[shard].read(positions[rows, 1].tolist())
+      for row, record in zip(rows, records):
+        out[row] = record
+    return out
 
 
 def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
@@ -240,9 +279,9 @@ def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
   """Plain examples, as `tfds.load(dataset, split=split, data_dir=...)` gives them, of a
   version published at bucket `data_dir`, streamed. `decoders`: TFDS's (e.g.
   `{"image": tfds.decode.SkipDecoding()}`); `shuffle`: the streaming order by `seed`."""
-  builder = open_builder(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
-  features = builder.info.features
-  ds = records(builder, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  features = source.builder.info.features
+  ds = records(source, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
                input_context=input_context, deterministic=True)
   return ds.map(lambda record: features.deserialize_example(record, decoders=decoders),
                 num_parallel_calls=tf.data.AUTOTUNE)
@@ -252,7 +291,8 @@ class PositionSource:
   """Records of a streamed split by position in the streaming order (epoch after epoch),
   for Grain: a sequential sampler over it reads the windowed order, and Grain's iterator
   state (the last position) resumes it exactly. Pickled to Grain's worker processes, where
-  each opens the same shard cache (shared through its file locks)."""
+  each opens the same shard cache (shared through its file locks); nothing is downloaded
+  before the first read (Grain's main process reads nothing when it has workers)."""
 
   def __init__(self, url: str, spec: str, split: str, *, shuffle: bool, seed: int,
                num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
@@ -263,14 +303,15 @@ class PositionSource:
 
   def _open(self):
     args = self._args
-    builder = open_builder(args["spec"], args["url"], cache_dir=args["cache_dir"],
-                           cache_limit=args["cache_limit"])
-    self.plan = plan_for(builder, args["split"], shuffle=args["shuffle"], seed=args["seed"],
+    source = sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
+                                 cache_limit=args["cache_limit"])
+    self.plan = plan_for(source, args["split"], shuffle=args["shuffle"], seed=args["seed"],
                          shard_index=args["shard_index"], shard_count=args["shard_count"],
                          window_shards=args["window_shards"])
-    self.reader = RecordReader(cache_of(builder), self.plan, builder.info.file_format.value,
-                               args["num_epochs"])
-    self._epoch, self._rows = None, None
+    self.reader = PositionReader(
+        source, self.plan, source.reader(self.plan.window,
+                                         _num_windows(self.plan, args["num_epochs"])))
+    self._epoch_rows = (None, None)
 
   def __getstate__(self):
     return self._args
@@ -289,6 +330,8 @@ class PositionSource:
 
   def __getitem__(self, position: int) -> bytes:
     epoch, within = divmod(int(position), self.plan.records_per_epoch)
-    if epoch != self._epoch:
-      self._epoch, self._rows = epoch, self.plan.positions(epoch)
-    return self.reader.read(self._rows[within:within + 1])[0]
+    cached_epoch, rows = self._epoch_rows
+    if cached_epoch != epoch:
+      rows = self.plan.positions(epoch)
+      self._epoch_rows = (epoch, rows)   # one assignment: threads see a consistent pair
+    return self.reader.read(rows[within:within + 1])[0]

@@ -3,9 +3,8 @@ split, source file name (where the builder keeps one), label name and the stored
 (not decoded).
 
 A version is `name[/config]:x.y.z` in a data dir: a local TFDS data dir, or a bucket URL
-(s3://, gs://, file://) whose shards stream through the bounded shard cache, one at a time
-(`open_builder`, `_streamed_records`: the only code that knows how a bucket is read),
-never copied whole.
+(s3://, gs://, file://) whose shards stream through the bounded shard cache, one window at a
+time (`reading.sources`, the read side's one entry point), never copied whole.
 """
 
 import dataclasses
@@ -16,7 +15,7 @@ import tensorflow_datasets as tfds
 
 from imagesets import progress_lines
 from imagesets.publishing import versions
-from imagesets.reading import streaming
+from imagesets.reading import sources
 
 FILE_NAME_FEATURES = ("file_name", "image_id")  # class folders and flowers; VOC
 
@@ -29,39 +28,29 @@ class Example:
   image: bytes
 
 
-def open_builder(spec: str, data_dir: str) -> tfds.core.DatasetBuilder:
-  """A read-only builder of the version; a bucket's through the shard cache."""
-  if streaming.is_bucket_url(data_dir):
-    return streaming.open_builder(spec, str(data_dir))
+def open_version(spec: str, data_dir: str) -> sources.Source:
+  """The version's `Source`: a local build read in place, a bucket's through the cache."""
+  if sources.is_bucket_url(data_dir):
+    return sources.open_source(spec, str(data_dir))
   data_dir = pathlib.Path(data_dir).expanduser()
   ref = versions.resolve_local(versions.Ref.parse(spec), data_dir)
-  return tfds.builder_from_directory(str(data_dir / ref.folder))
+  folder = data_dir / ref.folder
+  return sources.Source(tfds.builder_from_directory(str(folder)), folder)
 
 
-def folder(builder) -> pathlib.Path:
+def folder(source: sources.Source) -> pathlib.Path:
   """Where the version's small files (dataset_info.json, duplicates.json, ...) are."""
-  return pathlib.Path(str(builder.data_dir))
+  return source.folder
 
 
-def _streamed_records(builder, split: str):
-  """The serialized examples of a bucket version's split, in stored order, shard by shard
-  through the bounded cache; None for a local version.
-
-  With `open_builder`, the one place that knows how a bucket is read (at the merge of the
-  read path's redesign: `sources.open_source(spec, url)` and `source.records(split)`)."""
-  if streaming.cache_of(builder) is None:
-    return None
-  return streaming.records(builder, split, shuffle=False, seed=0, num_epochs=1,
-                           deterministic=True)
-
-
-def examples(builder, split: str) -> Iterator[Example]:
+def examples(source: sources.Source, split: str) -> Iterator[Example]:
   """Every example of `split`, in stored order."""
+  builder = source.builder
   features = builder.info.features
   decoders = {"image": tfds.decode.SkipDecoding()}
-  records = _streamed_records(builder, split)
-  if records is not None:
-    dataset = records.map(lambda r: features.deserialize_example(r, decoders=decoders))
+  if source.streamed:
+    dataset = source.records(split).map(
+        lambda r: features.deserialize_example(r, decoders=decoders))
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     dataset = builder.as_data_source(split, decoders=decoders)
   else:
@@ -79,20 +68,21 @@ def examples(builder, split: str) -> Iterator[Example]:
         bytes(row["image"]))
 
 
-def splits(builder) -> list[str]:
-  return list(builder.info.splits)
+def splits(source: sources.Source) -> list[str]:
+  return list(source.builder.info.splits)
 
 
-def every_example(builder, what: str) -> Iterator[Example]:
+def every_example(source: sources.Source, what: str) -> Iterator[Example]:
   """The examples of every split, with a progress bar on stderr (a line every few seconds
   in a log) saying `what` is done with them."""
   import tqdm  # pylint: disable=import-outside-toplevel
 
-  total = sum(split.num_examples for split in builder.info.splits.values())
+  info = source.builder.info
+  total = sum(split.num_examples for split in info.splits.values())
   with progress_lines.log_friendly_stderr(), tqdm.tqdm(
-      total=total, desc=f"{what} {builder.info.full_name}", unit=" images",
+      total=total, desc=f"{what} {info.full_name}", unit=" images",
       leave=False) as bar:
-    for split in splits(builder):
-      for example in examples(builder, split):
+    for split in splits(source):
+      for example in examples(source, split):
         yield example
         bar.update()

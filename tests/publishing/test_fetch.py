@@ -31,15 +31,15 @@ FETCHER = """
 import os, pathlib, signal, sys, time
 from imagesets.publishing import bucket, fetch
 url, spec, cache, log, kill_after, ready, count = sys.argv[1:8]
-download = bucket.Bucket.download
+copy_to = bucket.Bucket.copy_to  # every download of a file goes through it
 def counted(self, rel, *args, **kwargs):
   with open(log, "a") as f:
     f.write(rel + "\\n")
   if int(kill_after) and sum(1 for _ in open(log)) > int(kill_after):
     os.kill(os.getpid(), signal.SIGKILL)
   time.sleep(0.1)  # long enough for the other fetcher to reach the lock meanwhile
-  return download(self, rel, *args, **kwargs)
-bucket.Bucket.download = counted
+  return copy_to(self, rel, *args, **kwargs)
+bucket.Bucket.copy_to = counted
 pathlib.Path(ready, str(os.getpid())).touch()
 while len(os.listdir(ready)) < int(count):
   time.sleep(0.05)
@@ -77,7 +77,7 @@ def test_an_interrupted_fetch_resumes_from_its_staging_folder(bucket_url, tiny_d
   data_dir = fetch.cached_data_dir(bucket_url, tmp_path / "cache")
   staging = data_dir / "synthetic_images" / "tiny" / ".incomplete-1.0.0"
   assert not (data_dir / FOLDER).exists()  # nothing half-fetched is visible
-  kept = {p.name for p in staging.iterdir() if p.is_file()}
+  kept = {p.name for p in staging.iterdir() if p.is_file() and not p.name.startswith(".")}
   assert len(kept) == 3 and kept <= set(files)
   (resumed,) = fetchers(bucket_url, tmp_path / "cache", tmp_path / "second.log")
   out, err = resumed.communicate(timeout=300)

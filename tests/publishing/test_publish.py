@@ -193,21 +193,34 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
 
 
-def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path):
-  quiet_publish(TINY, tiny_data_dir, bucket_url)
-  first = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
-  shard = next((pathlib.Path(first) / FOLDER).glob("*.tfrecord-*"))
-  mtime = shard.stat().st_mtime_ns
-  # The bucket is gone (deleted folder, dead endpoint): an explicit version still loads.
-  closed = f"http://127.0.0.1:{servers.free_port()}"
-  if bucket_url.startswith("/"):
-    shutil.rmtree(pathlib.Path(bucket_url).parent)
-  with servers.environment({"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed}):
+def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path,
+                                                   request):
+  proxy = None
+  if not bucket_url.startswith("/"):  # the same endpoint, behind a proxy that will go down
+    from imagesets_testing.fault_proxy import FaultProxy
+    server = request.getfixturevalue("bucket_servers")[bucket_url[:2]]
+    host, port = server.split("//")[1].split(":")
+    proxy = FaultProxy((host, int(port)))
+    variable = "AWS_ENDPOINT_URL" if bucket_url.startswith("s3") else "STORAGE_EMULATOR_HOST"
+    request.getfixturevalue("monkeypatch").setenv(variable, proxy.url)
+  try:
+    quiet_publish(TINY, tiny_data_dir, bucket_url)
+    first = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+    shard = next((pathlib.Path(first) / FOLDER).glob("*.tfrecord-*"))
+    mtime = shard.stat().st_mtime_ns
+    # The bucket is gone (deleted folder, dead endpoint): an explicit version still loads.
+    if proxy is None:
+      shutil.rmtree(pathlib.Path(bucket_url).parent)
+    else:
+      proxy.go_down_for(3600)
     again = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
     assert again == first and shard.stat().st_mtime_ns == mtime
-    if not bucket_url.startswith("/"):  # resolving "latest" needs the bucket: clear error
+    if proxy is not None:  # resolving "latest" needs the bucket: clear error
       with pytest.raises(bucket_lib.BucketError, match="cannot reach"):
         fetch.fetch(bucket_url, "synthetic_images/tiny", cache_dir=tmp_path / "cache")
+  finally:
+    if proxy is not None:
+      proxy.close()
 
 
 @pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)

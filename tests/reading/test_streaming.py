@@ -1,12 +1,20 @@
-"""streaming + shard_cache: training straight from a bucket, shard by shard, through a bounded
-cache — the same examples as the local build, on s3 (SeaweedFS), gs (fake-gcs-server) and
-file:// buckets, TFRecord and ArrayRecord; cache bound, faults, sharing, resume, damage."""
+"""sources + streaming + shard_cache: training straight from a bucket, shard by shard,
+through a bounded content-addressed cache — the same examples as the local build, on s3
+(SeaweedFS), gs (fake-gcs-server) and file:// buckets, TFRecord and ArrayRecord; downloads
+counted under a limit, faults, sharing between processes and pipelines, killed readers,
+resume, damage, untrusted names, two endpoints, a full disk.
+
+Downloads are counted where they happen, at the bucket: an audit hook counts the opens of
+a file:// bucket's shard files (`BucketReads`), whatever code does them."""
 
 import collections
+import gc
 import hashlib
 import json
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,8 +30,9 @@ from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import publish
-from imagesets.publishing import shard_cache as shard_cache_lib
 from imagesets.reading import input_pipeline
+from imagesets.reading import shard_cache as shard_cache_lib
+from imagesets.reading import sources
 from imagesets.reading import streaming
 
 SPEC = "synthetic_images/variable:1.0.0"
@@ -106,42 +115,93 @@ def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
                                         cache_dir=tmp_path / "c", **kwargs)
 
 
+# Counts the opens (for reading) of a file:// bucket's shard files: every download of a
+# shard, in this process, by any code. Installed once (audit hooks cannot be removed).
+AUDIT = """
+import collections, sys
+class BucketReads:
+  root, opened = None, collections.Counter()
+  @classmethod
+  def hook(cls, event, args):
+    if event == "open" and cls.root and isinstance(args[0], str) and isinstance(args[1], str):
+      name = args[0].rsplit("/", 1)[-1]
+      if args[0].startswith(cls.root) and "-of-" in name and "r" in args[1] and "+" not in args[1]:
+        cls.opened[name] += 1
+sys.addaudithook(BucketReads.hook)
+"""
+exec(AUDIT)
+
+
+@pytest.fixture
+def bucket_reads():
+  """Counts shard downloads from the file:// bucket `url` given to `watch(url)`."""
+  def watch(url):
+    BucketReads.root = url[len("file://"):]
+    BucketReads.opened = collections.Counter()
+    return BucketReads.opened
+  yield watch
+  BucketReads.root = None
+
+
+def our_line(error: BaseException) -> str:
+  """The message our code raised: as it is, or, through tf.data's numpy functions (whose
+  errors carry the Python traceback), the line TensorFlow quotes it on."""
+  if not isinstance(error, tf.errors.OpError):
+    return str(error)
+  (line,) = [line for line in str(error).splitlines()
+             if re.match(r"\s*imagesets\.[\w.]+(Error|Exception): ", line)]
+  return line.split(": ", 1)[1].strip()
+
+
+def train_bytes(built) -> list[int]:
+  return [p.stat().st_size for p in (built / FOLDER).glob("*-train.*-of-*")]
+
+
 def folder_bytes(folder: pathlib.Path) -> int:
-  """What is on disk in the folder (downloads in progress at their current size)."""
+  """What is on disk under the folder (downloads in progress at their current size)."""
   total = 0
-  for entry in os.scandir(folder):
-    try:
-      total += entry.stat().st_size if entry.is_file() else 0
-    except FileNotFoundError:  # renamed or evicted while we looked
-      pass
+  for root, _, files in os.walk(folder):
+    for name in files:
+      try:
+        total += os.stat(os.path.join(root, name)).st_size
+      except FileNotFoundError:  # renamed or evicted while we looked
+        pass
   return total
 
 
-def test_the_cache_never_holds_more_than_its_limit_plus_one_shard(built, tmp_path):
+@ONE_FORMAT
+def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tmp_path,
+                                                                        bucket_reads):
   url = published_to(built, "file", tmp_path)
-  sizes = [p.stat().st_size for p in (built / FOLDER).glob("*-train.*-of-*")]
+  sizes = train_bytes(built)
   limit = sum(sizes) // 4
-  builder = streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c", cache_limit=limit)
-  cache = streaming.cache_of(builder)
+  imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c")  # metadata only
+  metadata = folder_bytes(tmp_path / "c")
+  opened = bucket_reads(url)
   peak, stop = [0], threading.Event()
 
   def poll():
     while not stop.is_set():
-      peak[0] = max(peak[0], folder_bytes(cache.folder) - small_files)
+      peak[0] = max(peak[0], folder_bytes(tmp_path / "c") - metadata)
       time.sleep(0.002)
 
-  small_files = folder_bytes(cache.folder)
   watcher = threading.Thread(target=poll)
   watcher.start()
   try:
-    ds = streaming.records(builder, "train", shuffle=True, seed=0, num_epochs=3)
-    count = sum(1 for _ in ds)
+    count = sum(1 for _ in imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c",
+                                          cache_limit=limit, shuffle=True, seed=0,
+                                          num_epochs=3))
   finally:
     stop.set()
     watcher.join()
   assert count == 3 * 160
-  assert 0 < peak[0] <= limit + max(sizes), (peak[0], limit, max(sizes))
-  assert cache.stats["evicted"] > 0 and cache.stats["shards"] > NUM_SHARDS  # re-downloaded
+  assert 0 < peak[0] <= limit, (peak[0], limit)
+  assert sum(opened.values()) <= 3 * NUM_SHARDS and max(opened.values()) <= 3, opened
+  # Without a limit, every shard once in all.
+  opened = bucket_reads(url)
+  assert sum(1 for _ in imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c2",
+                                       shuffle=True, seed=0, num_epochs=3)) == 3 * 160
+  assert sum(opened.values()) == NUM_SHARDS and set(opened.values()) == {1}
 
 
 def test_cache_limit_below_the_largest_shard_is_a_clear_error(built, tmp_path):
@@ -152,115 +212,324 @@ def test_cache_limit_below_the_largest_shard_is_a_clear_error(built, tmp_path):
   assert shard_cache_lib.parse_size("512 MiB") == 512 * 2**20
   with pytest.raises(ValueError, match="is not a size"):
     shard_cache_lib.parse_size("lots")
+  # One limit, however it is written: one cache (one set of readers) per folder.
+  assert (shard_cache_lib.shared(tmp_path / "c", "20GB")
+          is shard_cache_lib.shared(tmp_path / "c", 20_000_000_000))
 
 
 def test_a_cached_version_is_read_without_the_bucket(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   bucket_folder = pathlib.Path(url[len("file://"):])
-  builder = streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c")
-  ds = streaming.records(builder, "train", shuffle=True, seed=0, num_epochs=2)
+  ds = imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c", shuffle=True, seed=0,
+                      num_epochs=2)
   iterator = iter(ds)
   for _ in range(160):  # the first epoch: every shard downloaded
     next(iterator)
   time.sleep(0.2)
   bucket_folder.rename(bucket_folder.with_name("gone"))  # any request now fails
   assert sum(1 for _ in iterator) == 160
-  # A new process (cache) with the version pinned: no network at all.
-  streaming._caches.clear()
+  # Opened again with the version pinned: the cached manifest, no network.
   assert len(streamed_examples(url, "train", tmp_path / "c")) == 160
 
 
-def test_a_damaged_shard_is_fetched_again_once_then_refused(built, tmp_path, monkeypatch):
+def test_a_damaged_shard_is_fetched_again_once_then_refused(built, tmp_path, monkeypatch,
+                                                            bucket_reads):
   url = published_to(built, "file", tmp_path)
-  download = bucket_lib.Bucket.download
+  copy_to = bucket_lib.Bucket.copy_to
   damaged = collections.Counter()
 
-  def flaky(self, rel, local_path, progress=None):
-    download(self, rel, local_path, progress)
-    if "train.tfrecord-00003" in rel or "train.array_record-00003" in rel:
-      if damaged[rel] < 1 or "always" in os.environ.get("DAMAGE", ""):
-        damaged[rel] += 1
-        with open(local_path, "r+b") as f:
-          f.seek(100)
-          f.write(b"\0" * 8)
+  def flaky(self, rel, out, progress=None, size=None):
+    if "train" in rel and "-00003-of-" in rel and (
+        damaged[rel] < 1 or "always" in os.environ.get("DAMAGE", "")):
+      damaged[rel] += 1
+      out.write(b"\0" * 8)  # and the rest of the shard: 8 bytes too many
+    copy_to(self, rel, out, progress, size)
 
-  monkeypatch.setattr(bucket_lib.Bucket, "download", flaky)
+  monkeypatch.setattr(bucket_lib.Bucket, "copy_to", flaky)
+  opened = bucket_reads(url)
   assert sorted(streamed_examples(url, "train", tmp_path / "c")) == sorted(
       local_examples(built, "train"))
-  assert sum(damaged.values()) == 1
-  streaming._caches.clear()
+  assert sum(damaged.values()) == 1 and sum(opened.values()) == NUM_SHARDS + 1
   monkeypatch.setenv("DAMAGE", "always")
+  opened = bucket_reads(url)
   with pytest.raises(Exception, match="does not match its manifest .* after two downloads"):
     streamed_examples(url, "train", tmp_path / "other-cache")
+  # Exactly two downloads of the damaged shard, whether the read-ahead met it or the reader.
+  assert [n for n, c in opened.items() if "-00003-of-" in n and c == 2] and all(
+      c == 1 for n, c in opened.items() if "-00003-of-" not in n), opened
+
+
+def test_a_shard_missing_from_the_bucket_is_one_clear_line(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  (shard,) = pathlib.Path(url[len("file://"):]).glob(f"{FOLDER}/*-train.*-00005-of-*")
+  shard.unlink()
+  with pytest.raises(Exception) as error:
+    streamed_examples(url, "train", tmp_path / "c")
+  message = our_line(error.value)
+  assert "\n" not in message and shard.name in message
+  assert "missing from the bucket" in message and "tell the publisher" in message
 
 
 RESUME = """
 import json, sys
 import tensorflow as tf
+import tensorflow_datasets as tfds
 import imagesets
-url, cache, checkpoint, mode = sys.argv[1:5]
-ds = imagesets.classification_train("%(spec)s", data_dir=url, cache_dir=cache, batch_size=8,
-                                    image_size=32, seed=5, num_epochs=2, cache_limit=%(limit)d)
+%(audit)s
+url, cache, mode, take = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+BucketReads.root = url[len("file://"):]
+ds = imagesets.load("%(spec)s", "train", url, cache_dir=cache, shuffle=True, seed=5,
+                    num_epochs=2, cache_limit=%(limit)d,
+                    decoders={"image": tfds.decode.SkipDecoding()})
 iterator = iter(ds)
 state = tf.train.Checkpoint(iterator=iterator)
-if mode == "first":
-  first = [next(iterator)["label"].numpy().tolist() for _ in range(15)]   # mid-epoch 1
-  state.write(checkpoint)
-  print(json.dumps({"rest": [b["label"].numpy().tolist() for b in iterator]}))
-else:
-  state.read(checkpoint).assert_consumed()
-  print(json.dumps({"rest": [b["label"].numpy().tolist() for b in iterator]}))
+if mode != "start":
+  state.read(mode).assert_consumed()
+first = [next(iterator) for _ in range(take)]
+path = state.write(cache + "-ckpt-" + mode.rsplit("-", 1)[-1] + "-" + str(take))
+rest = [(e["image"].numpy().hex()[-40:], int(e["label"])) for e in iterator]
+print(json.dumps({"rest": rest, "checkpoint": path, "opened": dict(BucketReads.opened)}))
 """
 
 
 @ONE_FORMAT
-def test_a_stopped_job_resumes_mid_epoch_with_the_same_examples(built, tmp_path):
+def test_a_job_resumed_twice_reads_the_same_examples_and_downloads_only_what_it_reads(
+    built, tmp_path):
   url = published_to(built, "file", tmp_path)
-  limit = sum(p.stat().st_size for p in (built / FOLDER).glob("*-train.*-of-*")) // 3
-  script = RESUME % {"spec": SPEC, "limit": limit}
+  limit = sum(train_bytes(built)) // 3
+  script = RESUME % {"spec": SPEC, "limit": limit, "audit": AUDIT}
+  # Which shard holds each example (the local build's shards, read one by one).
+  shard_of = {}
+  for path in (built / FOLDER).glob("*-train.*-of-*"):
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+      example = tf.train.Example.FromString(record).features.feature
+      shard_of[(example["image"].bytes_list.value[0].hex()[-40:],
+                example["label"].int64_list.value[0])] = path.name
 
-  def run(mode):
-    result = subprocess.run([sys.executable, "-c", script, url, str(tmp_path / "c"),
-                             str(tmp_path / "ckpt"), mode], capture_output=True, text=True,
-                            timeout=300)
+  def run(cache, mode, take):
+    result = subprocess.run([sys.executable, "-c", script, url, str(tmp_path / cache), mode,
+                             str(take)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])["rest"]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
-  uninterrupted = run("first")
-  assert len(uninterrupted) == 2 * 160 // 8 - 15
-  assert run("resume") == uninterrupted
+  uninterrupted = run("a", "start", 60)                   # mid-epoch 0
+  assert len(uninterrupted["rest"]) == 2 * 160 - 60
+  # Resumed on the same machine (a tf.data checkpoint names the cache's files; shards
+  # evicted since are fetched again).
+  once = run("a", uninterrupted["checkpoint"], 140)       # resumed: into epoch 1
+  assert len(once["rest"]) == 2 * 160 - 200
+  twice = run("a", once["checkpoint"], 20)                # resumed again
+  expected = [tuple(e) for e in uninterrupted["rest"]]
+  assert [tuple(e) for e in once["rest"]] == expected[140:]
+  assert [tuple(e) for e in twice["rest"]] == expected[160:]
+  # The twice-resumed job read epoch 1 from example 180 on: it downloaded only shards
+  # holding examples it read (its first window's shards, then the ones after).
+  read = {shard_of[tuple(e)] for e in expected[140:]}
+  assert set(twice["opened"]) <= read, (set(twice["opened"]) - read)
+  assert max(twice["opened"].values()) == 1
 
 
 WORKER = """
 import json, sys
 import imagesets
-from imagesets.reading import streaming
+%(audit)s
 url, cache, limit = sys.argv[1], sys.argv[2], sys.argv[3]
-builder = streaming.open_builder("%(spec)s", url, cache_dir=cache,
-                                 cache_limit=None if limit == "none" else int(limit))
-count = sum(1 for _ in streaming.records(builder, "train", shuffle=True, seed=0, num_epochs=2))
-print(json.dumps({"count": count, "shards": streaming.cache_of(builder).stats["shards"]}))
+BucketReads.root = url[len("file://"):]
+count = sum(1 for _ in imagesets.load("%(spec)s", "train", url, cache_dir=cache, shuffle=True,
+                                      seed=int(sys.argv[4]), num_epochs=2,
+                                      cache_limit=None if limit == "none" else int(limit)))
+print(json.dumps({"count": count, "opened": dict(BucketReads.opened)}))
 """
 
 
 @ONE_FORMAT
 @pytest.mark.parametrize("limited", [False, True])
-def test_two_workers_share_one_cache(built, tmp_path, limited):
+def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited):
   url = published_to(built, "file", tmp_path)
-  total = sum(p.stat().st_size for p in (built / FOLDER).glob("*-train.*-of-*"))
-  limit = str(total // 2) if limited else "none"
-  script = WORKER % {"spec": SPEC}
-  workers = [subprocess.Popen([sys.executable, "-c", script, url, str(tmp_path / "c"), limit],
+  sizes = train_bytes(built)
+  limit = sum(sizes) // 2 if limited else None
+  imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c")  # metadata only
+  metadata = folder_bytes(tmp_path / "c")
+  script = WORKER % {"spec": SPEC, "audit": AUDIT}
+  workers = [subprocess.Popen([sys.executable, "-c", script, url, str(tmp_path / "c"),
+                               str(limit or "none"), str(seed)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+             for seed in (0, 1)]
+  peak = 0
+  while any(worker.poll() is None for worker in workers):  # the bound, polled
+    peak = max(peak, folder_bytes(tmp_path / "c") - metadata)
+    time.sleep(0.002)
   outs = []
   for worker in workers:
     stdout, stderr = worker.communicate(timeout=300)
     assert worker.returncode == 0, stderr[-3000:]
     outs.append(json.loads(stdout.strip().splitlines()[-1]))
   assert [out["count"] for out in outs] == [320, 320]
-  if not limited:  # every shard downloaded once, by one of the two
-    assert sum(out["shards"] for out in outs) == NUM_SHARDS
+  opened = collections.Counter()
+  for out in outs:
+    opened.update(out["opened"])
+  if limited:
+    assert peak <= limit, (peak, limit)
+    assert sum(opened.values()) <= 2 * 2 * NUM_SHARDS  # at most once per epoch each
+  else:  # every shard downloaded once, by one of the two
+    assert sorted(opened.values()) == [1] * NUM_SHARDS
+
+
+COLD = """
+import os, pathlib, sys, time
+import imagesets
+url, cache, ready, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+pathlib.Path(ready, str(os.getpid())).touch()
+while len(os.listdir(ready)) < count:
+  time.sleep(0.01)
+print(sum(1 for _ in imagesets.load("%(spec)s", "test", url, cache_dir=cache)))
+"""
+
+
+@ONE_FORMAT
+def test_processes_opening_a_cold_cache_at_once_all_work(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  for round_ in range(2):
+    ready = tmp_path / f"ready-{round_}"
+    ready.mkdir()
+    processes = [subprocess.Popen([sys.executable, "-c", COLD % {"spec": SPEC}, url,
+                                   str(tmp_path / f"c{round_}"), str(ready), "5"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(5)]
+    for process in processes:
+      out, err = process.communicate(timeout=300)
+      assert process.returncode == 0, err[-3000:]
+      assert out.split()[-1] == "40"
+
+
+KILLED = """
+import os, signal, sys, time
+import imagesets
+url, cache = sys.argv[1], sys.argv[2]
+root, started = url[len("file://"):], []
+def killed_mid_download(event, args):  # 4 downloads under way at once, then the process dies
+  if (event == "open" and isinstance(args[0], str) and args[0].startswith(root)
+      and "-of-" in args[0].rsplit("/", 1)[-1]):
+    started.append(args[0])
+    if len(started) == 4:
+      os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+sys.addaudithook(killed_mid_download)
+sum(1 for _ in imagesets.load("%(spec)s", "train", url, cache_dir=cache, shuffle=True, seed=0))
+"""
+
+
+@ONE_FORMAT
+def test_a_reader_killed_mid_download_leaves_a_cache_that_works(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  killed = subprocess.run([sys.executable, "-c", KILLED % {"spec": SPEC}, url,
+                           str(tmp_path / "c")], capture_output=True, text=True, timeout=300)
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  leftovers = [p for p in (tmp_path / "c").rglob("*") if ".part-" in p.name]
+  assert len(leftovers) == 4  # what a SIGKILL, OOM kill or preemption leaves behind
+  limit = max(train_bytes(built)) * 4  # room for the 4 leftovers only, if they counted
+  start = time.monotonic()
+  examples = streamed_examples(url, "train", tmp_path / "c", cache_limit=limit, shuffle=True,
+                               seed=0)
+  assert sorted(examples) == sorted(local_examples(built, "train"))
+  assert time.monotonic() - start < 60
+  assert not [p for p in (tmp_path / "c").rglob("*") if ".part-" in p.name]
+
+
+@ONE_FORMAT
+def test_train_eval_and_a_dropped_pipeline_share_a_small_limit_in_one_process(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  limit = max(train_bytes(built)) * 6
+  kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c",
+                cache_limit=limit)
+  dropped = input_pipeline.classification_train(SPEC, seed=1, shuffle_buffer=8, **kwargs)
+  next(iter(dropped))  # a sweep's or a notebook's pipeline, read a little, then dropped
+  del dropped
+  gc.collect()         # (Python's periodic collection does it too)
+  train = iter(input_pipeline.classification_train(SPEC, seed=0, num_epochs=2,
+                                                   shuffle_buffer=8, **kwargs))
+  evaluation = input_pipeline.classification_eval(SPEC, split="test", **kwargs)
+  start, seen = time.monotonic(), 0
+  for _ in range(2):  # keras fit(validation_data=...): an epoch, then the evaluation
+    seen += sum(next(train)["label"].shape[0] for _ in range(160 // 8))
+    assert sum(b["label"].shape[0] for b in evaluation) == 40
+  assert seen == 320 and time.monotonic() - start < 60
+
+
+@ONE_FORMAT
+def test_names_leaving_the_version_folder_are_refused_before_any_write(built, tmp_path):
+  bad_names = ["../escaped-1", str(tmp_path / "outside" / "escaped-2"), "a/../../escaped-3"]
+  for index, name in enumerate(bad_names):
+    url = published_to(built, "file", tmp_path)
+    bucket = bucket_lib.Bucket(url)
+    payload = b"export PATH=/evil:$PATH\n"
+    bucket.write_bytes(f"{FOLDER}/{name}", payload)   # where a naive join would read it
+    manifest = json.loads(bucket.read_bytes(f"{FOLDER}/imagesets-manifest.json"))
+    manifest["files"][name] = {"size": len(payload), "md5": hashlib.md5(payload).hexdigest(),
+                               "sha256": hashlib.sha256(payload).hexdigest()}
+    bucket.write_bytes(f"{FOLDER}/imagesets-manifest.json", json.dumps(manifest).encode())
+    for attempt in (lambda: imagesets.load(SPEC, "train", url, cache_dir=tmp_path / f"c{index}"),
+                    lambda: imagesets.fetch(url, SPEC, cache_dir=tmp_path / f"f{index}",
+                                            progress=False)):
+      with pytest.raises(Exception) as error:
+        attempt()
+      message = our_line(error.value)
+      assert "\n" not in message and repr(name) in message and "refused" in message
+    outside = [p for p in tmp_path.rglob("escaped-*") if "bucket-" not in str(p)]
+    assert outside == [] and not (tmp_path / "outside").exists()
+
+
+def _relabelled_copy(data_dir, target):
+  """The same version with other content: every label moved by one (a staging copy)."""
+  shutil.copytree(data_dir, target)
+  for path in (target / FOLDER).glob("*.tfrecord-*"):
+    records = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+      example = tf.train.Example.FromString(record)
+      label = example.features.feature["label"].int64_list
+      label.value[0] = (label.value[0] + 1) % 10
+      records.append(example.SerializeToString())
+    with tf.io.TFRecordWriter(str(path)) as writer:
+      for record in records:
+        writer.write(record)
+  return target
+
+
+@ONE_FORMAT
+def test_one_bucket_name_on_two_s3_servers_is_two_buckets(built, bucket_servers, tmp_path):
+  other = _relabelled_copy(built, tmp_path / "staging-build")
+  url = f"s3://{servers.BUCKET}/{uuid.uuid4().hex[:12]}/tfds"
+  (tmp_path / "weed2").mkdir()
+  with servers.seaweedfs_s3(tmp_path / "weed2") as second:
+    publish.publish(SPEC, built, url, progress=False)              # production
+    with servers.environment({"AWS_ENDPOINT_URL": second}):
+      publish.publish(SPEC, other, url, progress=False)            # staging
+    for _ in range(2):  # in turn, through one cache_dir
+      assert streamed_examples(url, "train", tmp_path / "c") == local_examples(built, "train")
+      with servers.environment({"AWS_ENDPOINT_URL": second}):
+        assert streamed_examples(url, "train", tmp_path / "c") == local_examples(other,
+                                                                                 "train")
+
+
+@ONE_FORMAT
+def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  small = tmp_path / "small"
+  small.mkdir()
+  # A real full disk: a 1 MiB tmpfs (needs root; the version's shards are ~5 MB).
+  mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                           capture_output=True)
+  if mounted.returncode:
+    pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+  try:
+    start = time.monotonic()
+    with pytest.raises(Exception) as error:
+      streamed_examples(url, "train", small / "c")
+    message = our_line(error.value)
+    assert "\n" not in message and "the disk is full" in message and str(small) in message
+    assert time.monotonic() - start < 30  # not retried as a network fault
+  finally:
+    subprocess.run(["umount", "-l", str(small)], check=True)  # lazy: open files may remain
 
 
 @pytest.fixture
@@ -280,8 +549,7 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
   proxy.cut_after, proxy.cut_connections = 3000, 4      # dropped mid-transfer
   first = streamed_examples(url, "train", tmp_path / "c1")
   assert proxy.cut >= 1
-  streaming._caches.clear()
-  streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c2")  # manifest and small files
+  imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c2")  # manifest and small files
   proxy.go_down_for(5.0)                                # the server gone for a while
   second = streamed_examples(url, "train", tmp_path / "c2")
   # Requests met the outage (refused connections) and were retried (by the clients'
@@ -291,35 +559,39 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
 
 
 @ONE_FORMAT
-def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, s3_proxy):
+def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, s3_proxy,
+                                                         monkeypatch):
   url = published_to(built, "s3", tmp_path)
   proxy = s3_proxy
-  cache = shard_cache_lib.ShardCache(url, SPEC, cache_dir=tmp_path / "c", retry_seconds=3)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  monkeypatch.setattr(source.cache, "retry_seconds", 3)
   proxy.go_down_for(3600)
-  shard = sorted(cache.shard_names())[0]
-  cache.add_reader(lambda epoch: [[shard]], 1, 1)
+  shard = source.shards[sorted(source.shards)[0]]
+  start = time.monotonic()
   with pytest.raises(bucket_lib.BucketError) as error:
-    with cache.reading(shard):
-      pass
+    source.cache.pin(shard)
   message = str(error.value)
   assert "\n" not in message and url.split("/")[2] in message
   assert "gave up after" in message and "attempt(s)" in message
-  cache.close()
+  assert time.monotonic() - start < 3 + 30  # one retry budget (plus the clients' timeouts)
 
 
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
-def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path):
+def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path, bucket_reads):
   from imagesets.reading import grain_pipeline
   url = published_to(built, "file", tmp_path)
   kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c")
   labels = [int(l) for b in grain_pipeline.classification_eval(SPEC, split="test", **kwargs)
             for l in b["label"]]
   assert labels == [label for _, label in local_examples(built, "test")]
+  opened = bucket_reads(url)
   train = grain_pipeline.classification_train(SPEC, seed=4, num_epochs=2, worker_count=1,
                                               **kwargs)
   iterator = iter(train)
   for _ in range(7):
     next(iterator)
+  # The main process reads nothing (its worker does): it downloaded nothing either.
+  assert sum(opened.values()) == 0
   state = iterator.get_state()
   rest = [b["image"].tobytes() for b in iterator]
   assert len(rest) == 2 * 160 // 8 - 7
@@ -329,12 +601,24 @@ def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path):
   assert [b["image"].tobytes() for b in resumed] == rest
 
 
-def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path):
+def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path, bucket_reads):
   url = published_to(built, "file", tmp_path)
   data_dir = imagesets.fetch(url, SPEC, cache_dir=tmp_path / "c", progress=False)
-  builder = streaming.open_builder(SPEC, url, cache_dir=tmp_path / "c")
-  cache = streaming.cache_of(builder)
-  assert cache.complete and cache.folder == pathlib.Path(data_dir) / FOLDER
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  assert source.cache is None and source.folder == pathlib.Path(data_dir) / FOLDER
+  opened = bucket_reads(url)
   assert sorted(streamed_examples(url, "train", tmp_path / "c")) == sorted(
       local_examples(built, "train"))
-  assert cache.stats["shards"] == 0
+  assert sum(opened.values()) == 0
+
+
+def test_a_source_reads_a_split_in_stored_order_local_or_streamed(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  expected = [tf.train.Example.FromString(r) for r in sources.open_source(
+      SPEC, built).records("test").as_numpy_iterator()]
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c", cache_limit="1GB")
+  assert source.streamed and not sources.open_source(SPEC, built).streamed
+  got = [tf.train.Example.FromString(r) for r in source.records("test").as_numpy_iterator()]
+  assert got == expected and len(got) == 40
+  labels = [e.features.feature["label"].int64_list.value[0] for e in got]
+  assert labels == [label for _, label in local_examples(built, "test")]

@@ -1,0 +1,223 @@
+"""The one checked way a file of a published version reaches the local disk, and the one
+way a version is resolved; `fetch` (whole copies) and the read side's shard cache both use
+them.
+
+* `open_version`: the committed version a spec names and its manifest (every name in it
+  checked by `manifest.Manifest.from_bytes` before any path is made from it), asked of the
+  bucket; a version cached before is used as it is only when the bucket cannot answer.
+* `checked_download`: one file through a uniquely named part file (two processes never
+  share one), its size and SHA-256 computed while it is written and compared with the
+  manifest before it is renamed into place; a damaged copy is fetched once more, then one
+  error. Network faults are retried with backoff for `retry_seconds`; a full disk, a
+  missing object and a damaged copy are not (one line each, saying what to do).
+"""
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import pathlib
+import time
+import uuid
+from typing import Callable
+
+from absl import logging
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import manifest as manifest_lib
+from imagesets.publishing import versions
+
+DEFAULT_RETRY_SECONDS = 60.0
+PART = ".part-"   # <folder>/.<name>.part-<size>-<pid>-<random>: a download in progress
+
+
+class DamagedError(versions.PublishError):
+  """A file of the bucket does not match its manifest, twice."""
+
+
+class DiskFullError(versions.PublishError):
+  """The local disk (or quota) is full."""
+
+
+def is_transient(error: bucket_lib.BucketError) -> bool:
+  text = str(error)
+  return not text.startswith("access denied") and "does not exist" not in text
+
+
+class Deadline:
+  """Retries of network faults with backoff until `seconds` from creation have passed
+  (one budget for a whole operation, however many requests it makes)."""
+
+  def __init__(self, seconds: float, stats=None):
+    self.seconds, self.stats = seconds, stats
+    self._end = time.monotonic() + seconds
+
+  def call(self, action: str, where: str, call: Callable):
+    delay, attempts = 0.5, 0
+    while True:
+      attempts += 1
+      try:
+        return call()
+      except bucket_lib.BucketError as error:
+        if not is_transient(error):
+          raise
+        if self.seconds <= 0:
+          raise  # no retries of our own: the clients' bounded ones only
+        if time.monotonic() + delay > self._end:
+          raise bucket_lib.BucketError(
+              f"{error} (gave up after {attempts} attempt(s) over {self.seconds:.0f} s of "
+              f"retries to {action} {where})") from None
+        if self.stats is not None:
+          self.stats["retries"] += 1
+        logging.warning("retrying in %.1f s: %s", delay, error)
+        time.sleep(delay)
+        delay = min(delay * 2, 8.0)
+
+
+def write_atomically(path: pathlib.Path, data: bytes) -> None:
+  """`path` holds `data` whole or not at all; concurrent writers never collide (each
+  writes its own uniquely named temporary file)."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+  try:
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      tmp.unlink()
+    raise
+
+
+def open_version(bucket: bucket_lib.Bucket, spec: str, cached: Callable, *,
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, stats=None,
+                 log: Callable[[str], None] | None = None):
+  """(ref, manifest) of the committed version `spec` names in `bucket`.
+
+  `cached(ref)` gives the path of a manifest cached for a pinned ref (or None): it is used
+  only when the bucket does not answer or no longer holds the version, with a warning, so
+  a version deleted and published again is read as published now. `log` is told which
+  config and version a spec without them resolved to.
+  """
+  ref = versions.Ref.parse(spec)
+  pinned = ref.config is not None and ref.version is not None
+  local = cached(ref) if pinned else None
+  local = local if local is not None and local.is_file() else None
+  # With a cached copy to fall back on, one attempt: no point waiting for a bucket.
+  deadline = Deadline(0 if local else retry_seconds, stats)
+  try:
+    if not pinned:
+      deadline.call("look up", bucket.url, bucket.check)
+    resolved = deadline.call("look up", bucket.url,
+                             lambda: versions.resolve_remote(ref, bucket))
+    manifest = deadline.call("read the manifest of", bucket.url_of(resolved.folder),
+                             lambda: manifest_lib.published(bucket, resolved))
+  except (bucket_lib.BucketError, versions.PublishError) as error:
+    if local is None or (isinstance(error, versions.PublishError)
+                         and "is not published" not in str(error)):
+      raise
+    logging.warning("%s: using the manifest cached in %s (the bucket did not give it: %s)",
+                    ref, local.parent, error)
+    return ref, manifest_lib.Manifest.from_bytes(local.read_bytes(), str(local))
+  if log and resolved != ref:
+    chose = " and ".join(what for what, given in (("default config", ref.config),
+                                                  ("latest published version", ref.version))
+                         if given is None and (what != "default config" or resolved.config))
+    log(f"{spec}: {resolved} ({chose} in {bucket.url})")
+  return resolved, manifest
+
+
+def part_path(folder: pathlib.Path, name: str, size: int) -> pathlib.Path:
+  return folder / f".{name}{PART}{size}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def open_part(folder: pathlib.Path, name: str, size: int):
+  """A new part file, created exclusively and held under an exclusive lock until closed:
+  a part file nobody holds locked belongs to a dead process and may be removed."""
+  folder.mkdir(parents=True, exist_ok=True)
+  path = part_path(folder, name, size)
+  handle = open(path, "xb")
+  fcntl.flock(handle, fcntl.LOCK_EX)
+  return path, handle
+
+
+def remove_stale_parts(folder: pathlib.Path) -> int:
+  """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed."""
+  freed = 0
+  with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+    for entry in entries:
+      if PART not in entry.name:
+        continue
+      with contextlib.suppress(OSError), open(entry.path, "rb") as handle:
+        try:
+          fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+          continue  # its writer is alive
+        freed += os.fstat(handle.fileno()).st_size
+        os.unlink(entry.path)
+  return freed
+
+
+def part_reserved_bytes(name: str) -> int:
+  """The size a live part file reserves (its shard's full size), from its name."""
+  return int(name.split(PART, 1)[1].split("-", 1)[0])
+
+
+class _Hashing:
+  def __init__(self, handle):
+    self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+  def write(self, chunk: bytes) -> None:
+    self.handle.write(chunk)
+    self.sha.update(chunk)
+    self.size += len(chunk)
+
+
+def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, entry: dict,
+                     *, part=None, retry_seconds: float = DEFAULT_RETRY_SECONDS, stats=None,
+                     progress=None) -> None:
+  """Downloads `rel` to `target` through a part file (`part`: (path, open locked handle)
+  from `open_part`, or a new one beside `target`), verified against `entry` (size,
+  sha256) before the rename. Counts `downloads`, `bytes` and `damaged` in `stats`."""
+  url = bucket.url_of(rel)
+  part_file, handle = part or open_part(target.parent, target.name, entry["size"])
+  try:
+    for attempt in (1, 2):
+      def copy():
+        handle.seek(0)
+        handle.truncate()
+        out = _Hashing(handle)
+        bucket.copy_to(rel, out, progress, size=entry["size"])
+        handle.flush()
+        return out
+      try:
+        out = Deadline(retry_seconds, stats).call("download", url, copy)
+      except FileNotFoundError:
+        raise versions.PublishError(
+            f"{url} is listed in the version's manifest but missing from the bucket: the "
+            "published copy is incomplete or was deleted; tell the publisher") from None
+      except bucket_lib.LocalWriteError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+          raise DiskFullError(
+              f"the disk is full: no space left on the device of {target.parent} while "
+              f"downloading {url} ({entry['size']} bytes); free space there, or give a smaller "
+              "cache_limit or another cache_dir") from None
+        raise
+      if stats is not None:
+        stats["downloads"] += 1
+      if out.size == entry["size"] and out.sha.hexdigest() == entry["sha256"]:
+        os.replace(part_file, target)
+        if stats is not None:
+          stats["bytes"] += entry["size"]
+        return
+      if stats is not None:
+        stats["damaged"] += 1
+      logging.warning("%s does not match its manifest (size or SHA-256)%s", url,
+                      "; fetching it again" if attempt == 1 else "")
+    raise DamagedError(
+        f"{url} does not match its manifest (size or SHA-256) after two downloads: the "
+        "published copy is damaged; tell the publisher (nothing damaged was read)")
+  finally:
+    handle.close()
+    with contextlib.suppress(FileNotFoundError):
+      part_file.unlink()

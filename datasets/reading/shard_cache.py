@@ -1,0 +1,406 @@
+"""A bounded, content-addressed cache of shard files, shared by the readers of a machine.
+
+Shards are stored by SHA-256 (`<cache>/shards/<sha256>`; the manifest of every published
+version names each file's SHA-256): a shard is the same bytes whatever endpoint, bucket or
+version named it, so two servers holding one bucket name never mix, and versions that
+share shards share them on disk. Every shard is downloaded by `publishing.transfer`'s
+checked download (size and SHA-256 checked before the rename).
+
+Readers (`Reader`) say the order they read in (windows of shards, `window(g)` for window
+`g` of the run); `Reader.enter(g)` gives the local paths of window g, downloaded and
+pinned, and starts downloading window g + 1. The cache
+
+* keeps `<cache>/shards/` at most `limit` bytes (`cache_limit`; downloads in progress
+  count at their full size; the versions' small metadata files are outside the limit):
+  before a download it evicts, least recently used first, shards no reader of any process
+  has pinned, the next windows of this process's readers last;
+* pins a reader's current window with a shared `flock` on each shard file: no process
+  evicts a pinned shard, and a dead process's pins vanish with it (the kernel drops them);
+* downloads a window ahead only when it fits without evicting what a reader still needs,
+  so under a limit each shard is downloaded at most once per pass of a reader over it;
+* shares one folder between the processes of a machine: one download per shard (a file
+  lock), uniquely named part files held locked by their writer (a killed writer's part is
+  removed by the next process that needs room), write-then-rename;
+* forgets a reader when it is closed or garbage collected (a dropped pipeline).
+"""
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import fcntl
+import os
+import pathlib
+import re
+import threading
+import time
+import weakref
+
+from absl import logging
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import file_locks
+from imagesets.publishing import transfer
+from imagesets.publishing import versions
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_SHA = re.compile(r"[0-9a-f]{64}")
+_LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process downloads it
+_CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
+DEFAULT_DOWNLOADS = 4         # shards in flight per process
+ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
+
+
+def parse_size(limit) -> int | None:
+  """Bytes from an int or a string like "20GB", "512 MiB"; None stays None (no limit)."""
+  if limit is None or isinstance(limit, int):
+    if isinstance(limit, int) and limit <= 0:
+      raise ValueError(f"cache_limit must be positive, not {limit}")
+    return limit
+  match = re.fullmatch(r"(\d+(?:\.\d*)?)([KMGT]I?B|B)?", str(limit).strip().upper().replace(" ", ""))
+  if not match:
+    raise ValueError(f"cache_limit {limit!r} is not a size: give bytes (int) or e.g. "
+                     "'20GB', '512MiB'")
+  return parse_size(int(float(match[1]) * _UNITS[match[2] or ""]))
+
+
+def format_size(num_bytes: int) -> str:
+  for unit in ("B", "KiB", "MiB", "GiB"):
+    if num_bytes < 1024 or unit == "GiB":
+      return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+    num_bytes /= 1024
+  return str(num_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+  """A shard file of a published version: its content (sha256, size) and where it is."""
+
+  sha256: str
+  size: int
+  bucket: bucket_lib.Bucket = dataclasses.field(compare=False, hash=False)
+  rel: str = dataclasses.field(compare=False, hash=False)   # path in the bucket
+
+
+class ShardCache:
+  """The shard store of one cache folder in this process (`shared` gives one per folder
+  and limit)."""
+
+  def __init__(self, root: pathlib.Path, limit=None, *, downloads: int = DEFAULT_DOWNLOADS,
+               retry_seconds: float = transfer.DEFAULT_RETRY_SECONDS):
+    self.limit = parse_size(limit)
+    self.folder = pathlib.Path(root) / "shards"
+    (self.folder / _LOCKS).mkdir(parents=True, exist_ok=True)
+    self.retry_seconds = retry_seconds
+    self.stats = collections.Counter()   # downloads, bytes, retries, damaged, evicted
+    self._lock = threading.Lock()
+    self._changed = threading.Condition(self._lock)
+    self._pins: dict[str, list] = {}     # sha -> [file holding a shared lock, count]
+    self._readers: weakref.WeakSet = weakref.WeakSet()
+    self._in_flight: set[str] = set()
+    self._failed: dict[str, Exception] = {}  # a prefetch's error, for the reader to raise
+    self._pool = concurrent.futures.ThreadPoolExecutor(max(1, downloads),
+                                                       thread_name_prefix="imagesets-shard")
+
+  # ------------------------------------------------------------ readers
+
+  def reader(self, window, num_windows: int | None) -> "Reader":
+    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end)."""
+    reader = Reader(self, window, num_windows)
+    with self._lock:
+      self._readers.add(reader)
+    return reader
+
+  def check_fits(self, largest: int, what: str) -> None:
+    if self.limit is not None and self.limit < largest:
+      raise ValueError(
+          f"cache_limit {format_size(self.limit)} is smaller than the largest shard of "
+          f"{what} ({format_size(largest)}); give at least {format_size(largest * 2)}, or "
+          "cache_limit=None")
+
+  def window_size_for(self, wanted: int, largest: int) -> int:
+    """Shards a window may hold so that one window and the next fit in `limit`."""
+    if self.limit is None:
+      return wanted
+    return max(1, min(wanted, self.limit // (2 * largest)))
+
+  def _protected(self) -> set[str]:
+    """What this process's readers read now or next (evicted last, never by a prefetch)."""
+    with self._lock:
+      readers = list(self._readers)
+    return set().union(*(reader.wanted() for reader in readers))
+
+  # ------------------------------------------------------------ shards
+
+  def path(self, shard: Shard) -> pathlib.Path:
+    return self.folder / shard.sha256
+
+  def _present(self, shard: Shard) -> bool:
+    try:
+      return self.path(shard).stat().st_size == shard.size
+    except FileNotFoundError:
+      return False
+
+  def pin(self, shard: Shard) -> pathlib.Path:
+    """The local path of `shard`, downloaded (now, in this thread, unless a download of it
+    is under way) and pinned until `unpin`."""
+    while not self._try_pin(shard):
+      with self._lock:
+        error = self._failed.pop(shard.sha256, None)
+        waited = shard.sha256 in self._in_flight
+        while shard.sha256 in self._in_flight:  # a prefetch of it: wait for that one
+          self._changed.wait()
+          error = error or self._failed.pop(shard.sha256, None)
+      if error is not None:
+        raise error  # the prefetch's own error: not downloaded twice more
+      if not waited:
+        self._fetch(shard, urgent=True)
+    return self.path(shard)
+
+  def _try_pin(self, shard: Shard) -> bool:
+    sha = shard.sha256
+    with self._lock:
+      if sha in self._pins:
+        self._pins[sha][1] += 1
+        return True
+    try:
+      handle = open(self.path(shard), "rb")
+    except FileNotFoundError:
+      return False
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    stat = os.fstat(handle.fileno())
+    if stat.st_nlink == 0 or stat.st_size != shard.size:  # evicted before we locked it
+      handle.close()
+      return False
+    with self._lock:
+      if sha in self._pins:  # another thread pinned it meanwhile
+        handle.close()
+        self._pins[sha][1] += 1
+      else:
+        self._pins[sha] = [handle, 1]
+    with contextlib.suppress(OSError):
+      os.utime(self.path(shard))  # recently used: evicted last
+    return True
+
+  def unpin(self, shard: Shard) -> None:
+    with self._lock:
+      entry = self._pins[shard.sha256]
+      entry[1] -= 1
+      if entry[1] == 0:
+        del self._pins[shard.sha256]
+        entry[0].close()  # closing drops the shared lock
+        self._changed.notify_all()
+
+  def prefetch(self, shards) -> None:
+    """Downloads `shards` in the background if they fit without evicting what readers
+    still need; a shard that does not fit now is tried again when a reader moves on."""
+    wanted = []
+    with self._lock:
+      for shard in shards:
+        if shard.sha256 not in self._in_flight and not self._present(shard):
+          self._in_flight.add(shard.sha256)
+          wanted.append(shard)
+    for shard in wanted:
+      try:
+        self._pool.submit(self._prefetch, shard)
+      except RuntimeError:  # shutting down: nothing more to read
+        self._done(shard)
+
+  def _prefetch(self, shard: Shard) -> None:
+    try:
+      self._fetch(shard, urgent=False)
+    except Exception as error:  # noqa: BLE001 - the reader raises it when it gets there
+      with self._lock:
+        self._failed[shard.sha256] = error
+      logging.warning("downloading %s ahead failed: %s", shard.rel, error)
+    finally:
+      self._done(shard)
+
+  def _done(self, shard: Shard) -> None:
+    with self._lock:
+      self._in_flight.discard(shard.sha256)
+      self._changed.notify_all()
+
+  def _fetch(self, shard: Shard, urgent: bool) -> bool:
+    """Downloads a shard unless present; one process downloads it, the others wait.
+    A prefetch that finds no room gives up (False)."""
+    with file_locks.exclusive(self.folder / _LOCKS / shard.sha256):
+      if self._present(shard):
+        return True
+      part = self._reserve(shard, urgent)
+      if part is None:
+        return False
+      transfer.checked_download(shard.bucket, shard.rel, self.path(shard),
+                                {"size": shard.size, "sha256": shard.sha256}, part=part,
+                                retry_seconds=self.retry_seconds, stats=self.stats)
+      return True
+
+  # ------------------------------------------------------------ room
+
+  def _reserve(self, shard: Shard, urgent: bool):
+    """Room for `shard` under the limit, made by evicting unpinned shards, reserved by
+    creating its (locked) part file; None for a prefetch that would have to evict what a
+    reader still needs. A reader's own request waits for other readers to free room."""
+    deadline = time.monotonic() + ROOM_WAIT_SECONDS
+    while True:
+      with file_locks.exclusive(self.folder / _CACHE_LOCK):
+        if self.limit is None or self._make_room(shard.size, urgent):
+          return transfer.open_part(self.folder, shard.sha256, shard.size)
+      if not urgent:
+        return None
+      if time.monotonic() > deadline:
+        raise versions.PublishError(
+            f"cache_limit {format_size(self.limit)} leaves no room for {shard.rel} "
+            f"({format_size(shard.size)}) in {self.folder}: every shard in it is being read "
+            "by this or other processes. Give a larger cache_limit (two windows of shards "
+            "per reader sharing it) or fewer processes per cache_dir.")
+      with self._lock:
+        self._changed.wait(0.2)
+
+  def used_bytes(self) -> int:
+    """Bytes of the shard folder: shards, and live downloads at their full size (a dead
+    process's part files are removed here)."""
+    transfer.remove_stale_parts(self.folder)
+    total = 0
+    with os.scandir(self.folder) as entries:
+      for entry in entries:
+        with contextlib.suppress(FileNotFoundError):
+          if transfer.PART in entry.name:
+            total += transfer.part_reserved_bytes(entry.name)
+          elif _SHA.fullmatch(entry.name):
+            total += entry.stat().st_size
+    return total
+
+  def _make_room(self, size: int, urgent: bool) -> bool:
+    """Evicts until `size` more bytes fit; the shards this process's readers read next go
+    last, and only for a reader's own request."""
+    excess = self.used_bytes() + size - self.limit
+    if excess <= 0:
+      return True
+    protected = self._protected()
+    with self._lock:
+      pinned = set(self._pins)
+    candidates = []
+    with os.scandir(self.folder) as entries:
+      for entry in entries:
+        if _SHA.fullmatch(entry.name) and entry.name not in pinned:
+          with contextlib.suppress(FileNotFoundError):
+            stat = entry.stat()
+            if urgent or entry.name not in protected:
+              candidates.append((entry.name in protected, stat.st_mtime, entry.name))
+    for _, _, name in sorted(candidates):  # unprotected first, least recently used first
+      excess -= self._evict(name)
+      if excess <= 0:
+        return True
+    return False
+
+  def _evict(self, name: str) -> int:
+    path = self.folder / name
+    try:
+      handle = open(path, "rb")
+    except FileNotFoundError:
+      return 0
+    with handle:
+      try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        return 0  # pinned by a reader (of any process)
+      size = os.fstat(handle.fileno()).st_size
+      path.unlink()
+    self.stats["evicted"] += 1
+    return size
+
+  def close(self) -> None:
+    self._pool.shutdown(wait=False, cancel_futures=True)
+    with self._lock:
+      for handle, _ in self._pins.values():
+        handle.close()
+      self._pins.clear()
+
+
+class Reader:
+  """One reader's pass over the cache: window `g` (a list of `Shard`) is `window(g)`.
+
+  `enter(g)` pins window g (downloading what is missing), unpins the window before, and
+  downloads window g + 1 ahead; nothing is downloaded before the first `enter` (a resumed
+  job or Grain's main process fetch nothing they will not read). Re-entering window 0
+  (a dataset iterated again) starts over. `close()` (or garbage collection) unpins all.
+  """
+
+  def __init__(self, cache: ShardCache, window, num_windows: int | None):
+    self._cache, self._window, self._num_windows = cache, window, num_windows
+    self._lock = threading.Lock()
+    self._current: int | None = None
+    self._pinned: list[Shard] = []
+    self._closer = weakref.finalize(self, _unpin_all, cache, self._pinned)
+
+  def wanted(self) -> set[str]:
+    """SHA-256 of the shards of the current and the next window."""
+    current = self._current
+    if current is None:
+      return set()
+    return {shard.sha256 for g in (current, current + 1) for shard in self._shards(g)}
+
+  def _shards(self, g: int) -> list:
+    if g < 0 or (self._num_windows is not None and g >= self._num_windows):
+      return []
+    return self._window(g)
+
+  def enter(self, g: int) -> list[pathlib.Path]:
+    """Local paths of window g's shards, pinned until the reader enters another window."""
+    shards = self._shards(g)
+    with self._lock:
+      self._current = g
+      # The window before is read (its files are open or done): its room goes first.
+      _unpin_all(self._cache, self._pinned)
+      self._cache.prefetch(shards)   # all of this window at once, in parallel ...
+      paths = []
+      try:
+        for shard in shards:
+          paths.append(self._cache.pin(shard))
+          self._pinned.append(shard)
+      except BaseException:
+        _unpin_all(self._cache, self._pinned)
+        raise
+    self._cache.prefetch(self._shards(g + 1))  # ... then the next one
+    return paths
+
+  def finish(self) -> None:
+    """The pass is over: unpins the last window (the reader may start another pass)."""
+    with self._lock:
+      self._current = None
+      _unpin_all(self._cache, self._pinned)
+
+  def close(self) -> None:
+    self._closer()
+
+
+def _unpin_all(cache: ShardCache, pinned: list) -> None:
+  for shard in pinned:
+    with contextlib.suppress(KeyError):
+      cache.unpin(shard)
+  pinned.clear()
+
+
+_shared: dict[tuple, ShardCache] = {}
+_shared_lock = threading.Lock()
+
+
+def process_stats() -> collections.Counter:
+  """Downloads, bytes, retries, damaged and evicted shards of every cache of this process."""
+  total = collections.Counter()
+  with _shared_lock:
+    for cache in _shared.values():
+      total.update(cache.stats)
+  return total
+
+
+def shared(root: pathlib.Path, limit=None) -> ShardCache:
+  """The process's one cache of folder `root` and limit (`"20GB"` and `20_000_000_000`
+  are one limit, so one cache)."""
+  key = (str(pathlib.Path(root).absolute()), parse_size(limit))
+  with _shared_lock:
+    if key not in _shared:
+      _shared[key] = ShardCache(root, key[1])
+    return _shared[key]

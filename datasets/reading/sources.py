@@ -1,0 +1,152 @@
+"""The read side's one entry point: `open_source` gives a `Source`, whatever the data_dir.
+
+    from imagesets.reading import sources
+    source = sources.open_source("synthetic_images/tiny:1.0.0", "s3://team-bucket/tfds",
+                                 cache_dir="/scratch/cache", cache_limit="20GB")
+    for record in source.records("train").as_numpy_iterator():   # stored order
+      ...                                                       # serialized tf.train.Example
+
+A `Source` is explicit about what is read: the TFDS `builder` (features, splits, the
+file format), the `folder` holding the version's metadata, and `cache`: None when every
+shard is a local file (a TFDS data_dir, or a version `fetch` copied whole), else the
+bounded, content-addressed shard cache (`shard_cache`) its shards are streamed through
+from the bucket. `records(split, ...)` gives the serialized examples of a split in stored
+order (or the seeded streaming order, `streaming`), reading shards with TensorFlow's C++
+readers (a pass's last window is unpinned when it ends, a dropped pipeline's when it is
+garbage collected).
+
+A bucket data_dir is `s3://`, `gs://` or `file://`: the version is asked of the bucket
+(`publishing.transfer.open_version`; pinned versions cached before are read without it
+when it cannot answer), its small files (dataset_info.json, features.json, ...) are
+downloaded and checked at once, and its shards only as they are read.
+"""
+
+import dataclasses
+import os
+import pathlib
+import re
+
+import tensorflow_datasets as tfds
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import fetch as fetch_lib
+from imagesets.publishing import manifest as manifest_lib
+from imagesets.publishing import transfer
+from imagesets.publishing import versions
+from imagesets.reading import shard_cache as shard_cache_lib
+
+_SHARD = re.compile(r"-\d{5}-of-\d{5}$")   # TFDS's shard files: ...-00003-of-00016
+
+
+def is_bucket_url(data_dir) -> bool:
+  """s3://, gs:// and file:// data_dirs are buckets (streamed); plain paths are TFDS data_dirs."""
+  return data_dir is not None and "://" in str(data_dir)
+
+
+class _LocalFiles:
+  """The reader of a source whose shards are all local files: nothing to fetch or pin."""
+
+  def __init__(self, folder: pathlib.Path, window):
+    self._folder, self._window = folder, window
+
+  def enter(self, g: int) -> list[pathlib.Path]:
+    return [self._folder / name for name in self._window(g)]
+
+  def finish(self) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
+
+
+@dataclasses.dataclass
+class Source:
+  """A prepared version to read: see the module's docstring."""
+
+  builder: tfds.core.DatasetBuilder
+  folder: pathlib.Path                      # dataset_info.json, features.json, ...
+  cache: shard_cache_lib.ShardCache | None = None
+  shards: dict = dataclasses.field(default_factory=dict)   # name -> shard_cache.Shard
+
+  @property
+  def file_format(self) -> str:
+    """"tfrecord" or "array_record"."""
+    return self.builder.info.file_format.value
+
+  @property
+  def streamed(self) -> bool:
+    """Shards come from a bucket through the cache, in the streaming order."""
+    return self.cache is not None
+
+  @property
+  def largest_shard(self) -> int:
+    return max(shard.size for shard in self.shards.values())
+
+  def window_size_for(self, wanted: int) -> int:
+    return self.cache.window_size_for(wanted, self.largest_shard) if self.cache else wanted
+
+  def reader(self, window, num_windows: int | None):
+    """`enter(g)` gives the local paths of window g (`window(g)`: shard names), pinned
+    until the next window; `close()` when done."""
+    if self.cache is None:
+      return _LocalFiles(self.folder, window)
+    self.cache.check_fits(self.largest_shard, self.builder.info.full_name)
+    return self.cache.reader(lambda g: [self.shards[name] for name in window(g)], num_windows)
+
+  def records(self, split: str, **kwargs):
+    """Serialized examples of `split` as tf.data, in stored order unless `shuffle=True`
+    (then the streaming order of `seed`); see `streaming.records` for the arguments."""
+    from imagesets.reading import streaming
+    return streaming.records(self, split, **kwargs)
+
+
+def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
+  """The `Source` of a prepared version: `name_or_spec` is "name[/config][:version]" (or
+  a TFDS builder); `data_dir` a TFDS data_dir (None: TFDS's default) or a bucket URL,
+  whose shards are then read through a cache in `cache_dir` (default: `fetch`'s) of at
+  most `cache_limit` bytes (an int or "20GB"; None: no limit). Raises
+  `input_pipeline.DatasetNotPreparedError` for a local version that is not built."""
+  if isinstance(name_or_spec, tfds.core.DatasetBuilder) or not is_bucket_url(data_dir):
+    from imagesets.reading import input_pipeline
+    builder = input_pipeline.open_builder(name_or_spec, data_dir)
+    return Source(builder, pathlib.Path(builder.data_dir))
+  return _open_bucket_version(str(name_or_spec), str(data_dir), cache_dir, cache_limit)
+
+
+def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
+  limit = shard_cache_lib.parse_size(cache_limit)
+  bucket = bucket_lib.Bucket(url)
+  data_dir = fetch_lib.cached_data_dir(url, cache_dir)
+  ref, manifest = transfer.open_version(
+      bucket, spec, lambda r: fetch_lib.cached_manifest(data_dir, r))
+  whole = data_dir / ref.folder
+  if fetch_lib.local_copy_ok(whole, deep=False, manifest=manifest):  # fetch's whole copy
+    return Source(tfds.builder_from_directory(str(whole)), whole)
+  folder = whole.parent / f".stream-{ref.version}"
+  _fetch_metadata(bucket, ref, manifest, folder)
+  cache = shard_cache_lib.shared(fetch_lib.cache_root(cache_dir), limit)
+  shards = {name: shard_cache_lib.Shard(entry["sha256"], entry["size"], bucket,
+                                        f"{ref.folder}/{name}")
+            for name, entry in manifest.files.items() if _SHARD.search(name)}
+  return Source(tfds.builder_from_directory(str(folder)), folder, cache, shards)
+
+
+def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
+                    folder: pathlib.Path) -> None:
+  """Everything but the shards into `folder`, checked, so that TFDS can make a builder
+  of it; the commit files last (their presence says the others are there)."""
+  folder.mkdir(parents=True, exist_ok=True)
+  small = [name for name in manifest.files if not _SHARD.search(name)]
+  for name in sorted(small, key=lambda n: n in versions.COMMIT_FILES):
+    path, entry = folder / name, manifest.files[name]
+    if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:
+      continue
+    path.parent.mkdir(parents=True, exist_ok=True)
+    transfer.checked_download(bucket, f"{ref.folder}/{name}", path, entry)
+  manifest_path = folder / versions.MANIFEST
+  if not manifest_path.is_file() or manifest_path.read_bytes() != manifest.to_bytes():
+    transfer.write_atomically(manifest_path, manifest.to_bytes())
+  stale = set(os.listdir(folder)) - set(small) - {versions.MANIFEST}
+  for name in stale:  # a version published again with fewer files
+    if not name.startswith(".") and (folder / name).is_file():
+      (folder / name).unlink()
