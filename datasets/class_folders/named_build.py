@@ -133,7 +133,7 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
           "file_format": file_format}
 
 
-_ADDED_LATER = ("image_size",)  # issue 22
+_ADDED_LATER = ("image_size", "keras_image")  # issues 22, 29
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:
