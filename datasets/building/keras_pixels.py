@@ -72,8 +72,11 @@ def resized(image, spec: KerasImage):
 
 
 def _reason(error) -> str:
-  """TensorFlow's message without its op wrapping ('{{function_node ...}} ', ' [Op:...]')."""
-  text = (str(error.message or type(error).__name__).splitlines() or [""])[0]
+  """TensorFlow's own line about the bytes, without the graph's call sites and op names."""
+  lines = [line.strip() for line in str(error.message or "").splitlines()]
+  lines = [line for line in lines if line and not line.startswith(
+      ("[[", "File ", "Detected at node", "Graph execution error"))]
+  text = lines[-1] if lines else type(error).__name__
   return re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", text).strip()
 
 
@@ -88,10 +91,11 @@ def pixels(data: bytes, spec: KerasImage) -> np.ndarray:
   """uint8 array of `spec.shape`: keras' float32 output for these file bytes, rounded."""
   import tensorflow as tf
 
+  # Eager ops, as keras' pipeline computes them: a tf.function of the same ops pads
+  # differently (resize_with_pad with unknown shapes; tested) and was no faster.
   try:
     image = tf.io.decode_image(data, channels=CHANNELS[spec.color_mode],
                                expand_animations=False)
   except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as error:
     raise UndecodableError(f"TensorFlow cannot decode it: {_reason(error)}") from None
-  out = tf.cast(tf.round(tf.clip_by_value(resized(image, spec), 0, 255)), tf.uint8)
-  return out.numpy()
+  return tf.cast(tf.round(tf.clip_by_value(resized(image, spec), 0, 255)), tf.uint8).numpy()
