@@ -238,7 +238,11 @@ def _grain_dataset(builder, split, *, label_mode, num_classes, order, channels_f
                    shuffle, seed, batch_size):
   """keras' format="grain" output: a grain.IterDataset of keras backend tensors (batched
   with keras' own batch function), over the build's ArrayRecord split, shuffled by `seed`."""
-  import grain  # pylint: disable=import-outside-toplevel
+  try:
+    import grain  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise ValueError("format='grain' needs Grain: pip install grain (or "
+                     "'tfds-imagesets[grain]')") from None
   from keras import ops  # pylint: disable=import-outside-toplevel
   from keras.src import backend  # pylint: disable=import-outside-toplevel
   from keras.src.utils.grain_utils import make_batch  # pylint: disable=import-outside-toplevel
