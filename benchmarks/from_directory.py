@@ -106,9 +106,8 @@ def _stored(cache: str, count: int):
   """(file name, stored uint8 pixels) of `count` examples of the cached build's train split."""
   import tensorflow_datasets as tfds
   (version_dir,) = pathlib.Path(cache).glob("*/1.0.0")
-  source = tfds.builder_from_directory(version_dir).as_data_source("train")
-  return [(source[i]["file_name"].decode(), source[i]["image"])
-          for i in range(min(count, len(source)))]
+  ds = tfds.builder_from_directory(version_dir).as_dataset(split="train").take(count)
+  return [(example["file_name"].decode(), example["image"]) for example in tfds.as_numpy(ds)]
 
 
 def pixel_difference(root: str, cache: str) -> dict:
