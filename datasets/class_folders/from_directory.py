@@ -168,6 +168,7 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check):
           f"({cache_dir}); later calls read the build.")
   builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
                               options=options, listing=listing, file_format=file_format,
+                              check_registered=False,  # read by path, never by name
                               about=named_build.About(
                                   description=f"Cache of {directory} for "
                                   "image_dataset_from_directory."))

@@ -95,6 +95,8 @@ def elements(ds) -> list:
     dict(label_mode=None, crop_to_aspect_ratio=True, interpolation="bicubic"),
     dict(pad_to_aspect_ratio=True, batch_size=None, interpolation="area"),
     dict(data_format="channels_first", batch_size=5, shuffle=False, interpolation="nearest"),
+    dict(crop_to_aspect_ratio=True, interpolation="nearest"),
+    dict(pad_to_aspect_ratio=True, interpolation="nearest", label_mode="categorical"),
     dict(color_mode="grayscale", interpolation="lanczos3"),
     dict(interpolation="lanczos5", crop_to_aspect_ratio=True),
     dict(interpolation="mitchellcubic"),
@@ -393,3 +395,15 @@ def test_format_grain_shuffles_by_seed(tree, cache):
   other = imagesets.image_dataset_from_directory(tree, image_size=SIZE, seed=4, batch_size=4,
                                                  format="grain", cache_dir=cache, verbose=False)
   assert labels(other) != labels(first)
+
+
+def test_data_format_none_follows_keras_configured_image_data_format(tree, cache):
+  before = keras.config.image_data_format()
+  keras.config.set_image_data_format("channels_first")
+  try:
+    ours, theirs = both(tree, cache, image_size=SIZE, shuffle=False)
+  finally:
+    keras.config.set_image_data_format(before)
+  assert ours.element_spec == theirs.element_spec
+  assert ours.element_spec[0].shape[1:] == (3, *SIZE)
+  assert_as_keras(ours, theirs)
