@@ -23,6 +23,7 @@ from imagesets.building import builder_base
 from imagesets.building import class_folders_examples
 from imagesets.building import class_folders_tree
 from imagesets.building import generation
+from imagesets.building import keras_pixels
 from imagesets.building import problems
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
@@ -38,8 +39,14 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
       default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
   seed: int = 0
   skip_bad_files: bool = False  # default: one error listing every bad file
-  shorter_side: int = ORIGINAL_SIZE  # > 0: store larger images downscaled to >= this shorter side
-  image_size: int = ORIGINAL_SIZE    # > 0: store larger images resized to exactly this shorter side
+  # > 0: store larger images with exactly this shorter side (`imagesets build --image-size`)
+  image_size: int = ORIGINAL_SIZE
+  # > 0: the same, at least this shorter side (libjpeg's n/8 steps: fast, up to ~1.5x N).
+  # Kept for flowers' fast_read and the configs that use it; new builds: image_size.
+  shorter_side: int = ORIGINAL_SIZE
+  # A `keras_pixels.KerasImage` as a dict: store each image as keras'
+  # image_dataset_from_directory returns it (uint8 pixels of that exact shape).
+  keras_image: dict = dataclasses.field(default_factory=dict)
   exact_split_sizes: bool = False  # splits.assign(exact_sizes=...): keras' split sizes
   follow_links: bool = False    # descend into symlinked folders of a local tree
   # Images in more than one split: "" or "warn" reports them, "error" stops, "drop" keeps the
@@ -70,7 +77,16 @@ def list_tree(root: str, options: ClassFoldersConfig) -> Listing:
                                      exact_sizes=options.exact_split_sizes))
 
 
-def features(class_names: list[str]) -> tfds.features.FeaturesDict:
+def features(class_names: list[str], keras_image: dict | None = None
+             ) -> tfds.features.FeaturesDict:
+  spec = keras_pixels.KerasImage.from_option(keras_image)
+  if spec:  # keras' pixels, stored raw: reading them back is a copy, not a decode (measured)
+    return tfds.features.FeaturesDict({
+        "image": tfds.features.Tensor(shape=spec.shape, dtype=np.uint8,
+                                      encoding=tfds.features.Encoding.BYTES),
+        "label": tfds.features.ClassLabel(names=class_names),
+        "file_name": tfds.features.Text(),
+    })
   return tfds.features.FeaturesDict({
       "image": tfds.features.Image(shape=(None, None, 3)),
       "label": tfds.features.ClassLabel(names=class_names),
@@ -99,7 +115,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
                        "\"root\": \"PATH\"}' (or run `imagesets build PATH --name NAME`).")
     names = self.CLASS_NAMES or (self.LISTING.tree.class_names if self.LISTING else
                                  class_folders_tree.class_names(self.options.root))
-    return self._dataset_info(features=features(names), supervised_keys=("image", "label"),
+    return self._dataset_info(features=features(names, self.options and self.options.keras_image),
+                              supervised_keys=("image", "label"),
                               metadata=tfds.core.MetadataDict())
 
   def _dataset_info(self, **fields) -> tfds.core.DatasetInfo:
@@ -134,7 +151,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     return {
         name: self.generation.examples(
             name, [(path, class_folders_examples.work_item(
-                self._root, path, options.shorter_side, options.image_size))
+                self._root, path, options.shorter_side, options.image_size,
+                options.keras_image or None))
                    for path in paths],
             class_folders_examples.process_file)
         for name, paths in by_split.items()
@@ -144,7 +162,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
 
   def _reads_remote_files(self) -> bool:
-    return class_folders_tree.is_remote(self.options.root)
+    # Also keras' pixels: TensorFlow makes them, and forked workers never run TensorFlow
+    # (its ops release the GIL, so threads keep both cores busy).
+    return class_folders_tree.is_remote(self.options.root) or bool(self.options.keras_image)
 
   def _leakage(self) -> str:
     return self.options.leakage or "warn"
@@ -174,6 +194,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         "seed": options.seed,
         "shorter_side": options.shorter_side,
         "image_size": options.image_size,
+        "keras_image": options.keras_image,
         "num_skipped_files": len(bad),
         "skipped_files": {p.where: p.reason for p in bad},
         "num_converted_files": len(report.notes),

@@ -1,5 +1,6 @@
 """One example from one image file of a class-per-folder tree: the per-example work of
-every class-folder build (flowers, class_folders, `imagesets build PATH --name NAME`).
+every class-folder build (flowers, class_folders, `imagesets build PATH --name NAME`, the
+cache of `image_dataset_from_directory`).
 
 A module of its own, in the build machinery, so that it is importable wherever the
 package is installed: `tfds build datasets/<name>` imports a builder file under another
@@ -10,20 +11,33 @@ its module path.
 from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import image_checks
+from imagesets.building import keras_pixels
 from imagesets.constants import ORIGINAL_SIZE
 
 
 def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_SIZE,
-                 image_size: int = ORIGINAL_SIZE) -> tuple[dict, str | None]:
+                 image_size: int = ORIGINAL_SIZE,
+                 keras_image: dict | None = None) -> tuple[dict, str | None]:
   """(features, why it was re-encoded or None) for one file; raises BadImageError.
 
-  A pure function of the file: safe to map on any worker (processes here, Beam later).
+  With `keras_image` (a `keras_pixels.KerasImage` option): the pixels keras returns for
+  the file, as uint8 (`keras_pixels.pixels`); the file is good when TensorFlow decodes it,
+  keras' own condition. A pure function of the file: safe to map on any worker.
   """
   data = class_folders_tree.read(root, relative_path)
+  label = class_folders_tree.label_of(relative_path)
+  if keras_image:
+    if not data:
+      raise image_checks.BadImageError("empty file (0 bytes)")
+    try:
+      image = keras_pixels.pixels(data, keras_pixels.KerasImage(**keras_image))
+    except keras_pixels.UndecodableError as error:
+      raise image_checks.BadImageError(str(error)) from None
+    return {"image": image, "label": label, "file_name": relative_path}, None
   encoded, facts = image_checks.prepare(data, shorter_side=shorter_side, image_size=image_size)
   features = {
       "image": encoded,
-      "label": class_folders_tree.label_of(relative_path),
+      "label": label,
       "file_name": relative_path,
       "height": facts.height,
       "width": facts.width,
@@ -34,18 +48,20 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_
 
 
 def work_item(root: str, relative_path: str, shorter_side: int = ORIGINAL_SIZE,
-              image_size: int = ORIGINAL_SIZE) -> tuple[str, str, int, int]:
+              image_size: int = ORIGINAL_SIZE,
+              keras_image: dict | None = None) -> tuple[str, str, int, int, dict | None]:
   """The picklable work item `process_file` takes, for one file of the tree."""
-  return (root, relative_path, shorter_side, image_size)
+  return (root, relative_path, shorter_side, image_size, keras_image)
 
 
-def process_file(item: tuple[str, str, int, int]) -> tuple[dict, str | None]:
+def process_file(item: tuple[str, str, int, int, dict | None]) -> tuple[dict, str | None]:
   """`make_example` for imagesets.building.generation: a bad file becomes a BadItem, not a crash.
 
   item: from `work_item`."""
-  root, relative_path, shorter_side, image_size = item
+  root, relative_path, shorter_side, image_size, keras_image = item
   try:
-    return make_example(root, relative_path, shorter_side=shorter_side, image_size=image_size)
+    return make_example(root, relative_path, shorter_side=shorter_side, image_size=image_size,
+                        keras_image=keras_image)
   except image_checks.BadImageError as error:
     raise generation.BadItem(str(error)) from None
   except OSError as error:

@@ -117,8 +117,8 @@ def cmd_build(args) -> int:
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
-      skip_bad_files=args.skip_bad_files, shorter_side=args.shorter_side,
-      image_size=args.image_size, leakage=args.leakage or "")
+      skip_bad_files=args.skip_bad_files, image_size=args.image_size,
+      leakage=args.leakage or "")
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
@@ -323,6 +323,20 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     return super()._format_action_invocation(action)
 
 
+class _OldSpelling(argparse.Action):
+  """A renamed option: sets the new one's value, with one line saying the new spelling."""
+
+  def __init__(self, *args, new: str, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.new = new
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    print(f"imagesets: {option_string} is deprecated, use {self.new} {values} (the same: a "
+          f"shorter side of exactly {values}; it used to mean at least {values})",
+          file=sys.stderr)
+    setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
   """argparse with both flag spellings (--data-dir / --data_dir), "did you mean" for
   unknown flags, and the failing subcommand's usage only."""
@@ -384,12 +398,13 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0, help="seed of the split hash (default: 0)")
   p.add_argument("--skip-bad-files", action="store_true",
                  help="leave bad files out (listed in the metadata) instead of stopping")
-  p.add_argument("--shorter-side", type=_positive, default=constants.ORIGINAL_SIZE, metavar="N",
-                 help="store larger images downscaled to a shorter side of at least N "
-                 "(default: original bytes)")
-  p.add_argument("--image-size", type=int, default=0, metavar="S",
-                 help="store larger images resized to a shorter side of exactly S, JPEG "
-                 "quality 90, for training at S (default: original bytes)")
+  p.add_argument("--image-size", type=_positive, default=constants.ORIGINAL_SIZE, metavar="S",
+                 help="store images whose shorter side is larger than S resized to a shorter "
+                 "side of exactly S (aspect ratio kept, JPEG quality 90), for training at "
+                 "S x S; smaller images keep their bytes (default: 0, original bytes)")
+  p.add_argument("--shorter-side", type=_positive, dest="image_size", metavar="N",
+                 action=_OldSpelling, new="--image-size", default=argparse.SUPPRESS,
+                 help=argparse.SUPPRESS)
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
   p.add_argument("--leakage", choices=["warn", "error", "drop", "off"], default=None,
                  help="the same picture in two splits: warn (default: named in the closing "

@@ -1,7 +1,7 @@
-"""image_dataset_from_directory: keras parity on the same tree, the fingerprint cache
-(reuse, one walk a call, rebuild on an added, removed, renamed or edited file, the content
-check for same-size same-mtime replacements, old builds removed), storage at the training
-resolution."""
+"""image_dataset_from_directory: keras parity on the same tree (format "tf" and "grain"),
+the fingerprint cache (reuse, one walk a call, rebuild on an added, removed, renamed or
+edited file, the content check for same-size same-mtime replacements, old builds removed),
+storage of exactly what keras returns."""
 
 import hashlib
 import os
@@ -49,6 +49,33 @@ def both(directory, cache_dir, **kwargs):
   return ours, theirs
 
 
+def pixels_and_labels(ds) -> list[tuple[np.ndarray, bytes | None]]:
+  """(float32 image, label bytes) of every element of a tf.data or grain dataset, unbatched."""
+  out = []
+  for element in ds:
+    image, label = element if isinstance(element, tuple) else (element, None)
+    image, label = np.asarray(image), None if label is None else np.asarray(label)
+    if image.ndim == 4:
+      out += [(one, None if label is None else l.tobytes())
+              for one, l in zip(image, label if label is not None else [None] * len(image))]
+    else:
+      out.append((image, None if label is None else label.tobytes()))
+  return out
+
+
+def assert_as_keras(ours, theirs, tolerance=0.5):
+  """Every element of `ours` is one of keras' (any order): the same label and shape, pixels
+  keras' float32 values rounded (keras' values clipped to 0-255 first: ringing)."""
+  mine, remaining = pixels_and_labels(ours), pixels_and_labels(theirs)
+  assert len(mine) == len(remaining)
+  for image, label in mine:
+    distance = [np.abs(image - np.clip(k, 0, 255)).max()
+                if k.shape == image.shape and kl == label else np.inf for k, kl in remaining]
+    best = int(np.argmin(distance))
+    assert distance[best] <= tolerance, (label, distance[best])
+    remaining.pop(best)
+
+
 def elements(ds) -> list:
   """(image bytes hash, label) of every element, sorted: order-free comparison."""
   out = []
@@ -66,21 +93,45 @@ def elements(ds) -> list:
     dict(label_mode="categorical", class_names=["cow", "ant", "bee"]),
     dict(labels=None, shuffle=False),
     dict(label_mode=None, crop_to_aspect_ratio=True, interpolation="bicubic"),
-    dict(pad_to_aspect_ratio=True, batch_size=None),
-    dict(data_format="channels_first", batch_size=5, shuffle=False),
+    dict(pad_to_aspect_ratio=True, batch_size=None, interpolation="area"),
+    dict(data_format="channels_first", batch_size=5, shuffle=False, interpolation="nearest"),
+    dict(crop_to_aspect_ratio=True, interpolation="nearest"),
+    dict(pad_to_aspect_ratio=True, interpolation="nearest", label_mode="categorical"),
+    dict(color_mode="grayscale", interpolation="lanczos3"),
+    dict(interpolation="lanczos5", crop_to_aspect_ratio=True),
+    dict(interpolation="mitchellcubic"),
+    dict(interpolation="gaussian", image_size=(7, 50)),
+    dict(interpolation="lanczos5", pad_to_aspect_ratio=True, image_size=(40, 12)),
 ])
 def test_same_specs_class_names_and_pixels_as_keras(tree, cache, kwargs):
-  ours, theirs = both(tree, cache, image_size=SIZE, **kwargs)
+  ours, theirs = both(tree, cache, **{"image_size": SIZE, **kwargs})
   assert ours.element_spec == theirs.element_spec
   assert ours.class_names == theirs.class_names
-  assert elements(ours) == elements(theirs)  # exactly the same images and labels
+  assert_as_keras(ours, theirs)  # keras' images rounded, the same labels
+
+
+def test_rgba_as_keras_and_jpegs_refused_as_keras_fails_on_them(tmp_path, cache):
+  pngs = {f"{name}/{i}.png": sample_images.encode(sample_images.photo(20 + i, 30, seed=i), "PNG")
+          for name in ("x", "y") for i in range(3)}
+  ours, theirs = both(write_tree(tmp_path / "pngs", pngs), cache, image_size=SIZE,
+                      color_mode="rgba", crop_to_aspect_ratio=True)
+  assert ours.element_spec == theirs.element_spec
+  assert_as_keras(ours, theirs)
+  with pytest.raises(problems.InvalidSourceError, match=r"ant/00.jpg: TensorFlow cannot "
+                     r"decode it: JPEG does not support 4 channels\n"):
+    imagesets.image_dataset_from_directory(tmp_path_tree(tmp_path), color_mode="rgba",
+                                           cache_dir=cache, verbose=False)
+
+
+def tmp_path_tree(tmp_path):
+  return write_tree(tmp_path / "animals", small_files())
 
 
 def test_binary_labels_and_its_two_class_rule(tmp_path, cache):
   two = write_tree(tmp_path / "two", small_files(("no", "yes")))
   ours, theirs = both(two, cache, image_size=SIZE, label_mode="binary")
   assert ours.element_spec == theirs.element_spec
-  assert elements(ours) == elements(theirs)
+  assert_as_keras(ours, theirs)
   three = write_tree(tmp_path / "three", small_files())
   with pytest.raises(ValueError, match="exactly 2"):
     imagesets.image_dataset_from_directory(three, label_mode="binary", cache_dir=cache)
@@ -182,7 +233,8 @@ def test_a_changed_tree_is_rebuilt_and_the_old_build_removed(tmp_path, cache, ch
   if change is _edit:  # mtimes can be coarser than two writes: make the new one visible
     os.utime(root / "bee" / "03.jpg", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
   changed = call(root, cache)
-  assert elements(changed) == elements(keras_view(root)) != first
+  assert elements(changed) != first
+  assert_as_keras(changed, keras_view(root))
   assert sorted(changed.file_paths) == sorted(keras_view(root).file_paths)
   (new_build,) = cache.glob("folder_*")
   assert new_build != old_build and not old_build.exists()
@@ -205,7 +257,8 @@ def test_a_same_size_same_mtime_replacement_is_seen_by_the_content_check(tmp_pat
   # the option.
   assert elements(call(root, cache)) == first
   fresh = elements(call(root, cache, content_check=True))
-  assert fresh == elements(keras_view(root)) != first
+  assert fresh != first
+  assert_as_keras(call(root, cache), keras_view(root))
   assert len(list(cache.glob("folder_*"))) == 1
   assert elements(call(root, cache)) == fresh  # the rebuilt cache from now on
 
@@ -227,48 +280,50 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path, cache, monkeypa
   assert built() == ["three", "three"]
 
 
-def test_large_jpegs_are_stored_at_the_training_resolution(tmp_path, cache):
+def test_large_photos_are_stored_as_keras_returns_them(tmp_path, cache):
   files = {"a/big.jpg": sample_images.jpeg(600, 800, seed=1),
            "b/big.jpg": sample_images.jpeg(900, 500, seed=2),
-           "b/small.jpg": sample_images.jpeg(60, 80, seed=3)}
+           "b/small.jpg": sample_images.jpeg(60, 80, seed=3),
+           "b/drawing.png": sample_images.encode(sample_images.photo(300, 200, seed=4), "PNG")}
   root = write_tree(tmp_path / "big", files)
   ours, theirs = both(root, cache, image_size=(64, 96), shuffle=False)
   (build,) = cache.glob("folder_*")
   stored = tfds.builder_from_directory(build / "1.0.0")
-  assert from_directory.stored_shorter_side((64, 96)) == 96
-  assert stored.info.metadata["image_size"] == 96
-  ds = stored.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
-  shapes = {e["file_name"].decode(): (int(e["height"]), int(e["width"]), e["image"])
-            for e in tfds.as_numpy(ds)}
-  # Shorter side exactly 96, the largest side the reader needs.
-  assert shapes["a/big.jpg"][:2] == (96, 128) and shapes["b/big.jpg"][:2] == (173, 96)
-  for _, _, image in shapes.values():
-    assert tf.io.decode_jpeg(image).shape[:2] in ((96, 128), (173, 96), (60, 80))
-  assert shapes["b/small.jpg"][2] == files["b/small.jpg"]  # small enough: kept as it came
-  # The same pictures as keras up to resampling: keras' bilinear 800 -> 96 without
-  # antialiasing aliases the photo's grain, ours was downscaled in libjpeg's DCT and by
-  # PIL's (antialiased) bicubic first.
-  for (image, label), (keras_image, keras_label) in zip(
-      sorted(ours.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0])))),
-      sorted(theirs.unbatch(), key=lambda e: (int(e[1]), float(tf.reduce_sum(e[0]))))):
-    assert int(label) == int(keras_label)
-    assert np.abs(image.numpy() - keras_image.numpy()).mean() < 5
+  assert stored.info.metadata["keras_image"] == {
+      "height": 64, "width": 96, "interpolation": "bilinear", "fit": "stretch",
+      "color_mode": "rgb"}
+  # Raw uint8 pixels of keras' output shape: a later epoch neither decodes nor resizes.
+  assert stored.info.features["image"].shape == (64, 96, 3)
+  assert stored.info.features["image"].np_dtype == np.uint8
+  assert stored.info.file_format == tfds.core.FileFormat.TFRECORD  # uncompressed: cheap
+  assert stored.info.splits["train"].num_examples == len(files)
+  assert_as_keras(ours, theirs)
+  # Another image_size, interpolation or format is another build beside it.
+  imagesets.image_dataset_from_directory(root, image_size=(64, 96), interpolation="area",
+                                         cache_dir=cache, verbose=False)
+  grain = imagesets.image_dataset_from_directory(root, image_size=(64, 96), format="grain",
+                                                 cache_dir=cache, verbose=False)
+  assert len(list(cache.glob("folder_*"))) == 3
+  assert_as_keras(grain, theirs)
 
 
-def test_store_resized_false_keeps_the_original_bytes_and_keras_pixels(tmp_path, cache):
-  files = {"a/big.jpg": sample_images.jpeg(600, 800, seed=1),
-           "b/big.jpg": sample_images.jpeg(900, 500, seed=2)}
-  root = write_tree(tmp_path / "big", files)
-  ours = imagesets.image_dataset_from_directory(root, image_size=(64, 96), shuffle=False,
-                                                cache_dir=cache, verbose=False,
-                                                store_resized=False)
-  theirs = keras.utils.image_dataset_from_directory(root, image_size=(64, 96), shuffle=False,
-                                                     verbose=False)
-  (build,) = cache.glob("folder_*")
-  stored = tfds.builder_from_directory(build / "1.0.0")
-  ds = stored.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
-  assert {e["file_name"].decode(): e["image"] for e in tfds.as_numpy(ds)} == files
-  assert elements(ours) == elements(theirs)
+def test_files_tensorflow_cannot_decode_are_the_bad_files(tmp_path, cache):
+  # keras' condition: what its epoch would crash on. A damaged but decodable JPEG (a
+  # corrupted byte in the entropy-coded data) is kept, as keras keeps it.
+  damaged = bytearray(sample_images.jpeg(60, 80, seed=5))
+  damaged[len(damaged) // 2] ^= 0x55
+  files = {**small_files(), "ant/damaged.jpg": bytes(damaged), "bee/empty.jpg": b"",
+           "cow/text.png": b"not a picture at all"}
+  root = write_tree(tmp_path / "bad", files)
+  with pytest.raises(problems.InvalidSourceError) as error:
+    imagesets.image_dataset_from_directory(root, image_size=SIZE, cache_dir=cache)
+  assert "bee/empty.jpg" in str(error.value) and "cow/text.png" in str(error.value)
+  assert "damaged" not in str(error.value)
+
+
+def test_store_resized_is_refused_with_what_to_do(tree, cache):
+  with pytest.raises(ValueError, match="store_resized was removed.*leave the argument out"):
+    imagesets.image_dataset_from_directory(tree, cache_dir=cache, store_resized=False)
 
 
 def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
@@ -284,13 +339,71 @@ def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
 
 @pytest.mark.parametrize("kwargs, says", [
     (dict(labels=[0, 1]), "labels as a list"),
-    (dict(color_mode="grayscale"), "color_mode"),
+    (dict(color_mode="cmyk"), "color_mode must be one of"),
+    (dict(interpolation="box"), "interpolation must be one of"),
+    (dict(data_format="channels_middle"), "data_format"),
     (dict(validation_split=0.2), "subset"),
     (dict(validation_split=0.2, subset="training"), "seed"),
     (dict(crop_to_aspect_ratio=True, pad_to_aspect_ratio=True), "only one"),
-    (dict(format="grain"), "format"),
+    (dict(format="torch"), "format must be 'tf'"),
+    # keras' own refusal (smart_resize knows fewer methods), before anything is built
+    (dict(crop_to_aspect_ratio=True, interpolation="gaussian"), "interpolation"),
     (dict(class_names=["x", "y", "z"]), "did not match"),
 ])
 def test_unsupported_or_wrong_arguments_say_what_to_do(tree, cache, kwargs, says):
   with pytest.raises(ValueError, match=says):
     imagesets.image_dataset_from_directory(tree, cache_dir=cache, **kwargs)
+
+
+def structure(ds) -> list:
+  """(type, shape, dtype) of every part of every element, in order."""
+  parts = lambda element: element if isinstance(element, tuple) else (element,)  # noqa: E731
+  return [[(type(x), tuple(x.shape), str(x.dtype)) for x in parts(element)] for element in ds]
+
+
+@pytest.mark.parametrize("label_mode", ["int", "categorical", "binary", None])
+@pytest.mark.parametrize("subset", [None, "training", "validation", "both"])
+def test_format_grain_returns_what_keras_returns(tmp_path, cache, label_mode, subset):
+  root = write_tree(tmp_path / "two", small_files(("no", "yes")))
+  split = dict(validation_split=0.3, subset=subset, seed=4) if subset else {}
+  ours, theirs = both(root, cache, image_size=SIZE, format="grain", batch_size=4,
+                      label_mode=label_mode, **split)
+  ours, theirs = (list(ours), list(theirs)) if subset == "both" else ([ours], [theirs])
+  as_tf = imagesets.image_dataset_from_directory(
+      root, image_size=SIZE, batch_size=4, label_mode=label_mode, cache_dir=cache,
+      verbose=False, **split)
+  as_tf = list(as_tf) if subset == "both" else [as_tf]
+  for mine, keras_subset, tf_subset in zip(ours, theirs, as_tf):
+    assert type(mine) is type(keras_subset)
+    assert mine.class_names == keras_subset.class_names
+    assert structure(mine) == structure(keras_subset)  # batches, shapes, dtypes, types
+    assert_as_keras(mine, tf_subset, tolerance=0)  # the same stored pixels as format="tf"
+  # keras' grain route decodes with PIL: a few levels from TensorFlow's decoder, and so
+  # from ours, on the same files.
+  if not subset:
+    assert_as_keras(ours[0], theirs[0], tolerance=8)
+
+
+def test_format_grain_shuffles_by_seed(tree, cache):
+  def labels(ds):
+    return [np.asarray(label).tolist() for _, label in ds]
+  first = imagesets.image_dataset_from_directory(tree, image_size=SIZE, seed=3, batch_size=4,
+                                                 format="grain", cache_dir=cache, verbose=False)
+  again = imagesets.image_dataset_from_directory(tree, image_size=SIZE, seed=3, batch_size=4,
+                                                 format="grain", cache_dir=cache, verbose=False)
+  assert labels(first) == labels(again)
+  other = imagesets.image_dataset_from_directory(tree, image_size=SIZE, seed=4, batch_size=4,
+                                                 format="grain", cache_dir=cache, verbose=False)
+  assert labels(other) != labels(first)
+
+
+def test_data_format_none_follows_keras_configured_image_data_format(tree, cache):
+  before = keras.config.image_data_format()
+  keras.config.set_image_data_format("channels_first")
+  try:
+    ours, theirs = both(tree, cache, image_size=SIZE, shuffle=False)
+  finally:
+    keras.config.set_image_data_format(before)
+  assert ours.element_spec == theirs.element_spec
+  assert ours.element_spec[0].shape[1:] == (3, *SIZE)
+  assert_as_keras(ours, theirs)

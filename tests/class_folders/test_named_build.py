@@ -186,3 +186,17 @@ def test_leakage_counts_in_the_fingerprint_only_when_it_drops_examples():
   assert options("") == options("warn") == options("error") == options("off")
   assert "leakage" not in options("warn")
   assert options("drop") == {**options(""), "leakage": "drop"}
+
+
+def test_options_added_later_leave_older_fingerprints_as_they_were():
+  # The options a default build was fingerprinted with before image_size (issue 22) and
+  # keras_image (issue 29) existed: the same keys, so the same fingerprints.
+  default = named_build.fingerprint_options(class_folders_builder.ClassFoldersConfig(name="a"),
+                                            "tfrecord")
+  assert set(default) == {"split_proportions", "seed", "skip_bad_files", "shorter_side",
+                          "exact_split_sizes", "follow_links", "file_format"}
+  keras_image = {"height": 224, "width": 224, "interpolation": "bilinear", "fit": "stretch",
+                 "color_mode": "rgb"}
+  stored_as_keras = named_build.fingerprint_options(
+      class_folders_builder.ClassFoldersConfig(name="a", keras_image=keras_image), "tfrecord")
+  assert stored_as_keras == {**default, "keras_image": keras_image}

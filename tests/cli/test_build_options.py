@@ -45,26 +45,36 @@ def array_records(version_dir) -> dict[str, list[bytes]]:
           for split in builder.info.splits}
 
 
-def test_file_format_and_shorter_side(tmp_path):
+def test_file_format_and_image_size(tmp_path):
   tree = write_tree(tmp_path / "pets", files())
   result = imagesets_build(tree, tmp_path / "cli", "--file-format", "array_record",
-                           "--shorter-side", "64")
+                           "--image-size", "64")
   assert result.returncode == 0, result.stderr
+  assert "deprecated" not in result.stderr
   version = tmp_path / "cli" / "pets" / "1.0.0"
   assert list(version.glob("*.array_record-*")) and not list(version.glob("*.tfrecord*"))
   metadata = json.loads((version / "metadata.json").read_text())
-  assert metadata["shorter_side"] == 64 and "cats/big.jpg" in metadata["converted_files"]
+  assert metadata["image_size"] == 64 and "cats/big.jpg" in metadata["converted_files"]
   stored = {e["file_name"].decode(): e for split in ("train", "test") for e in
             tfds.builder_from_directory(str(version)).as_data_source(split)}
-  assert 64 <= min(stored["cats/big.jpg"]["image"].shape[:2]) < 300  # downscaled
-  assert stored["cats/0.jpg"]["image"].shape[:2] == (30, 40)          # small: as it came
-  # The same dataset as the Python call with those options, record for record.
-  python = python_build(tree, tmp_path / "python", file_format="array_record", shorter_side=64)
+  assert stored["cats/big.jpg"]["image"].shape[:2] == (64, 85)  # shorter side exactly 64
+  assert stored["cats/0.jpg"]["image"].shape[:2] == (30, 40)    # small: as it came
+  # The same dataset as the Python call with that option, record for record.
+  python = python_build(tree, tmp_path / "python", file_format="array_record", image_size=64)
   assert array_records(version) == array_records(python.data_path)
   assert metadata["content_fingerprint"] == python.info.metadata["content_fingerprint"]
   # The check can fail: without the options, another dataset.
   plain = python_build(tree, tmp_path / "plain")
   assert plain.info.metadata["content_fingerprint"] != metadata["content_fingerprint"]
+  # The old spelling still works, means the same, and says the new one in one line.
+  old = imagesets_build(tree, tmp_path / "old", "--file-format", "array_record",
+                        "--shorter-side", "64")
+  assert old.returncode == 0, old.stderr
+  (line,) = [line for line in old.stderr.splitlines() if "deprecated" in line]
+  assert "--shorter-side is deprecated, use --image-size 64" in line
+  assert array_records(tmp_path / "old" / "pets" / "1.0.0") == array_records(version)
+  assert "--shorter-side" not in subprocess.run(
+      [str(BIN / "imagesets"), "build", "--help"], capture_output=True, text=True).stdout
 
 
 def test_beam_pipeline_options_run_the_build_on_beam(tmp_path):
