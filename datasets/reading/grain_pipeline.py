@@ -29,6 +29,7 @@ What every pipeline does:
 """
 
 import logging
+import threading
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -39,15 +40,24 @@ from imagesets.reading import numpy_ops
 from imagesets.reading import streaming
 
 _absl_logger = logging.getLogger("absl")
-# grain warns at import that JAX is absent: not our concern (filtered during this import
-# only; absl's level is the user's)
-_absl_logger.addFilter(_below_error := lambda record: record.levelno >= logging.ERROR)
+_importing_thread = threading.get_ident()
+
+
+def _not_grain_jax_notice(record: logging.LogRecord) -> bool:
+  """grain warns at import that JAX is absent: not our concern. Only that notice, from this
+  import's own thread, is dropped (other threads' absl records pass; absl's level is the
+  user's)."""
+  return not (record.thread == _importing_thread and record.levelno < logging.ERROR
+              and "jax" in record.getMessage().lower())
+
+
+_absl_logger.addFilter(_not_grain_jax_notice)
 try:
   import grain.python as grain
 except ImportError as error:
   raise ImportError("Grain pipelines need grain: pip install 'tfds-imagesets[grain]'") from error
 finally:
-  _absl_logger.removeFilter(_below_error)
+  _absl_logger.removeFilter(_not_grain_jax_notice)
 
 
 def data_source(dataset, split: str, data_dir=None):
