@@ -9,7 +9,7 @@ import threading
 import time
 
 import imagesets
-from conftest import run, shard_bytes
+from conftest import ENVIRONMENT_AT_START, run, shard_bytes
 from imagesets_testing import sample_images
 
 # Runs in a fresh process: snapshot, then everything a user does with imagesets, then compare.
@@ -28,6 +28,29 @@ import tensorflow_datasets as tfds
 tf.constant(0)
 tf.data.Dataset.range(1).map(lambda x: x + 1).get_single_element()
 tf.image.resize(tf.io.decode_jpeg(tf.io.encode_jpeg(tf.zeros((4, 4, 3), tf.uint8))), (2, 2))
+
+
+class UsersOwn(tfds.core.GeneratorBasedBuilder):
+  # The user's own dataset, built and read before imagesets comes in: TFDS loads the modules
+  # of building and reading lazily, and only modules loaded now are in the snapshot.
+  VERSION = tfds.core.Version("1.0.0")
+
+  def _info(self):
+    return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
+        {"image": tfds.features.Image(shape=(4, 4, 3)), "label": tfds.features.ClassLabel(num_classes=2)}))
+
+  def _split_generators(self, dl_manager):
+    return {"train": self._generate_examples()}
+
+  def _generate_examples(self):
+    for i in range(4):
+      yield i, {"image": np.zeros((4, 4, 3), np.uint8), "label": i % 2}
+
+
+import numpy as np
+users_own = UsersOwn(data_dir=os.path.join(sys.argv[1], "users_own"))
+users_own.download_and_prepare()
+assert len(list(users_own.as_dataset(split="train"))) == 4
 
 WATCHED = ("tensorflow", "tensorflow_datasets", "absl", "keras", "tf_keras")
 OURS = os.path.dirname(os.path.abspath(sys.argv[3])) + os.sep  # the imagesets package
@@ -116,15 +139,27 @@ changed = [f"{module}: {key} changed by import imagesets" for (module, key), val
 changed += [f"{module}: {key} changed by the build or read" for (module, key), value in imported.items()
             if after.get((module, key), "<gone>") is not value and (module, key) not in OWN_STATE]
 changed += [f"{module}: {key} is our code" for (module, key), value in after.items() if ours(value)]
+
+
+def difference(key, was, now):
+  if key == "environment":  # the variables that differ
+    return {name: (was.get(name), now.get(name)) for name in set(was) | set(now)
+            if was.get(name) != now.get(name)}
+  if key == "warnings.filters":
+    return {"same list": was[0] == now[0], "added": [f for f in now[1] if f not in was[1]],
+            "removed": [f for f in was[1] if f not in now[1]]}
+  return f"{was} -> {now}"
+
+
 # `import imagesets` changes nothing of the process; the imports of TFDS's own modules add
 # import finders of their own, but no finder of ours is ever in sys.meta_path.
-changed += [f"process: import imagesets changed {key}: {value} -> {process_imported[key]}"
+changed += [f"process: import imagesets changed {key}: {difference(key, value, process_imported[key])}"
             for key, value in process_before.items()
             if key != "meta_path" and process_imported[key] != value]
 changed += [f"process: import imagesets put a finder of {module} in sys.meta_path"
             for module in finders_imported if module.startswith("imagesets")]
 process_after = process_state()
-changed += [f"process: {key} {value} -> {process_after[key]}"
+changed += [f"process: {key} {difference(key, value, process_after[key])}"
             for key, value in process_before.items()
             if key != "meta_path" and process_after[key] != value]
 changed += [f"process: a finder of ours in sys.meta_path: {finder!r}" for finder in sys.meta_path
@@ -146,7 +181,7 @@ def _photo_tree(root: pathlib.Path, count: int, classes: int, seed: int = 0) -> 
 def test_import_build_and_read_change_nothing_of_tfds_tf_absl_or_the_process(tmp_path):
   root = _photo_tree(tmp_path / "photos", 12, 3)
   result = run([sys.executable, "-c", _SNAPSHOT_SCRIPT, str(tmp_path / "data"), str(root),
-                str(pathlib.Path(imagesets.__file__))])
+                str(pathlib.Path(imagesets.__file__))], env=ENVIRONMENT_AT_START)
   lines = result.stdout.strip().splitlines()
   report = lines[lines.index(next(l for l in lines if l.startswith("CHANGED"))):]
   assert report == ["CHANGED 0"], "\n".join(report)
