@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 import imagesets
 from conftest import ENVIRONMENT_AT_START, run, shard_bytes
 from imagesets_testing import sample_images
@@ -15,6 +17,10 @@ from imagesets_testing import sample_images
 # Runs in a fresh process: snapshot, then everything a user does with imagesets, then compare.
 _SNAPSHOT_SCRIPT = r'''
 import gc, inspect, logging, os, sys, warnings
+FIRST = sys.argv[4] == "imagesets first"
+if FIRST:  # a script that imports imagesets before TensorFlow: what it changes is then
+  import imagesets  # in the snapshot below: our code in TFDS's modules and finders of ours
+  # in sys.meta_path show it (TensorFlow sets environment variables of its own when it loads)
 
 # What a training script has loaded before it imports imagesets: TensorFlow, TFDS, absl,
 # Grain, OpenCV, used once (TensorFlow and TFDS make some state on first use, whoever uses
@@ -178,10 +184,11 @@ def _photo_tree(root: pathlib.Path, count: int, classes: int, seed: int = 0) -> 
   return root
 
 
-def test_import_build_and_read_change_nothing_of_tfds_tf_absl_or_the_process(tmp_path):
+@pytest.mark.parametrize("order", ["tensorflow first", "imagesets first"])
+def test_import_build_and_read_change_nothing_of_tfds_tf_absl_or_the_process(tmp_path, order):
   root = _photo_tree(tmp_path / "photos", 12, 3)
   result = run([sys.executable, "-c", _SNAPSHOT_SCRIPT, str(tmp_path / "data"), str(root),
-                str(pathlib.Path(imagesets.__file__))], env=ENVIRONMENT_AT_START)
+                str(pathlib.Path(imagesets.__file__)), order], env=ENVIRONMENT_AT_START)
   lines = result.stdout.strip().splitlines()
   report = lines[lines.index(next(l for l in lines if l.startswith("CHANGED"))):]
   assert report == ["CHANGED 0"], "\n".join(report)
