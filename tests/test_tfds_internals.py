@@ -2,6 +2,7 @@
 and gives, on small examples. A TFDS release that changes one fails here, by name."""
 
 import inspect
+import pathlib
 import json
 
 import numpy as np
@@ -166,3 +167,38 @@ def test_serialized_records_are_tfds_4_9_10s_bytes():
   feature = tfds_internals.item_to_feature(encoded["values"], specs["values"])
   assert hashlib.sha256(feature.SerializeToString(deterministic=True)).hexdigest() == (
       _GOLDEN_FEATURE_SHA256), _changed("item_to_feature", "serializes a feature otherwise")
+
+
+def test_generate_splits_locally_does_what_tfds_generate_splits_does(tmp_path):
+  """generate_splits_locally is TFDS 4.9.10's GeneratorBasedBuilder._generate_splits without
+  Beam: given a stock SplitBuilder it writes the same shards and SplitInfos as TFDS's own."""
+  import imagesets  # noqa: F401  (registers synthetic_images)
+  from tensorflow_datasets.core import split_builder as split_builder_lib
+
+  def build(data_dir, ours: bool):
+    builder = tfds.builder("synthetic_images/tiny", data_dir=data_dir)
+
+    def generate_splits(dl_manager, download_config):
+      if not ours:  # TFDS's own, as every TFDS dataset runs it
+        return tfds.core.GeneratorBasedBuilder._generate_splits(  # pylint: disable=protected-access
+            builder, dl_manager, download_config)
+      return tfds_internals.generate_splits_locally(builder, dl_manager, split_builder_lib.SplitBuilder(
+          split_dict=builder.info.splits, features=builder.info.features,
+          dataset_size=builder.info.dataset_size,
+          max_examples_per_split=download_config.max_examples_per_split, beam_options=None,
+          beam_runner=None, shard_config=download_config.get_shard_config(),
+          example_writer=builder._example_writer(),  # pylint: disable=protected-access
+          ignore_duplicates=download_config.ignore_duplicates))
+
+    builder._generate_splits = generate_splits  # pylint: disable=protected-access
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=2))
+    shards = {p.name: p.read_bytes() for p in sorted(pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))}
+    splits = {name: (info.num_examples, info.shard_lengths, info.num_bytes)
+              for name, info in builder.info.splits.items()}
+    return shards, splits
+
+  theirs, ours = build(tmp_path / "tfds", ours=False), build(tmp_path / "ours", ours=True)
+  assert len(theirs[0]) == 4 and theirs[1]["train"][0] == 12
+  assert ours == theirs, ("imagesets.tfds_internals.generate_splits_locally no longer does what "
+                          f"TFDS {tfds.__version__}'s GeneratorBasedBuilder._generate_splits does; "
+                          f"fallback: {tfds_internals._RECORDS_FALLBACK}")
