@@ -2,15 +2,22 @@
 a bar prints one plain line every few seconds instead of redrawing itself with carriage
 returns and cursor moves (which a log shows as one huge line of garbage).
 
-`LineStream` wraps a stream for tqdm (TFDS's bars and ours); `log_friendly_stderr()`
-puts it in place of `sys.stderr` for a block (a build), only when stderr is not a
-terminal. Lines without a carriage return pass through unchanged.
+`LineStream` wraps a stream for tqdm (TFDS's bars and ours); bars of our own get one
+from `for_bars()`. TFDS's bars write to `sys.stderr` and take no stream: for them,
+`log_friendly_stderr()` puts a LineStream in place of `sys.stderr` for a block (a build),
+only when stderr is not a terminal, and only in a command-line program's own process, on
+its main thread (`tfds build`, `imagesets build`): in a training script or a notebook,
+`sys.stderr` is the user's, and TFDS's bars there look as they do for any other dataset.
+Lines without a carriage return pass through unchanged.
 """
 
 import contextlib
 import re
 import sys
+import threading
 import time
+
+from imagesets import cli_process
 
 INTERVAL = 5.0  # seconds between two lines of one bar
 
@@ -95,8 +102,11 @@ def _is_terminal(stream) -> bool:
 
 @contextlib.contextmanager
 def log_friendly_stderr():
-  """Inside the block, bars that write to sys.stderr print lines if it is not a terminal."""
-  if _is_terminal(sys.stderr) or isinstance(sys.stderr, LineStream):
+  """Inside the block, bars that write to sys.stderr print lines if it is not a terminal;
+  only in a command-line process, on its main thread (see the module's doc)."""
+  if (not cli_process.is_cli_process()
+      or threading.current_thread() is not threading.main_thread()
+      or _is_terminal(sys.stderr) or isinstance(sys.stderr, LineStream)):
     yield
     return
   original = sys.stderr

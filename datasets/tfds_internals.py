@@ -186,6 +186,7 @@ BUILDER_HOOKS = {
     "_example_writer": ("self",),
     "_get_filename_template": ("self", "split_name"),
     "_log_download_bytes": ("self",),
+    "_log_download_done": ("self",),  # class_folders.named_build: the CLI sums a build up
     "_split_generators": ("self", "dl_manager"),
 }
 BUILDER_CLASS_PROPERTIES = ("_checksums_path", "url_infos")

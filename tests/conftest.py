@@ -5,6 +5,9 @@ import pathlib
 import subprocess
 import sys
 
+# The environment as the test run got it, before any test imported imagesets: a subprocess
+# started with it shows whether importing imagesets changes the environment.
+ENVIRONMENT_AT_START = dict(os.environ)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402

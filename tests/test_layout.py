@@ -112,3 +112,98 @@ def test_what_the_build_imports_from_verifying_never_imports_the_read_path_or_pu
     path = PACKAGE / "verifying" / f"{module}.py"
     assert not [n for n in _imports(path) if any(n == f or n.startswith(f + ".")
                                                   for f in forbidden)], module
+
+
+def _defined_private_names(paths) -> set[str]:
+  """`_`-prefixed names (not dunder) that these files define: functions, classes, module and
+  class globals, `self._x = ...` attributes, keyword names."""
+  found = set()
+  for path in paths:
+    for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        found.add(node.name)
+      elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        found.add(node.id)
+      elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        found.add(node.attr)
+      elif isinstance(node, ast.arg):
+        found.add(node.arg)
+  return {name for name in found if name.startswith("_") and not name.endswith("__")}
+
+
+def _tfds_private_names() -> set[str]:
+  import tensorflow_datasets as tfds
+  return _defined_private_names(pathlib.Path(tfds.__file__).parent.joinpath("core").rglob("*.py"))
+
+
+# What TFDS's guide to writing a dataset has every builder define ("Writing custom datasets").
+_BUILDER_PROTOCOL = {"_info", "_split_generators", "_generate_examples"}
+
+
+def _own_object(node: ast.AST) -> bool:
+  return ((isinstance(node, ast.Name) and node.id in ("self", "cls"))
+          or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id == "super"))
+
+
+def _private_tfds_attributes(path: pathlib.Path, ours: set[str], theirs: set[str]) -> list[str]:
+  """`x._name` where `_name` is one of TFDS's private names: allowed only as self/cls/super()
+  of a class of ours and only for a name our classes define (an override) that the door
+  lists as a builder hook (tfds_internals.BUILDER_HOOKS, checked at import); and every
+  TFDS private name that a class of ours overrides must be such a hook."""
+  from imagesets import tfds_internals
+  hooks = (set(tfds_internals.BUILDER_HOOKS) | set(tfds_internals.BUILDER_CLASS_PROPERTIES)
+           | _BUILDER_PROTOCOL)
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ClassDef):
+      found += [f"class {node.name} overrides TFDS's {item.name}" for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name in theirs and item.name not in hooks and _builders_have(item.name)
+                and item.name.startswith("_") and not item.name.endswith("__")]
+    if (isinstance(node, ast.Attribute) and node.attr in theirs
+        and not (_own_object(node.value) and (node.attr in hooks or node.attr not in theirs
+                                               or _defines_only_ours(node.attr, ours)))):
+      found.append(f"line {node.lineno}: .{node.attr}")
+  return found
+
+
+def _builders_have(name: str) -> bool:
+  # Our classes that derive from TFDS's are builders: what they inherit is TFDS's builder's.
+  import tensorflow_datasets as tfds
+  return hasattr(tfds.core.GeneratorBasedBuilder, name)
+
+
+def _defines_only_ours(name: str, ours: set[str]) -> bool:
+  # A name TFDS also uses privately, but which a class of ours defines for its own state
+  # (e.g. `self._pending`): ours when TFDS's builders, which ours derive from, lack it.
+  return name in ours and not _builders_have(name)
+
+
+def test_no_module_but_the_door_touches_tfds_private_attributes():
+  modules = [path for path in PACKAGE.rglob("*.py") if path.name != "tfds_internals.py"]
+  ours, theirs = _defined_private_names(PACKAGE.rglob("*.py")), _tfds_private_names()
+  users = {str(path.relative_to(REPO)): _private_tfds_attributes(path, ours, theirs)
+           for path in modules}
+  assert {path: names for path, names in users.items() if names} == {}
+
+
+def test_the_private_attribute_guard_finds_what_it_is_for(tmp_path):
+  probe = tmp_path / "probe.py"
+  probe.write_text(
+      "import tensorflow_datasets as tfds\n"
+      "class Builder(tfds.core.GeneratorBasedBuilder):\n"
+      "  def _process_pipeline_result(self, result):\n"  # an override the door does not list
+      "    return result\n"
+      "  def _split_generators(self, dl_manager):\n"     # a hook the door checks: fine
+      "    return self._generate_examples()\n"
+      "def use(builder):\n"
+      "  builder.info._info_proto\n"
+      "  builder._build_data_dir\n"
+      "  tfds.core.registered._DATASET_REGISTRY\n"
+      "  tfds.core.GeneratorBasedBuilder._process_pipeline_result\n")
+  ours, theirs = _defined_private_names(PACKAGE.rglob("*.py")), _tfds_private_names()
+  found = _private_tfds_attributes(probe, ours, theirs)
+  assert found == ["class Builder overrides TFDS's _process_pipeline_result", "line 8: ._info_proto",
+                   "line 9: ._build_data_dir", "line 10: ._DATASET_REGISTRY",
+                   "line 11: ._process_pipeline_result"], found

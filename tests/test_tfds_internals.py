@@ -2,6 +2,7 @@
 and gives, on small examples. A TFDS release that changes one fails here, by name."""
 
 import inspect
+import pathlib
 import json
 
 import numpy as np
@@ -126,3 +127,78 @@ def test_a_missing_name_fails_naming_our_function_and_the_fallback(monkeypatch):
                      match=r"check_builder_hooks: .*GeneratorBasedBuilder._get_filename_template.*"
                            r"fallback: build with the stock GeneratorBasedBuilder"):
     tfds_internals.check_builder_hooks()
+
+
+# Golden values of TFDS 4.9.10: the shard bytes of every build depend on them (the order of
+# examples in a shard is by key hash; records are TFDS's serialization). A TFDS release that
+# changes them changes every build's bytes: this fails, naming our function and the fallback.
+_GOLDEN_KEY_HASHES = [(("train", "a/1.jpg"), 0x4be6a853cf8557eae32a4c22c4b632f5),
+                      (("test", b"class0/007.jpg"), 0x6deab9cd3dce5a6837fcab0097e949d7),
+                      (("train", 12345), 0x1d568c86ec0b61efaabbe21082d1b8fc)]
+_GOLDEN_EXAMPLE_SHA256 = "09dafc3c9f72e741aeef95ac7ba763d557c22c62452298151aa30ade5bb4afcf"
+_GOLDEN_FEATURE_SHA256 = "5ee619b03833acd7a4b6b0714422d87564ade7a19583b3ba0e194d1dd4741fe2"
+
+
+def _changed(function: str, what: str) -> str:
+  return (f"imagesets.tfds_internals.{function}: TFDS {tfds.__version__} {what} than TFDS "
+          f"4.9.10, so built shards change bytes; fallback: {tfds_internals._RECORDS_FALLBACK}")
+
+
+def test_key_hashes_are_tfds_4_9_10s():
+  for (salt, key), expected in _GOLDEN_KEY_HASHES:
+    assert tfds_internals.key_hasher(salt)(key) == expected, _changed(
+        "key_hasher", f"hashes key {key!r} of split {salt!r} otherwise")
+
+
+def test_serialized_records_are_tfds_4_9_10s_bytes():
+  # No image: its encoding is TensorFlow's (PNG/zlib), not TFDS's serialization.
+  import hashlib
+  features = tfds.features.FeaturesDict({
+      "label": tfds.features.ClassLabel(names=["a", "b"]),
+      "meta": {"height": np.int32, "name": tfds.features.Text()},
+      "values": tfds.features.Tensor(shape=(None,), dtype=np.float32)})
+  specs = tfds_internals.flat_example_specs(features)
+  encoded = tfds_internals.flatten_nest_dict(features.encode_example(
+      {"label": "b", "meta": {"height": np.int32(2), "name": "x é"},
+       "values": np.array([0.5, -1.25], np.float32)}))
+  record = tfds_internals.dict_to_example(encoded, specs).SerializeToString(deterministic=True)
+  assert hashlib.sha256(record).hexdigest() == _GOLDEN_EXAMPLE_SHA256, _changed(
+      "dict_to_example", "serializes an example otherwise")
+  feature = tfds_internals.item_to_feature(encoded["values"], specs["values"])
+  assert hashlib.sha256(feature.SerializeToString(deterministic=True)).hexdigest() == (
+      _GOLDEN_FEATURE_SHA256), _changed("item_to_feature", "serializes a feature otherwise")
+
+
+def test_generate_splits_locally_does_what_tfds_generate_splits_does(tmp_path):
+  """generate_splits_locally is TFDS 4.9.10's GeneratorBasedBuilder._generate_splits without
+  Beam: given a stock SplitBuilder it writes the same shards and SplitInfos as TFDS's own."""
+  import imagesets  # noqa: F401  (registers synthetic_images)
+  from tensorflow_datasets.core import split_builder as split_builder_lib
+
+  def build(data_dir, ours: bool):
+    builder = tfds.builder("synthetic_images/tiny", data_dir=data_dir)
+
+    def generate_splits(dl_manager, download_config):
+      if not ours:  # TFDS's own, as every TFDS dataset runs it
+        return tfds.core.GeneratorBasedBuilder._generate_splits(  # pylint: disable=protected-access
+            builder, dl_manager, download_config)
+      return tfds_internals.generate_splits_locally(builder, dl_manager, split_builder_lib.SplitBuilder(
+          split_dict=builder.info.splits, features=builder.info.features,
+          dataset_size=builder.info.dataset_size,
+          max_examples_per_split=download_config.max_examples_per_split, beam_options=None,
+          beam_runner=None, shard_config=download_config.get_shard_config(),
+          example_writer=builder._example_writer(),  # pylint: disable=protected-access
+          ignore_duplicates=download_config.ignore_duplicates))
+
+    builder._generate_splits = generate_splits  # pylint: disable=protected-access
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=2))
+    shards = {p.name: p.read_bytes() for p in sorted(pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))}
+    splits = {name: (info.num_examples, info.shard_lengths, info.num_bytes)
+              for name, info in builder.info.splits.items()}
+    return shards, splits
+
+  theirs, ours = build(tmp_path / "tfds", ours=False), build(tmp_path / "ours", ours=True)
+  assert len(theirs[0]) == 4 and theirs[1]["train"][0] == 12
+  assert ours == theirs, ("imagesets.tfds_internals.generate_splits_locally no longer does what "
+                          f"TFDS {tfds.__version__}'s GeneratorBasedBuilder._generate_splits does; "
+                          f"fallback: {tfds_internals._RECORDS_FALLBACK}")

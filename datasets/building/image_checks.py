@@ -18,13 +18,13 @@ else is stored as it came.
 import dataclasses
 import io
 import re
-import warnings
 
 import numpy as np
 import PIL.Image
 import simplejpeg
 import PIL.ImageOps
 from PIL import JpegImagePlugin
+from PIL import PngImagePlugin
 
 from imagesets.constants import ORIGINAL_SIZE
 
@@ -44,6 +44,33 @@ _JPEG_SCAN_PREFIX = 64  # bytes of entropy-coded data decoded by the fast check
 PIL.Image.preinit()
 _DRAFT_SCALE = 8  # the smallest scale libjpeg decodes to; it still reads all the data
 _JPEG_RESIZE_QUALITY = 90
+_JPEG_SOI = b"\xff\xd8\xff"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _open(data: bytes) -> PIL.Image.Image:
+  """PIL.Image.open, without its decompression-bomb *warning* for JPEG and PNG (PIL being
+  careful, not a broken file). Silencing it with warnings.catch_warnings() would swap the
+  process's warning filters, which is not thread-safe (checks run on threads, two builds
+  may run at once): the plugins are opened directly instead, and the size limit that PIL
+  turns into an error (twice its MAX_IMAGE_PIXELS, read at each call) is ours to apply."""
+  try:
+    if data.startswith(_JPEG_SOI):
+      image = JpegImagePlugin.jpeg_factory(io.BytesIO(data))
+    elif data.startswith(_PNG_SIGNATURE):
+      image = PngImagePlugin.PngImageFile(io.BytesIO(data))
+    else:
+      image = None
+  except Exception:  # a broken header: PIL's open says what it makes of it, as before
+    image = None
+  if image is None:  # rare formats: PIL's own open (its warning goes to the user's filters)
+    return PIL.Image.open(io.BytesIO(data))
+  limit = PIL.Image.MAX_IMAGE_PIXELS
+  if limit and image.size[0] * image.size[1] > 2 * limit:
+    image.close()
+    raise PIL.Image.DecompressionBombError(
+        f"{image.size[0]}x{image.size[1]} pixels, more than twice PIL's MAX_IMAGE_PIXELS")
+  return image
 
 
 class BadImageError(ValueError):
@@ -67,35 +94,32 @@ def check(data: bytes, *, resized_below: int = ORIGINAL_SIZE) -> ImageFacts:
   """
   if not data:
     raise BadImageError("empty file (0 bytes)")
-  with warnings.catch_warnings():
-    # A decompression-bomb *warning* is PIL being careful, not a broken file.
-    warnings.simplefilter("ignore", PIL.Image.DecompressionBombWarning)
+  try:
+    image = _open(data)
+  except PIL.UnidentifiedImageError:
+    raise BadImageError(f"not an image (starts with {data[:8]!r})") from None
+  except Exception as error:  # PIL raises many types for broken headers.
+    raise BadImageError(f"unreadable image header: {error}") from None
+  with image:
+    kind = image.format
+    mode = image.mode
+    orientation = _orientation(image)
+    width, height = image.size
     try:
-      image = PIL.Image.open(io.BytesIO(data))
-    except PIL.UnidentifiedImageError:
-      raise BadImageError(f"not an image (starts with {data[:8]!r})") from None
-    except Exception as error:  # PIL raises many types for broken headers.
-      raise BadImageError(f"unreadable image header: {error}") from None
-    with image:
-      kind = image.format
-      mode = image.mode
-      orientation = _orientation(image)
-      width, height = image.size
-      try:
-        if kind in ("JPEG", "MPO"):
-          scan_data = _walk_jpeg_markers(data)
-          resized = bool(resized_below) and min(width, height) > resized_below
-          if mode not in ("RGB", "L"):  # CMYK, YCCK: not libjpeg-turbo's fast path, rare
-            image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
-            image.load()
-          elif scan_data is not None:
-            _start_jpeg_decoding(data, scan_data)
-          elif not resized:  # (a resized one is decoded by `convert`, which raises)
-            _decode_jpeg_at_one_eighth(data)
-        else:
+      if kind in ("JPEG", "MPO"):
+        scan_data = _walk_jpeg_markers(data)
+        resized = bool(resized_below) and min(width, height) > resized_below
+        if mode not in ("RGB", "L"):  # CMYK, YCCK: not libjpeg-turbo's fast path, rare
+          image.draft(mode, (max(1, width // _DRAFT_SCALE), max(1, height // _DRAFT_SCALE)))
           image.load()
-      except Exception as error:
-        raise BadImageError(f"cannot be decoded ({kind}): {error}") from None
+        elif scan_data is not None:
+          _start_jpeg_decoding(data, scan_data)
+        elif not resized:  # (a resized one is decoded by `convert`, which raises)
+          _decode_jpeg_at_one_eighth(data)
+      else:
+        image.load()
+    except Exception as error:
+      raise BadImageError(f"cannot be decoded ({kind}): {error}") from None
   if orientation in (5, 6, 7, 8):  # transposed: the upright image is width x height
     height, width = width, height
   reasons = []

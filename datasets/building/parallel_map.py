@@ -14,6 +14,7 @@ import gc
 import itertools
 import multiprocessing
 import os
+import threading
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -49,14 +50,38 @@ def executor(workers: int | None = None, *, threads: bool = False):
     # left out of garbage collection until the pool is done, so collections in the
     # workers do not touch, and copy, every inherited page; and the build process's own
     # collections get cheap. A flowers build ran ~20 % faster (docs/flowers.md).
-    gc.freeze()
-    try:
+    with _frozen():
       with concurrent.futures.ProcessPoolExecutor(
           workers, mp_context=multiprocessing.get_context("fork"),
           initializer=os.nice, initargs=(WORKER_NICENESS,)) as pool:
         yield pool
-    finally:
-      gc.unfreeze()
+
+
+_freeze_lock = threading.Lock()
+_freezes = 0  # pools inside a freeze of ours (two builds in two threads)
+_froze = False  # whether that freeze is ours to undo
+
+
+@contextlib.contextmanager
+def _frozen():
+  """gc.freeze() for the life of the pools, nested: the last pool out unfreezes, and only
+  a freeze we made. gc.unfreeze() thaws every frozen object, so when someone else froze
+  first (the user, a server preforking its workers), it is left to them."""
+  global _freezes, _froze
+  with _freeze_lock:
+    if _freezes == 0:
+      _froze = gc.get_freeze_count() == 0
+      if _froze:
+        gc.freeze()
+    _freezes += 1
+  try:
+    yield
+  finally:
+    with _freeze_lock:
+      _freezes -= 1
+      if _freezes == 0 and _froze:
+        gc.unfreeze()
+        _froze = False
 
 
 def _apply(fn, chunk):

@@ -3,11 +3,16 @@
 from imagesets.building import archives
 from imagesets.building import class_folders_builder
 from imagesets.building import downloads
+from imagesets.building import problems
 import tensorflow_datasets as tfds
 
 URL = "http://download.tensorflow.org/example_images/flower_photos.tgz"
 FLOWER_CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 FlowersConfig = class_folders_builder.ClassFoldersConfig
+
+
+class MovedDatasetError(ValueError):
+  """A config that became a dataset of its own; the message names the new one."""
 
 
 class Builder(class_folders_builder.ClassFoldersBuilder):
@@ -37,8 +42,9 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
 
   def __init__(self, *, config=None, **kwargs):
     if config == "oxford17" or getattr(config, "name", None) == "oxford17":
-      raise ValueError("flowers/oxford17 is now its own dataset, oxford17: "
-                       "tfds.load(\"oxford17\", ...), tfds build oxford17 --imports imagesets")
+      raise problems.one_line_if_uncaught(MovedDatasetError(
+          "flowers/oxford17 is now its own dataset, oxford17: "
+          "tfds.load(\"oxford17\", ...), tfds build oxford17 --imports imagesets"))
     super().__init__(config=config, **kwargs)
 
   def _dataset_info(self, **fields):

@@ -16,6 +16,8 @@ Needs OpenCV (`opencv-python-headless`, in the `grain` extra) for resizing.
 
 import io
 import math
+import multiprocessing
+import os
 
 import cv2
 import numpy as np
@@ -26,13 +28,24 @@ from imagesets.constants import IMAGE_PAD_VALUE, MASK_PAD_VALUE  # noqa: F401  (
 from imagesets.constants import (  # noqa: F401  (re-exported: the pipelines' defaults)
     CENTRAL_CROP_FRACTION, CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, IMAGE_SIZE)
 
-cv2.setNumThreads(1)  # Grain's workers are the parallelism; OpenCV's own threads would fight them
+# In Grain's worker processes the workers are the parallelism: OpenCV's own threads would
+# fight them, so a worker sets OpenCV to one thread, once, on its first resize. A process
+# that merely imports this module (or runs these ops itself, worker_count=0) keeps its
+# OpenCV settings: they are the user's.
+_one_opencv_thread_in = None  # the worker process (pid) that set it
 
 _JPEG_SOI = b"\xff\xd8\xff"
 
 
 def _size(size) -> tuple[int, int]:
   return (size, size) if isinstance(size, int) else tuple(size)
+
+
+def _one_opencv_thread_in_workers() -> None:
+  global _one_opencv_thread_in
+  if _one_opencv_thread_in != os.getpid() and multiprocessing.parent_process() is not None:
+    cv2.setNumThreads(1)
+    _one_opencv_thread_in = os.getpid()
 
 
 def image_shape(encoded: bytes) -> tuple[int, int]:
@@ -62,6 +75,7 @@ def resize(image: np.ndarray, size, nearest: bool = False) -> np.ndarray:
   height, width = _size(size)
   if image.shape[:2] == (height, width):
     return image
+  _one_opencv_thread_in_workers()
   resized = cv2.resize(np.ascontiguousarray(image), (width, height),
                        interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR)
   return resized[..., None] if resized.ndim == 2 else resized

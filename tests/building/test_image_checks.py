@@ -230,3 +230,33 @@ def test_converted_jpeg_keeps_the_source_quality_and_size():
     source = sample_images.sideways_jpeg(photo, quality=quality)
     stored, facts = image_checks.prepare(source)
     assert 0.8 < len(stored) / len(source) < 1.2, (quality, len(stored), len(source))
+
+
+def test_checks_on_threads_leave_the_process_warning_filters_alone():
+  """check() runs on threads (bucket reads, two builds at once); swapping the process's
+  warning filters there (warnings.catch_warnings) races and leaves a filter behind."""
+  import threading
+  import warnings
+  data = sample_images.jpeg(40, 50, seed=1)
+  filters, content = warnings.filters, list(warnings.filters)
+
+  def work():
+    for _ in range(300):
+      image_checks.check(data)
+
+  threads = [threading.Thread(target=work) for _ in range(4)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert warnings.filters is filters and warnings.filters == content
+
+
+def test_a_large_image_is_checked_without_a_warning_and_a_huge_one_refused(monkeypatch):
+  import warnings
+  monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 1000)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # PIL's decompression-bomb warning would raise here
+    assert image_checks.check(sample_images.jpeg(40, 40, seed=2)).width == 40  # 1600 px
+  with pytest.raises(image_checks.BadImageError, match="MAX_IMAGE_PIXELS"):
+    image_checks.check(sample_images.jpeg(50, 50, seed=2))  # 2500 > 2 x 1000

@@ -78,3 +78,29 @@ def test_process_workers_run_at_a_lower_priority_than_the_caller():
   with parallel_map.executor(2) as pool:
     niceness = set(parallel_map.ordered_map(_niceness, range(40), pool, chunk_size=1))
   assert niceness == {min(19, os.nice(0) + parallel_map.WORKER_NICENESS)}
+
+
+def test_a_freeze_made_by_someone_else_stays_frozen():
+  """gc.unfreeze() thaws every frozen object: the pool never undoes a freeze it did not make."""
+  import gc
+  gc.freeze()
+  try:
+    users = gc.get_freeze_count()
+    with parallel_map.executor(2) as pool:
+      assert list(parallel_map.ordered_map(_inverse, [1, 2], pool)) == [1, 0.5]
+    assert gc.get_freeze_count() > users // 2  # (frozen objects that die leave the count)
+  finally:
+    gc.unfreeze()
+
+
+def test_nested_pools_thaw_once_the_last_one_is_done():
+  """Two builds in two threads: the first pool to end must not thaw the other's objects."""
+  import gc
+  assert gc.get_freeze_count() == 0
+  with parallel_map.executor(2) as outer:
+    frozen = gc.get_freeze_count()
+    with parallel_map.executor(2):
+      pass
+    assert gc.get_freeze_count() > frozen // 2 > 0  # still frozen (some frozen objects died)
+    assert list(parallel_map.ordered_map(_inverse, [4], outer)) == [0.25]
+  assert gc.get_freeze_count() == 0

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from imagesets.building import problems
@@ -15,3 +18,30 @@ def test_one_error_lists_every_problem_sorted_with_the_fix():
 
 def test_no_problems_no_error():
   problems.raise_if_any([], source="x", fix="y")
+
+
+def test_one_line_errors_leave_sys_excepthook_alone_outside_a_command_line_program():
+  hook = sys.excepthook
+  for i in range(3):
+    problems.one_line_if_uncaught(ValueError(f"refused {i}"))
+  assert sys.excepthook is hook
+
+
+_CLI = r'''
+import sys
+sys.argv[0] = "/venv/bin/tfds"  # as the `tfds` console script runs
+from imagesets.building import problems
+for i in range(3):
+  problems.one_line_if_uncaught(ValueError(f"refused {i}"))
+hook = sys.excepthook
+problems.one_line_if_uncaught(ValueError("again"))
+assert sys.excepthook is hook, "installed twice"
+raise problems.one_line_if_uncaught(ValueError("photos/a.jpg is bad; remove it"))
+'''
+
+
+def test_in_a_command_line_program_the_hook_is_installed_once_and_prints_one_line():
+  result = subprocess.run([sys.executable, "-c", _CLI], capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 1
+  assert result.stderr == "error: photos/a.jpg is bad; remove it\n", result.stderr[-2000:]

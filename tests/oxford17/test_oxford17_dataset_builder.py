@@ -4,6 +4,7 @@ through TFDS's real download manager against a local server."""
 
 import hashlib
 import pathlib
+import subprocess
 import tarfile
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import shard_bytes
+from conftest import BIN, REPO, shard_bytes
 from imagesets.building import archives
 from imagesets.building import downloads
 from imagesets.building import problems
@@ -217,3 +218,15 @@ def test_the_old_name_flowers_oxford17_gives_one_line_with_the_new_name(tmp_path
   message = str(caught.value)
   assert len(message.strip().splitlines()) == 1
   assert "flowers/oxford17 is now its own dataset, oxford17" in message
+
+
+@pytest.mark.parametrize("how", [["datasets/flowers"], ["flowers", "--imports", "imagesets"]],
+                         ids=["by path", "by name"])
+def test_the_stock_tfds_build_of_flowers_oxford17_ends_in_one_line(tmp_path, how):
+  result = subprocess.run([str(BIN / "tfds"), "build", *how, "--config", "oxford17",
+                           "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode != 0
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and "flowers/oxford17 is now its own dataset, oxford17" in last

@@ -119,3 +119,33 @@ def test_crop_or_pad_centres_the_padding_and_the_crop():
   assert (out[:5] == 255).all() and (out[15:] == 255).all() and (out[5:15] == 3).all()
   ramp = np.arange(40, dtype=np.uint8).reshape(1, 40, 1).repeat(10, 0)
   np.testing.assert_array_equal(ops.crop_or_pad(ramp, (10, 20), 0)[0, :, 0], np.arange(10, 30))
+
+
+_OPENCV_THREADS = r'''
+import multiprocessing, cv2, numpy as np
+cv2.setNumThreads(3)  # the user's setting
+from imagesets.reading import numpy_ops
+numpy_ops.resize(np.zeros((8, 8, 3), np.uint8), 4)  # run here, in the user's process
+
+
+def in_worker(queue):
+  numpy_ops.resize(np.zeros((8, 8, 3), np.uint8), 4)
+  queue.put(cv2.getNumThreads())
+
+
+queue = multiprocessing.get_context("fork").Queue()
+worker = multiprocessing.get_context("fork").Process(target=in_worker, args=(queue,))
+worker.start()
+print(cv2.getNumThreads(), queue.get(timeout=60))
+worker.join()
+'''
+
+
+def test_opencv_threads_are_set_in_worker_processes_only():
+  """Importing numpy_ops or resizing in the user's process keeps the user's OpenCV thread
+  count; a worker process (Grain's) runs OpenCV on one thread."""
+  import subprocess
+  import sys
+  result = subprocess.run([sys.executable, "-c", _OPENCV_THREADS], capture_output=True,
+                          text=True, timeout=120)
+  assert result.stdout.split() == ["3", "1"], result.stderr[-2000:]
