@@ -7,6 +7,7 @@ import pytest
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 from imagesets_testing import planted_copies
+from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
 Member = duplicates.Member
@@ -24,7 +25,7 @@ def test_near_pairs_finds_hashes_a_few_bits_apart_among_many(flipped):
   hashes = [rng.getrandbits(image_hashes.HASH_BITS) for _ in range(5000)]
   planted = {index: len(hashes) + n for n, index in enumerate(range(0, 5000, 100))}
   hashes += [_flip(hashes[index], flipped, rng) for index in planted]
-  found = {tuple(pair) for pair in duplicates.near_pairs(hashes).tolist()}
+  found = duplicates.near_pairs(hashes)
   assert found == set(planted.items())  # every planted pair, no random one (they differ by ~64)
 
 
@@ -32,7 +33,7 @@ def test_near_pairs_respects_the_threshold():
   rng = random.Random(1)
   base = rng.getrandbits(image_hashes.HASH_BITS)
   hashes = [base, _flip(base, 20, rng), _flip(base, 40, rng)]
-  assert {tuple(p) for p in duplicates.near_pairs(hashes, threshold=26).tolist()} == {(0, 1)}
+  assert duplicates.near_pairs(hashes, threshold=26) == {(0, 1)}
 
 
 def _planted():
@@ -83,7 +84,7 @@ def test_summary_names_the_leaks_and_json_round_trips():
                                  "members": [{"split": "train", "file_name": "0.jpg", "label": "a"},
                                              {"split": "train", "file_name": "copy_exact.jpg",
                                               "label": "a"}],
-                                 "exact_sets": []}
+                                 "exact_sets": [], "links": []}
   assert duplicates.from_json(report) == (groups, [])
   assert duplicates.summary([], 3) == "duplicates: none among 3 images"
 
@@ -100,3 +101,43 @@ def test_a_near_group_says_which_members_have_the_very_same_pixels():
                                                                        "test"]
   assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
   assert group.same_pixels() == ["train/a.jpg = test/b.png"]
+
+
+def _fingerprints(pictures, make):
+  return {name: image_hashes.of_bytes(make(pixels)) for name, pixels in pictures.items()}
+
+
+def test_tiles_of_real_photos_are_not_paired():
+  # Whole photos and tiles of them: textures, skies and microscopy, where the 128-bit
+  # hashes alone propose distinct pairs; the thumbnails must refuse every one.
+  pictures = {**real_photos.photos(), **real_photos.tiles(3), **real_photos.tiles(4)}
+  named = _fingerprints(pictures, planted_copies.original)
+  members = [Member("train", name, name.split("#")[0]) for name in named]
+  groups = duplicates.find(members, list(named.values()))
+  # (a tile and its own photo or an overlapping tile of it may pair; other photos never)
+  assert [[m.file_name for m in g.members] for g in groups
+          if len({m.label for m in g.members}) > 1] == []
+
+
+@pytest.mark.parametrize("kind", list(planted_copies.KINDS))
+def test_each_kind_of_copy_of_real_photos_is_found(kind):
+  pictures = real_photos.photos()
+  originals = _fingerprints(pictures, planted_copies.original)
+  copies = _fingerprints(pictures, planted_copies.KINDS[kind])
+  members = ([Member("train", name, name) for name in originals]
+             + [Member("test", name, name) for name in copies])
+  groups = duplicates.find(members, list(originals.values()) + list(copies.values()))
+  found = sorted(g.members[0].file_name for g in groups
+                 if [(m.split, m.file_name) for m in g.members]
+                 == [("train", g.members[0].file_name), ("test", g.members[0].file_name)])
+  assert len(found) >= len(pictures) - (1 if kind == "crop_5" else 0), sorted(
+      set(pictures) - set(found))
+  assert len(groups) == len(found)  # and nothing else paired
+
+
+def test_drop_does_not_chain_a_near_group():
+  a, b, c = (Member(s, n, "x") for s, n in (("train", "a"), ("validation", "b"), ("test", "c")))
+  group = duplicates.Group("near", (a, b, c), links=((0, 1), (1, 2)))  # a ~ b ~ c, a unlike c
+  assert duplicates.to_drop([group]) == [b]
+  group = duplicates.Group("near", (a, b, c), links=((0, 1), (0, 2), (1, 2)))
+  assert duplicates.to_drop([group]) == [b, c]
