@@ -84,11 +84,21 @@ def small_thumbnail(grey: PIL.Image.Image) -> bytes:
 def of_bytes(data: bytes) -> Fingerprint:
   """The fingerprint of encoded image bytes (decodes them once)."""
   rgb, fmt = decode_rgb(data)
+  grey = _grey(rgb)
+  return Fingerprint(_digest(rgb), _hash_of(grey), int(rgb.shape[0]),
+                     int(rgb.shape[1]), fmt, small_thumbnail(grey))
+
+
+def _digest(rgb: np.ndarray) -> str:
   digest = hashlib.sha256(repr(rgb.shape).encode())
   digest.update(np.ascontiguousarray(rgb).data)
-  grey = _grey(rgb)
-  return Fingerprint(digest.hexdigest()[:32], _hash_of(grey), int(rgb.shape[0]),
-                     int(rgb.shape[1]), fmt, small_thumbnail(grey))
+  return digest.hexdigest()[:32]
+
+
+def pixel_digest(data: bytes) -> str:
+  """`Fingerprint.pixels` of encoded image bytes alone: the same for the same decoded
+  pixels, whatever the bytes (EXIF, PNG compression)."""
+  return _digest(decode_rgb(data)[0])
 
 
 def distance(a: int, b: int) -> int:

@@ -70,7 +70,8 @@ def test_diff_exit_status_summary_and_json(versions, capsys):
            for kind in ("added", "removed", "changed", "relabelled", "moved_in")}
   assert kinds["added"] == ["cat/new.jpg"] and kinds["removed"] == ["cat/2.jpg"]
   assert kinds["changed"] == ["dog/3.jpg"]
-  assert kinds["relabelled"] + kinds["moved_in"] == ["dog/4b.jpg"]  # split by its new path
+  assert kinds["relabelled"] == ["dog/4b.jpg"]  # (and moved_in too if its new path hashes elsewhere)
+  assert kinds["moved_in"] in ([], ["dog/4b.jpg"])
   assert sum(split["unchanged"] for split in splits.values()) == 8
   assert cli.main(["diff", f"{versions}/pets:1.0.0", "pets:1.0.0", *args]) == 0  # a full path
   capsys.readouterr()
