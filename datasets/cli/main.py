@@ -131,7 +131,7 @@ def cmd_build(args) -> int:
   found = ""
   if report.exists():  # (not with --leakage off, nor on Beam)
     stored = json.loads(report.read_text())
-    groups, dropped = duplicates.from_json(stored)
+    groups, dropped = duplicates.from_json(stored, str(report))
     found = f"; {duplicates.summary(groups, stored['num_images'], dropped)} ({report.name})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
@@ -177,27 +177,35 @@ def cmd_duplicates(args) -> int:
   data_dir = constants.data_dir(args.data_dir)
   builder = version_examples.open_builder(args.spec, data_dir)
   stored = version_examples.folder(builder) / duplicates.REPORT_FILE
+  origin = ""
   if stored.exists() and not args.recompute:
-    report = json.loads(stored.read_text())
+    try:
+      report = json.loads(stored.read_text())
+    except ValueError as why:
+      report = why  # (from_json names the file and the fix)
+    counts = {name: split.num_examples for name, split in builder.info.splits.items()}
+    groups, dropped = duplicates.from_json(report, str(stored), counts)
+    origin = " (report stored by the publisher)" if "://" in str(stored) else ""
   else:  # built before duplicates were recorded, or by another tool
     images = _version_images(builder)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
-    report = duplicates.to_json(groups, len(images))
+    report, dropped = duplicates.to_json(groups, len(images)), []
   if args.json:
-    print(json.dumps(report, indent=1))
+    print(json.dumps(duplicates.to_json(groups, report["num_images"], dropped), indent=1))
     return 0
-  groups, dropped = duplicates.from_json(report)
-  print(f"{builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
+  print(f"{builder.info.full_name}: "
+        + duplicates.summary(groups, report["num_images"], dropped) + origin)
   for group in groups:
     flags = [f for f, on in (("LEAK", group.cross_split),
                              ("LABEL CONFLICT", group.label_conflict)) if on]
     print(f"{group.kind}{' (' + ', '.join(flags) + ')' if flags else ''}:")
     for member in group.members:
-      print(f"  {member.split}/{member.file_name} [{member.label}]")
+      print(duplicates.printable(f"  {member.split}/{member.file_name} [{member.label}]"))
     for same in group.same_pixels():
       print(f"  same pixels: {same}")
   for member in dropped:
-    print(f"dropped by the build: {member.split}/{member.file_name} [{member.label}]")
+    print(duplicates.printable(
+        f"dropped by the build: {member.split}/{member.file_name} [{member.label}]"))
   return 0
 
 

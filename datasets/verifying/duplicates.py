@@ -85,7 +85,8 @@ class Group:
 
   def same_pixels(self) -> list[str]:
     """'split/file = split/file' for each set of members with the very same pixels."""
-    return [" = ".join(f"{self.members[p].split}/{self.members[p].file_name}" for p in positions)
+    return [" = ".join(printable(f"{self.members[p].split}/{self.members[p].file_name}")
+                       for p in positions)
             for positions in self.exact_sets]
 
   def to_json(self) -> dict:
@@ -317,7 +318,7 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
 
 
 def _named(group: Group, limit: int = 3) -> str:
-  names = [f"{m.split}/{m.file_name}" for m in group.members[:limit]]
+  names = [printable(f"{m.split}/{m.file_name}") for m in group.members[:limit]]
   more = f" (+{len(group.members) - limit})" if len(group.members) > limit else ""
   return " = ".join(names) + more
 
@@ -352,8 +353,72 @@ def to_json(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] 
           "threshold_bits": THRESHOLD}
 
 
-def from_json(report: dict) -> tuple[list[Group], list[Member]]:
-  groups = [Group(g["kind"], tuple(Member(**m) for m in g["members"]),
-                  tuple(tuple(p) for p in g.get("exact_sets", ())),
-                  tuple(tuple(p) for p in g.get("links", ()))) for g in report["groups"]]
-  return groups, [Member(**m) for m in report.get("dropped", [])]
+class BadReport(ValueError):
+  """A stored report that cannot be trusted (read from a bucket or edited by hand)."""
+
+
+def from_json(report, source: str = REPORT_FILE,
+              splits: dict[str, int] | None = None) -> tuple[list[Group], list[Member]]:
+  """The groups and dropped members of a stored report, checked: a report read from a
+  bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims.
+  Raises BadReport naming `source` and the fix."""
+  try:
+    return _parsed(report, splits)
+  except (KeyError, TypeError, ValueError, IndexError) as why:
+    raise BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
+                    "duplicates SPEC --recompute to read the images instead") from None
+
+
+def _member(row, splits) -> Member:
+  if not isinstance(row, dict) or set(row) != {"split", "file_name", "label"}:
+    raise ValueError(f"a member is not {{split, file_name, label}}: {printable(repr(row))[:80]}")
+  if not (isinstance(row["split"], str) and isinstance(row["file_name"], str)
+          and (row["label"] is None or isinstance(row["label"], str))):
+    raise TypeError(f"a member's fields are not strings: {printable(repr(row))[:80]}")
+  if splits is not None and row["split"] not in splits:
+    raise ValueError(f"split {printable(row['split'])!r} is not in the version")
+  return Member(row["split"], row["file_name"], row["label"])
+
+
+def _positions(rows, size: int, width: int | None) -> tuple[tuple[int, ...], ...]:
+  if not isinstance(rows, list):
+    raise TypeError("exact_sets/links are not lists")
+  for row in rows:
+    if (not isinstance(row, list) or (width and len(row) != width)
+        or not all(type(p) is int and 0 <= p < size for p in row)):
+      raise IndexError(f"positions {printable(repr(row))[:40]} outside the group of {size}")
+  return tuple(tuple(row) for row in rows)
+
+
+def _parsed(report, splits):
+  if not isinstance(report, dict) or not isinstance(report.get("groups"), list):
+    raise ValueError("no list of groups")
+  num_images = report["num_images"]
+  if type(num_images) is not int or num_images < 0:
+    raise TypeError("num_images is not a count")
+  if splits is not None and num_images != sum(splits.values()):
+    raise ValueError(f"num_images {num_images} but the version holds {sum(splits.values())}")
+  groups = []
+  for row in report["groups"]:
+    if not isinstance(row, dict) or row.get("kind") not in (EXACT, NEAR):
+      raise ValueError("a group's kind is not exact or near")
+    members = tuple(_member(m, splits) for m in row["members"])
+    if len(members) < 2:
+      raise ValueError("a group of fewer than two members")
+    groups.append(Group(row["kind"], members, _positions(row.get("exact_sets", []), len(members),
+                                                         None),
+                        _positions(row.get("links", []), len(members), 2)))
+  dropped = report.get("dropped", [])
+  if not isinstance(dropped, list):
+    raise TypeError("dropped is not a list")
+  return groups, [_member(m, None) for m in dropped]
+
+
+# C0 and C1 controls and DEL, shown escaped: a name from a report or a version must not
+# drive the terminal (titles, clearing the screen, colours).
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
+
+
+def printable(text) -> str:
+  """`text` with control characters escaped (\\xNN), for a terminal."""
+  return str(text).translate(_CONTROLS)

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 from typing import Iterable
 
+from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 
 KINDS = ("added", "removed", "changed", "relabelled", "moved_in", "moved_out")
@@ -144,7 +145,7 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     lines.append(f"{split}: {counts or 'no changes'}; {changes['unchanged']} unchanged")
     if not table:
       continue
-    rows = [header] + [[label] + [str(table[label][k]) for k in KINDS]
+    rows = [header] + [[duplicates.printable(label)] + [str(table[label][k]) for k in KINDS]
                        for label in sorted(table)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
@@ -152,7 +153,8 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     for kind in KINDS if show else ():
       for item in changes[kind][:show]:
         old = f" (was {item['old_label']})" if "old_label" in item else ""
-        lines.append(f"    {kind}: {item['file_name']} [{item['label']}]{old}")
+        lines.append(duplicates.printable(
+            f"    {kind}: {item['file_name']} [{item['label']}]{old}"))
       if len(changes[kind]) > show:
         lines.append(f"    {kind}: ... and {len(changes[kind]) - show} more")
   return lines

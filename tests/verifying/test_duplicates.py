@@ -163,3 +163,22 @@ def test_a_picture_stored_a_thousand_times_costs_no_quadratic_memory():
   assert [len(g.members) for g in groups] == [1000] and groups[0].kind == "near"
   assert peak < 100 * 2 ** 20
   assert len(duplicates.to_drop(groups)) == sum(m.split == "test" for m in groups[0].members)
+
+
+def test_a_stored_report_is_checked_and_names_are_printable():
+  members, fingerprints = _planted()
+  report = duplicates.to_json(duplicates.find(members, fingerprints), len(members))
+  counts = {"train": 11, "validation": 2, "test": 2}
+  assert duplicates.from_json(report, "s3://b/pets/duplicates.json", counts)[0]
+  bad = [{**report, "num_images": 99}, {**report, "groups": [{"kind": "near", "members": [
+      {"split": "train", "file_name": "a", "label": "a", "extra": 1}] * 2}]},
+         {k: v for k, v in report.items() if k != "num_images"},
+         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0, 99]]}]}]
+  for broken in bad:
+    with pytest.raises(duplicates.BadReport, match=r"^s3://b/pets/duplicates.json: unreadable "
+                       r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):
+      duplicates.from_json(broken, "s3://b/pets/duplicates.json", counts)
+  name = "train/\x1b]0;owned\x07\x1b[2J.jpg"
+  assert duplicates.printable(name) == "train/\\x1b]0;owned\\x07\\x1b[2J.jpg"
+  group = duplicates.Group("exact", (Member("train", name[6:], "a"), Member("test", "b", "a")))
+  assert "\x1b" not in duplicates.summary([group], 2)
