@@ -184,8 +184,10 @@ def cmd_duplicates(args) -> int:
     except ValueError as why:
       report = why  # (from_json names the file and the fix)
     counts = {name: split.num_examples for name, split in builder.info.splits.items()}
-    groups, dropped = duplicates.from_json(report, str(stored), counts)
-    origin = " (report stored by the publisher)" if "://" in str(stored) else ""
+    remote = "://" in str(data_dir)  # (read through the local cache: name the bucket)
+    source = f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else str(stored)
+    groups, dropped = duplicates.from_json(report, source, counts)
+    origin = " (report stored by the publisher)" if remote else ""
   else:  # built before duplicates were recorded, or by another tool
     images = _version_images(builder)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
