@@ -186,7 +186,8 @@ def cmd_duplicates(args) -> int:
     counts = {name: split.num_examples for name, split in builder.info.splits.items()}
     remote = "://" in str(data_dir)  # (read through the local cache: name the bucket)
     source = f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else str(stored)
-    groups, dropped = duplicates.from_json(report, source, counts)
+    groups, dropped = duplicates.from_json(report, source, counts, duplicates.printable(
+        args.spec) + (f" --data-dir {data_dir}" if remote else ""))
     origin = " (report stored by the publisher)" if remote else ""
   else:  # built before duplicates were recorded, or by another tool
     images = _version_images(builder)

@@ -357,8 +357,8 @@ class BadReport(ValueError):
   """A stored report that cannot be trusted (read from a bucket or edited by hand)."""
 
 
-def from_json(report, source: str = REPORT_FILE,
-              splits: dict[str, int] | None = None) -> tuple[list[Group], list[Member]]:
+def from_json(report, source: str = REPORT_FILE, splits: dict[str, int] | None = None,
+              spec: str = "SPEC") -> tuple[list[Group], list[Member]]:
   """The groups and dropped members of a stored report, checked: a report read from a
   bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims.
   Raises BadReport naming `source` and the fix."""
@@ -366,7 +366,7 @@ def from_json(report, source: str = REPORT_FILE,
     return _parsed(report, splits)
   except (KeyError, TypeError, ValueError, IndexError) as why:
     raise BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
-                    "duplicates SPEC --recompute to read the images instead") from None
+                    f"duplicates {spec} --recompute to read the images instead") from None
 
 
 def _member(row, splits) -> Member:
