@@ -181,14 +181,13 @@ def near_components(hashes: Sequence[int], threshold: int = THRESHOLD) -> np.nda
       if not len(same):
         break  # runs are contiguous: none is longer than `offset`
       first, second = order[same], order[same + offset]
-      # Skip what earlier bands or offsets joined already: inside a big cluster almost
-      # every pair, so the work stays ~ the cluster's size.
-      keep = _find_roots(parent, first) != _find_roots(parent, second)
-      first, second = first[keep], second[keep]
       distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
                   + np.bitwise_count(words[first, 1] ^ words[second, 1]))
-      for a, b in zip(first[distance <= threshold].tolist(),
-                      second[distance <= threshold].tolist()):
+      first, second = first[distance <= threshold], second[distance <= threshold]
+      # Skip what earlier bands or offsets joined already: inside a big cluster almost
+      # every pair, so the unions stay ~ the cluster's size.
+      keep = _find_roots(parent, first) != _find_roots(parent, second)
+      for a, b in zip(first[keep].tolist(), second[keep].tolist()):
         _union(parent, a, b)
       offset += 1
   return parent
