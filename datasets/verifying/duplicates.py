@@ -1,9 +1,10 @@
 """Groups of duplicate images in a dataset version, within and across splits.
 
 Two images are duplicates when their decoded pixels are identical (`exact`), or when their
-128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits (`near`: the
-same picture re-encoded, resized, converted, cropped by a few percent). Groups are the
-connected components of those pairs. A group whose members sit in different splits is
+128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits and their
+16x16 thumbnails confirm it (`similarity`) (`near`: the same picture re-encoded, resized,
+converted, cropped by a few percent; on real photos the hashes alone also pair distinct
+textures and skies). Groups are the connected components of those pairs. A group whose members sit in different splits is
 leakage; one whose members carry different labels is a label conflict.
 
 Finding the near pairs compares no decoded images and not every pair of hashes: it is
@@ -14,7 +15,8 @@ C(128-d, 14)/C(128, 14): at d = 24 (a 5 % crop) 0.055, so 64 bands find it with
 probability 0.97 (at d <= 16: > 0.999); distinct photos (d ~ 64) agree on a band with
 probability 6e-5, so the candidates checked are ~0.4 % of all pairs. The work is a sort of
 N keys per band plus the candidate checks, all numpy; memory is O(N) (the hashes' 128 bits
-unpacked, one band's keys and candidates: ~450 bytes an image at 60,000), whatever the
+unpacked, one band's keys and candidates: ~600 bytes an image at 60,000; no list of pairs,
+so a cluster of 1,000 copies costs what 1,000 distinct images do), whatever the
 images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images).
 """
 
