@@ -217,9 +217,14 @@ def _open_side(text: str, data_dir: str):
   `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
   from imagesets.verifying import version_examples
 
-  if "://" not in text and not text.startswith(("/", "~", ".")):
-    return version_examples.open_builder(text, data_dir)
   location, _, spec = text.rstrip("/").rpartition("/")
+  if "://" not in text and not text.startswith(("/", "~", ".")):
+    if not (location and os.path.isdir(location)):
+      return version_examples.open_builder(text, data_dir)
+    try:  # a relative DATA_DIR/NAME:VERSION (a folder here), else NAME/CONFIG:VERSION
+      return _open_side(os.path.join(".", text), data_dir)
+    except Exception:  # pylint: disable=broad-except
+      return version_examples.open_builder(text, data_dir)
   parent, _, name = location.rpartition("/")
   try:
     return version_examples.open_builder(spec, location)

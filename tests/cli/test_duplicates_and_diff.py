@@ -57,7 +57,7 @@ def test_duplicates_reads_the_stored_report_or_computes_it(versions, capsys):
   assert out[1] == "exact (LEAK, LABEL CONFLICT):"
 
 
-def test_diff_exit_status_summary_and_json(versions, capsys):
+def test_diff_exit_status_summary_and_json(versions, capsys, monkeypatch):
   args = ["--data-dir", str(versions)]
   assert cli.main(["diff", "pets:1.0.0", "pets:1.0.0", *args]) == 0
   assert "same examples; 11 unchanged" in capsys.readouterr().out
@@ -74,6 +74,8 @@ def test_diff_exit_status_summary_and_json(versions, capsys):
   assert kinds["moved_in"] in ([], ["dog/4b.jpg"])
   assert sum(split["unchanged"] for split in splits.values()) == 8
   assert cli.main(["diff", f"{versions}/pets:1.0.0", "pets:1.0.0", *args]) == 0  # a full path
+  monkeypatch.chdir(versions.parent)  # a relative DATA_DIR/NAME:VERSION
+  assert cli.main(["diff", f"{versions.name}/pets:1.0.0", "pets:1.0.0", *args]) == 0
   capsys.readouterr()
   assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 2
   assert "9.0.0" in capsys.readouterr().err
