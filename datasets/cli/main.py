@@ -193,9 +193,11 @@ def cmd_duplicates(args) -> int:
     images = _version_images(builder)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
     report, dropped = duplicates.to_json(groups, len(images)), []
+  failed = int(any({"leakage": g.cross_split, "conflict": g.label_conflict,
+                    "any": True}.get(args.fail_on, False) for g in groups))
   if args.json:
     print(json.dumps(duplicates.to_json(groups, report["num_images"], dropped), indent=1))
-    return 0
+    return failed
   print(f"{builder.info.full_name}: "
         + duplicates.summary(groups, report["num_images"], dropped) + origin)
   for group in groups:
@@ -209,7 +211,7 @@ def cmd_duplicates(args) -> int:
   for member in dropped:
     print(duplicates.printable(
         f"dropped by the build: {member.split}/{member.file_name} [{member.label}]"))
-  return 0
+  return failed
 
 
 def _open_side(text: str, data_dir: str):
@@ -437,6 +439,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--json", action="store_true", help="print the report as JSON")
   p.add_argument("--recompute", action="store_true",
                  help="recompute from the records even if the build stored a report")
+  p.add_argument("--fail-on", choices=("leakage", "conflict", "any"),
+                 help="exit 1 when a group crosses splits (leakage), carries two labels "
+                 "(conflict) or exists at all (any): for a CI step")
   p.set_defaults(run=cmd_duplicates)
 
   p = commands.add_parser(

@@ -55,6 +55,11 @@ def test_duplicates_reads_the_stored_report_or_computes_it(versions, capsys):
                    "1 cross splits (leakage): train/cat/0.jpg = validation/dog/copy.png; " \
                    "1 label conflict(s)"
   assert out[1] == "exact (LEAK, LABEL CONFLICT):"
+  spec = ["duplicates", "pets:1.0.0", "--data-dir", str(versions), "--fail-on"]
+  assert cli.main([*spec, "leakage"]) == int(stored["groups"][0]["cross_split"])  # for CI
+  assert cli.main([*spec, "conflict"]) == 1 and cli.main([*spec, "any"]) == 1
+  assert cli.main(["duplicates", "pets:1.1.0", "--data-dir", str(versions), "--json",
+                   "--fail-on", "leakage"]) == 1
 
 
 def test_diff_exit_status_summary_and_json(versions, capsys, monkeypatch):
