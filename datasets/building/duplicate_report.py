@@ -22,8 +22,11 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   the build fingerprinted nothing, e.g. on Beam)."""
   if action == "off" or not report.images:
     return None
-  members = [member for member, _ in report.images]
-  groups = duplicates.find(members, [fingerprint for _, fingerprint in report.images])
+  # What the version stores: drop's first pass fingerprinted the dropped examples too.
+  dropped = set(report.dropped)
+  images = [(member, print_) for member, print_ in report.images if member not in dropped]
+  members = [member for member, _ in images]
+  groups = duplicates.find(members, [fingerprint for _, fingerprint in images])
   leaks = [group for group in groups if group.cross_split]
   if action == "error" and leaks:
     named = "\n".join("  " + " = ".join(f"{m.split}/{m.file_name}" for m in group.members)
@@ -35,7 +38,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   report_json = duplicates.to_json(groups, len(members), report.dropped)
   (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, indent=1))
   (directory / dataset_card.CARD_FILE).write_text(
-      dataset_card.markdown(title, report.images, groups, report.dropped))
+      dataset_card.markdown(title, images, groups, report.dropped))
   # A warning when a split leaks (`imagesets build` repeats the line as its last).
   (logging.warning if leaks else logging.info)(
       "%s: %s", title, duplicates.summary(groups, len(members), report.dropped))

@@ -200,6 +200,13 @@ class Generation:
     dropped = set(self._dropped)
     gone = {(member.split, key) for key, member, _ in entries if member in dropped}
     for split in splits:
+      items = self._unfinished[split][0]
+      if items and all((split, k) in gone for k, _ in items):
+        raise duplicates.LeakageError(
+            f"leakage=drop would leave split {split!r} empty: its {len(items)} image(s) are "
+            f"all copies of images of an earlier split; add images to {split!r} or build "
+            "with --leakage warn")
+    for split in splits:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
 

@@ -134,7 +134,7 @@ def cmd_build(args) -> int:
   found = ""
   if report.exists():  # (not with --leakage off, nor on Beam)
     stored = json.loads(report.read_text())
-    groups, dropped = duplicates.from_json(stored)
+    groups, dropped = duplicates.from_json(stored, str(report))
     found = f"; {duplicates.summary(groups, stored['num_images'], dropped)} ({report.name})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
@@ -178,30 +178,44 @@ def cmd_duplicates(args) -> int:
   from imagesets.verifying import duplicates, version_examples
 
   data_dir = constants.data_dir(args.data_dir)
-  source = version_examples.open_version(args.spec, data_dir)
-  stored = version_examples.folder(source) / duplicates.REPORT_FILE
+  version = version_examples.open_version(args.spec, data_dir)
+  stored = version_examples.folder(version) / duplicates.REPORT_FILE
+  origin = ""
   if stored.exists() and not args.recompute:
-    report = json.loads(stored.read_text())
+    try:
+      report = json.loads(stored.read_text())
+    except ValueError as why:
+      report = why  # (from_json names the file and the fix)
+    counts = {name: split.num_examples
+              for name, split in version.builder.info.splits.items()}
+    remote = "://" in str(data_dir)  # (read through the local cache: name the bucket)
+    source = f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else str(stored)
+    groups, dropped = duplicates.from_json(report, source, counts, duplicates.printable(
+        args.spec) + (f" --data-dir {data_dir}" if remote else ""))
+    origin = " (report stored by the publisher)" if remote else ""
   else:  # built before duplicates were recorded, or by another tool
-    images = _version_images(source)
+    images = _version_images(version)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
-    report = duplicates.to_json(groups, len(images))
+    report, dropped = duplicates.to_json(groups, len(images)), []
+  failed = int(any({"leakage": g.cross_split, "conflict": g.label_conflict,
+                    "any": True}.get(args.fail_on, False) for g in groups))
   if args.json:
-    print(json.dumps(report, indent=1))
-    return 0
-  groups, dropped = duplicates.from_json(report)
-  print(f"{source.builder.info.full_name}: " + duplicates.summary(groups, report["num_images"], dropped))
+    print(json.dumps(duplicates.to_json(groups, report["num_images"], dropped), indent=1))
+    return failed
+  print(f"{version.builder.info.full_name}: "
+        + duplicates.summary(groups, report["num_images"], dropped) + origin)
   for group in groups:
     flags = [f for f, on in (("LEAK", group.cross_split),
                              ("LABEL CONFLICT", group.label_conflict)) if on]
     print(f"{group.kind}{' (' + ', '.join(flags) + ')' if flags else ''}:")
     for member in group.members:
-      print(f"  {member.split}/{member.file_name} [{member.label}]")
+      print(duplicates.printable(f"  {member.split}/{member.file_name} [{member.label}]"))
     for same in group.same_pixels():
       print(f"  same pixels: {same}")
   for member in dropped:
-    print(f"dropped by the build: {member.split}/{member.file_name} [{member.label}]")
-  return 0
+    print(duplicates.printable(
+        f"dropped by the build: {member.split}/{member.file_name} [{member.label}]"))
+  return failed
 
 
 def _open_side(text: str, data_dir: str):
@@ -209,9 +223,14 @@ def _open_side(text: str, data_dir: str):
   `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
   from imagesets.verifying import version_examples
 
-  if "://" not in text and not text.startswith(("/", "~", ".")):
-    return version_examples.open_version(text, data_dir)
   location, _, spec = text.rstrip("/").rpartition("/")
+  if "://" not in text and not text.startswith(("/", "~", ".")):
+    if not (location and os.path.isdir(location)):
+      return version_examples.open_version(text, data_dir)
+    try:  # a relative DATA_DIR/NAME:VERSION (a folder here), else NAME/CONFIG:VERSION
+      return _open_side(os.path.join(".", text), data_dir)
+    except Exception:  # pylint: disable=broad-except
+      return version_examples.open_version(text, data_dir)
   parent, _, name = location.rpartition("/")
   try:
     return version_examples.open_version(spec, location)
@@ -441,6 +460,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--json", action="store_true", help="print the report as JSON")
   p.add_argument("--recompute", action="store_true",
                  help="recompute from the records even if the build stored a report")
+  p.add_argument("--fail-on", choices=("leakage", "conflict", "any"),
+                 help="exit 1 when a group crosses splits (leakage), carries two labels "
+                 "(conflict) or exists at all (any): for a CI step")
   p.set_defaults(run=cmd_duplicates)
 
   p = commands.add_parser(

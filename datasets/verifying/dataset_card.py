@@ -21,6 +21,15 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
           + [f"| {' | '.join(str(cell) for cell in row)} |" for row in rows])
 
 
+_MARKDOWN = str.maketrans({"|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;", ">": "&gt;",
+                           "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
+
+
+def _text(name) -> str:
+  """A file or class name as plain text in Markdown (and in the HTML viewers render)."""
+  return duplicates.printable(name).translate(_MARKDOWN)
+
+
 def _size_bin(shorter: int) -> str:
   lower = max(b for b in _SIZE_BINS if b <= shorter)
   upper = [b for b in _SIZE_BINS if b > shorter]
@@ -49,7 +58,7 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
   stats = statistics(images)
   classes = sorted({c for per_class in stats["splits"].values() for c in per_class})
   lines = [f"# {title}", "", "## Examples per split and class", ""]
-  rows = [[c] + [stats["splits"][s].get(c, 0) for s in stats["splits"]] for c in classes]
+  rows = [[_text(c)] + [stats["splits"][s].get(c, 0) for s in stats["splits"]] for c in classes]
   rows.append(["**total**"] + [sum(v.values()) for v in stats["splits"].values()])
   lines += _table(["class", *stats["splits"]], rows)
   lines += ["", "## Images", "", "Shorter side (pixels):", ""]
@@ -58,13 +67,14 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
   if stats["sizes"]:
     lines += [f"Smallest {stats['sizes']['min'][0]}x{stats['sizes']['min'][1]}, largest "
               f"{stats['sizes']['max'][0]}x{stats['sizes']['max'][1]} (height x width)."]
-  lines += ["", "## Duplicates", "", duplicates.summary(groups, len(images), dropped) + ".", ""]
+  lines += ["", "## Duplicates", "", _text(duplicates.summary(groups, len(images), dropped)) + ".",
+            ""]
   notable = [g for g in groups if g.cross_split or g.label_conflict]
   if notable:
     lines += _table(["kind", "leak", "label conflict", "members (split/file: label)"], [
         [g.kind, "yes" if g.cross_split else "", "yes" if g.label_conflict else "",
-         "<br>".join([f"{m.split}/{m.file_name}: {m.label}" for m in g.members]
-                     + [f"same pixels: {same}" for same in g.same_pixels()])]
+         "<br>".join([_text(f"{m.split}/{m.file_name}: {m.label}") for m in g.members]
+                     + [f"same pixels: {_text(same)}" for same in g.same_pixels()])]
         for g in notable[:_LISTED]])
     if len(notable) > _LISTED:
       lines += ["", f"... and {len(notable) - _LISTED} more."]

@@ -1,9 +1,10 @@
 """Groups of duplicate images in a dataset version, within and across splits.
 
 Two images are duplicates when their decoded pixels are identical (`exact`), or when their
-128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits (`near`: the
-same picture re-encoded, resized, converted, cropped by a few percent). Groups are the
-connected components of those pairs. A group whose members sit in different splits is
+128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits and their
+16x16 thumbnails confirm it (`similarity`) (`near`: the same picture re-encoded, resized,
+converted, cropped by a few percent; on real photos the hashes alone also pair distinct
+textures and skies). Groups are the connected components of those pairs. A group whose members sit in different splits is
 leakage; one whose members carry different labels is a label conflict.
 
 Finding the near pairs compares no decoded images and not every pair of hashes: it is
@@ -14,7 +15,8 @@ C(128-d, 14)/C(128, 14): at d = 24 (a 5 % crop) 0.055, so 64 bands find it with
 probability 0.97 (at d <= 16: > 0.999); distinct photos (d ~ 64) agree on a band with
 probability 6e-5, so the candidates checked are ~0.4 % of all pairs. The work is a sort of
 N keys per band plus the candidate checks, all numpy; memory is O(N) (the hashes' 128 bits
-unpacked, one band's keys and candidates: ~450 bytes an image at 60,000), whatever the
+unpacked, one band's keys and candidates: ~600 bytes an image at 60,000; no list of pairs,
+so a cluster of 1,000 copies costs what 1,000 distinct images do), whatever the
 images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images).
 """
 
@@ -23,10 +25,19 @@ import dataclasses
 from typing import Iterable, Sequence
 
 import numpy as np
+import PIL.Image
 
 from imagesets.verifying import image_hashes
 
-THRESHOLD = 26      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25, distinct >= 33
+THRESHOLD = 26      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25
+SIMILAR = 0.85      # thumbnail correlation confirming a near pair: real copies >= 0.89, distinct pairs the hashes propose <= 0.8 (tiles of 18 real photos)
+_CROP = 0.06        # zoom `similarity` tries: copies cropped by up to ~6 %
+_CENTRE = 0.85      # share of a thumbnail's side `similarity` compares (borders differ in crops)
+_COMPARED = 12      # side the compared centres are resampled to
+_MEAN = 8.0         # grey levels a copy's central mean may move (crops, re-encoding)
+_CONTRAST = 1.4     # ratio a copy's central contrast may change by
+_FLAT = 2.0         # grey-level spread below which a thumbnail is flat
+_ALL_PAIRS = 64     # candidate components up to this size get every pair checked
 BANDS = 64
 BAND_BITS = 14
 _BAND_SEED = 27
@@ -58,6 +69,9 @@ class Group:
   members: tuple[Member, ...]  # in split order, then by file name
   # In a NEAR group, the members that have the very same pixels (positions in `members`).
   exact_sets: tuple[tuple[int, ...], ...] = ()
+  # In a NEAR group, the pairs of members (positions) confirmed alike (`similarity`); the
+  # group is their connected component, but A ~ B ~ C does not make A a copy of C.
+  links: tuple[tuple[int, int], ...] = ()
 
   @property
   def splits(self) -> list[str]:
@@ -73,14 +87,16 @@ class Group:
 
   def same_pixels(self) -> list[str]:
     """'split/file = split/file' for each set of members with the very same pixels."""
-    return [" = ".join(f"{self.members[p].split}/{self.members[p].file_name}" for p in positions)
+    return [" = ".join(printable(f"{self.members[p].split}/{self.members[p].file_name}")
+                       for p in positions)
             for positions in self.exact_sets]
 
   def to_json(self) -> dict:
     return {"kind": self.kind, "cross_split": self.cross_split,
             "label_conflict": self.label_conflict,
             "members": [m.to_json() for m in self.members],
-            "exact_sets": [list(positions) for positions in self.exact_sets]}
+            "exact_sets": [list(positions) for positions in self.exact_sets],
+            "links": [list(pair) for pair in self.links]}
 
 
 def split_rank(split: str) -> tuple:
@@ -103,86 +119,207 @@ def _as_words(hashes: Sequence[int]) -> np.ndarray:
   return np.array([(h >> 64, h & mask) for h in hashes], dtype=np.uint64).reshape(-1, 2)
 
 
-def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> np.ndarray:
-  """K x 2 int array of index pairs (i < j) whose hashes differ by <= threshold bits
-  (each pair found by LSH bands, see the module doc; may repeat)."""
+def similarity(a: bytes, b: bytes) -> float:
+  """How alike two stored thumbnails (`image_hashes.SMALL` square grey) are: the best
+  normalised correlation of their central regions, at equal scale or one of them zoomed
+  in by `_CROP` (a copy cropped by a few percent). Two flat thumbnails count as alike
+  when their means are close (black frames, placeholders). Regions whose brightness or
+  contrast differ are not alike (-1), however correlated: on real photos, distinct smooth
+  tiles (skies, walls) correlate up to 0.98."""
+  side = image_hashes.SMALL
+  first, second = (PIL.Image.frombytes("L", (side, side), t).convert("F") for t in (a, b))
+  best = -1.0
+  for zoom_first, zoom_second in ((1.0, 1.0), (1.0 - _CROP, 1.0), (1.0, 1.0 - _CROP)):
+    x, y = _central(first, zoom_first), _central(second, zoom_second)
+    spread_x, spread_y = x.std(), y.std()
+    if spread_x < _FLAT or spread_y < _FLAT:
+      alike = spread_x < _FLAT and spread_y < _FLAT and abs(x.mean() - y.mean()) < 4 * _FLAT
+      best = max(best, 1.0 if alike else 0.0)
+      continue
+    if abs(x.mean() - y.mean()) > _MEAN or not 1 / _CONTRAST < spread_x / spread_y < _CONTRAST:
+      continue  # (a copy keeps its brightness and contrast; alike shapes often do not)
+    best = max(best, float(((x - x.mean()) * (y - y.mean())).mean() / (spread_x * spread_y)))
+  return best
+
+
+def _central(thumbnail: PIL.Image.Image, zoom: float) -> np.ndarray:
+  """The central `_CENTRE * zoom` of a thumbnail, resampled to `_COMPARED` pixels square."""
+  side = thumbnail.width
+  half = side * _CENTRE * zoom / 2
+  box = (side / 2 - half, side / 2 - half, side / 2 + half, side / 2 + half)
+  return np.asarray(thumbnail.resize((_COMPARED, _COMPARED), PIL.Image.Resampling.BILINEAR,
+                                     box=box), np.float64)
+
+
+def _find_roots(parent: np.ndarray, items: np.ndarray) -> np.ndarray:
+  """Union-find roots of `items` (vectorised; halves the paths as it goes)."""
+  roots = parent[items]
+  while True:
+    up = parent[roots]
+    if (up == roots).all():
+      return roots
+    parent[roots] = parent[up]
+    roots = up
+
+
+def near_components(hashes: Sequence[int], threshold: int = THRESHOLD) -> np.ndarray:
+  """Union-find parent array (root = smallest index) joining hashes that differ by
+  <= threshold bits, found by LSH bands (module doc). Pairs already joined are skipped
+  as they come, and no list of pairs is kept: a picture stored 1,000 times costs no more
+  than 1,000 distinct ones. Call `_find_roots` for the components."""
   words = _as_words(hashes)
+  parent = np.arange(len(words))
   if len(words) < 2:
-    return np.zeros((0, 2), np.int64)
+    return parent
   bits = np.unpackbits(words.byteswap().view(np.uint8).reshape(-1, 16), axis=1)  # N x 128
   weights = 1 << np.arange(BAND_BITS, dtype=np.int64)
-  found = []
   for positions in _band_positions():
     keys = bits[:, positions].astype(np.int64) @ weights
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     offset = 1
     while offset < len(order):  # pairs `offset` apart in the sorted order, same key
-      same = sorted_keys[:-offset] == sorted_keys[offset:]
-      if not same.any():
+      same = np.flatnonzero(sorted_keys[:-offset] == sorted_keys[offset:])
+      if not len(same):
         break  # runs are contiguous: none is longer than `offset`
-      first, second = order[:-offset][same], order[offset:][same]
+      first, second = order[same], order[same + offset]
       distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
                   + np.bitwise_count(words[first, 1] ^ words[second, 1]))
-      close = distance <= threshold
-      found.append(np.stack([np.minimum(first, second)[close],
-                             np.maximum(first, second)[close]], axis=1))
+      first, second = first[distance <= threshold], second[distance <= threshold]
+      # Skip what earlier bands or offsets joined already: inside a big cluster almost
+      # every pair, so the unions stay ~ the cluster's size.
+      keep = _find_roots(parent, first) != _find_roots(parent, second)
+      for a, b in zip(first[keep].tolist(), second[keep].tolist()):
+        _union(parent, a, b)
       offset += 1
-  return np.concatenate(found) if found else np.zeros((0, 2), np.int64)
+  return parent
 
 
-def _components(count: int, pairs: Iterable[tuple[int, int]]) -> list[list[int]]:
-  parent = list(range(count))
+def _union(parent: np.ndarray, a: int, b: int) -> bool:
+  ra, rb = int(_find_roots(parent, np.array([a]))[0]), int(_find_roots(parent, np.array([b]))[0])
+  if ra == rb:
+    return False
+  parent[max(ra, rb)] = min(ra, rb)
+  return True
 
-  def root(i):
-    while parent[i] != i:
-      parent[i] = parent[parent[i]]
-      i = parent[i]
-    return i
 
-  for a, b in pairs:
-    ra, rb = root(int(a)), root(int(b))
-    if ra != rb:
-      parent[max(ra, rb)] = min(ra, rb)
-  members = collections.defaultdict(list)
-  for i in range(count):
-    members[root(i)].append(i)
-  return [group for group in members.values() if len(group) > 1]
+def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[int, int]]:
+  """Index pairs (i < j) joined by `near_components`: each non-root hash with its root."""
+  parent = near_components(hashes, threshold)
+  roots = _find_roots(parent, np.arange(len(parent)))
+  return {(int(r), int(i)) for i, r in enumerate(roots.tolist()) if r != i}
 
 
 def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
          threshold: int = THRESHOLD) -> list[Group]:
-  """Every group of duplicates among the images, sorted by their first member."""
+  """Every group of duplicates among the images, sorted by their first member.
+
+  Images with the very same pixels are one exact set. One representative per set (and per
+  identical perceptual hash) goes to LSH; each candidate component it proposes is then
+  checked pair by pair against its thumbnails (`similarity`): a member joins a near group
+  only when it is confirmed alike one of the group's members, and the group keeps which
+  pairs were confirmed (`links`) so that `to_drop` never chains A ~ B ~ C into A ~ C."""
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
     by_pixels[fingerprint.pixels].append(index)
-  exact = [(same[0], other) for same in by_pixels.values() for other in same[1:]]
-  near = near_pairs([f.perceptual for f in fingerprints], threshold)
+  sets = list(by_pixels.values())
+  representatives = [same[0] for same in sets]
+  by_hash = collections.defaultdict(list)
+  for number, index in enumerate(representatives):
+    by_hash[fingerprints[index].perceptual].append(number)
+  unique = list(by_hash)
+  parent = near_components(unique, threshold)
+  roots = _find_roots(parent, np.arange(len(unique))).tolist()
+  candidates = collections.defaultdict(list)  # root -> numbers of exact sets
+  for position, numbers in enumerate(by_hash.values()):
+    candidates[roots[position]] += numbers
   groups = []
-  for indices in _components(len(members), exact + [tuple(p) for p in near.tolist()]):
-    indices = sorted(indices, key=lambda i: _member_order(members[i]))
-    same = collections.defaultdict(list)
-    for position, index in enumerate(indices):
-      same[fingerprints[index].pixels].append(position)
-    kind = EXACT if len(same) == 1 else NEAR
-    groups.append(Group(kind, tuple(members[i] for i in indices), tuple(
-        tuple(p) for p in same.values() if len(p) > 1) if kind == NEAR else ()))
+  for numbers in candidates.values():
+    for component, links in _confirmed(numbers, sets, fingerprints):
+      indices = [i for number in component for i in sets[number]]
+      if len(indices) > 1:
+        groups.append(_group(members, fingerprints, indices, links, sets))
   return sorted(groups, key=lambda g: _member_order(g.members[0]))
 
 
+def _confirmed(numbers: list[int], sets: list[list[int]],
+               fingerprints: Sequence[image_hashes.Fingerprint]):
+  """The components of exact sets `numbers` (one LSH candidate component) under confirmed
+  similarity, each with its confirmed pairs (as pairs of exact-set numbers)."""
+  if len(numbers) == 1:
+    return [(numbers, [])]
+  thumbnails = {n: fingerprints[sets[n][0]].thumbnail for n in numbers}
+  parent = {n: n for n in numbers}
+
+  def root(n):
+    while parent[n] != n:
+      n = parent[n]
+    return n
+
+  links = []
+  every_pair = len(numbers) <= _ALL_PAIRS
+  for position, a in enumerate(numbers):
+    for b in numbers[position + 1:]:
+      # A big component (a burst of frames) is checked against what is not joined yet
+      # only: its links then span it, and the work stays ~ its size.
+      if not every_pair and root(a) == root(b):
+        continue
+      if thumbnails[a] == thumbnails[b] or similarity(thumbnails[a], thumbnails[b]) >= SIMILAR:
+        links.append((a, b))
+        parent[max(root(a), root(b))] = min(root(a), root(b))
+  components = collections.defaultdict(list)
+  for n in numbers:
+    components[root(n)].append(n)
+  return [(c, [(a, b) for a, b in links if root(a) == root(c[0])])
+          for c in components.values()]
+
+
+def _group(members, fingerprints, indices, links, sets) -> Group:
+  indices = sorted(indices, key=lambda i: _member_order(members[i]))
+  position_of = {index: position for position, index in enumerate(indices)}
+  same = collections.defaultdict(list)
+  for position, index in enumerate(indices):
+    same[fingerprints[index].pixels].append(position)
+  kind = EXACT if len(same) == 1 else NEAR
+  if kind == EXACT:
+    return Group(kind, tuple(members[i] for i in indices))
+  pairs = sorted({tuple(sorted((position_of[sets[a][0]], position_of[sets[b][0]])))
+                  for a, b in links})
+  return Group(kind, tuple(members[i] for i in indices),
+               tuple(tuple(p) for p in same.values() if len(p) > 1), tuple(pairs))
+
+
 def to_drop(groups: Iterable[Group]) -> list[Member]:
-  """What `leakage="drop"` removes: in each cross-split group, the members outside its
-  earliest split (train -> validation -> test -> others by name). Deterministic."""
+  """What `leakage="drop"` removes: the members of a cross-split group that are a copy of
+  a member kept in an earlier split (train -> validation -> test -> others by name): every
+  member outside an exact group's earliest split; in a near group, a member with the same
+  pixels as, or confirmed alike (`links`), a kept member of an earlier split. A near group
+  is not chained: with A ~ B ~ C and A unlike C, dropping B keeps C. Deterministic."""
   dropped = []
   for group in groups:
-    if group.cross_split:
-      keep = group.splits[0]
-      dropped += [m for m in group.members if m.split != keep]
+    if not group.cross_split:
+      continue
+    if group.kind == EXACT:
+      dropped += [m for m in group.members if m.split != group.splits[0]]
+      continue
+    alike = collections.defaultdict(set)
+    for a, b in list(group.links) + [(s[0], p) for s in group.exact_sets for p in s[1:]]:
+      alike[a].add(b)
+      alike[b].add(a)
+    for same in group.exact_sets:  # the same pixels: alike whatever the links say
+      for p in same:
+        alike[p].update(same)
+    kept = set()
+    for position, member in enumerate(group.members):  # (in split order)
+      if any(group.members[k].split != member.split for k in alike[position] & kept):
+        dropped.append(member)
+      else:
+        kept.add(position)
   return sorted(dropped, key=_member_order)
 
 
 def _named(group: Group, limit: int = 3) -> str:
-  names = [f"{m.split}/{m.file_name}" for m in group.members[:limit]]
+  names = [printable(f"{m.split}/{m.file_name}") for m in group.members[:limit]]
   more = f" (+{len(group.members) - limit})" if len(group.members) > limit else ""
   return " = ".join(names) + more
 
@@ -217,7 +354,72 @@ def to_json(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] 
           "threshold_bits": THRESHOLD}
 
 
-def from_json(report: dict) -> tuple[list[Group], list[Member]]:
-  groups = [Group(g["kind"], tuple(Member(**m) for m in g["members"]),
-                  tuple(tuple(p) for p in g.get("exact_sets", ()))) for g in report["groups"]]
-  return groups, [Member(**m) for m in report.get("dropped", [])]
+class BadReport(ValueError):
+  """A stored report that cannot be trusted (read from a bucket or edited by hand)."""
+
+
+def from_json(report, source: str = REPORT_FILE, splits: dict[str, int] | None = None,
+              spec: str = "SPEC") -> tuple[list[Group], list[Member]]:
+  """The groups and dropped members of a stored report, checked: a report read from a
+  bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims.
+  Raises BadReport naming `source` and the fix."""
+  try:
+    return _parsed(report, splits)
+  except (KeyError, TypeError, ValueError, IndexError) as why:
+    raise BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
+                    f"duplicates {spec} --recompute to read the images instead") from None
+
+
+def _member(row, splits) -> Member:
+  if not isinstance(row, dict) or set(row) != {"split", "file_name", "label"}:
+    raise ValueError(f"a member is not {{split, file_name, label}}: {printable(repr(row))[:80]}")
+  if not (isinstance(row["split"], str) and isinstance(row["file_name"], str)
+          and (row["label"] is None or isinstance(row["label"], str))):
+    raise TypeError(f"a member's fields are not strings: {printable(repr(row))[:80]}")
+  if splits is not None and row["split"] not in splits:
+    raise ValueError(f"split {printable(row['split'])!r} is not in the version")
+  return Member(row["split"], row["file_name"], row["label"])
+
+
+def _positions(rows, size: int, width: int | None) -> tuple[tuple[int, ...], ...]:
+  if not isinstance(rows, list):
+    raise TypeError("exact_sets/links are not lists")
+  for row in rows:
+    if (not isinstance(row, list) or (width and len(row) != width)
+        or not all(type(p) is int and 0 <= p < size for p in row)):
+      raise IndexError(f"positions {printable(repr(row))[:40]} outside the group of {size}")
+  return tuple(tuple(row) for row in rows)
+
+
+def _parsed(report, splits):
+  if not isinstance(report, dict) or not isinstance(report.get("groups"), list):
+    raise ValueError("no list of groups")
+  num_images = report["num_images"]
+  if type(num_images) is not int or num_images < 0:
+    raise TypeError("num_images is not a count")
+  if splits is not None and num_images != sum(splits.values()):
+    raise ValueError(f"num_images {num_images} but the version holds {sum(splits.values())}")
+  groups = []
+  for row in report["groups"]:
+    if not isinstance(row, dict) or row.get("kind") not in (EXACT, NEAR):
+      raise ValueError("a group's kind is not exact or near")
+    members = tuple(_member(m, splits) for m in row["members"])
+    if len(members) < 2:
+      raise ValueError("a group of fewer than two members")
+    groups.append(Group(row["kind"], members, _positions(row.get("exact_sets", []), len(members),
+                                                         None),
+                        _positions(row.get("links", []), len(members), 2)))
+  dropped = report.get("dropped", [])
+  if not isinstance(dropped, list):
+    raise TypeError("dropped is not a list")
+  return groups, [_member(m, None) for m in dropped]
+
+
+# C0 and C1 controls and DEL, shown escaped: a name from a report or a version must not
+# drive the terminal (titles, clearing the screen, colours).
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
+
+
+def printable(text) -> str:
+  """`text` with control characters escaped (\\xNN), for a terminal."""
+  return str(text).translate(_CONTROLS)

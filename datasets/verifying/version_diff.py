@@ -1,17 +1,24 @@
 """What changed between two versions of a dataset, example by example.
 
 Examples are matched first by source file name (where the builder keeps one: class folders,
-flowers, VOC ids), then, among those left, by content (SHA-256 of the stored image bytes: a
-renamed file, or every example of a builder without names, e.g. synthetic_images). A
-matched pair is `unchanged`, `relabelled` (same content, other label), `moved` (other
-split: `moved_out` of the old one, `moved_in` to the new one, labels of both sides kept) or
-`changed` (same name, other content). What is left is `removed` (old side) or `added`.
+flowers, VOC ids), then, among those left, by content (the digest of the decoded pixels,
+`image_hashes.pixel_digest`: a renamed file, or every example of a builder without names,
+e.g. synthetic_images; an EXIF-only edit is no change). A matched pair in the same split
+is `unchanged`, `relabelled` (same content, other label) or `changed` (same name, other
+content). A pair in another split is `moved` (`moved_out` of the old split, `moved_in` to
+the new one, with `"changed": true` when its content differs too and `old_label` when its
+label does); a moved relabel is listed in the new split's `relabelled` as well (with
+`from`), since a relabel in class folders is a new path and so often lands in another
+split. Each split's old count = unchanged + removed + changed + moved_out + its relabelled
+that did not move. What is left is `removed` (old side) or `added`.
 """
 
 import collections
 import dataclasses
-import hashlib
 from typing import Iterable
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
 
 KINDS = ("added", "removed", "changed", "relabelled", "moved_in", "moved_out")
 
@@ -23,11 +30,11 @@ class Entry:
   split: str
   file_name: str | None
   label: str | None
-  content: str  # hex SHA-256 of the stored image bytes
+  content: str  # digest of the decoded pixels (`image_hashes.pixel_digest`)
 
   @classmethod
   def of(cls, split: str, file_name: str | None, label: str | None, image: bytes) -> "Entry":
-    return cls(split, file_name, label, hashlib.sha256(image).hexdigest())
+    return cls(split, file_name, label, image_hashes.pixel_digest(image))
 
   @property
   def name(self) -> str:
@@ -60,11 +67,14 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     splits[split] = {kind: [] for kind in KINDS} | {"unchanged": 0}
 
   def pair(a: Entry, b: Entry) -> None:
-    if a.content != b.content:
+    if a.split != b.split:  # (the old split must account for it whatever else changed)
+      changed = {"changed": True} if a.content != b.content else {}
+      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | changed)
+      splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split} | changed)
+      if a.label != b.label:
+        splits[b.split]["relabelled"].append(_item(b, a) | {"from": a.split})
+    elif a.content != b.content:
       splits[b.split]["changed"].append(_item(b, a))
-    elif a.split != b.split:
-      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split})
-      splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split})
     elif a.label != b.label:
       splits[b.split]["relabelled"].append(_item(b, a))
     else:
@@ -120,10 +130,13 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     totals.update({kind: len(changes[kind]) for kind in KINDS})
     totals["unchanged"] += changes["unchanged"]
   moved = totals["moved_in"]
+  also = sum("from" in item for changes in result.splits.values()
+             for item in changes["relabelled"])
+  also = f" ({also} of them also moved)" if also else ""
   lines = [f"{old_name} -> {new_name}: " + (
       "same examples" if result.same else
       f"{totals['added']} added, {totals['removed']} removed, {totals['changed']} changed, "
-      f"{totals['relabelled']} relabelled, {moved} moved between splits") +
+      f"{totals['relabelled']} relabelled{also}, {moved} moved between splits") +
       f"; {totals['unchanged']} unchanged"]
   header = ["class", "added", "removed", "changed", "relabelled", "moved in", "moved out"]
   for split, changes in result.splits.items():
@@ -132,7 +145,7 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     lines.append(f"{split}: {counts or 'no changes'}; {changes['unchanged']} unchanged")
     if not table:
       continue
-    rows = [header] + [[label] + [str(table[label][k]) for k in KINDS]
+    rows = [header] + [[duplicates.printable(label)] + [str(table[label][k]) for k in KINDS]
                        for label in sorted(table)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
@@ -140,7 +153,8 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     for kind in KINDS if show else ():
       for item in changes[kind][:show]:
         old = f" (was {item['old_label']})" if "old_label" in item else ""
-        lines.append(f"    {kind}: {item['file_name']} [{item['label']}]{old}")
+        lines.append(duplicates.printable(
+            f"    {kind}: {item['file_name']} [{item['label']}]{old}"))
       if len(changes[kind]) > show:
         lines.append(f"    {kind}: ... and {len(changes[kind]) - show} more")
   return lines

@@ -90,6 +90,26 @@ def test_drop_keeps_the_earliest_splits_copy_and_lists_the_dropped(tmp_path):
   assert dropped not in names and len(names) == builder.info.splits["test"].num_examples
   assert builder.info.splits["train"].num_examples + len(names) == 9
   assert builder.info.metadata["num_examples_per_class"] == {"cat": 5, "dog": 4}
+  # The report and the card describe the version, not the tree it was built from.
+  assert report["num_images"] == 9 and report["num_cross_split"] == 0
+  card = (version / "README.md").read_text()
+  assert (f"| **total** | {builder.info.splits['train'].num_examples} | {len(names)} |" in card
+          and "jpeg 9" in card), card
+
+
+def test_a_drop_that_would_empty_a_split_says_which(tmp_path):
+  photos = [sample_images.photo(90, 120, seed=80 + i) for i in range(4)]
+  files = {f"cat/{i}.jpg": planted_copies.original(p) for i, p in enumerate(photos)}
+  files[_name_in("test", "copy")] = planted_copies.exact(photos[0])
+  train_only = {n: b for n, b in files.items()
+                if n.endswith("copy_0.jpg") or n.startswith("cat/copy")
+                or n in splits.assign(list(files), PROPORTIONS, seed=0)["train"]}
+  for name in set(files) - set(train_only):
+    del files[name]
+  root = write_tree(tmp_path / "tree", files)
+  with pytest.raises(duplicates.LeakageError,
+                     match="leakage=drop would leave split 'test' empty: its 1 image"):
+    _build(root, tmp_path / "d", leakage="drop")
 
 
 def test_off_fingerprints_nothing_and_a_bad_value_is_refused(tmp_path):

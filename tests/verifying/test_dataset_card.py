@@ -3,6 +3,7 @@
 from imagesets.verifying import dataset_card
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
+from imagesets_testing import sample_images
 
 Member = duplicates.Member
 
@@ -32,3 +33,14 @@ def test_card_shows_counts_and_names_leaks_and_conflicts():
   assert "Formats: jpeg 3, png 1" in card
   assert "1 cross splits (leakage): train/a/1 = test/a/4; 1 label conflict(s)" in card
   assert "| near | yes | yes | train/a/1: a<br>test/a/4: b |" in card
+
+
+def test_names_are_escaped_in_the_markdown():
+  members = [duplicates.Member("train", "cat/a|b.jpg", "cat"),
+             duplicates.Member("test", "dog/<img src=x onerror=alert(1)>.jpg", "cat")]
+  fingerprint = image_hashes.of_bytes(sample_images.encode(sample_images.photo(40, 50, seed=1),
+                                                           "JPEG"))
+  images = [(m, fingerprint) for m in members]
+  card = dataset_card.markdown("pets", images, duplicates.find(members, [fingerprint] * 2))
+  assert "<img" not in card and "a|b" not in card
+  assert "&lt;img src=x onerror=alert(1)&gt;" in card and "a\\|b" in card

@@ -1,12 +1,14 @@
 """duplicates: groups of exact and near copies, leakage and label conflicts, what drop removes."""
 
 import random
+import tracemalloc
 
 import pytest
 
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 from imagesets_testing import planted_copies
+from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
 Member = duplicates.Member
@@ -24,7 +26,7 @@ def test_near_pairs_finds_hashes_a_few_bits_apart_among_many(flipped):
   hashes = [rng.getrandbits(image_hashes.HASH_BITS) for _ in range(5000)]
   planted = {index: len(hashes) + n for n, index in enumerate(range(0, 5000, 100))}
   hashes += [_flip(hashes[index], flipped, rng) for index in planted]
-  found = {tuple(pair) for pair in duplicates.near_pairs(hashes).tolist()}
+  found = duplicates.near_pairs(hashes)
   assert found == set(planted.items())  # every planted pair, no random one (they differ by ~64)
 
 
@@ -32,7 +34,7 @@ def test_near_pairs_respects_the_threshold():
   rng = random.Random(1)
   base = rng.getrandbits(image_hashes.HASH_BITS)
   hashes = [base, _flip(base, 20, rng), _flip(base, 40, rng)]
-  assert {tuple(p) for p in duplicates.near_pairs(hashes, threshold=26).tolist()} == {(0, 1)}
+  assert duplicates.near_pairs(hashes, threshold=26) == {(0, 1)}
 
 
 def _planted():
@@ -83,7 +85,7 @@ def test_summary_names_the_leaks_and_json_round_trips():
                                  "members": [{"split": "train", "file_name": "0.jpg", "label": "a"},
                                              {"split": "train", "file_name": "copy_exact.jpg",
                                               "label": "a"}],
-                                 "exact_sets": []}
+                                 "exact_sets": [], "links": []}
   assert duplicates.from_json(report) == (groups, [])
   assert duplicates.summary([], 3) == "duplicates: none among 3 images"
 
@@ -100,3 +102,83 @@ def test_a_near_group_says_which_members_have_the_very_same_pixels():
                                                                        "test"]
   assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
   assert group.same_pixels() == ["train/a.jpg = test/b.png"]
+
+
+def _fingerprints(pictures, make):
+  return {name: image_hashes.of_bytes(make(pixels)) for name, pixels in pictures.items()}
+
+
+def test_tiles_of_real_photos_are_not_paired():
+  # Whole photos and tiles of them: textures, skies and microscopy, where the 128-bit
+  # hashes alone propose distinct pairs; the thumbnails must refuse every one.
+  pictures = {**real_photos.photos(), **real_photos.tiles(3), **real_photos.tiles(5)}
+  named = _fingerprints(pictures, planted_copies.original)
+  members = [Member("train", name, name.split("#")[0]) for name in named]
+  groups = duplicates.find(members, list(named.values()))
+  # (a tile and its own photo or an overlapping tile of it may pair; other photos never)
+  assert [[m.file_name for m in g.members] for g in groups
+          if len({m.label for m in g.members}) > 1] == []
+
+
+@pytest.mark.parametrize("kind", list(planted_copies.KINDS))
+def test_each_kind_of_copy_of_real_photos_is_found(kind):
+  pictures = real_photos.photos()
+  originals = _fingerprints(pictures, planted_copies.original)
+  copies = _fingerprints(pictures, planted_copies.KINDS[kind])
+  members = ([Member("train", name, name) for name in originals]
+             + [Member("test", name, name) for name in copies])
+  groups = duplicates.find(members, list(originals.values()) + list(copies.values()))
+  found = sorted(g.members[0].file_name for g in groups
+                 if [(m.split, m.file_name) for m in g.members]
+                 == [("train", g.members[0].file_name), ("test", g.members[0].file_name)])
+  assert len(found) >= len(pictures) - (1 if kind == "crop_5" else 0), sorted(
+      set(pictures) - set(found))
+  assert len(groups) == len(found)  # and nothing else paired
+
+
+def test_drop_does_not_chain_a_near_group():
+  a, b, c = (Member(s, n, "x") for s, n in (("train", "a"), ("validation", "b"), ("test", "c")))
+  group = duplicates.Group("near", (a, b, c), links=((0, 1), (1, 2)))  # a ~ b ~ c, a unlike c
+  assert duplicates.to_drop([group]) == [b]
+  group = duplicates.Group("near", (a, b, c), links=((0, 1), (0, 2), (1, 2)))
+  assert duplicates.to_drop([group]) == [b, c]
+
+
+def test_a_picture_stored_a_thousand_times_costs_no_quadratic_memory():
+  # (a "no photo" placeholder, black frames): once 32 million pairs were listed, 8.6 GB.
+  rng = random.Random(5)
+  thumbnail = bytes(rng.getrandbits(8) for _ in range(image_hashes.SMALL ** 2))
+  fingerprints = [image_hashes.Fingerprint(f"{i:032x}", rng.getrandbits(image_hashes.HASH_BITS),
+                                           8, 8, "jpeg", thumbnail) for i in range(19_000)]
+  same = rng.getrandbits(image_hashes.HASH_BITS)
+  fingerprints += [image_hashes.Fingerprint("f" * 32 if i % 2 else "e" * 32, same, 8, 8, "jpeg",
+                                            thumbnail) for i in range(1000)]
+  members = [Member("train" if i % 3 else "test", f"{i}.jpg", "a") for i in range(20_000)]
+  tracemalloc.start()
+  try:
+    groups = duplicates.find(members, fingerprints)
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+  assert [len(g.members) for g in groups] == [1000] and groups[0].kind == "near"
+  assert peak < 100 * 2 ** 20
+  assert len(duplicates.to_drop(groups)) == sum(m.split == "test" for m in groups[0].members)
+
+
+def test_a_stored_report_is_checked_and_names_are_printable():
+  members, fingerprints = _planted()
+  report = duplicates.to_json(duplicates.find(members, fingerprints), len(members))
+  counts = {"train": 11, "validation": 2, "test": 2}
+  assert duplicates.from_json(report, "s3://b/pets/duplicates.json", counts)[0]
+  bad = [{**report, "num_images": 99}, {**report, "groups": [{"kind": "near", "members": [
+      {"split": "train", "file_name": "a", "label": "a", "extra": 1}] * 2}]},
+         {k: v for k, v in report.items() if k != "num_images"},
+         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0, 99]]}]}]
+  for broken in bad:
+    with pytest.raises(duplicates.BadReport, match=r"^s3://b/pets/duplicates.json: unreadable "
+                       r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):
+      duplicates.from_json(broken, "s3://b/pets/duplicates.json", counts)
+  name = "train/\x1b]0;owned\x07\x1b[2J.jpg"
+  assert duplicates.printable(name) == "train/\\x1b]0;owned\\x07\\x1b[2J.jpg"
+  group = duplicates.Group("exact", (Member("train", name[6:], "a"), Member("test", "b", "a")))
+  assert "\x1b" not in duplicates.summary([group], 2)

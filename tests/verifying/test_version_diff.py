@@ -1,12 +1,20 @@
 """version_diff: every kind of change, matched by file name then by content."""
 
+import hashlib
+
+import numpy as np
+
 from imagesets.verifying import version_diff
+from imagesets_testing import planted_copies
+from imagesets_testing import sample_images
 
 Entry = version_diff.Entry
 
 
-def e(split, name, label, image: bytes):
-  return Entry.of(split, name, label, image)
+def e(split, name, label, seed: bytes):
+  """An example whose image is a small PNG of pixels drawn from `seed`."""
+  pixels = np.frombuffer(hashlib.sha256(seed).digest()[:12], np.uint8).reshape(2, 2, 3)
+  return Entry.of(split, name, label, sample_images.encode(pixels, "PNG"))
 
 
 OLD = [e("train", "cat/1.jpg", "cat", b"one"), e("train", "cat/2.jpg", "cat", b"two"),
@@ -64,3 +72,31 @@ def test_summary_has_a_line_and_a_class_table_per_split_and_shows_names():
   assert lines[3].split() == ["cat", "0", "0", "1", "2", "0", "0"]
   assert "    relabelled: cat/3.jpg [cat] (was dog)" in lines
   assert "    relabelled: ... and 1 more" in lines
+
+
+def test_a_relabel_that_changes_split_is_a_relabel_and_a_move():
+  old = [e("train", "cat/1.jpg", "cat", b"one")]
+  new = [e("test", "cat/1.jpg", "dog", b"one")]
+  result = version_diff.diff(old, new)
+  assert result.splits["test"]["relabelled"] == [
+      {"file_name": "cat/1.jpg", "label": "dog", "old_label": "cat", "from": "train"}]
+  assert result.splits["train"]["moved_out"] == [
+      {"file_name": "cat/1.jpg", "label": "cat", "to": "test"}]
+  assert version_diff.summary(result, "a", "b")[0] == (
+      "a -> b: 0 added, 0 removed, 0 changed, 1 relabelled (1 of them also moved), "
+      "1 moved between splits; 0 unchanged")
+
+
+def test_same_name_other_split_other_content_leaves_a_trace_in_the_old_split():
+  result = version_diff.diff([e("train", "cat/1.jpg", "cat", b"one")],
+                             [e("test", "cat/1.jpg", "cat", b"other")])
+  assert result.splits["train"]["moved_out"] == [
+      {"file_name": "cat/1.jpg", "label": "cat", "to": "test", "changed": True}]
+  assert result.splits["test"]["moved_in"][0]["changed"] is True
+
+
+def test_same_pixels_other_bytes_is_unchanged():
+  pixels = sample_images.photo(60, 80, seed=1)
+  old = [Entry.of("train", "cat/1.jpg", "cat", planted_copies.original(pixels))]
+  new = [Entry.of("train", "cat/1.jpg", "cat", planted_copies.exact(pixels))]  # EXIF added
+  assert version_diff.diff(old, new).same
