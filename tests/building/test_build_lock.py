@@ -4,6 +4,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow_datasets as tfds
@@ -34,6 +35,11 @@ def _version_dir(data_dir) -> pathlib.Path:
 def test_next_build_removes_what_a_killed_build_left(tmp_path):
   held = _start_held_build(tmp_path, tmp_path / "never")
   (leftover,) = build_lock.leftovers(_version_dir(tmp_path))
+  # train's shards are written on the build's writer thread: on a loaded machine they may
+  # land a moment after "generating"
+  deadline = time.monotonic() + 60
+  while not list(leftover.glob("*.tfrecord-*")) and time.monotonic() < deadline:
+    time.sleep(0.1)
   assert list(leftover.glob("*.tfrecord-*"))  # train written, test under way
   held.send_signal(signal.SIGKILL)
   held.communicate()
