@@ -88,7 +88,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     with (shuffle_memory.limit(), prepared_records.writing(),
           parallel_map.executor(threads=self._reads_remote_files()) as pool):
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
-                                              pool=pool, features=self.info.features)
+                                              pool=pool, features=self.info.features,
+                                              keep_order=getattr(self, "KEEP_ORDER", False))
       try:
         split_infos = super()._generate_splits(
             dl_manager, sharding.with_min_shards(download_config))

@@ -97,6 +97,9 @@ class Generation:
   data_dir: epath.PathLike
   pool: Any = None  # a parallel_map.executor(), or None to run inline
   features: Any = None  # the builder's FeaturesDict: local splits can then be made as records
+  # Write each split in the order its items are given, not TFDS's hashed-key order (the
+  # keras cache: its stored order is keras' output order, read back sequentially).
+  keep_order: bool = False
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -132,7 +135,8 @@ class Generation:
     if not records:
       return ((process, None, None, key, item) for key, item in items)
     maker = prepared_records.RecordMaker(self.features)
-    order = prepared_records.hashed_order(split, (key for key, _ in items))
+    order = ([(position, position) for position in range(len(items))] if self.keep_order
+             else prepared_records.hashed_order(split, (key for key, _ in items)))
     return ((process, maker, hkey, *items[position]) for hkey, position in order)
 
   def _outcomes(self, split, records, share):

@@ -25,21 +25,28 @@ float32 [1] labels), `class_names` attribute and split sizes as
   pixels (TFRecord for tf.data, ArrayRecord for Grain's random access: one build per
   format). A later epoch reads and casts; it neither decodes nor resizes. Another `image_size`, interpolation,
   fit or colour mode is another build.
-* The validation split takes exactly int(validation_split * n) files, chosen by a seeded
-  hash of each path (keras: the tail of the seeded shuffled list; with shuffle=False,
-  keras takes the last files in folder order, often one whole class: we do not).
+* Files, order and subsets as keras' index_directory: classes in `class_names` order
+  (a subset of the folders reads only those), each walked as keras walks it; with
+  `shuffle` the list is shuffled by np.random.RandomState(seed); the last
+  int(validation_split * n) files are the validation subset. Each split is stored in that
+  order and read back sequentially, so `file_paths` is keras' `file_paths` and, with
+  shuffle=False, the output order; with shuffle, a buffer of 8 x batch_size shuffles it
+  anew each epoch, as keras. The order (class_names, shuffle, seed, split) is part of
+  the cache key.
 
 Differences (documented, tested): pixels are keras' float32 values rounded to integers
 (at most 0.5 apart; more only where bicubic/lanczos ringing leaves 0-255, which uint8
 clips); format="grain" gives the same pixels as format="tf" (keras' grain route decodes
 with PIL, whose JPEG decoder differs from TensorFlow's by a few levels); the shuffle order
-differs; `file_paths` lists the subset's files sorted, not in output order; bad files stop
+differs (keras' buffer is fed by its decoding pipeline); bad files stop
 the first call unless `skip_bad_files=True`. Unsupported arguments raise ValueError saying
 what to do.
 """
 
+import dataclasses
 import os
 import pathlib
+import posixpath
 import re
 import shutil
 
@@ -49,6 +56,7 @@ import tensorflow_datasets as tfds
 
 from imagesets import constants
 from imagesets.building import class_folders_builder
+from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import keras_pixels
 from imagesets.class_folders import named_build
@@ -82,6 +90,9 @@ def _check_arguments(labels, label_mode, class_names, color_mode, image_size, in
     raise ValueError(f"labels must be 'inferred' or None, not {labels!r}")
   if class_names and labels != "inferred":
     raise ValueError("class_names can only be given with labels='inferred'")
+  if class_names and label_mode is None:  # keras: label_mode=None means labels=None
+    raise ValueError("When `labels=None` (no labels), argument `class_names` cannot be "
+                     "specified.")
   if label_mode not in ("int", "categorical", "binary", None):
     raise ValueError(f"label_mode must be 'int', 'categorical', 'binary' or None, "
                      f"not {label_mode!r}")
@@ -135,22 +146,49 @@ def _evict(cache_dir: pathlib.Path, keep: str) -> None:
 
 
 def _class_order(tree, class_names):
-  """Label of each stored class (sorted folders) in the user's `class_names` order."""
+  """Label of each stored class (sorted folders) in the user's `class_names` order (keras
+  3.15: a subset of the folders, only those read)."""
   if not class_names:
     return list(tree.class_names), None
-  if sorted(class_names) != tree.class_names:
-    raise ValueError("The class_names passed did not match the names of the subdirectories "
-                     f"of the target directory. Expected: {tree.class_names}, but received: "
-                     f"{list(class_names)}")
-  return list(class_names), [list(class_names).index(name) for name in tree.class_names]
+  if not set(class_names) <= set(tree.class_names):
+    raise ValueError("The `class_names` passed did not match the names of the subdirectories "
+                     f"of the target directory. Expected: {tree.class_names} (or a subset of "
+                     f"it), but received: class_names={list(class_names)}")
+  names = list(class_names)
+  return names, [names.index(name) if name in names else 0 for name in tree.class_names]
 
 
-def _built(directory, options, file_format, cache_dir, verbose, content_check):
+def keras_listing(tree, class_names, shuffle, seed, validation_split):
+  """The files of keras' index_directory in its order, split as keras splits them: classes
+  in `class_names` order, each walked as keras walks (folders sorted, then file names);
+  shuffled by np.random.RandomState(seed) when `shuffle`; the last int(split * n) are the
+  validation files. Each split is stored, and read back, in this order."""
+  names = list(class_names or tree.class_names)
+  rank = {name: i for i, name in enumerate(names)}
+  paths = sorted((path for path in tree.images if class_folders_tree.label_of(path) in rank),
+                 key=lambda path: (rank[class_folders_tree.label_of(path)],
+                                   posixpath.dirname(path), posixpath.basename(path)))
+  if shuffle:
+    np.random.RandomState(seed).shuffle(paths)
+  tree = dataclasses.replace(tree, images=sorted(paths))
+  if not validation_split:
+    return class_folders_builder.Listing(tree, {"train": paths})
+  train = len(paths) - int(validation_split * len(paths))
+  return class_folders_builder.Listing(tree, {"train": paths[:train],
+                                              "validation": paths[train:]})
+
+
+def _built(directory, options, file_format, cache_dir, verbose, content_check, order):
   """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
-  split; built once per tree and options."""
-  listing = class_folders_builder.list_tree(directory, options)
+  split as keras (`order`: class_names, shuffle, validation_split); built once per tree,
+  options and order."""
+  tree = class_folders_tree.scan(directory, follow_links=options.follow_links)
+  names, _ = _class_order(tree, order["class_names"])
+  listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
+                          order["validation_split"])
   key_options = named_build.fingerprint_options(options, file_format)
-  name = _cache_name(directory, fingerprints.options_digest({**key_options, "root": directory}),
+  name = _cache_name(directory, fingerprints.options_digest(
+      {**key_options, "root": directory, "keras_order": {**order, "class_names": names}}),
                      fingerprints.listing(directory, listing.tree.images, key_options))
   version_dir = cache_dir / name / VERSION
   if (version_dir / "dataset_info.json").exists():
@@ -168,6 +206,7 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check):
   builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
                               options=options, listing=listing, file_format=file_format,
                               check_registered=False,  # read by path, never by name
+                              keep_order=True,  # keras' order: read back sequentially
                               about=named_build.About(
                                   description=f"Cache of {directory} for "
                                   "image_dataset_from_directory."))
@@ -192,16 +231,14 @@ def _tf_labels_op(label_mode, num_classes, order):
 
 
 def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
-  """The split's serialized examples in batches: shard files in a seeded order, records
-  through a buffer of `8 x batch_size` (keras' own), anew each epoch; else in file order."""
-  files = sorted(builder.info.splits[split].filepaths, key=str)
-  ds = tf.data.Dataset.from_tensor_slices([os.fspath(path) for path in files])
+  """The split's serialized examples in batches, in stored order (keras' `file_paths`
+  order: already shuffled by the seed when `shuffle`), then as keras through a buffer of
+  `8 x batch_size` (1024 without batches), anew each epoch."""
+  files = sorted(builder.info.splits[split].filepaths, key=str)  # -00000-of-... in order
+  ds = tf.data.TFRecordDataset([os.fspath(path) for path in files])
   if shuffle:
-    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
-                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if shuffle:
-    ds = ds.shuffle(8 * (batch_size or _READ_BATCH), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.shuffle(8 * batch_size if batch_size else 1024, seed=seed,
+                    reshuffle_each_iteration=True)
   return ds.batch(batch_size or _READ_BATCH)
 
 
@@ -309,8 +346,11 @@ def image_dataset_from_directory(
   options = class_folders_builder.ClassFoldersConfig(
       name="cache", split_proportions=proportions, seed=split_seed, exact_split_sizes=True,
       skip_bad_files=skip_bad_files, keras_image=stored.as_option(), follow_links=follow_links)
+  order = {"class_names": list(class_names) if class_names else None, "shuffle": bool(shuffle),
+           "validation_split": validation_split or None}
   listing, builder = _built(directory, options, FILE_FORMATS[format],
-                            pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check)
+                            pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check,
+                            order)
   names, order = _class_order(listing.tree, class_names)
   if label_mode == "binary" and len(names) != 2:
     raise ValueError(f'When passing label_mode="binary", there must be exactly 2 '

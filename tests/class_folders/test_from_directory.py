@@ -16,7 +16,6 @@ import tensorflow_datasets as tfds
 import imagesets
 from imagesets.building import class_folders_tree
 from imagesets.building import problems
-from imagesets.building import splits
 from imagesets.class_folders import from_directory
 from imagesets.class_folders import named_build
 from imagesets_testing import sample_images
@@ -154,6 +153,54 @@ def test_subsets_have_keras_sizes_disjoint_and_complete(tree, cache, split):
   assert elements(alone) == elements(ours[1])
 
 
+def label_of_path(ds, root, path):
+  return ds.class_names.index(class_folders_tree.label_of(os.path.relpath(path, root)))
+
+
+# grain: keras' grain route decodes JPEGs with PIL, ours serves TensorFlow's decode (see
+# docs/class_folders.md): a few levels apart, so element i is matched at that tolerance.
+@pytest.mark.parametrize("fmt, tolerance", [("tf", 0.5), ("grain", 8)])
+def test_unshuffled_output_is_keras_order_and_the_order_of_file_paths(tmp_path, cache, fmt,
+                                                                      tolerance):
+  # keras' idiom: zip(ds.file_paths, model.predict(ds)) with shuffle=False; nested folders
+  # sort as keras walks them (a folder's files before its subfolders' files).
+  files = small_files()
+  files["bee/sub/00.jpg"] = files.pop("bee/03.jpg")
+  root = write_tree(tmp_path / "tree", files)
+  ours, theirs = both(root, cache, image_size=SIZE, shuffle=False, batch_size=None,
+                      format=fmt)
+  mine, keras_elements = pixels_and_labels(ours), pixels_and_labels(theirs)
+  assert [os.path.relpath(p, root) for p in ours.file_paths] == [
+      os.path.relpath(p, root) for p in theirs.file_paths]
+  labels = [int(np.frombuffer(label, np.int32)[0]) for _, label in mine]
+  assert labels == [label_of_path(ours, root, path) for path in ours.file_paths]
+  for (image, label), (k_image, k_label) in zip(mine, keras_elements):
+    assert label == k_label
+    assert np.abs(image - np.clip(k_image, 0, 255)).max() <= tolerance
+
+
+@pytest.mark.parametrize("seed", [1, 7, 1337])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_subsets_hold_the_files_keras_puts_in_them(tree, cache, seed, shuffle):
+  ours, theirs = both(tree, cache, image_size=SIZE, validation_split=0.3, subset="both",
+                      seed=seed, shuffle=shuffle)
+  for mine, keras_subset in zip(ours, theirs):
+    # with shuffle, file_paths are keras' pre-buffer order: the seeded shuffle of the list
+    assert [os.path.relpath(p, tree) for p in mine.file_paths] == [
+        os.path.relpath(p, tree) for p in keras_subset.file_paths]
+
+
+def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
+  ours, theirs = both(tree, cache, image_size=SIZE, class_names=["cow", "ant"], shuffle=False)
+  assert ours.class_names == theirs.class_names == ["cow", "ant"]
+  assert [os.path.relpath(p, tree) for p in ours.file_paths] == [
+      os.path.relpath(p, tree) for p in theirs.file_paths]
+  assert_as_keras(ours, theirs)
+  every = imagesets.image_dataset_from_directory(tree, image_size=SIZE, cache_dir=cache,
+                                                 verbose=False)
+  assert len(every.file_paths) > len(ours.file_paths)  # another build, not the subset's
+
+
 def test_a_seed_gives_the_same_batches_and_epochs_reshuffle(tree, cache):
   def batches(ds):
     return [labels.numpy().tolist() for _, labels in ds]
@@ -185,7 +232,7 @@ def counted(monkeypatch, module, name) -> list:
 def test_each_call_walks_the_tree_once_and_splits_it_once(tmp_path, cache, monkeypatch):
   root = write_tree(tmp_path / "photos", small_files())
   walks = counted(monkeypatch, class_folders_tree, "scan")
-  assignments = counted(monkeypatch, splits, "assign")
+  assignments = counted(monkeypatch, from_directory, "keras_listing")
   first = imagesets.image_dataset_from_directory(
       root, image_size=SIZE, cache_dir=cache, validation_split=0.3, subset="both", seed=1,
       verbose=False)
@@ -349,6 +396,7 @@ def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
     # keras' own refusal (smart_resize knows fewer methods), before anything is built
     (dict(crop_to_aspect_ratio=True, interpolation="gaussian"), "interpolation"),
     (dict(class_names=["x", "y", "z"]), "did not match"),
+    (dict(class_names=["ant", "bee"], label_mode=None), "class_names` cannot be specified"),
 ])
 def test_unsupported_or_wrong_arguments_say_what_to_do(tree, cache, kwargs, says):
   with pytest.raises(ValueError, match=says):
