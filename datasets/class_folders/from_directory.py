@@ -48,17 +48,18 @@ import os
 import pathlib
 import posixpath
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets import constants
+from imagesets.building import build_lock
 from imagesets.building import class_folders_builder
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import keras_pixels
+from imagesets.class_folders import cache_use
 from imagesets.class_folders import named_build
 
 MAX_CACHED_BUILDS = 4  # builds kept in the cache; the least recently used go first
@@ -134,15 +135,23 @@ def _slot(name: str) -> str:
   return name.rsplit("_", 1)[0]
 
 
+def _mtime(entry: pathlib.Path) -> int:
+  try:
+    return entry.stat().st_mtime_ns
+  except FileNotFoundError:  # removed by another process since the listing
+    return -1
+
+
 def _evict(cache_dir: pathlib.Path, keep: str) -> None:
   """Removes builds of older trees of `keep`'s folder and options, then the least recently
-  used builds beyond MAX_CACHED_BUILDS."""
+  used builds beyond MAX_CACHED_BUILDS; a build in use or being built anywhere is skipped
+  (`cache_use`), so the cache may hold more for a while."""
   entries = [entry for entry in cache_dir.glob("folder_*") if entry.name != keep]
   old_trees = [entry for entry in entries if _slot(entry.name) == _slot(keep)]
-  others = sorted((entry for entry in entries if entry not in old_trees),
-                  key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
+  others = sorted((entry for entry in entries if entry not in old_trees), key=_mtime,
+                  reverse=True)
   for entry in old_trees + others[MAX_CACHED_BUILDS - 1:]:
-    shutil.rmtree(entry, ignore_errors=True)
+    cache_use.remove_unless_used(entry)
 
 
 def _class_order(tree, class_names):
@@ -191,27 +200,47 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check, o
       {**key_options, "root": directory, "keras_order": {**order, "class_names": names}}),
                      fingerprints.listing(directory, listing.tree.images, key_options))
   version_dir = cache_dir / name / VERSION
-  if (version_dir / "dataset_info.json").exists():
-    if not content_check or named_build.stored_fingerprint(version_dir) == fingerprints.content(
-        directory, listing.tree.images, key_options):
-      os.utime(cache_dir / name)  # recently used: evicted last
-      return listing, tfds.builder_from_directory(version_dir)
+  cache_use.hold(cache_dir / name)  # before anything is read: no other call removes it now
+  while True:
+    if (version_dir / "dataset_info.json").exists():
+      if not content_check or named_build.stored_fingerprint(version_dir) == (
+          fingerprints.content(directory, listing.tree.images, key_options)):
+        os.utime(cache_dir / name)  # recently used: evicted last
+        _evict(cache_dir, name)  # also what earlier calls left because it was in use
+        return listing, tfds.builder_from_directory(version_dir)
+      _remove_stale(cache_dir / name, directory, verbose)
     if verbose:
-      print(f"{directory}: a file changed with its size and modification time kept; "
-            "rebuilding its cache.")
-    shutil.rmtree(cache_dir / name)
+      print(f"Building {len(listing.tree.images)} files of {directory} into the cache "
+            f"({cache_dir}); later calls read the build.")
+    try:
+      builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
+                                  options=options, listing=listing, file_format=file_format,
+                                  check_registered=False,  # read by path, never by name
+                                  keep_order=True,  # keras' order: read back sequentially
+                                  about=named_build.About(
+                                      description=f"Cache of {directory} for "
+                                      "image_dataset_from_directory."))
+    except build_lock.BuildInProgressError as error:  # another process builds it: reuse
+      if verbose:
+        print(f"Waiting for {error.owner}'s build of {version_dir}.")
+      build_lock.wait(version_dir)
+      continue
+    _evict(cache_dir, name)
+    return listing, builder
+
+
+def _remove_stale(build: pathlib.Path, directory: str, verbose: bool) -> None:
+  """A build whose files' bytes changed (content_check): removed, unless another process
+  reads it, which is an error (the old build stays theirs)."""
+  cache_use.release(build)
+  if not cache_use.remove_unless_used(build):
+    raise RuntimeError(f"{directory}: a file changed with its size and modification time "
+                       f"kept, and its cache build {build} is in use by another process: "
+                       "run this call again once it ends, or give another cache_dir.")
   if verbose:
-    print(f"Building {len(listing.tree.images)} files of {directory} into the cache "
-          f"({cache_dir}); later calls read the build.")
-  builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
-                              options=options, listing=listing, file_format=file_format,
-                              check_registered=False,  # read by path, never by name
-                              keep_order=True,  # keras' order: read back sequentially
-                              about=named_build.About(
-                                  description=f"Cache of {directory} for "
-                                  "image_dataset_from_directory."))
-  _evict(cache_dir, name)
-  return listing, builder
+    print(f"{directory}: a file changed with its size and modification time kept; "
+          "rebuilding its cache.")
+  cache_use.hold(build)
 
 
 def _tf_labels_op(label_mode, num_classes, order):

@@ -6,6 +6,8 @@ storage of exactly what keras returns."""
 import hashlib
 import os
 import pathlib
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -16,6 +18,7 @@ import tensorflow_datasets as tfds
 import imagesets
 from imagesets.building import class_folders_tree
 from imagesets.building import problems
+from imagesets.class_folders import cache_use
 from imagesets.class_folders import from_directory
 from imagesets.class_folders import named_build
 from imagesets_testing import sample_images
@@ -283,6 +286,9 @@ def test_a_changed_tree_is_rebuilt_and_the_old_build_removed(tmp_path, cache, ch
   assert elements(changed) != first
   assert_as_keras(changed, keras_view(root))
   assert sorted(changed.file_paths) == sorted(keras_view(root).file_paths)
+  assert old_build.exists()  # this process may still read `first`'s build
+  ended(cache)  # as if the process that read it had ended
+  call(root, cache)
   (new_build,) = cache.glob("folder_*")
   assert new_build != old_build and not old_build.exists()
 
@@ -310,6 +316,12 @@ def test_a_same_size_same_mtime_replacement_is_seen_by_the_content_check(tmp_pat
   assert elements(call(root, cache)) == fresh  # the rebuilt cache from now on
 
 
+def ended(cache):
+  """Lets go of this process's holds on the cache's builds, as a process that ends does."""
+  for build in cache.glob("folder_*"):
+    cache_use.release(build)
+
+
 def test_the_cache_keeps_the_most_recently_used_builds(tmp_path, cache, monkeypatch):
   monkeypatch.setattr(from_directory, "MAX_CACHED_BUILDS", 2)
   roots = {name: write_tree(tmp_path / name, small_files(("ant", "bee")))
@@ -319,12 +331,54 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path, cache, monkeypa
   call(roots["two"], cache)
   assert built() == ["one", "two"]
   call(roots["one"], cache)  # used again: now "two" is the least recently used
+  ended(cache)
   call(roots["three"], cache)
   assert built() == ["one", "three"]
   # Other options of the same folder are another build, kept beside it.
+  ended(cache)
   imagesets.image_dataset_from_directory(roots["three"], image_size=(8, 8), cache_dir=cache,
                                          verbose=False)
   assert built() == ["three", "three"]
+
+
+def test_a_build_a_dataset_of_this_process_reads_is_never_evicted(tmp_path, cache):
+  root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+  first = imagesets.image_dataset_from_directory(root, image_size=(8, 8), cache_dir=cache,
+                                                 verbose=False, batch_size=4)
+  before = elements(first)
+  for side in range(9, 9 + from_directory.MAX_CACHED_BUILDS):  # the 5th call evicted it
+    imagesets.image_dataset_from_directory(root, image_size=(side, side), cache_dir=cache,
+                                           verbose=False)
+  assert elements(first) == before
+
+
+_HOLD_BUILD_LOCK = """
+import fcntl, pathlib, sys, time
+build = pathlib.Path(sys.argv[1])
+(build / "incomplete.ABCDEF_1.0.0").mkdir(parents=True)
+lock = open(build / ".1.0.0.lock", "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_build_under_way_in_another_process_is_never_evicted(tmp_path, cache, monkeypatch):
+  monkeypatch.setattr(from_directory, "MAX_CACHED_BUILDS", 1)
+  building = cache / "folder_other_0123abcd_0123456789abcdef"
+  builder = subprocess.Popen([sys.executable, "-c", _HOLD_BUILD_LOCK, str(building)],
+                             stdout=subprocess.PIPE, text=True)
+  try:
+    assert builder.stdout.readline().strip() == "locked"
+    root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+    call(root, cache)
+    assert (building / "incomplete.ABCDEF_1.0.0").is_dir()
+  finally:
+    builder.kill()
+    builder.wait()
+  ended(cache)
+  call(root, cache)  # its builder died: the folder is a leftover, evicted as any other
+  assert not building.exists()
 
 
 def test_large_photos_are_stored_as_keras_returns_them(tmp_path, cache):
