@@ -6,6 +6,7 @@ storage of exactly what keras returns."""
 import hashlib
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets
+from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import problems
 from imagesets.class_folders import cache_use
@@ -350,6 +352,34 @@ def test_a_build_a_dataset_of_this_process_reads_is_never_evicted(tmp_path, cach
     imagesets.image_dataset_from_directory(root, image_size=(side, side), cache_dir=cache,
                                            verbose=False)
   assert elements(first) == before
+
+
+_CALL = """
+import sys, imagesets
+ds = imagesets.image_dataset_from_directory(sys.argv[1], image_size=(24, 36), cache_dir=sys.argv[2],
+                                            shuffle=False)
+print("elements", len(list(ds.unbatch())), flush=True)
+"""
+
+
+def test_a_second_process_waits_for_the_build_under_way_and_reuses_it(tmp_path, cache):
+  root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+  call(root, tmp_path / "built")  # what the first process's build makes
+  (made,) = (tmp_path / "built").glob("folder_*")
+  with build_lock.hold(cache / made.name / "1.0.0", made.name):  # this process is building
+    second = subprocess.Popen([sys.executable, "-u", "-c", _CALL, str(root), str(cache)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = []
+    while not (lines and lines[-1].startswith(("Waiting for", "elements"))):
+      line = second.stdout.readline()
+      assert line, f"ended before waiting: {lines}"
+      lines.append(line.strip())
+    assert lines[-1].startswith(f"Waiting for pid {os.getpid()} ")
+    shutil.copytree(made / "1.0.0", cache / made.name / "1.0.0")  # the build finishes
+  rest = second.communicate(timeout=120)[0].splitlines()
+  assert second.returncode == 0
+  assert rest[-1] == "elements 15"
+  assert not any(line.startswith("Building") for line in rest)  # reused, not built again
 
 
 _HOLD_BUILD_LOCK = """
