@@ -401,7 +401,8 @@ def image_dataset_from_directory(
       print(f"Using {builder.info.splits[split].num_examples} files for {name}.")
     ds = make(builder, split, label_mode=label_mode, num_classes=len(names), order=order,
               channels_first=data_format == "channels_first",
-              dtype=keras_pixels.output_dtype(stored),
+              # keras' grain route resizes float32 with keras.ops, "nearest" included
+              dtype="float32" if format == "grain" else keras_pixels.output_dtype(stored),
               shuffle=shuffle and (name == "training" or subset != "both"), seed=read_seed,
               batch_size=batch_size)
     ds.class_names = names if label_mode else None  # as keras

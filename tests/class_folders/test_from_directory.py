@@ -516,6 +516,13 @@ def test_format_grain_returns_what_keras_returns(tmp_path, cache, label_mode, su
     assert_as_keras(ours[0], theirs[0], tolerance=8)
 
 
+def test_format_grain_nearest_is_float32_as_keras_grain(tree, cache):
+  # keras' grain route resizes float32 with keras.ops for every interpolation
+  ours, theirs = both(tree, cache, image_size=SIZE, format="grain", batch_size=4,
+                      interpolation="nearest", shuffle=False)
+  assert structure(ours) == structure(theirs)
+
+
 def test_format_grain_shuffles_by_seed(tree, cache):
   def labels(ds):
     return [np.asarray(label).tolist() for _, label in ds]
