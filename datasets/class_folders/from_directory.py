@@ -17,8 +17,10 @@ float32 [1] labels), `class_names` attribute and split sizes as
   read), so later calls and epochs read the build, and an added, removed, renamed or
   edited file gets a new build. A file replaced by one of the same size with its mtime
   kept is seen only with `content_check=True` (every file hashed, compared with the
-  build's content fingerprint). A new build removes the builds of the folder's older
-  trees; at most MAX_CACHED_BUILDS stay, the least recently used go first.
+  build's content fingerprint). Each call removes the builds of the folder's older trees
+  and keeps MAX_CACHED_BUILDS, the least recently used going first, but never removes a
+  build a process still reads or builds (`cache_use`); a second process on a cold folder
+  waits for the first's build and reuses it.
 * Stored as keras returns it (`keras_pixels`): each image is decoded and resized once, at
   build time, with keras' own TensorFlow ops (`image_size`, `interpolation`,
   `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, `color_mode`), and stored as raw uint8
@@ -37,7 +39,8 @@ float32 [1] labels), `class_names` attribute and split sizes as
 Differences (documented, tested): pixels are keras' float32 values rounded to integers
 (at most 0.5 apart; more only where bicubic/lanczos ringing leaves 0-255, which uint8
 clips); format="grain" gives the same pixels as format="tf" (keras' grain route decodes
-with PIL, whose JPEG decoder differs from TensorFlow's by a few levels); the shuffle order
+with PIL and resizes with keras.ops: JPEGs a few levels apart, grey PNGs up to ~28, padding
+one row apart; see docs/class_folders.md); the shuffle order
 differs (keras' buffer is fed by its decoding pipeline); bad files stop
 the first call unless `skip_bad_files=True`. Unsupported arguments raise ValueError saying
 what to do.
