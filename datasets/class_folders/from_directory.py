@@ -194,7 +194,7 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check, o
   """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
   split as keras (`order`: class_names, shuffle, validation_split); built once per tree,
   options and order."""
-  tree = class_folders_tree.scan(directory, follow_links=options.follow_links)
+  tree = class_folders_tree.keras_scan(directory, follow_links=options.follow_links)
   names, _ = _class_order(tree, order["class_names"])
   listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
                           order["validation_split"])

@@ -195,6 +195,23 @@ def test_subsets_hold_the_files_keras_puts_in_them(tree, cache, seed, shuffle):
         os.path.relpath(p, tree) for p in keras_subset.file_paths]
 
 
+def test_the_files_keras_reads_are_the_files_read(tmp_path, cache):
+  # keras' index_directory: __MACOSX is a class, hidden files and folders inside a class
+  # are read, .jpe is not an image suffix, a symlinked class folder is walked.
+  files = small_files(("ant", "bee"))
+  png = files["ant/drawing.png"]
+  files.update({"ant/.hid/h.png": png, "ant/.hidden.png": png, "__MACOSX/ant/m.png": png,
+                "bee/x.jpe": files["bee/00.jpg"]})
+  root = write_tree(tmp_path / "tree", files)
+  outside = write_tree(tmp_path / "outside", {"cow/0.png": png, "cow/1.png": png})
+  os.symlink(os.path.join(outside, "cow"), os.path.join(root, "cow"))
+  ours, theirs = both(root, cache, image_size=SIZE, shuffle=False)
+  assert ours.class_names == theirs.class_names == ["__MACOSX", "ant", "bee", "cow"]
+  assert [os.path.relpath(p, root) for p in ours.file_paths] == [
+      os.path.relpath(p, root) for p in theirs.file_paths]
+  assert_as_keras(ours, theirs)
+
+
 def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
   ours, theirs = both(tree, cache, image_size=SIZE, class_names=["cow", "ant"], shuffle=False)
   assert ours.class_names == theirs.class_names == ["cow", "ant"]
@@ -236,7 +253,7 @@ def counted(monkeypatch, module, name) -> list:
 
 def test_each_call_walks_the_tree_once_and_splits_it_once(tmp_path, cache, monkeypatch):
   root = write_tree(tmp_path / "photos", small_files())
-  walks = counted(monkeypatch, class_folders_tree, "scan")
+  walks = counted(monkeypatch, class_folders_tree, "keras_scan")
   assignments = counted(monkeypatch, from_directory, "keras_listing")
   first = imagesets.image_dataset_from_directory(
       root, image_size=SIZE, cache_dir=cache, validation_split=0.3, subset="both", seed=1,
