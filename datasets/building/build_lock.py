@@ -40,6 +40,20 @@ INCOMPLETE_PREFIX = "incomplete."
 class BuildInProgressError(RuntimeError):
   """Another process is building (or has just built) this version."""
 
+  def __init__(self, message: str, owner: str = "another process"):
+    super().__init__(message)
+    self.owner = owner  # "pid N on HOST, started ...", as its lock file says
+
+
+def wait(version_dir: os.PathLike) -> None:
+  """Returns once no process builds `version_dir` (blocks on its build lock)."""
+  try:
+    lock = open(lock_path(version_dir), "r")  # pylint: disable=consider-using-with
+  except FileNotFoundError:  # that build has just finished
+    return
+  with lock:
+    fcntl.flock(lock, fcntl.LOCK_SH)  # granted once the builder lets go, however it ends
+
 
 def lock_path(version_dir: os.PathLike) -> pathlib.Path:
   version_dir = pathlib.Path(version_dir)
@@ -80,7 +94,7 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
       error = BuildInProgressError(
           f"{name} is being built by another process ({owner}) into {version_dir}; "
           "wait for it to finish (a finished build is then reused), or build into "
-          "another data dir.")
+          "another data dir.", owner)
       problems.one_line_if_uncaught(error)
       raise error from None
     # The holder before us removes the file before it lets go: if what we locked is no

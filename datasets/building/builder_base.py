@@ -93,7 +93,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     with parallel_map.executor(threads=self._reads_remote_files()) as pool:
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
                                               pool=pool, features=self.info.features,
-                                              leakage=self._leakage())
+                                              leakage=self._leakage(),
+                                              keep_order=getattr(self, "KEEP_ORDER", False))
       try:
         split_infos = self._generate_all_splits(
             dl_manager, sharding.with_min_shards(download_config), use_beam)

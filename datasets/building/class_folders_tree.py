@@ -81,3 +81,30 @@ def scan(root: str, follow_links: bool = False) -> ClassTree:
       else:
         ignored.append(relative)
   return ClassTree(names, sorted(images), sorted(ignored))
+
+
+KERAS_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # keras' ALLOWLIST_FORMATS
+
+
+def keras_scan(root: str, follow_links: bool = False) -> ClassTree:
+  """The files keras' index_directory lists (labels="inferred"), for a call that must
+  read what keras reads: the class folders are the folders not starting with "." (so
+  `__MACOSX` is one), each walked as its own top (a symlinked class folder is read), and
+  every file with keras' suffixes is an image, hidden ones included. Buckets: `scan`."""
+  root = str(root).rstrip("/")
+  if is_remote(root):
+    return scan(root, follow_links)
+  names = sorted(name for name in os.listdir(root)
+                 if not name.startswith(".") and os.path.isdir(os.path.join(root, name)))
+  if not names:
+    raise ValueError(f"{root!r} has no class folders: expected root/<class>/<image files>")
+  images, ignored = [], []
+  for name in names:
+    for top, _, files in os.walk(os.path.join(root, name), followlinks=follow_links):
+      relative_top = os.path.relpath(top, root)
+      if os.sep != "/":
+        relative_top = relative_top.replace(os.sep, "/")
+      for file in files:
+        (images if file.lower().endswith(KERAS_SUFFIXES) else ignored).append(
+            posixpath.join(relative_top, file))
+  return ClassTree(names, sorted(images), sorted(ignored))

@@ -135,6 +135,9 @@ class Generation:
   # duplicates.LEAKAGE_ACTIONS: "off" fingerprints nothing; "drop" leaves out, before any
   # record is made, the copies of images of an earlier split (`_drop_leaked`).
   leakage: str = "warn"
+  # Write each split in the order its items are given, not TFDS's hashed-key order (the
+  # keras cache: its stored order is keras' output order, read back sequentially).
+  keep_order: bool = False
   _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
   _dropped: list = dataclasses.field(default_factory=list)
   _fingerprinted: bool = False  # every item's fingerprint is known (drop's first pass)
@@ -179,7 +182,8 @@ class Generation:
     if not records:
       return ((process, None, fingerprint, None, key, item) for key, item in items)
     maker = prepared_records.RecordMaker(self.features)
-    order = prepared_records.hashed_order(split, (key for key, _ in items))
+    order = ([(position, position) for position in range(len(items))] if self.keep_order
+             else prepared_records.hashed_order(split, (key for key, _ in items)))
     return ((process, maker, fingerprint, hkey, *items[position]) for hkey, position in order)
 
   def _drop_leaked(self) -> None:

@@ -17,40 +17,52 @@ float32 [1] labels), `class_names` attribute and split sizes as
   read), so later calls and epochs read the build, and an added, removed, renamed or
   edited file gets a new build. A file replaced by one of the same size with its mtime
   kept is seen only with `content_check=True` (every file hashed, compared with the
-  build's content fingerprint). A new build removes the builds of the folder's older
-  trees; at most MAX_CACHED_BUILDS stay, the least recently used go first.
+  build's content fingerprint). Each call removes the builds of the folder's older trees
+  and keeps MAX_CACHED_BUILDS, the least recently used going first, but never removes a
+  build a process still reads or builds (`cache_use`); a second process on a cold folder
+  waits for the first's build and reuses it.
 * Stored as keras returns it (`keras_pixels`): each image is decoded and resized once, at
   build time, with keras' own TensorFlow ops (`image_size`, `interpolation`,
   `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, `color_mode`), and stored as raw uint8
   pixels (TFRecord for tf.data, ArrayRecord for Grain's random access: one build per
   format). A later epoch reads and casts; it neither decodes nor resizes. Another `image_size`, interpolation,
   fit or colour mode is another build.
-* The validation split takes exactly int(validation_split * n) files, chosen by a seeded
-  hash of each path (keras: the tail of the seeded shuffled list; with shuffle=False,
-  keras takes the last files in folder order, often one whole class: we do not).
+* Files, order and subsets as keras' index_directory: classes in `class_names` order
+  (a subset of the folders reads only those), each walked as keras walks it; with
+  `shuffle` the list is shuffled by np.random.RandomState(seed); the last
+  int(validation_split * n) files are the validation subset. Each split is stored in that
+  order and read back sequentially, so `file_paths` is keras' `file_paths` and, with
+  shuffle=False, the output order; with shuffle, a buffer of 8 x batch_size shuffles it
+  anew each epoch, as keras. The order (class_names, shuffle, seed, split) is part of
+  the cache key.
 
 Differences (documented, tested): pixels are keras' float32 values rounded to integers
 (at most 0.5 apart; more only where bicubic/lanczos ringing leaves 0-255, which uint8
 clips); format="grain" gives the same pixels as format="tf" (keras' grain route decodes
-with PIL, whose JPEG decoder differs from TensorFlow's by a few levels); the shuffle order
-differs; `file_paths` lists the subset's files sorted, not in output order; bad files stop
+with PIL and resizes with keras.ops: JPEGs a few levels apart, grey PNGs up to ~28, padding
+one row apart; see docs/class_folders.md); the shuffle order
+differs (keras' buffer is fed by its decoding pipeline); bad files stop
 the first call unless `skip_bad_files=True`. Unsupported arguments raise ValueError saying
 what to do.
 """
 
+import dataclasses
 import os
 import pathlib
+import posixpath
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets import constants
+from imagesets.building import build_lock
 from imagesets.building import class_folders_builder
+from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import keras_pixels
+from imagesets.class_folders import cache_use
 from imagesets.class_folders import named_build
 
 MAX_CACHED_BUILDS = 4  # builds kept in the cache; the least recently used go first
@@ -82,6 +94,9 @@ def _check_arguments(labels, label_mode, class_names, color_mode, image_size, in
     raise ValueError(f"labels must be 'inferred' or None, not {labels!r}")
   if class_names and labels != "inferred":
     raise ValueError("class_names can only be given with labels='inferred'")
+  if class_names and label_mode is None:  # keras: label_mode=None means labels=None
+    raise ValueError("When `labels=None` (no labels), argument `class_names` cannot be "
+                     "specified.")
   if label_mode not in ("int", "categorical", "binary", None):
     raise ValueError(f"label_mode must be 'int', 'categorical', 'binary' or None, "
                      f"not {label_mode!r}")
@@ -123,56 +138,112 @@ def _slot(name: str) -> str:
   return name.rsplit("_", 1)[0]
 
 
+def _mtime(entry: pathlib.Path) -> int:
+  try:
+    return entry.stat().st_mtime_ns
+  except FileNotFoundError:  # removed by another process since the listing
+    return -1
+
+
 def _evict(cache_dir: pathlib.Path, keep: str) -> None:
   """Removes builds of older trees of `keep`'s folder and options, then the least recently
-  used builds beyond MAX_CACHED_BUILDS."""
+  used builds beyond MAX_CACHED_BUILDS; a build in use or being built anywhere is skipped
+  (`cache_use`), so the cache may hold more for a while."""
   entries = [entry for entry in cache_dir.glob("folder_*") if entry.name != keep]
   old_trees = [entry for entry in entries if _slot(entry.name) == _slot(keep)]
-  others = sorted((entry for entry in entries if entry not in old_trees),
-                  key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
+  others = sorted((entry for entry in entries if entry not in old_trees), key=_mtime,
+                  reverse=True)
   for entry in old_trees + others[MAX_CACHED_BUILDS - 1:]:
-    shutil.rmtree(entry, ignore_errors=True)
+    cache_use.remove_unless_used(entry)
 
 
 def _class_order(tree, class_names):
-  """Label of each stored class (sorted folders) in the user's `class_names` order."""
+  """Label of each stored class (sorted folders) in the user's `class_names` order (keras
+  3.15: a subset of the folders, only those read)."""
   if not class_names:
     return list(tree.class_names), None
-  if sorted(class_names) != tree.class_names:
-    raise ValueError("The class_names passed did not match the names of the subdirectories "
-                     f"of the target directory. Expected: {tree.class_names}, but received: "
-                     f"{list(class_names)}")
-  return list(class_names), [list(class_names).index(name) for name in tree.class_names]
+  if not set(class_names) <= set(tree.class_names):
+    raise ValueError("The `class_names` passed did not match the names of the subdirectories "
+                     f"of the target directory. Expected: {tree.class_names} (or a subset of "
+                     f"it), but received: class_names={list(class_names)}")
+  names = list(class_names)
+  return names, [names.index(name) if name in names else 0 for name in tree.class_names]
 
 
-def _built(directory, options, file_format, cache_dir, verbose, content_check):
+def keras_listing(tree, class_names, shuffle, seed, validation_split):
+  """The files of keras' index_directory in its order, split as keras splits them: classes
+  in `class_names` order, each walked as keras walks (folders sorted, then file names);
+  shuffled by np.random.RandomState(seed) when `shuffle`; the last int(split * n) are the
+  validation files. Each split is stored, and read back, in this order."""
+  names = list(class_names or tree.class_names)
+  rank = {name: i for i, name in enumerate(names)}
+  paths = sorted((path for path in tree.images if class_folders_tree.label_of(path) in rank),
+                 key=lambda path: (rank[class_folders_tree.label_of(path)],
+                                   posixpath.dirname(path), posixpath.basename(path)))
+  if shuffle:
+    np.random.RandomState(seed).shuffle(paths)
+  tree = dataclasses.replace(tree, images=sorted(paths))
+  if not validation_split:
+    return class_folders_builder.Listing(tree, {"train": paths})
+  train = len(paths) - int(validation_split * len(paths))
+  return class_folders_builder.Listing(tree, {"train": paths[:train],
+                                              "validation": paths[train:]})
+
+
+def _built(directory, options, file_format, cache_dir, verbose, content_check, order):
   """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
-  split; built once per tree and options."""
-  listing = class_folders_builder.list_tree(directory, options)
+  split as keras (`order`: class_names, shuffle, validation_split); built once per tree,
+  options and order."""
+  tree = class_folders_tree.keras_scan(directory, follow_links=options.follow_links)
+  names, _ = _class_order(tree, order["class_names"])
+  listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
+                          order["validation_split"])
   key_options = named_build.fingerprint_options(options, file_format)
-  name = _cache_name(directory, fingerprints.options_digest({**key_options, "root": directory}),
+  name = _cache_name(directory, fingerprints.options_digest(
+      {**key_options, "root": directory, "keras_order": {**order, "class_names": names}}),
                      fingerprints.listing(directory, listing.tree.images, key_options))
   version_dir = cache_dir / name / VERSION
-  if (version_dir / "dataset_info.json").exists():
-    if not content_check or named_build.stored_fingerprint(version_dir) == fingerprints.content(
-        directory, listing.tree.images, key_options):
-      os.utime(cache_dir / name)  # recently used: evicted last
-      return listing, tfds.builder_from_directory(version_dir)
+  cache_use.hold(cache_dir / name)  # before anything is read: no other call removes it now
+  while True:
+    if (version_dir / "dataset_info.json").exists():
+      if not content_check or named_build.stored_fingerprint(version_dir) == (
+          fingerprints.content(directory, listing.tree.images, key_options)):
+        os.utime(cache_dir / name)  # recently used: evicted last
+        _evict(cache_dir, name)  # also what earlier calls left because it was in use
+        return listing, tfds.builder_from_directory(version_dir)
+      _remove_stale(cache_dir / name, directory, verbose)
     if verbose:
-      print(f"{directory}: a file changed with its size and modification time kept; "
-            "rebuilding its cache.")
-    shutil.rmtree(cache_dir / name)
+      print(f"Building {len(listing.tree.images)} files of {directory} into the cache "
+            f"({cache_dir}); later calls read the build.")
+    try:
+      builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
+                                  options=options, listing=listing, file_format=file_format,
+                                  check_registered=False,  # read by path, never by name
+                                  keep_order=True,  # keras' order: read back sequentially
+                                  about=named_build.About(
+                                      description=f"Cache of {directory} for "
+                                      "image_dataset_from_directory."))
+    except build_lock.BuildInProgressError as error:  # another process builds it: reuse
+      if verbose:
+        print(f"Waiting for {error.owner}'s build of {version_dir}.")
+      build_lock.wait(version_dir)
+      continue
+    _evict(cache_dir, name)
+    return listing, builder
+
+
+def _remove_stale(build: pathlib.Path, directory: str, verbose: bool) -> None:
+  """A build whose files' bytes changed (content_check): removed, unless another process
+  reads it, which is an error (the old build stays theirs)."""
+  cache_use.release(build)
+  if not cache_use.remove_unless_used(build):
+    raise RuntimeError(f"{directory}: a file changed with its size and modification time "
+                       f"kept, and its cache build {build} is in use by another process: "
+                       "run this call again once it ends, or give another cache_dir.")
   if verbose:
-    print(f"Building {len(listing.tree.images)} files of {directory} into the cache "
-          f"({cache_dir}); later calls read the build.")
-  builder = named_build.build(directory, name, version=VERSION, data_dir=str(cache_dir),
-                              options=options, listing=listing, file_format=file_format,
-                              check_registered=False,  # read by path, never by name
-                              about=named_build.About(
-                                  description=f"Cache of {directory} for "
-                                  "image_dataset_from_directory."))
-  _evict(cache_dir, name)
-  return listing, builder
+    print(f"{directory}: a file changed with its size and modification time kept; "
+          "rebuilding its cache.")
+  cache_use.hold(build)
 
 
 def _tf_labels_op(label_mode, num_classes, order):
@@ -192,16 +263,14 @@ def _tf_labels_op(label_mode, num_classes, order):
 
 
 def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
-  """The split's serialized examples in batches: shard files in a seeded order, records
-  through a buffer of `8 x batch_size` (keras' own), anew each epoch; else in file order."""
-  files = sorted(builder.info.splits[split].filepaths, key=str)
-  ds = tf.data.Dataset.from_tensor_slices([os.fspath(path) for path in files])
+  """The split's serialized examples in batches, in stored order (keras' `file_paths`
+  order: already shuffled by the seed when `shuffle`), then as keras through a buffer of
+  `8 x batch_size` (1024 without batches), anew each epoch."""
+  files = sorted(builder.info.splits[split].filepaths, key=str)  # -00000-of-... in order
+  ds = tf.data.TFRecordDataset([os.fspath(path) for path in files])
   if shuffle:
-    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
-                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if shuffle:
-    ds = ds.shuffle(8 * (batch_size or _READ_BATCH), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.shuffle(8 * batch_size if batch_size else 1024, seed=seed,
+                    reshuffle_each_iteration=True)
   return ds.batch(batch_size or _READ_BATCH)
 
 
@@ -308,9 +377,15 @@ def image_dataset_from_directory(
       color_mode)
   options = class_folders_builder.ClassFoldersConfig(
       name="cache", split_proportions=proportions, seed=split_seed, exact_split_sizes=True,
-      skip_bad_files=skip_bad_files, keras_image=stored.as_option(), follow_links=follow_links)
+      skip_bad_files=skip_bad_files, keras_image=stored.as_option(), follow_links=follow_links,
+      # A cache of keras' output: keras finds no duplicates, and fingerprinting every image
+      # would cost the first call several times its build (`imagesets build` does it).
+      leakage="off")
+  order = {"class_names": list(class_names) if class_names else None, "shuffle": bool(shuffle),
+           "validation_split": validation_split or None}
   listing, builder = _built(directory, options, FILE_FORMATS[format],
-                            pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check)
+                            pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check,
+                            order)
   names, order = _class_order(listing.tree, class_names)
   if label_mode == "binary" and len(names) != 2:
     raise ValueError(f'When passing label_mode="binary", there must be exactly 2 '
@@ -332,7 +407,8 @@ def image_dataset_from_directory(
       print(f"Using {builder.info.splits[split].num_examples} files for {name}.")
     ds = make(builder, split, label_mode=label_mode, num_classes=len(names), order=order,
               channels_first=data_format == "channels_first",
-              dtype=keras_pixels.output_dtype(stored),
+              # keras' grain route resizes float32 with keras.ops, "nearest" included
+              dtype="float32" if format == "grain" else keras_pixels.output_dtype(stored),
               shuffle=shuffle and (name == "training" or subset != "both"), seed=read_seed,
               batch_size=batch_size)
     ds.class_names = names if label_mode else None  # as keras

@@ -199,11 +199,12 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
           file_format: str = "tfrecord", beam_options=None,
           log: Callable[[str], None] = logging.info,
           listing: class_folders_builder.Listing | None = None,
-          check_registered: bool = True) -> tfds.core.DatasetBuilder:
+          check_registered: bool = True, keep_order: bool = False) -> tfds.core.DatasetBuilder:
   """Builds `root` as NAME:VERSION into `data_dir`; returns the prepared builder.
 
   `listing`: `class_folders_builder.list_tree(root, options)` when the caller has it (the
-  tree is then not walked again). `check_registered=False` for builds never loaded by name
+  tree is then not walked again). `keep_order`: each split's records in `listing.by_split`
+  order, not TFDS's hashed order. `check_registered=False` for builds never loaded by name
   (a cache): the lookup of registered TFDS names took 0.9 s. Raises VersionExistsError
   when NAME:VERSION there was built from other content.
   """
@@ -234,6 +235,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
       f"folders of {root}, into {version_dir}")
   cls = builder_class(name, version, options, about or read_about(root), fingerprint,
                       listing, content_files, content_options)
+  cls.KEEP_ORDER = keep_order
   builder = cls(data_dir=data_dir, file_format=file_format)
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
       beam_options=beam_options))

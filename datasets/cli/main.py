@@ -118,7 +118,7 @@ def cmd_build(args) -> int:
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, image_size=args.image_size,
-      leakage=args.leakage or "")
+      leakage=args.leakage or "", shorter_side=args.shorter_side)
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
@@ -342,17 +342,18 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     return super()._format_action_invocation(action)
 
 
-class _OldSpelling(argparse.Action):
-  """A renamed option: sets the new one's value, with one line saying the new spelling."""
+class _Deprecated(argparse.Action):
+  """An old option kept with its old meaning (its builds stay re-runnable), with one line
+  naming the new one."""
 
   def __init__(self, *args, new: str, **kwargs):
     super().__init__(*args, **kwargs)
     self.new = new
 
   def __call__(self, parser, namespace, values, option_string=None):
-    print(f"imagesets: {option_string} is deprecated, use {self.new} {values} (the same: a "
-          f"shorter side of exactly {values}; it used to mean at least {values})",
-          file=sys.stderr)
+    print(f"imagesets: {option_string} {values} is deprecated (a shorter side of at least "
+          f"{values}, in libjpeg's fast steps); {self.new} {values} stores exactly {values}, "
+          "which is another dataset", file=sys.stderr)
     setattr(namespace, self.dest, values)
 
 
@@ -421,9 +422,8 @@ def parser() -> argparse.ArgumentParser:
                  help="store images whose shorter side is larger than S resized to a shorter "
                  "side of exactly S (aspect ratio kept, JPEG quality 90), for training at "
                  "S x S; smaller images keep their bytes (default: 0, original bytes)")
-  p.add_argument("--shorter-side", type=_positive, dest="image_size", metavar="N",
-                 action=_OldSpelling, new="--image-size", default=argparse.SUPPRESS,
-                 help=argparse.SUPPRESS)
+  p.add_argument("--shorter-side", type=_positive, metavar="N", action=_Deprecated,
+                 new="--image-size", default=constants.ORIGINAL_SIZE, help=argparse.SUPPRESS)
   p.add_argument("--file-format", default="tfrecord", choices=["tfrecord", "array_record"])
   p.add_argument("--leakage", choices=["warn", "error", "drop", "off"], default=None,
                  help="the same picture in two splits: warn (default: named in the closing "

@@ -6,6 +6,9 @@ storage of exactly what keras returns."""
 import hashlib
 import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -14,9 +17,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets
+from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
 from imagesets.building import problems
-from imagesets.building import splits
+from imagesets.class_folders import cache_use
 from imagesets.class_folders import from_directory
 from imagesets.class_folders import named_build
 from imagesets_testing import sample_images
@@ -154,6 +158,71 @@ def test_subsets_have_keras_sizes_disjoint_and_complete(tree, cache, split):
   assert elements(alone) == elements(ours[1])
 
 
+def label_of_path(ds, root, path):
+  return ds.class_names.index(class_folders_tree.label_of(os.path.relpath(path, root)))
+
+
+# grain: keras' grain route decodes JPEGs with PIL, ours serves TensorFlow's decode (see
+# docs/class_folders.md): a few levels apart, so element i is matched at that tolerance.
+@pytest.mark.parametrize("fmt, tolerance", [("tf", 0.5), ("grain", 8)])
+def test_unshuffled_output_is_keras_order_and_the_order_of_file_paths(tmp_path, cache, fmt,
+                                                                      tolerance):
+  # keras' idiom: zip(ds.file_paths, model.predict(ds)) with shuffle=False; nested folders
+  # sort as keras walks them (a folder's files before its subfolders' files).
+  files = small_files()
+  files["bee/sub/00.jpg"] = files.pop("bee/03.jpg")
+  root = write_tree(tmp_path / "tree", files)
+  ours, theirs = both(root, cache, image_size=SIZE, shuffle=False, batch_size=None,
+                      format=fmt)
+  mine, keras_elements = pixels_and_labels(ours), pixels_and_labels(theirs)
+  assert [os.path.relpath(p, root) for p in ours.file_paths] == [
+      os.path.relpath(p, root) for p in theirs.file_paths]
+  labels = [int(np.frombuffer(label, np.int32)[0]) for _, label in mine]
+  assert labels == [label_of_path(ours, root, path) for path in ours.file_paths]
+  for (image, label), (k_image, k_label) in zip(mine, keras_elements):
+    assert label == k_label
+    assert np.abs(image - np.clip(k_image, 0, 255)).max() <= tolerance
+
+
+@pytest.mark.parametrize("seed", [1, 7, 1337])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_subsets_hold_the_files_keras_puts_in_them(tree, cache, seed, shuffle):
+  ours, theirs = both(tree, cache, image_size=SIZE, validation_split=0.3, subset="both",
+                      seed=seed, shuffle=shuffle)
+  for mine, keras_subset in zip(ours, theirs):
+    # with shuffle, file_paths are keras' pre-buffer order: the seeded shuffle of the list
+    assert [os.path.relpath(p, tree) for p in mine.file_paths] == [
+        os.path.relpath(p, tree) for p in keras_subset.file_paths]
+
+
+def test_the_files_keras_reads_are_the_files_read(tmp_path, cache):
+  # keras' index_directory: __MACOSX is a class, hidden files and folders inside a class
+  # are read, .jpe is not an image suffix, a symlinked class folder is walked.
+  files = small_files(("ant", "bee"))
+  png = files["ant/drawing.png"]
+  files.update({"ant/.hid/h.png": png, "ant/.hidden.png": png, "__MACOSX/ant/m.png": png,
+                "bee/x.jpe": files["bee/00.jpg"]})
+  root = write_tree(tmp_path / "tree", files)
+  outside = write_tree(tmp_path / "outside", {"cow/0.png": png, "cow/1.png": png})
+  os.symlink(os.path.join(outside, "cow"), os.path.join(root, "cow"))
+  ours, theirs = both(root, cache, image_size=SIZE, shuffle=False)
+  assert ours.class_names == theirs.class_names == ["__MACOSX", "ant", "bee", "cow"]
+  assert [os.path.relpath(p, root) for p in ours.file_paths] == [
+      os.path.relpath(p, root) for p in theirs.file_paths]
+  assert_as_keras(ours, theirs)
+
+
+def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
+  ours, theirs = both(tree, cache, image_size=SIZE, class_names=["cow", "ant"], shuffle=False)
+  assert ours.class_names == theirs.class_names == ["cow", "ant"]
+  assert [os.path.relpath(p, tree) for p in ours.file_paths] == [
+      os.path.relpath(p, tree) for p in theirs.file_paths]
+  assert_as_keras(ours, theirs)
+  every = imagesets.image_dataset_from_directory(tree, image_size=SIZE, cache_dir=cache,
+                                                 verbose=False)
+  assert len(every.file_paths) > len(ours.file_paths)  # another build, not the subset's
+
+
 def test_a_seed_gives_the_same_batches_and_epochs_reshuffle(tree, cache):
   def batches(ds):
     return [labels.numpy().tolist() for _, labels in ds]
@@ -184,8 +253,8 @@ def counted(monkeypatch, module, name) -> list:
 
 def test_each_call_walks_the_tree_once_and_splits_it_once(tmp_path, cache, monkeypatch):
   root = write_tree(tmp_path / "photos", small_files())
-  walks = counted(monkeypatch, class_folders_tree, "scan")
-  assignments = counted(monkeypatch, splits, "assign")
+  walks = counted(monkeypatch, class_folders_tree, "keras_scan")
+  assignments = counted(monkeypatch, from_directory, "keras_listing")
   first = imagesets.image_dataset_from_directory(
       root, image_size=SIZE, cache_dir=cache, validation_split=0.3, subset="both", seed=1,
       verbose=False)
@@ -236,6 +305,9 @@ def test_a_changed_tree_is_rebuilt_and_the_old_build_removed(tmp_path, cache, ch
   assert elements(changed) != first
   assert_as_keras(changed, keras_view(root))
   assert sorted(changed.file_paths) == sorted(keras_view(root).file_paths)
+  assert old_build.exists()  # this process may still read `first`'s build
+  ended(cache)  # as if the process that read it had ended
+  call(root, cache)
   (new_build,) = cache.glob("folder_*")
   assert new_build != old_build and not old_build.exists()
 
@@ -263,6 +335,12 @@ def test_a_same_size_same_mtime_replacement_is_seen_by_the_content_check(tmp_pat
   assert elements(call(root, cache)) == fresh  # the rebuilt cache from now on
 
 
+def ended(cache):
+  """Lets go of this process's holds on the cache's builds, as a process that ends does."""
+  for build in cache.glob("folder_*"):
+    cache_use.release(build)
+
+
 def test_the_cache_keeps_the_most_recently_used_builds(tmp_path, cache, monkeypatch):
   monkeypatch.setattr(from_directory, "MAX_CACHED_BUILDS", 2)
   roots = {name: write_tree(tmp_path / name, small_files(("ant", "bee")))
@@ -272,12 +350,82 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path, cache, monkeypa
   call(roots["two"], cache)
   assert built() == ["one", "two"]
   call(roots["one"], cache)  # used again: now "two" is the least recently used
+  ended(cache)
   call(roots["three"], cache)
   assert built() == ["one", "three"]
   # Other options of the same folder are another build, kept beside it.
+  ended(cache)
   imagesets.image_dataset_from_directory(roots["three"], image_size=(8, 8), cache_dir=cache,
                                          verbose=False)
   assert built() == ["three", "three"]
+
+
+def test_a_build_a_dataset_of_this_process_reads_is_never_evicted(tmp_path, cache):
+  root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+  first = imagesets.image_dataset_from_directory(root, image_size=(8, 8), cache_dir=cache,
+                                                 verbose=False, batch_size=4)
+  before = elements(first)
+  for side in range(9, 9 + from_directory.MAX_CACHED_BUILDS):  # the 5th call evicted it
+    imagesets.image_dataset_from_directory(root, image_size=(side, side), cache_dir=cache,
+                                           verbose=False)
+  assert elements(first) == before
+
+
+_CALL = """
+import sys, imagesets
+ds = imagesets.image_dataset_from_directory(sys.argv[1], image_size=(24, 36), cache_dir=sys.argv[2],
+                                            shuffle=False)
+print("elements", len(list(ds.unbatch())), flush=True)
+"""
+
+
+def test_a_second_process_waits_for_the_build_under_way_and_reuses_it(tmp_path, cache):
+  root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+  call(root, tmp_path / "built")  # what the first process's build makes
+  (made,) = (tmp_path / "built").glob("folder_*")
+  with build_lock.hold(cache / made.name / "1.0.0", made.name):  # this process is building
+    second = subprocess.Popen([sys.executable, "-u", "-c", _CALL, str(root), str(cache)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = []
+    while not (lines and lines[-1].startswith(("Waiting for", "elements"))):
+      line = second.stdout.readline()
+      assert line, f"ended before waiting: {lines}"
+      lines.append(line.strip())
+    assert lines[-1].startswith(f"Waiting for pid {os.getpid()} ")
+    shutil.copytree(made / "1.0.0", cache / made.name / "1.0.0")  # the build finishes
+  rest = second.communicate(timeout=120)[0].splitlines()
+  assert second.returncode == 0
+  assert rest[-1] == "elements 15"
+  assert not any(line.startswith("Building") for line in rest)  # reused, not built again
+
+
+_HOLD_BUILD_LOCK = """
+import fcntl, pathlib, sys, time
+build = pathlib.Path(sys.argv[1])
+(build / "incomplete.ABCDEF_1.0.0").mkdir(parents=True)
+lock = open(build / ".1.0.0.lock", "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_build_under_way_in_another_process_is_never_evicted(tmp_path, cache, monkeypatch):
+  monkeypatch.setattr(from_directory, "MAX_CACHED_BUILDS", 1)
+  building = cache / "folder_other_0123abcd_0123456789abcdef"
+  builder = subprocess.Popen([sys.executable, "-c", _HOLD_BUILD_LOCK, str(building)],
+                             stdout=subprocess.PIPE, text=True)
+  try:
+    assert builder.stdout.readline().strip() == "locked"
+    root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+    call(root, cache)
+    assert (building / "incomplete.ABCDEF_1.0.0").is_dir()
+  finally:
+    builder.kill()
+    builder.wait()
+  ended(cache)
+  call(root, cache)  # its builder died: the folder is a leftover, evicted as any other
+  assert not building.exists()
 
 
 def test_large_photos_are_stored_as_keras_returns_them(tmp_path, cache):
@@ -349,6 +497,7 @@ def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
     # keras' own refusal (smart_resize knows fewer methods), before anything is built
     (dict(crop_to_aspect_ratio=True, interpolation="gaussian"), "interpolation"),
     (dict(class_names=["x", "y", "z"]), "did not match"),
+    (dict(class_names=["ant", "bee"], label_mode=None), "class_names` cannot be specified"),
 ])
 def test_unsupported_or_wrong_arguments_say_what_to_do(tree, cache, kwargs, says):
   with pytest.raises(ValueError, match=says):
@@ -382,6 +531,13 @@ def test_format_grain_returns_what_keras_returns(tmp_path, cache, label_mode, su
   # from ours, on the same files.
   if not subset:
     assert_as_keras(ours[0], theirs[0], tolerance=8)
+
+
+def test_format_grain_nearest_is_float32_as_keras_grain(tree, cache):
+  # keras' grain route resizes float32 with keras.ops for every interpolation
+  ours, theirs = both(tree, cache, image_size=SIZE, format="grain", batch_size=4,
+                      interpolation="nearest", shuffle=False)
+  assert structure(ours) == structure(theirs)
 
 
 def test_format_grain_shuffles_by_seed(tree, cache):

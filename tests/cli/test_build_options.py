@@ -66,15 +66,27 @@ def test_file_format_and_image_size(tmp_path):
   # The check can fail: without the options, another dataset.
   plain = python_build(tree, tmp_path / "plain")
   assert plain.info.metadata["content_fingerprint"] != metadata["content_fingerprint"]
-  # The old spelling still works, means the same, and says the new one in one line.
-  old = imagesets_build(tree, tmp_path / "old", "--file-format", "array_record",
-                        "--shorter-side", "64")
-  assert old.returncode == 0, old.stderr
-  (line,) = [line for line in old.stderr.splitlines() if "deprecated" in line]
-  assert "--shorter-side is deprecated, use --image-size 64" in line
-  assert array_records(tmp_path / "old" / "pets" / "1.0.0") == array_records(version)
   assert "--shorter-side" not in subprocess.run(
       [str(BIN / "imagesets"), "build", "--help"], capture_output=True, text=True).stdout
+
+
+def test_the_old_shorter_side_option_keeps_its_meaning_and_its_builds(tmp_path):
+  tree = write_tree(tmp_path / "pets", files())
+  # What `imagesets build ... --shorter-side 64` made before --image-size existed: the
+  # config with shorter_side=64 (at least 64). Re-running that command must find it built.
+  python_build(tree, tmp_path / "old", shorter_side=64)
+  again = imagesets_build(tree, tmp_path / "old", "--shorter-side", "64")
+  assert again.returncode == 0, again.stderr
+  assert "nothing to do" in again.stderr + again.stdout
+  (line,) = [line for line in again.stderr.splitlines() if "deprecated" in line]
+  assert "--image-size 64" in line and "at least" in line and "exactly" in line
+  # A fresh build with it is the old option's dataset, not --image-size's.
+  fresh = imagesets_build(tree, tmp_path / "fresh", "--shorter-side", "64")
+  assert fresh.returncode == 0, fresh.stderr
+  fingerprint = lambda d: named_build.stored_fingerprint(d / "pets" / "1.0.0")  # noqa: E731
+  assert fingerprint(tmp_path / "fresh") == fingerprint(tmp_path / "old")
+  exact = imagesets_build(tree, tmp_path / "exact", "--image-size", "64")
+  assert fingerprint(tmp_path / "exact") != fingerprint(tmp_path / "old"), exact.stderr
 
 
 def test_beam_pipeline_options_run_the_build_on_beam(tmp_path):
