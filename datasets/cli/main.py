@@ -175,6 +175,7 @@ def _version_images(source) -> list:
 
 def cmd_duplicates(args) -> int:
   _start_tensorflow()
+  from imagesets.reading import sources
   from imagesets.verifying import duplicates, version_examples
 
   data_dir = constants.data_dir(args.data_dir)
@@ -188,7 +189,7 @@ def cmd_duplicates(args) -> int:
       report = why  # (from_json names the file and the fix)
     counts = {name: split.num_examples
               for name, split in version.builder.info.splits.items()}
-    remote = "://" in str(data_dir)  # (read through the local cache: name the bucket)
+    remote = sources.is_bucket_url(data_dir)  # (read through the local cache: name the bucket)
     source = f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else str(stored)
     groups, dropped = duplicates.from_json(report, source, counts, duplicates.printable(
         args.spec) + (f" --data-dir {data_dir}" if remote else ""))
