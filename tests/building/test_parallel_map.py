@@ -18,7 +18,9 @@ def test_results_come_back_in_input_order(threads):
     again = list(parallel_map.ordered_map(square_and_pid, range(5), pool))  # pool reused
   assert [r for r, _ in results] == [x * x for x in range(200)]
   pids = {pid for _, pid in results}
-  assert (os.getpid() in pids) == threads and (len(pids) == 2 or threads)
+  # Processes: the work ran in workers, never in this process. How many workers took a
+  # share is the pool's business (CI once saw one fork take all 200 quick items).
+  assert (os.getpid() in pids) == threads and len(pids) <= 2
   assert [r for r, _ in again] == [0, 1, 4, 9, 16]
 
 
