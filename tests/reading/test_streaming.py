@@ -479,6 +479,35 @@ def test_names_leaving_the_version_folder_are_refused_before_any_write(built, tm
     assert outside == [] and not (tmp_path / "outside").exists()
 
 
+@ONE_FORMAT
+@pytest.mark.parametrize("config", ["DEEP", "..", ".hidden", 5])
+def test_a_default_config_leaving_the_cache_is_refused_before_any_write(built, tmp_path,
+                                                                        config):
+  """The bucket's .config/metadata.json names the config of a spec without one: it is
+  checked like a manifest's file names before it reaches a path (here the bucket side of
+  the forged name is a real version, so a naive join reads it and writes next to it)."""
+  root = tmp_path / "evil"
+  if config == "DEEP":
+    config = "../" * 40 + str(tmp_path / "OUT")[1:]
+  shutil.copytree(built / FOLDER, tmp_path / "OUT" / "1.0.0")
+  (root / "synthetic_images" / ".config").mkdir(parents=True)
+  (root / "synthetic_images" / ".config" / "metadata.json").write_text(
+      json.dumps({"default_config_name": config}))
+  before = sorted(tmp_path.rglob("*"))
+  url = f"file://{root}"
+  for attempt in (lambda: sources.open_source("synthetic_images:1.0.0", url,
+                                              cache_dir=tmp_path / "c"),
+                  lambda: imagesets.fetch(url, "synthetic_images:1.0.0",
+                                          cache_dir=tmp_path / "f", progress=False)):
+    with pytest.raises(Exception) as error:
+      attempt()
+    message = our_line(error.value)
+    assert "\n" not in message and "refused" in message and "metadata.json" in message
+  after = [p for p in sorted(tmp_path.rglob("*"))
+           if not {tmp_path / "c", tmp_path / "f"} & {*p.parents, p}]
+  assert after == before
+
+
 def _relabelled_copy(data_dir, target):
   """The same version with other content: every label moved by one (a staging copy)."""
   shutil.copytree(data_dir, target)
