@@ -75,6 +75,26 @@ class Deadline:
         delay = min(delay * 2, 8.0)
 
 
+class CacheFolderError(versions.PublishError):
+  """A folder of the cache resolves outside it (a symlink the cache did not make)."""
+
+
+def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
+  """Makes `folder`, a folder of the cache under `root`, and returns it. A symlink in its
+  place is removed, never followed (what it points at is not the cache's to clean up or
+  overwrite); a folder that still resolves outside `root` (a symlinked parent) is refused."""
+  if folder.is_symlink():
+    folder.unlink()   # removes the link only, never its target
+  real, real_root = os.path.realpath(folder), os.path.realpath(root)
+  if os.path.commonpath([real, real_root]) != real_root:
+    raise CacheFolderError(
+        f"{folder} resolves to {real}, outside the cache {real_root} (a symlink in the "
+        "cache's folders): refused, nothing was written; remove that symlink, or point "
+        "cache_dir at the real folder")
+  folder.mkdir(parents=True, exist_ok=True)
+  return folder
+
+
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
   """`path` holds `data` whole or not at all; concurrent writers never collide (each
   writes its own uniquely named temporary file)."""

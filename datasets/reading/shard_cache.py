@@ -90,8 +90,8 @@ class ShardCache:
   def __init__(self, root: pathlib.Path, limit=None, *, downloads: int = DEFAULT_DOWNLOADS,
                retry_seconds: float = transfer.DEFAULT_RETRY_SECONDS):
     self.limit = parse_size(limit)
-    self.folder = pathlib.Path(root) / "shards"
-    (self.folder / _LOCKS).mkdir(parents=True, exist_ok=True)
+    self.folder = transfer.own_folder(pathlib.Path(root) / "shards", root)
+    transfer.own_folder(self.folder / _LOCKS, root)
     self.retry_seconds = retry_seconds
     self.stats = collections.Counter()   # downloads, bytes, retries, damaged, evicted
     self._lock = threading.Lock()

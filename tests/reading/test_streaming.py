@@ -29,6 +29,7 @@ import bucket_servers as servers
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import fetch as fetch_lib
 from imagesets.publishing import publish
 from imagesets.reading import input_pipeline
 from imagesets.reading import shard_cache as shard_cache_lib
@@ -506,6 +507,35 @@ def test_a_default_config_leaving_the_cache_is_refused_before_any_write(built, t
   after = [p for p in sorted(tmp_path.rglob("*"))
            if not {tmp_path / "c", tmp_path / "f"} & {*p.parents, p}]
   assert after == before
+
+
+@ONE_FORMAT
+def test_symlinks_in_the_cache_folders_are_never_followed_out_of_it(built, tmp_path):
+  """A symlink where the cache keeps a version's metadata or its shards (a shared scratch
+  disk, a user's own link) is replaced, never followed: what it points at survives."""
+  url = published_to(built, "file", tmp_path)
+  cache = tmp_path / "cache"
+  victim = tmp_path / "victim"
+  victim.mkdir()
+  (victim / "thesis.tex").write_text("years of work")
+  data_dir = fetch_lib.cached_data_dir(url, cache)
+  (data_dir / "synthetic_images" / "variable").mkdir(parents=True)
+  os.symlink(victim, data_dir / "synthetic_images" / "variable" / ".stream-1.0.0")
+  os.symlink(victim, cache / "shards")
+  source = sources.open_source(SPEC, url, cache_dir=cache)
+  assert len(list(source.records("test").as_numpy_iterator())) == 40
+  assert sorted(os.listdir(victim)) == ["thesis.tex"]
+  assert (victim / "thesis.tex").read_text() == "years of work"
+  # A symlinked parent folder cannot be replaced: refused in one line, nothing written.
+  outside = tmp_path / "outside"
+  outside.mkdir()
+  other = fetch_lib.cached_data_dir(url, tmp_path / "cache2")
+  other.mkdir(parents=True)
+  os.symlink(outside, other / "synthetic_images")
+  with pytest.raises(Exception) as error:
+    sources.open_source(SPEC, url, cache_dir=tmp_path / "cache2")
+  assert "outside the cache" in str(error.value) and "\n" not in str(error.value)
+  assert list(outside.iterdir()) == []
 
 
 def _relabelled_copy(data_dir, target):
