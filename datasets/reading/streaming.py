@@ -24,6 +24,7 @@ import dataclasses
 import os
 import struct
 import threading
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -139,14 +140,35 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   # iterator checkpoints may leave them out.
   options.experimental_external_state_policy = (
       tf.data.experimental.ExternalStatePolicy.IGNORE)
-  return ds.with_options(options)
+  ds = ds.with_options(options)
+  # The numpy functions hold the reader weakly (`_weak`): the dataset (and so its
+  # iterators, which hold their dataset) holds it, and a dropped pipeline's reader goes
+  # with it, unpinning its window.
+  ds._imagesets_reader = reader
+  return ds
+
+
+def _weak(reader):
+  """`reader` as the numpy functions see it. tf.data keeps the Python functions of a
+  traced pipeline in graphs that outlive the pipeline, so a closure holding the reader
+  strongly would pin its window for the life of the process."""
+  ref = weakref.ref(reader)
+
+  def get():
+    got = ref()
+    if got is None:
+      raise RuntimeError("this pipeline was dropped: its shard reader is closed")
+    return got
+  return get
 
 
 def _finishing(reader) -> tf.data.Dataset:
   """No records: when a pass reaches it, the reader lets its last window go (a finished
   evaluation pins nothing while training goes on)."""
+  reader = _weak(reader)
+
   def finish(_):
-    reader.finish()
+    reader().finish()
     return np.zeros([0], dtype=object)
 
   def empty(dummy):
@@ -161,8 +183,10 @@ def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
   windows_end = (epochs_end * plan.windows_per_epoch if epochs_end < 2**40
                  else np.iinfo(np.int64).max)
 
+  reader = _weak(reader)
+
   def enter(g):
-    paths = reader.enter(int(g))
+    paths = reader().enter(int(g))
     shards = [plan.shards[i] for i in plan.window_indices(int(g))]
     return (np.array([str(p) for p in paths], dtype=object),
             np.array([s.skip for s in shards], np.int64),
@@ -195,8 +219,10 @@ def _positions(plan: Plan, epochs_end: int) -> tf.data.Dataset:
 
 
 def _reading(reader: "PositionReader"):
+  reader = _weak(reader)
+
   def read_batch(rows):
-    data = tf.numpy_function(lambda r: np.array(reader.read(r), dtype=object), [rows],
+    data = tf.numpy_function(lambda r: np.array(reader().read(r), dtype=object), [rows],
                              tf.string, stateful=False)
     data.set_shape([None])
     return data

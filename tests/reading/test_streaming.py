@@ -437,7 +437,6 @@ def test_a_reader_killed_mid_download_leaves_a_cache_that_works(built, tmp_path)
   assert not [p for p in (tmp_path / "c").rglob("*") if ".part-" in p.name]
 
 
-@ONE_FORMAT
 def test_train_eval_and_a_dropped_pipeline_share_a_small_limit_in_one_process(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   limit = max(train_bytes(built)) * 6
@@ -447,6 +446,8 @@ def test_train_eval_and_a_dropped_pipeline_share_a_small_limit_in_one_process(bu
   next(iter(dropped))  # a sweep's or a notebook's pipeline, read a little, then dropped
   del dropped
   gc.collect()         # (Python's periodic collection does it too)
+  cache = shard_cache_lib.shared(fetch_lib.cache_root(tmp_path / "c"), limit)
+  assert len(cache._readers) == 0 and cache._pins == {}  # the dropped reader left
   train = iter(input_pipeline.classification_train(SPEC, seed=0, num_epochs=2,
                                                    shuffle_buffer=8, **kwargs))
   evaluation = input_pipeline.classification_eval(SPEC, split="test", **kwargs)
