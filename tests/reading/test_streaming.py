@@ -636,6 +636,39 @@ def test_an_unreachable_bucket_ends_in_one_clear_message(built, tmp_path, s3_pro
   assert time.monotonic() - start < 3 + 30  # one retry budget (plus the clients' timeouts)
 
 
+@ONE_FORMAT
+def test_a_reader_waiting_for_a_download_stops_when_closed_or_after_a_bound(
+    built, tmp_path, monkeypatch):
+  """No wait inside a tf.data numpy function is unbounded (TensorFlow's iterator
+  destructor waits for them holding the GIL): a reader waiting for another thread's
+  download of its shard ends at once when closed, and after DOWNLOAD_WAIT_SECONDS anyway."""
+  url = published_to(built, "file", tmp_path)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  names = sorted(source.shards)
+  for name in names[:2]:
+    source.cache._in_flight.add(source.shards[name].sha256)  # a download that never ends
+  reader = source.reader(lambda g: [names[g]], 2)
+  errors = []
+
+  def enter(g):
+    try:
+      reader.enter(g)
+    except Exception as error:  # noqa: BLE001
+      errors.append(str(error))
+  waiting = threading.Thread(target=enter, args=(0,), daemon=True)
+  waiting.start()
+  time.sleep(0.5)
+  reader.close()
+  waiting.join(5)
+  assert not waiting.is_alive() and "closed" in errors[0] and "\n" not in errors[0]
+  monkeypatch.setattr(shard_cache_lib, "DOWNLOAD_WAIT_SECONDS", 1)
+  bounded = threading.Thread(target=lambda: errors.append(
+      pytest.raises(Exception, source.cache.pin, source.shards[names[1]]).value), daemon=True)
+  bounded.start()
+  bounded.join(10)
+  assert not bounded.is_alive() and "gave up waiting for the download" in str(errors[1])
+
+
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
 def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path, bucket_reads):
   from imagesets.reading import grain_pipeline
