@@ -93,7 +93,7 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   """Downloads into a hidden staging folder (files verified there are kept: a killed fetch
   resumes), then renames it into place."""
   staging = transfer.own_folder(version_dir.parent / f".incomplete-{ref.version}", root)
-  transfer.remove_stale_parts(staging)
+  transfer.remove_stale_parts(staging, recursive=True)
   todo = [n for n, e in manifest.files.items() if not (
       (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
       and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]

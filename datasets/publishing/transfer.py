@@ -161,12 +161,16 @@ def open_part(folder: pathlib.Path, name: str, size: int):
   return path, handle
 
 
-def remove_stale_parts(folder: pathlib.Path) -> int:
-  """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed."""
+def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
+  """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed.
+  `recursive`: in the subfolders too (a version's files may be nested)."""
   freed = 0
   with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
     for entry in entries:
-      if PART not in entry.name:
+      if recursive and entry.is_dir(follow_symlinks=False):
+        freed += remove_stale_parts(pathlib.Path(entry.path), recursive=True)
+        continue
+      if PART not in entry.name or not entry.is_file(follow_symlinks=False):
         continue
       with contextlib.suppress(OSError), open(entry.path, "rb") as handle:
         try:

@@ -99,6 +99,7 @@ class ShardCache:
     self.limit = parse_size(limit)
     self.folder = transfer.own_folder(pathlib.Path(root) / "shards", root)
     transfer.own_folder(self.folder / _LOCKS, root)
+    transfer.remove_stale_parts(self.folder)  # a killed job's, limit or not
     self.retry_seconds = retry_seconds
     self.stats = collections.Counter()   # downloads, bytes, retries, damaged, evicted
     self._lock = threading.Lock()
@@ -256,6 +257,8 @@ class ShardCache:
     deadline = time.monotonic() + ROOM_WAIT_SECONDS
     while True:
       with file_locks.exclusive(self.folder / _CACHE_LOCK):
+        if self.limit is None:
+          transfer.remove_stale_parts(self.folder)  # (under a limit, used_bytes does it)
         if self.limit is None or self._make_room(shard.size, urgent):
           return transfer.open_part(self.folder, shard.sha256, shard.size)
       if not urgent:
