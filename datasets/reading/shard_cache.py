@@ -391,6 +391,18 @@ class Reader:
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
 
+  def visit(self, g: int, use):
+    """`use(paths)` of an older window g, its shards pinned only during the call (files
+    opened in it stay readable), without moving the reader back or downloading ahead."""
+    pinned = []
+    try:
+      for shard in self._shards(g):
+        self._cache.pin(shard, self._abort)
+        pinned.append(shard)
+      return use([self._cache.path(shard) for shard in pinned])
+    finally:
+      _unpin_all(self._cache, pinned)
+
   def finish(self) -> None:
     """The pass is over: unpins the last window (the reader may start another pass)."""
     with self._lock:

@@ -52,6 +52,9 @@ class _LocalFiles:
   def enter(self, g: int) -> list[pathlib.Path]:
     return [self._folder / name for name in self._window(g)]
 
+  def visit(self, g: int, use):
+    return use(self.enter(g))
+
   def finish(self) -> None:
     pass
 

@@ -34,6 +34,7 @@ from imagesets.reading import sources
 
 DEFAULT_WINDOW_SHARDS = 4   # shards read together
 _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
+_READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 
 is_bucket_url = sources.is_bucket_url
@@ -130,7 +131,7 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   else:
     reader = PositionReader(source, plan, reader)
     ds = _positions(plan, epochs_end).batch(_READ_BATCH).map(
-        _reading(reader), num_parallel_calls=tf.data.AUTOTUNE,
+        _reading(reader), num_parallel_calls=_READ_CALLS,
         deterministic=deterministic).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(_finishing(reader))
@@ -263,11 +264,17 @@ class PositionReader:
   of the last windows entered stay open (no lock, pin or open per record); a reader that
   enters a window pins it and lets the one before go."""
 
-  _KEEP = 3   # windows whose files stay open (parallel reads straddle window boundaries)
-
   def __init__(self, source, plan: Plan, reader):
     self._format, self._plan, self._reader = source.file_format, plan, reader
+    # Windows whose files stay open: every window the reads in flight at once may still
+    # need (_READ_CALLS + 1 batches of _READ_BATCH rows, each spanning up to `span`
+    # windows), so that no read enters an older window again (which would download its
+    # shards again under a limit). An evicted file stays readable while open.
+    fewest = max(1, min((shard.take for shard in plan.shards), default=1))
+    span = -(-_READ_BATCH // fewest) + 1
+    self._KEEP = min(256, (_READ_CALLS + 1) * span + 1)
     self._open: dict[int, dict[int, object]] = {}
+    self._last: int | None = None   # the last window entered
     self._lock = threading.Lock()
 
   def _files(self, g: int) -> dict[int, object]:
@@ -276,17 +283,31 @@ class PositionReader:
       with self._lock:
         files = self._open.get(g)
         if files is None:
-          paths = self._reader.enter(g)
-          files = {i: _open_records(path, self._format)
-                   for i, path in zip(self._plan.window_indices(g), paths)}
-          self._open[g] = files
+          # Windows are entered in order, each once a pass, even when parallel reads
+          # reach a later one first: entering out of order would unpin and prefetch
+          # the wrong windows and, under a limit, download shards twice in a pass.
+          # A read that reaches an older window late (the first reads, in parallel)
+          # visits it: pinned too, without moving the reader back.
+          last = self._last
+          if last is not None and last - self._KEEP <= g < last:
+            self._open[g] = self._reader.visit(g, lambda paths: self._opened(g, paths))
+          start = last + 1 if last is not None and last < g <= last + self._KEEP else g
+          for w in range(start, g + 1):
+            self._open[w] = self._opened(w, self._reader.enter(w))
+          self._last = g if last is None else max(last, g)
+          files = self._open[g]
           for old in sorted(self._open)[:-self._KEEP]:
             del self._open[old]  # closed when no thread reads it any more
     return files
 
+  def _opened(self, g: int, paths) -> dict[int, object]:
+    return {i: _open_records(path, self._format)
+            for i, path in zip(self._plan.window_indices(g), paths)}
+
   def finish(self) -> None:
     with self._lock:
       self._open.clear()
+      self._last = None
     self._reader.finish()
 
   def read(self, positions: np.ndarray) -> list[bytes]:

@@ -170,7 +170,6 @@ def folder_bytes(folder: pathlib.Path) -> int:
   return total
 
 
-@ONE_FORMAT
 def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tmp_path,
                                                                         bucket_reads):
   url = published_to(built, "file", tmp_path)
