@@ -104,7 +104,7 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
       target.parent.mkdir(parents=True, exist_ok=True)
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
-  (staging / versions.MANIFEST).write_bytes(manifest.to_bytes())
+  transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
   if version_dir.is_symlink():  # not the cache's: the link goes, never what it points at
     version_dir.unlink()
   elif version_dir.exists():  # a damaged copy found by verify=True, or an older content

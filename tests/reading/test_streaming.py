@@ -573,12 +573,13 @@ def test_one_bucket_name_on_two_s3_servers_is_two_buckets(built, bucket_servers,
 
 
 @ONE_FORMAT
-def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path):
+@pytest.mark.parametrize("size", ["8k", "64k", "1m"])  # full at the metadata, manifest, shards
+def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path, size):
   url = published_to(built, "file", tmp_path)
   small = tmp_path / "small"
   small.mkdir()
-  # A real full disk: a 1 MiB tmpfs (needs root; the version's shards are ~5 MB).
-  mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+  # A real full disk: a small tmpfs (needs root; the version's shards are ~5 MB).
+  mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(small)],
                            capture_output=True)
   if mounted.returncode:
     pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
