@@ -612,12 +612,16 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
   first = streamed_examples(url, "train", tmp_path / "c1")
   assert proxy.cut >= 1
   imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c2")  # manifest and small files
-  proxy.go_down_for(5.0)                                # the server gone for a while
+  # The server gone for longer than the clients' own retries last (3 attempts), so only
+  # the cache's own retry (transfer.Deadline) can bridge it.
+  proxy.go_down_for(12.0)
   second = streamed_examples(url, "train", tmp_path / "c2")
-  # Requests met the outage (refused connections) and were retried (by the clients'
-  # own retries or ours) until it ended: the same examples, in the same order.
+  # Requests met the outage (refused connections) and were retried until it ended: the
+  # same examples, in the same order.
   assert second == first and proxy.refused >= 1
   assert first == local_examples(built, "train")
+  cache = shard_cache_lib.shared(fetch_lib.cache_root(tmp_path / "c2"))
+  assert cache.stats["retries"] >= 1  # the cache's own retry ran
 
 
 @ONE_FORMAT
