@@ -381,10 +381,12 @@ class Reader:
         for shard in shards:
           paths.append(self._cache.pin(shard, self._abort))
           self._pinned.append(shard)
-      except BaseException:
+      except BaseException as error:
         _unpin_all(self._cache, self._pinned)
         # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
-        # parallel calls) end now, before TensorFlow deletes its iterator.
+        # parallel calls) end now, with it, before TensorFlow deletes its iterator.
+        if not self._abort.is_set():
+          self._abort.error = error
         self._abort.set()
         self._cache.wake_all()
         raise
@@ -415,6 +417,8 @@ class Reader:
 
 def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
   if abort.is_set():
+    if getattr(abort, "error", None) is not None:
+      raise abort.error  # the read that failed first: its error is the pipeline's
     raise ReaderClosedError(f"stopped {what}: this pipeline's reader was closed or another "
                             "of its reads failed (see that error)")
   if time.monotonic() > deadline:
