@@ -81,7 +81,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   with file_locks.exclusive(version_dir.parent / f".{ref.version}.lock"):
     if local_copy_ok(version_dir, deep=verify, manifest=manifest):
       return str(data_dir)
-    _download(bucket, ref, manifest, version_dir, progress)
+    _download(bucket, ref, manifest, version_dir, progress, cache_root(cache_dir))
     metadata = versions.read_or_none(bucket, f"{ref.name}/{versions.CONFIG_METADATA}")
     if metadata is not None:
       transfer.write_atomically(data_dir / ref.name / versions.CONFIG_METADATA, metadata)
@@ -89,12 +89,11 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
 
 
 def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, version_dir: pathlib.Path,
-              progress: bool) -> None:
+              progress: bool, root: pathlib.Path) -> None:
   """Downloads into a hidden staging folder (files verified there are kept: a killed fetch
   resumes), then renames it into place."""
-  staging = version_dir.parent / f".incomplete-{ref.version}"
-  staging.mkdir(parents=True, exist_ok=True)
-  transfer.remove_stale_parts(staging)
+  staging = transfer.own_folder(version_dir.parent / f".incomplete-{ref.version}", root)
+  transfer.remove_stale_parts(staging, recursive=True)
   todo = [n for n, e in manifest.files.items() if not (
       (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
       and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]
@@ -105,7 +104,9 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
       target.parent.mkdir(parents=True, exist_ok=True)
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
-  (staging / versions.MANIFEST).write_bytes(manifest.to_bytes())
-  if version_dir.exists():  # a damaged copy found by verify=True, or an older content
+  transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
+  if version_dir.is_symlink():  # not the cache's: the link goes, never what it points at
+    version_dir.unlink()
+  elif version_dir.exists():  # a damaged copy found by verify=True, or an older content
     shutil.rmtree(version_dir)
   os.rename(staging, version_dir)

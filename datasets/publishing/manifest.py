@@ -14,9 +14,6 @@ from imagesets.publishing import versions
 
 MANIFEST_FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-# A file name of a version: relative, "/"-separated parts of ordinary characters, none of
-# them empty, "." or ".." and none hidden (the cache's own files start with a dot).
-_PART = re.compile(r"[A-Za-z0-9_+=@,-][A-Za-z0-9_.+=@,-]*")
 
 
 def check_name(name, where: str) -> str:
@@ -25,7 +22,7 @@ def check_name(name, where: str) -> str:
   Everything in a manifest comes from the bucket, which anyone with write access controls:
   a name such as `../../.bashrc` or `/home/u/.bashrc` must never reach a path join."""
   if not (isinstance(name, str) and name and len(name) <= 1024 and all(
-      _PART.fullmatch(part) and part not in (".", "..") for part in name.split("/"))):
+      versions.is_plain_part(part) for part in name.split("/"))):
     raise versions.PublishError(
         f"{where}: the manifest names the file {name!r}, which is not a plain relative file "
         "name (absolute, '..', empty or hidden parts): refused, nothing was written; the "

@@ -40,6 +40,20 @@ class DiskFullError(versions.PublishError):
   """The local disk (or quota) is full."""
 
 
+@contextlib.contextmanager
+def disk_full_is_one_line(path: pathlib.Path, what: str):
+  """A full disk or quota (ENOSPC, EDQUOT) while writing `path` becomes one DiskFullError
+  line naming the file and the fix; any other error passes through."""
+  try:
+    yield
+  except OSError as error:
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+      raise
+    raise DiskFullError(
+        f"the disk is full: no space left on the device of {path} while {what}; free space "
+        "there, or give a smaller cache_limit or another cache_dir") from None
+
+
 def is_transient(error: bucket_lib.BucketError) -> bool:
   text = str(error)
   return not text.startswith("access denied") and "does not exist" not in text
@@ -75,14 +89,35 @@ class Deadline:
         delay = min(delay * 2, 8.0)
 
 
+class CacheFolderError(versions.PublishError):
+  """A folder of the cache resolves outside it (a symlink the cache did not make)."""
+
+
+def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
+  """Makes `folder`, a folder of the cache under `root`, and returns it. A symlink in its
+  place is removed, never followed (what it points at is not the cache's to clean up or
+  overwrite); a folder that still resolves outside `root` (a symlinked parent) is refused."""
+  if folder.is_symlink():
+    folder.unlink()   # removes the link only, never its target
+  real, real_root = os.path.realpath(folder), os.path.realpath(root)
+  if os.path.commonpath([real, real_root]) != real_root:
+    raise CacheFolderError(
+        f"{folder} resolves to {real}, outside the cache {real_root} (a symlink in the "
+        "cache's folders): refused, nothing was written; remove that symlink, or point "
+        "cache_dir at the real folder")
+  folder.mkdir(parents=True, exist_ok=True)
+  return folder
+
+
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
   """`path` holds `data` whole or not at all; concurrent writers never collide (each
   writes its own uniquely named temporary file)."""
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
   try:
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    with disk_full_is_one_line(path, f"writing {path.name} ({len(data)} bytes)"):
+      tmp.write_bytes(data)
+      os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(FileNotFoundError):
       tmp.unlink()
@@ -141,12 +176,16 @@ def open_part(folder: pathlib.Path, name: str, size: int):
   return path, handle
 
 
-def remove_stale_parts(folder: pathlib.Path) -> int:
-  """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed."""
+def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
+  """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed.
+  `recursive`: in the subfolders too (a version's files may be nested)."""
   freed = 0
   with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
     for entry in entries:
-      if PART not in entry.name:
+      if recursive and entry.is_dir(follow_symlinks=False):
+        freed += remove_stale_parts(pathlib.Path(entry.path), recursive=True)
+        continue
+      if PART not in entry.name or not entry.is_file(follow_symlinks=False):
         continue
       with contextlib.suppress(OSError), open(entry.path, "rb") as handle:
         try:
@@ -180,7 +219,8 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
   from `open_part`, or a new one beside `target`), verified against `entry` (size,
   sha256) before the rename. Counts `downloads`, `bytes` and `damaged` in `stats`."""
   url = bucket.url_of(rel)
-  part_file, handle = part or open_part(target.parent, target.name, entry["size"])
+  with disk_full_is_one_line(target, f"downloading {url} ({entry['size']} bytes)"):
+    part_file, handle = part or open_part(target.parent, target.name, entry["size"])
   try:
     for attempt in (1, 2):
       def copy():
@@ -191,22 +231,16 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
         handle.flush()
         return out
       try:
-        out = Deadline(retry_seconds, stats).call("download", url, copy)
+        with disk_full_is_one_line(target, f"downloading {url} ({entry['size']} bytes)"):
+          out = Deadline(retry_seconds, stats).call("download", url, copy)
       except FileNotFoundError:
         raise versions.PublishError(
             f"{url} is listed in the version's manifest but missing from the bucket: the "
             "published copy is incomplete or was deleted; tell the publisher") from None
-      except bucket_lib.LocalWriteError as error:
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-          raise DiskFullError(
-              f"the disk is full: no space left on the device of {target.parent} while "
-              f"downloading {url} ({entry['size']} bytes); free space there, or give a smaller "
-              "cache_limit or another cache_dir") from None
-        raise
       if stats is not None:
         stats["downloads"] += 1
       if out.size == entry["size"] and out.sha.hexdigest() == entry["sha256"]:
-        os.replace(part_file, target)
+        os.replace(part_file, target)   # (a rename: needs no space)
         if stats is not None:
           stats["bytes"] += entry["size"]
         return

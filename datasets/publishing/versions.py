@@ -31,6 +31,14 @@ CONFIG_METADATA = ".config/metadata.json"
 
 _SPEC = re.compile(r"^(?P<name>[a-z0-9_]+)(?:/(?P<config>[\w.-]+))?(?::(?P<version>\d+\.\d+\.\d+))?$")
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+# One part of a path named by a bucket (or a user's folder): ordinary characters, not
+# empty, ".", ".." nor hidden (the cache's own files start with a dot). Every name read
+# from a bucket is checked with it before it is joined onto a local folder.
+_PART = re.compile(r"[A-Za-z0-9_+=@,-][A-Za-z0-9_.+=@,-]*")
+
+
+def is_plain_part(part) -> bool:
+  return isinstance(part, str) and len(part) <= 255 and bool(_PART.fullmatch(part))
 
 
 class PublishError(RuntimeError):
@@ -51,7 +59,19 @@ class Ref:
     if not match:
       raise PublishError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
                          "synthetic_images/tiny:1.0.0)")
-    return cls(**match.groupdict())
+    return cls(**match.groupdict()).checked(repr(spec))
+
+  def checked(self, where: str) -> "Ref":
+    """self if its name, config and version are plain folder names; else PublishError
+    naming `where` (a bucket's metadata names the config: it must not reach a path join)."""
+    for what, part in (("name", self.name), ("config", self.config), ("version", self.version)):
+      if part is not None and not (is_plain_part(part)
+                                   and (what != "version" or _VERSION.match(part))):
+        raise PublishError(
+            f"{where}: the {what} {part!r} is not a plain folder name (absolute, '..', empty "
+            "or hidden parts): refused, nothing was written; if it came from a bucket, its "
+            "metadata is damaged or forged, tell the publisher")
+    return self
 
   @property
   def folder(self) -> str:
@@ -107,6 +127,7 @@ def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
   if config is None:
     metadata = dataset_dir / CONFIG_METADATA
     config = default_config(metadata.read_bytes() if metadata.exists() else None)
+    Ref(ref.name, config).checked(str(metadata))
   config_dir = dataset_dir / config if config else dataset_dir
   version = ref.version
   if version is None:
@@ -152,6 +173,7 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
   config = ref.config
   if config is None:
     config = default_config(read_or_none(bucket, f"{ref.name}/{CONFIG_METADATA}"))
+    Ref(ref.name, config).checked(bucket.url_of(f"{ref.name}/{CONFIG_METADATA}"))
   if ref.version is not None:
     return Ref(ref.name, config, ref.version)
   prefix = "/".join(p for p in (ref.name, config) if p)
@@ -160,4 +182,4 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
                and r.config == config]
   if not committed:
     raise PublishError(f"no published version of {Ref(ref.name, config)} in {bucket.url}")
-  return Ref(ref.name, config, versions_in(committed)[-1])
+  return Ref(ref.name, config, versions_in(committed)[-1]).checked(bucket.url_of(prefix))

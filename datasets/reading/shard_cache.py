@@ -50,6 +50,13 @@ _LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process down
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
 ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
+# How long a reader waits for another thread's download of a shard it needs. Bounded: a
+# tf.data numpy function that never returns deadlocks the iterator's destructor.
+DOWNLOAD_WAIT_SECONDS = 1800.0
+
+
+class ReaderClosedError(versions.PublishError):
+  """A wait of a reader that was closed, or whose pipeline failed in another read."""
 
 
 def parse_size(limit) -> int | None:
@@ -90,8 +97,9 @@ class ShardCache:
   def __init__(self, root: pathlib.Path, limit=None, *, downloads: int = DEFAULT_DOWNLOADS,
                retry_seconds: float = transfer.DEFAULT_RETRY_SECONDS):
     self.limit = parse_size(limit)
-    self.folder = pathlib.Path(root) / "shards"
-    (self.folder / _LOCKS).mkdir(parents=True, exist_ok=True)
+    self.folder = transfer.own_folder(pathlib.Path(root) / "shards", root)
+    transfer.own_folder(self.folder / _LOCKS, root)
+    transfer.remove_stale_parts(self.folder)  # a killed job's, limit or not
     self.retry_seconds = retry_seconds
     self.stats = collections.Counter()   # downloads, bytes, retries, damaged, evicted
     self._lock = threading.Lock()
@@ -142,20 +150,24 @@ class ShardCache:
     except FileNotFoundError:
       return False
 
-  def pin(self, shard: Shard) -> pathlib.Path:
+  def pin(self, shard: Shard, abort: threading.Event | None = None) -> pathlib.Path:
     """The local path of `shard`, downloaded (now, in this thread, unless a download of it
-    is under way) and pinned until `unpin`."""
+    is under way) and pinned until `unpin`. Every wait is bounded and ends at once when
+    `abort` is set (the reader was closed, or another of its reads failed)."""
+    abort = abort or threading.Event()
     while not self._try_pin(shard):
+      deadline = time.monotonic() + DOWNLOAD_WAIT_SECONDS
       with self._lock:
         error = self._failed.pop(shard.sha256, None)
         waited = shard.sha256 in self._in_flight
         while shard.sha256 in self._in_flight:  # a prefetch of it: wait for that one
-          self._changed.wait()
+          _check_wait(abort, deadline, f"waiting for the download of {shard.rel}")
+          self._changed.wait(0.2)
           error = error or self._failed.pop(shard.sha256, None)
       if error is not None:
         raise error  # the prefetch's own error: not downloaded twice more
       if not waited:
-        self._fetch(shard, urgent=True)
+        self._fetch(shard, urgent=True, abort=abort)
     return self.path(shard)
 
   def _try_pin(self, shard: Shard) -> bool:
@@ -222,13 +234,13 @@ class ShardCache:
       self._in_flight.discard(shard.sha256)
       self._changed.notify_all()
 
-  def _fetch(self, shard: Shard, urgent: bool) -> bool:
+  def _fetch(self, shard: Shard, urgent: bool, abort=None) -> bool:
     """Downloads a shard unless present; one process downloads it, the others wait.
     A prefetch that finds no room gives up (False)."""
     with file_locks.exclusive(self.folder / _LOCKS / shard.sha256):
       if self._present(shard):
         return True
-      part = self._reserve(shard, urgent)
+      part = self._reserve(shard, urgent, abort)
       if part is None:
         return False
       transfer.checked_download(shard.bucket, shard.rel, self.path(shard),
@@ -238,17 +250,21 @@ class ShardCache:
 
   # ------------------------------------------------------------ room
 
-  def _reserve(self, shard: Shard, urgent: bool):
+  def _reserve(self, shard: Shard, urgent: bool, abort=None):
     """Room for `shard` under the limit, made by evicting unpinned shards, reserved by
     creating its (locked) part file; None for a prefetch that would have to evict what a
     reader still needs. A reader's own request waits for other readers to free room."""
     deadline = time.monotonic() + ROOM_WAIT_SECONDS
     while True:
       with file_locks.exclusive(self.folder / _CACHE_LOCK):
+        if self.limit is None:
+          transfer.remove_stale_parts(self.folder)  # (under a limit, used_bytes does it)
         if self.limit is None or self._make_room(shard.size, urgent):
           return transfer.open_part(self.folder, shard.sha256, shard.size)
       if not urgent:
         return None
+      if abort is not None:
+        _check_wait(abort, float("inf"), f"waiting for room for {shard.rel}")
       if time.monotonic() > deadline:
         raise versions.PublishError(
             f"cache_limit {format_size(self.limit)} leaves no room for {shard.rel} "
@@ -311,6 +327,10 @@ class ShardCache:
     self.stats["evicted"] += 1
     return size
 
+  def wake_all(self) -> None:
+    with self._lock:
+      self._changed.notify_all()
+
   def close(self) -> None:
     self._pool.shutdown(wait=False, cancel_futures=True)
     with self._lock:
@@ -333,7 +353,8 @@ class Reader:
     self._lock = threading.Lock()
     self._current: int | None = None
     self._pinned: list[Shard] = []
-    self._closer = weakref.finalize(self, _unpin_all, cache, self._pinned)
+    self._abort = threading.Event()   # closed, or a read failed: other waits end at once
+    self._closer = weakref.finalize(self, _close, cache, self._pinned, self._abort)
 
   def wanted(self) -> set[str]:
     """SHA-256 of the shards of the current and the next window."""
@@ -358,13 +379,31 @@ class Reader:
       paths = []
       try:
         for shard in shards:
-          paths.append(self._cache.pin(shard))
+          paths.append(self._cache.pin(shard, self._abort))
           self._pinned.append(shard)
-      except BaseException:
+      except BaseException as error:
         _unpin_all(self._cache, self._pinned)
+        # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
+        # parallel calls) end now, with it, before TensorFlow deletes its iterator.
+        if not self._abort.is_set():
+          self._abort.error = error
+        self._abort.set()
+        self._cache.wake_all()
         raise
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
+
+  def visit(self, g: int, use):
+    """`use(paths)` of an older window g, its shards pinned only during the call (files
+    opened in it stay readable), without moving the reader back or downloading ahead."""
+    pinned = []
+    try:
+      for shard in self._shards(g):
+        self._cache.pin(shard, self._abort)
+        pinned.append(shard)
+      return use([self._cache.path(shard) for shard in pinned])
+    finally:
+      _unpin_all(self._cache, pinned)
 
   def finish(self) -> None:
     """The pass is over: unpins the last window (the reader may start another pass)."""
@@ -374,6 +413,23 @@ class Reader:
 
   def close(self) -> None:
     self._closer()
+
+
+def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
+  if abort.is_set():
+    if getattr(abort, "error", None) is not None:
+      raise abort.error  # the read that failed first: its error is the pipeline's
+    raise ReaderClosedError(f"stopped {what}: this pipeline's reader was closed or another "
+                            "of its reads failed (see that error)")
+  if time.monotonic() > deadline:
+    raise ReaderClosedError(f"gave up {what} after {DOWNLOAD_WAIT_SECONDS:.0f} s: the "
+                            "process downloading it is stuck; check the network and retry")
+
+
+def _close(cache: ShardCache, pinned: list, abort: threading.Event) -> None:
+  abort.set()
+  cache.wake_all()
+  _unpin_all(cache, pinned)
 
 
 def _unpin_all(cache: ShardCache, pinned: list) -> None:

@@ -52,6 +52,9 @@ class _LocalFiles:
   def enter(self, g: int) -> list[pathlib.Path]:
     return [self._folder / name for name in self._window(g)]
 
+  def visit(self, g: int, use):
+    return use(self.enter(g))
+
   def finish(self) -> None:
     pass
 
@@ -122,9 +125,10 @@ def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
   whole = data_dir / ref.folder
   if fetch_lib.local_copy_ok(whole, deep=False, manifest=manifest):  # fetch's whole copy
     return Source(tfds.builder_from_directory(str(whole)), whole)
-  folder = whole.parent / f".stream-{ref.version}"
+  root = fetch_lib.cache_root(cache_dir)
+  folder = transfer.own_folder(whole.parent / f".stream-{ref.version}", root)
   _fetch_metadata(bucket, ref, manifest, folder)
-  cache = shard_cache_lib.shared(fetch_lib.cache_root(cache_dir), limit)
+  cache = shard_cache_lib.shared(root, limit)
   shards = {name: shard_cache_lib.Shard(entry["sha256"], entry["size"], bucket,
                                         f"{ref.folder}/{name}")
             for name, entry in manifest.files.items() if _SHARD.search(name)}
@@ -135,7 +139,7 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
                     folder: pathlib.Path) -> None:
   """Everything but the shards into `folder`, checked, so that TFDS can make a builder
   of it; the commit files last (their presence says the others are there)."""
-  folder.mkdir(parents=True, exist_ok=True)
+  transfer.remove_stale_parts(folder, recursive=True)  # a killed job's
   small = [name for name in manifest.files if not _SHARD.search(name)]
   for name in sorted(small, key=lambda n: n in versions.COMMIT_FILES):
     path, entry = folder / name, manifest.files[name]
@@ -148,5 +152,5 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
     transfer.write_atomically(manifest_path, manifest.to_bytes())
   stale = set(os.listdir(folder)) - set(small) - {versions.MANIFEST}
   for name in stale:  # a version published again with fewer files
-    if not name.startswith(".") and (folder / name).is_file():
+    if not name.startswith(".") and (folder / name).is_file() and not (folder / name).is_symlink():
       (folder / name).unlink()

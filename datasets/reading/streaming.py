@@ -24,6 +24,7 @@ import dataclasses
 import os
 import struct
 import threading
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -33,6 +34,7 @@ from imagesets.reading import sources
 
 DEFAULT_WINDOW_SHARDS = 4   # shards read together
 _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
+_READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 
 is_bucket_url = sources.is_bucket_url
@@ -129,7 +131,7 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   else:
     reader = PositionReader(source, plan, reader)
     ds = _positions(plan, epochs_end).batch(_READ_BATCH).map(
-        _reading(reader), num_parallel_calls=tf.data.AUTOTUNE,
+        _reading(reader), num_parallel_calls=_READ_CALLS,
         deterministic=deterministic).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(_finishing(reader))
@@ -139,14 +141,35 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
   # iterator checkpoints may leave them out.
   options.experimental_external_state_policy = (
       tf.data.experimental.ExternalStatePolicy.IGNORE)
-  return ds.with_options(options)
+  ds = ds.with_options(options)
+  # The numpy functions hold the reader weakly (`_weak`): the dataset (and so its
+  # iterators, which hold their dataset) holds it, and a dropped pipeline's reader goes
+  # with it, unpinning its window.
+  ds._imagesets_reader = reader
+  return ds
+
+
+def _weak(reader):
+  """`reader` as the numpy functions see it. tf.data keeps the Python functions of a
+  traced pipeline in graphs that outlive the pipeline, so a closure holding the reader
+  strongly would pin its window for the life of the process."""
+  ref = weakref.ref(reader)
+
+  def get():
+    got = ref()
+    if got is None:
+      raise RuntimeError("this pipeline was dropped: its shard reader is closed")
+    return got
+  return get
 
 
 def _finishing(reader) -> tf.data.Dataset:
   """No records: when a pass reaches it, the reader lets its last window go (a finished
   evaluation pins nothing while training goes on)."""
+  reader = _weak(reader)
+
   def finish(_):
-    reader.finish()
+    reader().finish()
     return np.zeros([0], dtype=object)
 
   def empty(dummy):
@@ -161,8 +184,10 @@ def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
   windows_end = (epochs_end * plan.windows_per_epoch if epochs_end < 2**40
                  else np.iinfo(np.int64).max)
 
+  reader = _weak(reader)
+
   def enter(g):
-    paths = reader.enter(int(g))
+    paths = reader().enter(int(g))
     shards = [plan.shards[i] for i in plan.window_indices(int(g))]
     return (np.array([str(p) for p in paths], dtype=object),
             np.array([s.skip for s in shards], np.int64),
@@ -195,8 +220,10 @@ def _positions(plan: Plan, epochs_end: int) -> tf.data.Dataset:
 
 
 def _reading(reader: "PositionReader"):
+  reader = _weak(reader)
+
   def read_batch(rows):
-    data = tf.numpy_function(lambda r: np.array(reader.read(r), dtype=object), [rows],
+    data = tf.numpy_function(lambda r: np.array(reader().read(r), dtype=object), [rows],
                              tf.string, stateful=False)
     data.set_shape([None])
     return data
@@ -237,11 +264,17 @@ class PositionReader:
   of the last windows entered stay open (no lock, pin or open per record); a reader that
   enters a window pins it and lets the one before go."""
 
-  _KEEP = 3   # windows whose files stay open (parallel reads straddle window boundaries)
-
   def __init__(self, source, plan: Plan, reader):
     self._format, self._plan, self._reader = source.file_format, plan, reader
+    # Windows whose files stay open: every window the reads in flight at once may still
+    # need (_READ_CALLS + 1 batches of _READ_BATCH rows, each spanning up to `span`
+    # windows), so that no read enters an older window again (which would download its
+    # shards again under a limit). An evicted file stays readable while open.
+    fewest = max(1, min((shard.take for shard in plan.shards), default=1))
+    span = -(-_READ_BATCH // fewest) + 1
+    self._KEEP = min(256, (_READ_CALLS + 1) * span + 1)
     self._open: dict[int, dict[int, object]] = {}
+    self._last: int | None = None   # the last window entered
     self._lock = threading.Lock()
 
   def _files(self, g: int) -> dict[int, object]:
@@ -250,17 +283,31 @@ class PositionReader:
       with self._lock:
         files = self._open.get(g)
         if files is None:
-          paths = self._reader.enter(g)
-          files = {i: _open_records(path, self._format)
-                   for i, path in zip(self._plan.window_indices(g), paths)}
-          self._open[g] = files
+          # Windows are entered in order, each once a pass, even when parallel reads
+          # reach a later one first: entering out of order would unpin and prefetch
+          # the wrong windows and, under a limit, download shards twice in a pass.
+          # A read that reaches an older window late (the first reads, in parallel)
+          # visits it: pinned too, without moving the reader back.
+          last = self._last
+          if last is not None and last - self._KEEP <= g < last:
+            self._open[g] = self._reader.visit(g, lambda paths: self._opened(g, paths))
+          start = last + 1 if last is not None and last < g <= last + self._KEEP else g
+          for w in range(start, g + 1):
+            self._open[w] = self._opened(w, self._reader.enter(w))
+          self._last = g if last is None else max(last, g)
+          files = self._open[g]
           for old in sorted(self._open)[:-self._KEEP]:
             del self._open[old]  # closed when no thread reads it any more
     return files
 
+  def _opened(self, g: int, paths) -> dict[int, object]:
+    return {i: _open_records(path, self._format)
+            for i, path in zip(self._plan.window_indices(g), paths)}
+
   def finish(self) -> None:
     with self._lock:
       self._open.clear()
+      self._last = None
     self._reader.finish()
 
   def read(self, positions: np.ndarray) -> list[bytes]:
