@@ -96,8 +96,10 @@ def _is_unreachable(exc: BaseException) -> bool:
       "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
       "ClientConnectorError", "ServerTimeoutError", "ConnectionError",
       "FSTimeoutError", "TimeoutError", "ProxyConnectionError",
+      "ServerDisconnectedError",  # aiohttp (gcsfs): the server closed a kept-alive connection
   }) or getattr(exc, "errno", None) in (errno.ECONNREFUSED, errno.EHOSTUNREACH,
-                                        errno.ENETUNREACH, errno.ETIMEDOUT)
+                                        errno.ENETUNREACH, errno.ETIMEDOUT,
+                                        errno.ECONNRESET, errno.ECONNABORTED)
 
 
 def _is_denied(exc: BaseException) -> bool:

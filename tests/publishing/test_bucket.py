@@ -1,11 +1,13 @@
 """bucket: one storage interface over a real S3 server, a GCS server and local paths."""
 
+import errno
 import hashlib
 import os
 import socket
 import threading
 import time
 
+import aiohttp
 import pytest
 
 import bucket_servers as servers
@@ -128,3 +130,24 @@ def test_s3_multipart_etag_is_computed_locally(bucket_servers, tmp_path, monkeyp
   assert info.md5 is None and info.multipart_etag.endswith("-3")
   assert info.multipart_etag == bucket_lib.s3_multipart_etag(source)
   assert bucket_lib.s3_multipart_etag(source, 4 << 20) != info.multipart_etag
+
+
+
+
+@pytest.mark.parametrize("error", [
+    lambda: aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer"),
+    lambda: aiohttp.ServerDisconnectedError(),
+    lambda: ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"),
+], ids=["ClientOSError", "ServerDisconnectedError", "ConnectionResetError"])
+def test_a_connection_reset_by_the_server_says_it_cannot_be_reached(error, monkeypatch):
+  # CI saw gcsfs end in ClientOSError ECONNRESET when the endpoint went down mid-run,
+  # reported as a plain listing failure ("cannot list ...") instead of a network fault.
+  with servers.environment(servers.STATIC_ENV):
+    store = bucket_lib.Bucket("gs://team-bucket/tfds")
+
+    def find(*args, **kwargs):
+      raise error()
+
+    monkeypatch.setattr(store.fs, "find", find)
+    with pytest.raises(bucket_lib.BucketError, match="cannot reach .* to list gs://team-bucket"):
+      store.list_files()
