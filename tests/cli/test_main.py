@@ -114,7 +114,7 @@ def test_unreachable_endpoint_is_one_line_within_seconds(scheme, command, bucket
           "fetch": ["fetch", url, TINY, "--cache-dir", tmp_path]}[command]
   start = time.monotonic()
   result = imagesets(*args, env={"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed})
-  assert time.monotonic() - start < 15  # includes starting Python and TensorFlow
+  assert time.monotonic() - start < 40  # includes starting Python and TensorFlow (loaded CI)
   assert_one_line_error(result, f"cannot reach {closed}")
 
 
