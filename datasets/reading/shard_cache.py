@@ -107,15 +107,17 @@ class ShardCache:
     self._pins: dict[str, list] = {}     # sha -> [file holding a shared lock, count]
     self._readers: weakref.WeakSet = weakref.WeakSet()
     self._in_flight: set[str] = set()
+    self._closing = threading.Event()   # set by close(): waits of its downloads end
     self._failed: dict[str, Exception] = {}  # a prefetch's error, for the reader to raise
     self._pool = concurrent.futures.ThreadPoolExecutor(max(1, downloads),
                                                        thread_name_prefix="imagesets-shard")
 
   # ------------------------------------------------------------ readers
 
-  def reader(self, window, num_windows: int | None) -> "Reader":
-    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end)."""
-    reader = Reader(self, window, num_windows)
+  def reader(self, window, num_windows: int | None, held: int = 1) -> "Reader":
+    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end),
+    that keeps `held` windows pinned (the current one and held - 1 before it)."""
+    reader = Reader(self, window, num_windows, held)
     with self._lock:
       self._readers.add(reader)
     return reader
@@ -127,11 +129,12 @@ class ShardCache:
           f"{what} ({format_size(largest)}); give at least {format_size(largest * 2)}, or "
           "cache_limit=None")
 
-  def window_size_for(self, wanted: int, largest: int) -> int:
-    """Shards a window may hold so that one window and the next fit in `limit`."""
+  def window_size_for(self, wanted: int, largest: int, held: int = 1) -> int:
+    """Shards a window may hold so that the `held` windows a reader pins and the next one
+    fit in `limit`."""
     if self.limit is None:
       return wanted
-    return max(1, min(wanted, self.limit // (2 * largest)))
+    return max(1, min(wanted, self.limit // ((held + 1) * largest)))
 
   def _protected(self) -> set[str]:
     """What this process's readers read now or next (evicted last, never by a prefetch)."""
@@ -235,9 +238,14 @@ class ShardCache:
       self._changed.notify_all()
 
   def _fetch(self, shard: Shard, urgent: bool, abort=None) -> bool:
-    """Downloads a shard unless present; one process downloads it, the others wait.
-    A prefetch that finds no room gives up (False)."""
-    with file_locks.exclusive(self.folder / _LOCKS / shard.sha256):
+    """Downloads a shard unless present; one process downloads it, the others wait
+    (bounded, and ended by `abort` or the cache's close). A prefetch that finds no room
+    gives up (False)."""
+    abort = abort or self._closing
+    deadline = time.monotonic() + DOWNLOAD_WAIT_SECONDS
+    waiting = lambda: _check_wait(  # noqa: E731
+        abort, deadline, f"waiting for another process's download of {shard.rel}")
+    with file_locks.exclusive(self.folder / _LOCKS / shard.sha256, waiting=waiting):
       if self._present(shard):
         return True
       part = self._reserve(shard, urgent, abort)
@@ -332,6 +340,7 @@ class ShardCache:
       self._changed.notify_all()
 
   def close(self) -> None:
+    self._closing.set()
     self._pool.shutdown(wait=False, cancel_futures=True)
     with self._lock:
       for handle, _ in self._pins.values():
@@ -348,20 +357,26 @@ class Reader:
   (a dataset iterated again) starts over. `close()` (or garbage collection) unpins all.
   """
 
-  def __init__(self, cache: ShardCache, window, num_windows: int | None):
+  def __init__(self, cache: ShardCache, window, num_windows: int | None, held: int = 1):
     self._cache, self._window, self._num_windows = cache, window, num_windows
+    self._held = held
     self._lock = threading.Lock()
     self._current: int | None = None
-    self._pinned: list[Shard] = []
-    self._abort = threading.Event()   # closed, or a read failed: other waits end at once
-    self._closer = weakref.finalize(self, _close, cache, self._pinned, self._abort)
+    self._pinned: list[Shard] = []    # the current window's
+    self._behind: list[Shard] = []    # the windows before it still held (held > 1)
+    # Set when the reader is closed, or when a read of the current pass failed: the other
+    # waits of that pass end at once (with that error). A new pass clears it.
+    self._abort = threading.Event()
+    self._closer = weakref.finalize(self, _close, cache, [self._pinned, self._behind],
+                                    self._abort)
 
   def wanted(self) -> set[str]:
-    """SHA-256 of the shards of the current and the next window."""
+    """SHA-256 of the shards of the held windows and the next one."""
     current = self._current
     if current is None:
       return set()
-    return {shard.sha256 for g in (current, current + 1) for shard in self._shards(g)}
+    return {shard.sha256 for g in range(current - self._held + 1, current + 2)
+            for shard in self._shards(g)}
 
   def _shards(self, g: int) -> list:
     if g < 0 or (self._num_windows is not None and g >= self._num_windows):
@@ -372,8 +387,18 @@ class Reader:
     """Local paths of window g's shards, pinned until the reader enters another window."""
     shards = self._shards(g)
     with self._lock:
+      if not self._closer.alive:
+        raise ReaderClosedError("this pipeline's shard reader was closed")
+      if self._abort.is_set() and (self._current is None or g <= self._current):
+        self._abort.clear()   # a new pass (a dataset iterated again): a fresh start
+        self._abort.error = None
       self._current = g
-      # The window before is read (its files are open or done): its room goes first.
+      # The windows before are read (their files are open or done): their room goes
+      # first, but for the last held - 1 of them (read by parallel readers still).
+      _unpin_all(self._cache, self._behind)
+      if self._held > 1:
+        self._behind.extend(self._pinned)
+        self._pinned.clear()
       _unpin_all(self._cache, self._pinned)
       self._cache.prefetch(shards)   # all of this window at once, in parallel ...
       paths = []
@@ -385,7 +410,7 @@ class Reader:
         _unpin_all(self._cache, self._pinned)
         # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
         # parallel calls) end now, with it, before TensorFlow deletes its iterator.
-        if not self._abort.is_set():
+        if not self._abort.is_set() and isinstance(error, Exception):
           self._abort.error = error
         self._abort.set()
         self._cache.wake_all()
@@ -393,23 +418,12 @@ class Reader:
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
 
-  def visit(self, g: int, use):
-    """`use(paths)` of an older window g, its shards pinned only during the call (files
-    opened in it stay readable), without moving the reader back or downloading ahead."""
-    pinned = []
-    try:
-      for shard in self._shards(g):
-        self._cache.pin(shard, self._abort)
-        pinned.append(shard)
-      return use([self._cache.path(shard) for shard in pinned])
-    finally:
-      _unpin_all(self._cache, pinned)
-
   def finish(self) -> None:
     """The pass is over: unpins the last window (the reader may start another pass)."""
     with self._lock:
       self._current = None
       _unpin_all(self._cache, self._pinned)
+      _unpin_all(self._cache, self._behind)
 
   def close(self) -> None:
     self._closer()
@@ -426,10 +440,11 @@ def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
                             "process downloading it is stuck; check the network and retry")
 
 
-def _close(cache: ShardCache, pinned: list, abort: threading.Event) -> None:
+def _close(cache: ShardCache, pinned: list[list], abort: threading.Event) -> None:
   abort.set()
   cache.wake_all()
-  _unpin_all(cache, pinned)
+  for shards in pinned:
+    _unpin_all(cache, shards)
 
 
 def _unpin_all(cache: ShardCache, pinned: list) -> None:

@@ -52,9 +52,6 @@ class _LocalFiles:
   def enter(self, g: int) -> list[pathlib.Path]:
     return [self._folder / name for name in self._window(g)]
 
-  def visit(self, g: int, use):
-    return use(self.enter(g))
-
   def finish(self) -> None:
     pass
 
@@ -85,16 +82,19 @@ class Source:
   def largest_shard(self) -> int:
     return max(shard.size for shard in self.shards.values())
 
-  def window_size_for(self, wanted: int) -> int:
-    return self.cache.window_size_for(wanted, self.largest_shard) if self.cache else wanted
+  def window_size_for(self, wanted: int, held: int = 1) -> int:
+    if self.cache is None:
+      return wanted
+    return self.cache.window_size_for(wanted, self.largest_shard, held)
 
-  def reader(self, window, num_windows: int | None):
+  def reader(self, window, num_windows: int | None, held: int = 1):
     """`enter(g)` gives the local paths of window g (`window(g)`: shard names), pinned
-    until the next window; `close()` when done."""
+    until the reader is `held` windows further; `close()` when done."""
     if self.cache is None:
       return _LocalFiles(self.folder, window)
     self.cache.check_fits(self.largest_shard, self.builder.info.full_name)
-    return self.cache.reader(lambda g: [self.shards[name] for name in window(g)], num_windows)
+    return self.cache.reader(lambda g: [self.shards[name] for name in window(g)], num_windows,
+                             held)
 
   def records(self, split: str, **kwargs):
     """Serialized examples of `split` as tf.data, in stored order unless `shuffle=True`

@@ -20,6 +20,7 @@ its C++ reader in batches; nothing takes a lock per record (a window's files are
 and opened once, when the reader enters it).
 """
 
+import collections
 import dataclasses
 import os
 import struct
@@ -36,6 +37,8 @@ DEFAULT_WINDOW_SHARDS = 4   # shards read together
 _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
 _READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
+STRAGGLER_SECONDS = 60.0    # the longest a read waits for older windows' reads to end
+_GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
 is_bucket_url = sources.is_bucket_url
 
@@ -78,25 +81,33 @@ class Plan:
   def window(self, g: int) -> list[str]:
     return [self.shards[i].name for i in self.window_indices(g)]
 
+  def window_positions(self, g: int) -> np.ndarray:
+    """int64 [records of window g, 3]: (shard index, record index, g), shuffled together
+    when shuffling."""
+    indices = self.window_indices(g)
+    if not indices:
+      return np.zeros([0, 3], np.int64)
+    rows = np.concatenate([
+        np.stack([np.full(self.shards[i].take, i),
+                  np.arange(self.shards[i].skip, self.shards[i].skip + self.shards[i].take),
+                  np.full(self.shards[i].take, g)], 1)
+        for i in indices]).astype(np.int64)
+    if self.shuffle:
+      rows = np.random.default_rng([self.seed, *divmod(g, self.windows_per_epoch), 1]).permutation(rows)
+    return rows
+
   def positions(self, epoch: int) -> np.ndarray:
-    """int64 [records_per_epoch, 3]: (shard index, record index, window of the run)."""
-    order = self._shard_order(epoch)
-    rng = np.random.default_rng([self.seed, epoch, 1]) if self.shuffle else None
-    parts = []
-    for window, start in enumerate(range(0, len(order), self.window_shards)):
-      rows = np.concatenate([
-          np.stack([np.full(self.shards[i].take, i),
-                    np.arange(self.shards[i].skip, self.shards[i].skip + self.shards[i].take),
-                    np.full(self.shards[i].take, epoch * self.windows_per_epoch + window)], 1)
-          for i in order[start:start + self.window_shards]])
-      parts.append(rng.permutation(rows) if rng is not None else rows)
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros([0, 3], np.int64)
+    """int64 [records_per_epoch, 3]: the rows of the epoch's windows, one after another."""
+    first = epoch * self.windows_per_epoch
+    parts = [self.window_positions(first + w) for w in range(self.windows_per_epoch)]
+    return np.concatenate(parts) if parts else np.zeros([0, 3], np.int64)
 
 
 def plan_for(source: "sources.Source", split: str, *, shuffle: bool, seed: int | None,
              input_context=None, shard_index: int = 0, shard_count: int = 1,
-             window_shards: int = DEFAULT_WINDOW_SHARDS) -> Plan:
-  """The worker's shards of `split` (every n-th, as TFDS's ReadConfig(input_context) does)."""
+             window_shards: int = DEFAULT_WINDOW_SHARDS, held: int = 1) -> Plan:
+  """The worker's shards of `split` (every n-th, as TFDS's ReadConfig(input_context) does),
+  in windows sized for a reader that pins `held` windows."""
   if input_context is not None:
     shard_index, shard_count = input_context.input_pipeline_id, input_context.num_input_pipelines
   builder = source.builder
@@ -107,8 +118,8 @@ def plan_for(source: "sources.Source", split: str, *, shuffle: bool, seed: int |
         f"{builder.info.full_name} split {split!r} has {len(shards)} shard file(s), fewer "
         f"than the {shard_count} input pipelines reading it: rebuild with --num_shards "
         f"{shard_count} or more")
-  return Plan(shards[shard_index::shard_count], source.window_size_for(window_shards),
-              shuffle, seed or 0)
+  return Plan(shards[shard_index::shard_count],
+              source.window_size_for(window_shards, held=held), shuffle, seed or 0)
 
 
 def _num_windows(plan: Plan, num_epochs: int | None) -> int | None:
@@ -130,9 +141,7 @@ def records(source: "sources.Source", split: str, *, shuffle: bool = False,
     ds = _tfrecord_windows(plan, reader, epochs_end)
   else:
     reader = PositionReader(source, plan, reader)
-    ds = _positions(plan, epochs_end).batch(_READ_BATCH).map(
-        _reading(reader), num_parallel_calls=_READ_CALLS,
-        deterministic=deterministic).unbatch()
+    ds = _position_windows(plan, reader, epochs_end, deterministic).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(_finishing(reader))
   options = tf.data.Options()
@@ -178,11 +187,15 @@ def _finishing(reader) -> tf.data.Dataset:
   return tf.data.Dataset.range(1).flat_map(empty)
 
 
+def _windows(plan: Plan, epochs_end: int) -> tf.data.Dataset:
+  """The window numbers of the run."""
+  return tf.data.Dataset.range(epochs_end * plan.windows_per_epoch if epochs_end < 2**40
+                               else np.iinfo(np.int64).max)
+
+
 def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
   """Window after window, its shards read by TFRecordDatasets: interleaved record by
   record when shuffling, one after another in stored order otherwise."""
-  windows_end = (epochs_end * plan.windows_per_epoch if epochs_end < 2**40
-                 else np.iinfo(np.int64).max)
 
   reader = _weak(reader)
 
@@ -207,16 +220,23 @@ def _tfrecord_windows(plan: Plan, reader, epochs_end: int) -> tf.data.Dataset:
     return files.interleave(read, cycle_length=plan.window_shards, block_length=1,
                             num_parallel_calls=plan.window_shards, deterministic=True)
 
-  return tf.data.Dataset.range(windows_end).flat_map(window)
+  return _windows(plan, epochs_end).flat_map(window)
 
 
-def _positions(plan: Plan, epochs_end: int) -> tf.data.Dataset:
-  def epoch_positions(epoch):
-    rows = tf.numpy_function(lambda e: plan.positions(int(e)), [epoch], tf.int64,
+def _position_windows(plan: Plan, reader: "PositionReader", epochs_end: int,
+                      deterministic: bool) -> tf.data.Dataset:
+  """Batches of records by position, window after window: the parallel reads of a window
+  all end before the next window's begin (flat_map), so only one window's files are
+  open at a time and an evicted shard is never held open."""
+  read_batch = _reading(reader)
+
+  def window(g):
+    rows = tf.numpy_function(lambda w: plan.window_positions(int(w)), [g], tf.int64,
                              stateful=False)
     rows.set_shape([None, 3])
-    return tf.data.Dataset.from_tensor_slices(rows)
-  return tf.data.Dataset.range(epochs_end).flat_map(epoch_positions)
+    return tf.data.Dataset.from_tensor_slices(rows).batch(_READ_BATCH).map(
+        read_batch, num_parallel_calls=_READ_CALLS, deterministic=deterministic)
+  return _windows(plan, epochs_end).flat_map(window)
 
 
 def _reading(reader: "PositionReader"):
@@ -243,6 +263,9 @@ class _TFRecordFile:
       position += 16 + length
     self._offsets = offsets
 
+  def close(self) -> None:
+    self._file.close()
+
   def read(self, indices) -> list[bytes]:
     fd, out = self._file.fileno(), []
     for index in indices:
@@ -261,52 +284,71 @@ def _open_records(path, file_format: str):
 
 class PositionReader:
   """Records by (shard index, record index, window) rows of `Plan.positions`. The files
-  of the last windows entered stay open (no lock, pin or open per record); a reader that
-  enters a window pins it and lets the one before go."""
+  of the windows its shard reader holds pinned stay open (no lock, pin or open per
+  record): the current one, and for Grain (whose reading threads straddle a window's
+  end) the one before (`held=2`)."""
 
-  def __init__(self, source, plan: Plan, reader):
+  def __init__(self, source, plan: Plan, reader, held: int = 1):
     self._format, self._plan, self._reader = source.file_format, plan, reader
-    # Windows whose files stay open: every window the reads in flight at once may still
-    # need (_READ_CALLS + 1 batches of _READ_BATCH rows, each spanning up to `span`
-    # windows), so that no read enters an older window again (which would download its
-    # shards again under a limit). An evicted file stays readable while open.
-    fewest = max(1, min((shard.take for shard in plan.shards), default=1))
-    span = -(-_READ_BATCH // fewest) + 1
-    self._KEEP = min(256, (_READ_CALLS + 1) * span + 1)
+    self._keep = held   # the windows `reader` holds pinned
     self._open: dict[int, dict[int, object]] = {}
     self._last: int | None = None   # the last window entered
+    self._reading = collections.Counter()   # window -> reads under way in it
     self._lock = threading.Lock()
+    self._idle = threading.Condition(self._lock)
 
   def _files(self, g: int) -> dict[int, object]:
-    files = self._open.get(g)
-    if files is None:
-      with self._lock:
+    """The open files of window g, counted as read until `_done(g)`."""
+    with self._lock:
+      waited = False
+      while True:
         files = self._open.get(g)
-        if files is None:
-          # Windows are entered in order, each once a pass, even when parallel reads
-          # reach a later one first: entering out of order would unpin and prefetch
-          # the wrong windows and, under a limit, download shards twice in a pass.
-          # A read that reaches an older window late (the first reads, in parallel)
-          # visits it: pinned too, without moving the reader back.
-          last = self._last
-          if last is not None and last - self._KEEP <= g < last:
-            self._open[g] = self._reader.visit(g, lambda paths: self._opened(g, paths))
-          start = last + 1 if last is not None and last < g <= last + self._KEEP else g
-          for w in range(start, g + 1):
-            self._open[w] = self._opened(w, self._reader.enter(w))
-          self._last = g if last is None else max(last, g)
-          files = self._open[g]
-          for old in sorted(self._open)[:-self._KEEP]:
-            del self._open[old]  # closed when no thread reads it any more
-    return files
+        if files is not None:
+          self._reading[g] += 1
+          return files
+        last = self._last
+        if last is not None and g < last:
+          # Older than the windows held: a new pass (a dataset iterated again, a restored
+          # iterator) starts where it reads first.
+          self._close_all()
+          last = self._last = None
+        # Entering g unpins the windows before g - keep + 1: reads still under way in
+        # them end first (an evicted file kept open would stay on the disk).
+        busy = lambda: any(n for w, n in self._reading.items() if w <= g - self._keep)  # noqa: E731
+        if busy() and not waited:
+          waited = True
+          self._idle.wait_for(lambda: not busy() or g in self._open, STRAGGLER_SECONDS)
+          continue
+        # Windows are entered in order, each once a pass, even when parallel reads reach
+        # a later one first (a reader that skipped one would unpin and prefetch the wrong
+        # windows); a far jump (a restored position) enters the window it reaches.
+        start = last + 1 if last is not None and g - last <= self._keep else g
+        for w in range(start, g + 1):
+          self._open[w] = {i: _open_records(path, self._format) for i, path in
+                           zip(self._plan.window_indices(w), self._reader.enter(w))}
+        self._last = g
+        for old in [w for w in self._open if w <= g - self._keep]:
+          for records in self._open.pop(old).values():  # unpinned by the reader: closed
+            records.close()                             # now, not when garbage collected
+        self._reading[g] += 1
+        return self._open[g]
 
-  def _opened(self, g: int, paths) -> dict[int, object]:
-    return {i: _open_records(path, self._format)
-            for i, path in zip(self._plan.window_indices(g), paths)}
+  def _close_all(self) -> None:
+    for files in self._open.values():
+      for records in files.values():
+        records.close()
+    self._open.clear()
+
+  def _done(self, g: int) -> None:
+    with self._lock:
+      self._reading[g] -= 1
+      if not self._reading[g]:
+        del self._reading[g]
+        self._idle.notify_all()
 
   def finish(self) -> None:
     with self._lock:
-      self._open.clear()
+      self._close_all()  # the pass is read: no read is under way
       self._last = None
     self._reader.finish()
 
@@ -314,7 +356,12 @@ class PositionReader:
     out = [b""] * len(positions)
     for window, shard in np.unique(positions[:, [2, 0]], axis=0).tolist():
       rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
-      records = self._files(window)[shard].read(positions[rows, 1].tolist())
+      indices = positions[rows, 1].tolist()
+      files = self._files(window)
+      try:
+        records = files[shard].read(indices)
+      finally:
+        self._done(window)
       for row, record in zip(rows, records):
         out[row] = record
     return out
@@ -352,12 +399,16 @@ class PositionSource:
     args = self._args
     source = sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
                                  cache_limit=args["cache_limit"])
+    # Grain's reading threads straddle a window's end: the window before stays pinned
+    # (and the windows are sized so that both and the next fit in the limit).
+    held = _GRAIN_HELD
     self.plan = plan_for(source, args["split"], shuffle=args["shuffle"], seed=args["seed"],
                          shard_index=args["shard_index"], shard_count=args["shard_count"],
-                         window_shards=args["window_shards"])
+                         window_shards=args["window_shards"], held=held)
     self.reader = PositionReader(
         source, self.plan, source.reader(self.plan.window,
-                                         _num_windows(self.plan, args["num_epochs"])))
+                                         _num_windows(self.plan, args["num_epochs"]), held),
+        held)
     self._epoch_rows = (None, None)
 
   def __getstate__(self):

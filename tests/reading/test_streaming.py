@@ -8,6 +8,7 @@ Downloads are counted where they happen, at the bucket: an audit hook counts the
 a file:// bucket's shard files (`BucketReads`), whatever code does them."""
 
 import collections
+import concurrent.futures
 import gc
 import hashlib
 import json
@@ -170,6 +171,44 @@ def folder_bytes(folder: pathlib.Path) -> int:
   return total
 
 
+def open_evicted(folder: pathlib.Path) -> set[str]:
+  """Files under `folder` this process holds open after they were removed (an evicted
+  shard kept open stays on the disk)."""
+  found = set()
+  for fd in os.listdir("/proc/self/fd"):
+    try:
+      target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # closed meanwhile
+      continue
+    if target.startswith(str(folder)) and target.endswith(" (deleted)"):
+      found.add(target)
+  return found
+
+
+def disk_peak(folder: pathlib.Path, base: int = 0):
+  """Polls `folder` in a thread until `stop()`, which returns (the peak of its bytes, the
+  longest time in seconds a file removed from it was still held open by this process:
+  the moment an eviction takes, or, if shards are kept open, whole windows)."""
+  peak, longest, first_seen, stopped = [0], [0.0], {}, threading.Event()
+
+  def poll():
+    while not stopped.is_set():
+      peak[0] = max(peak[0], folder_bytes(folder) - base)
+      now = time.monotonic()
+      for name in open_evicted(folder):
+        longest[0] = max(longest[0], now - first_seen.setdefault(name, now))
+      time.sleep(0.002)
+
+  watcher = threading.Thread(target=poll)
+  watcher.start()
+
+  def stop():
+    stopped.set()
+    watcher.join()
+    return peak[0], longest[0]
+  return stop
+
+
 def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tmp_path,
                                                                         bucket_reads):
   url = published_to(built, "file", tmp_path)
@@ -178,24 +217,16 @@ def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tm
   imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c")  # metadata only
   metadata = folder_bytes(tmp_path / "c")
   opened = bucket_reads(url)
-  peak, stop = [0], threading.Event()
-
-  def poll():
-    while not stop.is_set():
-      peak[0] = max(peak[0], folder_bytes(tmp_path / "c") - metadata)
-      time.sleep(0.002)
-
-  watcher = threading.Thread(target=poll)
-  watcher.start()
+  stop = disk_peak(tmp_path / "c", metadata)
   try:
     count = sum(1 for _ in imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c",
                                           cache_limit=limit, shuffle=True, seed=0,
                                           num_epochs=3))
   finally:
-    stop.set()
-    watcher.join()
+    peak, held_open = stop()
   assert count == 3 * 160
-  assert 0 < peak[0] <= limit, (peak[0], limit)
+  assert 0 < peak <= limit, (peak, limit)
+  assert held_open < 0.5, held_open  # no evicted shard kept open (on the disk) for long
   assert sum(opened.values()) <= 3 * NUM_SHARDS and max(opened.values()) <= 3, opened
   # Without a limit, every shard once in all.
   opened = bucket_reads(url)
@@ -316,15 +347,18 @@ def test_a_job_resumed_twice_reads_the_same_examples_and_downloads_only_what_it_
   assert len(uninterrupted["rest"]) == 2 * 160 - 60
   # Resumed on the same machine (a tf.data checkpoint names the cache's files; shards
   # evicted since are fetched again).
-  once = run("a", uninterrupted["checkpoint"], 140)       # resumed: into epoch 1
-  assert len(once["rest"]) == 2 * 160 - 200
+  # Checkpoints inside windows (shards hold 10 examples; a window whole shards): one
+  # taken exactly at a window's end is restored by tf.data rebuilding that finished
+  # window, whose shards are then pinned (and, if evicted, fetched) once more.
+  once = run("a", uninterrupted["checkpoint"], 155)       # resumed: into epoch 1
+  assert len(once["rest"]) == 2 * 160 - 215
   twice = run("a", once["checkpoint"], 20)                # resumed again
   expected = [tuple(e) for e in uninterrupted["rest"]]
-  assert [tuple(e) for e in once["rest"]] == expected[140:]
-  assert [tuple(e) for e in twice["rest"]] == expected[160:]
-  # The twice-resumed job read epoch 1 from example 180 on: it downloaded only shards
+  assert [tuple(e) for e in once["rest"]] == expected[155:]
+  assert [tuple(e) for e in twice["rest"]] == expected[175:]
+  # The twice-resumed job restored at example 55 of epoch 1: it downloaded only shards
   # holding examples it read (its first window's shards, then the ones after).
-  read = {shard_of[tuple(e)] for e in expected[140:]}
+  read = {shard_of[tuple(e)] for e in expected[155:]}
   assert set(twice["opened"]) <= read, (set(twice["opened"]) - read)
   assert max(twice["opened"].values()) == 1
 
@@ -679,6 +713,110 @@ def test_a_reader_waiting_for_a_download_stops_when_closed_or_after_a_bound(
   bounded.start()
   bounded.join(10)
   assert not bounded.is_alive() and "gave up waiting for the download" in str(errors[1])
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
+def test_grain_reads_by_position_from_two_threads_within_the_limit(built, tmp_path, bucket_reads):
+  # Grain reads one record per call, here from two threads, which straddle window ends.
+  url = published_to(built, "file", tmp_path)
+  limit = sum(train_bytes(built)) // 4
+  source = streaming.PositionSource(url, SPEC, "train", shuffle=True, seed=3, num_epochs=2,
+                                    cache_dir=tmp_path / "c", cache_limit=limit)
+  metadata = folder_bytes(tmp_path / "c")
+  opened = bucket_reads(url)
+  stop = disk_peak(tmp_path / "c", metadata)
+  try:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+      records = list(pool.map(source.__getitem__, range(len(source)), chunksize=1))
+  finally:
+    peak, held_open = stop()
+  assert len(records) == 2 * 160
+  assert sorted(records[:160]) == sorted(records[160:])  # each epoch every record once
+  assert len(set(records[:160])) == 160
+  assert 0 < peak <= limit, (peak, limit)
+  assert held_open < 0.5, held_open
+  assert sum(opened.values()) <= 2 * NUM_SHARDS and max(opened.values()) <= 2, opened
+
+
+def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_path):
+  # Parallel reads reach windows out of order: the reader enters each window once, in
+  # order; a read of a window older than those held starts a new pass there.
+  calls = []
+
+  class Logged:
+    def enter(self, g):
+      calls.append(g)
+      return [built / FOLDER / name for name in plan.window(g)]
+
+  source = sources.open_source(SPEC, built)
+  plan = streaming.plan_for(source, "train", shuffle=True, seed=0, window_shards=2)
+  reader = streaming.PositionReader(source, plan, Logged(), held=2)
+  for g in (6, 7, 6, 9, 8, 9, 12, 0, 1):  # 12: a far jump (a restored position)
+    reader.read(plan.window_positions(g)[:1])
+  assert calls == [6, 7, 8, 9, 12, 0, 1]
+
+
+def test_a_failed_pass_does_not_poison_the_next_one(built, tmp_path):
+  # A shard missing during a republish fails the pass; once it is back, iterating the
+  # same dataset again (keras re-iterates validation data) reads everything.
+  url = published_to(built, "file", tmp_path)
+  shard = sorted((pathlib.Path(url[len("file://"):]) / FOLDER).glob("*-train.*-of-*"))[5]
+  moved = shard.with_name("away")
+  shard.rename(moved)
+  ds = imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c", shuffle=True, seed=0)
+  with pytest.raises(tf.errors.OpError, match="missing from the bucket"):
+    sum(1 for _ in ds)
+  moved.rename(shard)
+  assert sum(1 for _ in ds) == 160
+
+
+HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_wait_for_another_processs_download_ends_when_closed_or_after_a_bound(
+    built, tmp_path, monkeypatch):
+  """The lock of another process's download is waited for in bounded steps: a reader
+  closed meanwhile, or past DOWNLOAD_WAIT_SECONDS, stops waiting (a tf.data numpy
+  function that never returns hangs its iterator's destructor)."""
+  url = published_to(built, "file", tmp_path)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  names = sorted(source.shards)
+  holders = [subprocess.Popen(
+      [sys.executable, "-c", HOLD_LOCK,
+       str(source.cache.folder / ".locks" / source.shards[name].sha256)],
+      stdout=subprocess.PIPE, text=True) for name in names[:2]]
+  try:
+    for holder in holders:
+      assert holder.stdout.readline().strip() == "held"
+    reader = source.reader(lambda g: [names[g]], 2)
+    errors = []
+
+    def enter():
+      try:
+        reader.enter(0)
+      except Exception as error:  # noqa: BLE001
+        errors.append(str(error))
+    waiting = threading.Thread(target=enter, daemon=True)
+    waiting.start()
+    time.sleep(0.5)
+    reader.close()
+    waiting.join(5)
+    assert not waiting.is_alive() and "closed" in errors[0] and "\n" not in errors[0]
+    monkeypatch.setattr(shard_cache_lib, "DOWNLOAD_WAIT_SECONDS", 1)
+    start = time.monotonic()
+    with pytest.raises(shard_cache_lib.ReaderClosedError, match="gave up waiting for another"):
+      source.cache.pin(source.shards[names[1]])
+    assert time.monotonic() - start < 10
+  finally:
+    for holder in holders:
+      holder.kill()
+      holder.wait()
 
 
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
