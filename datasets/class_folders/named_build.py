@@ -29,6 +29,7 @@ from imagesets import constants
 from imagesets.building import class_folders_builder
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
+from imagesets.building import parallel_map
 from imagesets.building import splits
 
 ABOUT_FILE = "imagesets.toml"
@@ -216,6 +217,15 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   splits.validate(options.split_proportions)  # before anything is read, printed or written
   data_dir = constants.data_dir(data_dir)
   listing = listing or class_folders_builder.list_tree(root, options)
+  # Hashing and building allocate per file: with the objects of TensorFlow, Keras and
+  # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
+  with parallel_map.frozen_gc():
+    return _build(root, name, version, data_dir, options, about, file_format, beam_options,
+                  log, listing, keep_order)
+
+
+def _build(root, name, version, data_dir, options, about, file_format, beam_options, log,
+           listing, keep_order):
   tree = listing.tree
   hashes = fingerprints.file_hashes(root, tree.images)
   content_options = fingerprint_options(options, file_format)

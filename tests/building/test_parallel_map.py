@@ -106,3 +106,14 @@ def test_nested_pools_thaw_once_the_last_one_is_done():
     assert gc.get_freeze_count() > frozen // 2 > 0  # still frozen (some frozen objects died)
     assert list(parallel_map.ordered_map(_inverse, [4], outer)) == [0.25]
   assert gc.get_freeze_count() == 0
+
+
+def test_thread_pools_freeze_too_and_thaw_after():
+  """A build on threads (keras' pixels, buckets) runs frozen as one on processes: its one
+  full collection walked every object TensorFlow made (0.2 s of a 2,000-photo build)."""
+  import gc
+  assert gc.get_freeze_count() == 0
+  with parallel_map.executor(2, threads=True) as pool:
+    assert gc.get_freeze_count() > 0
+    assert list(parallel_map.ordered_map(_inverse, [2], pool)) == [0.5]
+  assert gc.get_freeze_count() == 0

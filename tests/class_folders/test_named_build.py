@@ -200,3 +200,20 @@ def test_options_added_later_leave_older_fingerprints_as_they_were():
   stored_as_keras = named_build.fingerprint_options(
       class_folders_builder.ClassFoldersConfig(name="a", keras_image=keras_image), "tfrecord")
   assert stored_as_keras == {**default, "keras_image": keras_image}
+
+
+def test_a_build_runs_frozen_from_its_file_hashes_on_and_thaws_after(tree, tmp_path,
+                                                                     monkeypatch):
+  """The objects that exist when a build starts are left out of garbage collection until
+  it ends (parallel_map.frozen_gc), the file hashes included; the process is as before."""
+  import gc
+  from imagesets.building import fingerprints
+  seen = []
+  hashes = fingerprints.file_hashes
+  monkeypatch.setattr(fingerprints, "file_hashes",
+                      lambda *args: seen.append(gc.get_freeze_count()) or hashes(*args))
+  assert gc.get_freeze_count() == 0
+  options = class_folders_builder.ClassFoldersConfig(name="frozen", skip_bad_files=True)
+  named_build.build(tree, "frozen", data_dir=str(tmp_path), options=options)
+  assert seen and seen[0] > 0
+  assert gc.get_freeze_count() == 0
