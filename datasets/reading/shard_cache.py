@@ -335,6 +335,10 @@ class ShardCache:
     self.stats["evicted"] += 1
     return size
 
+  def forget_failures(self) -> None:
+    with self._lock:
+      self._failed.clear()
+
   def wake_all(self) -> None:
     with self._lock:
       self._changed.notify_all()
@@ -389,9 +393,12 @@ class Reader:
     with self._lock:
       if not self._closer.alive:
         raise ReaderClosedError("this pipeline's shard reader was closed")
-      if self._abort.is_set() and (self._current is None or g <= self._current):
-        self._abort.clear()   # a new pass (a dataset iterated again): a fresh start
+      if self._current is None or g <= self._current:
+        # A new pass (a dataset iterated again): a fresh start, also for shards whose
+        # download failed before (a shard missing while a version was republished).
+        self._abort.clear()
         self._abort.error = None
+        self._cache.forget_failures()
       self._current = g
       # The windows before are read (their files are open or done): their room goes
       # first, but for the last held - 1 of them (read by parallel readers still).
@@ -417,6 +424,16 @@ class Reader:
         raise
     self._cache.prefetch(self._shards(g + 1))  # ... then the next one
     return paths
+
+  def visit(self, g: int, index: int, use):
+    """`use(path)` of shard `index` of an older window g, pinned only during the call,
+    without moving the reader back or downloading ahead (a straggling read)."""
+    shard = self._shards(g)[index]
+    self._cache.pin(shard, self._abort)
+    try:
+      return use(self._cache.path(shard))
+    finally:
+      self._cache.unpin(shard)
 
   def finish(self) -> None:
     """The pass is over: unpins the last window (the reader may start another pass)."""

@@ -52,6 +52,9 @@ class _LocalFiles:
   def enter(self, g: int) -> list[pathlib.Path]:
     return [self._folder / name for name in self._window(g)]
 
+  def visit(self, g: int, index: int, use):
+    return use(self.enter(g)[index])
+
   def finish(self) -> None:
     pass
 

@@ -38,6 +38,7 @@ _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
 _READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 STRAGGLER_SECONDS = 60.0    # the longest a read waits for older windows' reads to end
+_STRAGGLE_WINDOWS = 4       # a read this far behind is a straggler (Grain's threads), not a new pass
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
 is_bucket_url = sources.is_bucket_url
@@ -275,6 +276,14 @@ class _TFRecordFile:
     return out
 
 
+def _read_once(path, file_format: str, indices) -> list[bytes]:
+  records = _open_records(path, file_format)
+  try:
+    return records.read(indices)
+  finally:
+    records.close()
+
+
 def _open_records(path, file_format: str):
   if file_format == "array_record":
     from array_record.python import array_record_module
@@ -294,11 +303,13 @@ class PositionReader:
     self._open: dict[int, dict[int, object]] = {}
     self._last: int | None = None   # the last window entered
     self._reading = collections.Counter()   # window -> reads under way in it
+    self._retired: dict[int, dict[int, object]] = {}  # dropped, closed by their last read
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
 
-  def _files(self, g: int) -> dict[int, object]:
-    """The open files of window g, counted as read until `_done(g)`."""
+  def _files(self, g: int) -> dict[int, object] | None:
+    """The open files of window g, counted as read until `_done(g)`; None for a read that
+    straggles behind the windows held (Grain's threads: read by a visit)."""
     with self._lock:
       waited = False
       while True:
@@ -308,9 +319,12 @@ class PositionReader:
           return files
         last = self._last
         if last is not None and g < last:
-          # Older than the windows held: a new pass (a dataset iterated again, a restored
-          # iterator) starts where it reads first.
-          self._close_all()
+          if self._keep > 1 and last - g <= _STRAGGLE_WINDOWS:
+            return None
+          # Far behind (or, reading window after window, behind at all): a new pass (a
+          # dataset iterated again, a restored iterator) starts where it reads first.
+          for w in list(self._open):
+            self._retire(w)
           last = self._last = None
         # Entering g unpins the windows before g - keep + 1: reads still under way in
         # them end first (an evicted file kept open would stay on the disk).
@@ -328,27 +342,33 @@ class PositionReader:
                            zip(self._plan.window_indices(w), self._reader.enter(w))}
         self._last = g
         for old in [w for w in self._open if w <= g - self._keep]:
-          for records in self._open.pop(old).values():  # unpinned by the reader: closed
-            records.close()                             # now, not when garbage collected
+          self._retire(old)  # unpinned by the reader
         self._reading[g] += 1
         return self._open[g]
 
-  def _close_all(self) -> None:
-    for files in self._open.values():
+  def _retire(self, g: int) -> None:
+    """Closes window g's files now (not when garbage collected: an evicted file kept open
+    stays on the disk), or, while reads of it are under way, when the last one ends."""
+    files = self._open.pop(g)
+    if self._reading[g]:
+      self._retired[g] = files
+    else:
       for records in files.values():
         records.close()
-    self._open.clear()
 
   def _done(self, g: int) -> None:
     with self._lock:
       self._reading[g] -= 1
       if not self._reading[g]:
         del self._reading[g]
+        for records in self._retired.pop(g, {}).values():
+          records.close()
         self._idle.notify_all()
 
   def finish(self) -> None:
     with self._lock:
-      self._close_all()  # the pass is read: no read is under way
+      for w in list(self._open):
+        self._retire(w)
       self._last = None
     self._reader.finish()
 
@@ -358,10 +378,15 @@ class PositionReader:
       rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
       indices = positions[rows, 1].tolist()
       files = self._files(window)
-      try:
-        records = files[shard].read(indices)
-      finally:
-        self._done(window)
+      if files is None:  # a straggling read: that one shard, pinned for the read
+        records = self._reader.visit(
+            window, self._plan.window_indices(window).index(shard),
+            lambda path: _read_once(path, self._format, indices))
+      else:
+        try:
+          records = files[shard].read(indices)
+        finally:
+          self._done(window)
       for row, record in zip(rows, records):
         out[row] = record
     return out

@@ -187,16 +187,15 @@ def open_evicted(folder: pathlib.Path) -> set[str]:
 
 def disk_peak(folder: pathlib.Path, base: int = 0):
   """Polls `folder` in a thread until `stop()`, which returns (the peak of its bytes, the
-  longest time in seconds a file removed from it was still held open by this process:
-  the moment an eviction takes, or, if shards are kept open, whole windows)."""
-  peak, longest, first_seen, stopped = [0], [0.0], {}, threading.Event()
+  most files removed from it that this process held open at once: one while an eviction
+  runs (evictions take turns under the cache's lock), more if evicted shards are kept
+  open)."""
+  peak, most, stopped = [0], [0], threading.Event()
 
   def poll():
     while not stopped.is_set():
       peak[0] = max(peak[0], folder_bytes(folder) - base)
-      now = time.monotonic()
-      for name in open_evicted(folder):
-        longest[0] = max(longest[0], now - first_seen.setdefault(name, now))
+      most[0] = max(most[0], len(open_evicted(folder)))
       time.sleep(0.002)
 
   watcher = threading.Thread(target=poll)
@@ -205,7 +204,7 @@ def disk_peak(folder: pathlib.Path, base: int = 0):
   def stop():
     stopped.set()
     watcher.join()
-    return peak[0], longest[0]
+    return peak[0], most[0]
   return stop
 
 
@@ -226,7 +225,7 @@ def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tm
     peak, held_open = stop()
   assert count == 3 * 160
   assert 0 < peak <= limit, (peak, limit)
-  assert held_open < 0.5, held_open  # no evicted shard kept open (on the disk) for long
+  assert held_open <= 1, held_open  # no evicted shard kept open (still on the disk)
   assert sum(opened.values()) <= 3 * NUM_SHARDS and max(opened.values()) <= 3, opened
   # Without a limit, every shard once in all.
   opened = bucket_reads(url)
@@ -716,8 +715,8 @@ def test_a_reader_waiting_for_a_download_stops_when_closed_or_after_a_bound(
 
 
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
-def test_grain_reads_by_position_from_two_threads_within_the_limit(built, tmp_path, bucket_reads):
-  # Grain reads one record per call, here from two threads, which straddle window ends.
+def test_grain_reads_by_position_from_threads_within_the_limit(built, tmp_path, bucket_reads):
+  # Grain reads one record per call, here from 4 threads, which straddle window ends.
   url = published_to(built, "file", tmp_path)
   limit = sum(train_bytes(built)) // 4
   source = streaming.PositionSource(url, SPEC, "train", shuffle=True, seed=3, num_epochs=2,
@@ -726,7 +725,7 @@ def test_grain_reads_by_position_from_two_threads_within_the_limit(built, tmp_pa
   opened = bucket_reads(url)
   stop = disk_peak(tmp_path / "c", metadata)
   try:
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
       records = list(pool.map(source.__getitem__, range(len(source)), chunksize=1))
   finally:
     peak, held_open = stop()
@@ -734,13 +733,16 @@ def test_grain_reads_by_position_from_two_threads_within_the_limit(built, tmp_pa
   assert sorted(records[:160]) == sorted(records[160:])  # each epoch every record once
   assert len(set(records[:160])) == 160
   assert 0 < peak <= limit, (peak, limit)
-  assert held_open < 0.5, held_open
-  assert sum(opened.values()) <= 2 * NUM_SHARDS and max(opened.values()) <= 2, opened
+  assert held_open <= 1, held_open
+  # A read straggling behind the windows held (a thread starved of the GIL while the
+  # other reads on) visits its shard, fetched again if it was evicted: never a churn.
+  assert sum(opened.values()) <= 3 * NUM_SHARDS, opened
 
 
 def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_path):
   # Parallel reads reach windows out of order: the reader enters each window once, in
-  # order; a read of a window older than those held starts a new pass there.
+  # order; a read a little behind the windows held visits its shard (Grain's threads),
+  # one far behind starts a new pass there.
   calls = []
 
   class Logged:
@@ -748,12 +750,16 @@ def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_
       calls.append(g)
       return [built / FOLDER / name for name in plan.window(g)]
 
+    def visit(self, g, index, use):
+      calls.append(("visit", g))
+      return use(built / FOLDER / plan.window(g)[index])
+
   source = sources.open_source(SPEC, built)
   plan = streaming.plan_for(source, "train", shuffle=True, seed=0, window_shards=2)
   reader = streaming.PositionReader(source, plan, Logged(), held=2)
-  for g in (6, 7, 6, 9, 8, 9, 12, 0, 1):  # 12: a far jump (a restored position)
+  for g in (6, 7, 6, 9, 8, 9, 12, 10, 0, 1):  # 12: a far jump (a restored position)
     reader.read(plan.window_positions(g)[:1])
-  assert calls == [6, 7, 8, 9, 12, 0, 1]
+  assert calls == [6, 7, 8, 9, 12, ("visit", 10), 0, 1]
 
 
 def test_a_failed_pass_does_not_poison_the_next_one(built, tmp_path):
