@@ -96,13 +96,15 @@ class CacheFolderError(versions.PublishError):
 
 def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
   """Makes `folder`, a folder of the cache under `root`, and returns it. A symlink in its
-  place or above it (a user's link to a bigger disk, a planted one) is refused in one line,
-  never followed nor removed: the cache only writes where its folders really are."""
+  place (a user's link to a bigger disk, a planted one), or above it leading out of `root`,
+  is refused in one line, never followed nor removed: the cache writes only in its own
+  real folders."""
   real, real_root = os.path.realpath(folder), os.path.realpath(root)
   if folder.is_symlink() or os.path.commonpath([real, real_root]) != real_root:
     link = next((p for p in (folder, *folder.parents) if p.is_symlink()), folder)
+    where = "" if link == folder else f"{folder}: "
     raise CacheFolderError(
-        f"{folder}: {link} is a symlink (to {os.path.realpath(link)}) in the cache's folders, "
+        f"{where}{link} is a symlink (to {os.path.realpath(link)}) in the cache's folders, "
         f"which could lead outside the cache {real_root}: refused, nothing was written or "
         "removed; remove that symlink, or point cache_dir at the real folder")
   folder.mkdir(parents=True, exist_ok=True)
