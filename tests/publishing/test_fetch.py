@@ -120,8 +120,8 @@ def test_a_committed_version_without_a_manifest_is_refused(bucket_url, tiny_data
 
 @pytest.mark.parametrize("bucket_url", ["file"], indirect=True)
 def test_fetch_never_writes_through_a_symlink_in_the_cache(bucket_url, tiny_data_dir, tmp_path):
-  """A `<name>/.config` link (where the config metadata goes) and a `<name>` link out of
-  the cache are refused in one line naming the link, before anything is written (the
+  """A `<name>/.config` link (where the config metadata goes), a `<name>` link out of the
+  cache and a link in the version folder's place are refused in one line naming the link, before anything is written (the
   version lock included); what they point at is unchanged."""
   publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
   victim, outside = tmp_path / "victim", tmp_path / "outside"
@@ -131,7 +131,8 @@ def test_fetch_never_writes_through_a_symlink_in_the_cache(bucket_url, tiny_data
   name = versions.Ref.parse(TINY).name
   links = {tmp_path / "c1": (fetch.cached_data_dir(bucket_url, tmp_path / "c1") / name
                              / ".config", victim),
-           tmp_path / "c2": (fetch.cached_data_dir(bucket_url, tmp_path / "c2") / name, outside)}
+           tmp_path / "c2": (fetch.cached_data_dir(bucket_url, tmp_path / "c2") / name, outside),
+           tmp_path / "c3": (fetch.cached_data_dir(bucket_url, tmp_path / "c3") / FOLDER, victim)}
   for cache, (link, target) in links.items():
     link.parent.mkdir(parents=True)
     link.symlink_to(target)
