@@ -84,7 +84,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   # One fetcher per cached version on this machine (e.g. several training workers).
   with file_locks.exclusive(transfer.own_folder(version_dir.parent, root)
                             / f".{ref.version}.lock"):
-    transfer.own_folder(version_dir, root)
+    transfer.check_folder(version_dir, root)
     if local_copy_ok(version_dir, deep=verify, manifest=manifest):
       return str(data_dir)
     _download(bucket, ref, manifest, version_dir, progress, root)
@@ -112,5 +112,6 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
   transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
-  shutil.rmtree(version_dir)  # empty, a damaged copy found by verify=True, or older content
+  if version_dir.exists():  # a damaged copy found by verify=True, or an older content
+    shutil.rmtree(version_dir)
   os.rename(staging, version_dir)

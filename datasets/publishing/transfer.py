@@ -95,10 +95,17 @@ class CacheFolderError(versions.PublishError):
 
 
 def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
-  """Makes `folder`, a folder of the cache under `root`, and returns it. A symlink in its
-  place (a user's link to a bigger disk, a planted one), or above it leading out of `root`,
-  is refused in one line, never followed nor removed: the cache writes only in its own
-  real folders."""
+  """Makes `folder`, a folder of the cache under `root` checked by `check_folder`, and
+  returns it."""
+  check_folder(folder, root)
+  folder.mkdir(parents=True, exist_ok=True)
+  return folder
+
+
+def check_folder(folder: pathlib.Path, root: pathlib.Path) -> None:
+  """A symlink in the place of `folder`, a folder of the cache under `root` (a user's link
+  to a bigger disk, a planted one), or above it leading out of `root`, is refused in one
+  line, never followed nor removed: the cache writes only in its own real folders."""
   real, real_root = os.path.realpath(folder), os.path.realpath(root)
   if folder.is_symlink() or os.path.commonpath([real, real_root]) != real_root:
     link = next((p for p in (folder, *folder.parents) if p.is_symlink()), folder)
@@ -107,8 +114,6 @@ def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
         f"{where}{link} is a symlink (to {os.path.realpath(link)}) in the cache's folders, "
         f"which could lead outside the cache {real_root}: refused, nothing was written or "
         "removed; remove that symlink, or point cache_dir at the real folder")
-  folder.mkdir(parents=True, exist_ok=True)
-  return folder
 
 
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
