@@ -77,14 +77,21 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
       bucket, spec, lambda r: cached_manifest(data_dir, r) if (data_dir / r.folder).is_dir()
       else None, retry_seconds=0, log=log)
   version_dir = data_dir / ref.folder
+  root = cache_root(cache_dir)
+  # Every folder written below is checked before anything is (no symlink followed out).
+  config_dir = (data_dir / ref.name / versions.CONFIG_METADATA).parent
+  transfer.own_folder(config_dir, root)
   # One fetcher per cached version on this machine (e.g. several training workers).
-  with file_locks.exclusive(version_dir.parent / f".{ref.version}.lock"):
+  with file_locks.exclusive(transfer.own_folder(version_dir.parent, root)
+                            / f".{ref.version}.lock"):
+    transfer.check_folder(version_dir, root)
     if local_copy_ok(version_dir, deep=verify, manifest=manifest):
       return str(data_dir)
-    _download(bucket, ref, manifest, version_dir, progress, cache_root(cache_dir))
+    _download(bucket, ref, manifest, version_dir, progress, root)
     metadata = versions.read_or_none(bucket, f"{ref.name}/{versions.CONFIG_METADATA}")
     if metadata is not None:
-      transfer.write_atomically(data_dir / ref.name / versions.CONFIG_METADATA, metadata)
+      transfer.write_atomically(config_dir / pathlib.Path(versions.CONFIG_METADATA).name,
+                                metadata)
   return str(data_dir)
 
 
@@ -101,12 +108,10 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   with progress_bars.byte_bar(total, f"fetch {ref}", progress) as bar:
     for name in todo:  # names were checked when the manifest was read
       target = staging / name
-      target.parent.mkdir(parents=True, exist_ok=True)
+      transfer.own_folder(target.parent, root)  # a nested one: never a planted link
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
   transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
-  if version_dir.is_symlink():  # not the cache's: the link goes, never what it points at
-    version_dir.unlink()
-  elif version_dir.exists():  # a damaged copy found by verify=True, or an older content
+  if version_dir.exists():  # a damaged copy found by verify=True, or an older content
     shutil.rmtree(version_dir)
   os.rename(staging, version_dir)

@@ -30,6 +30,7 @@ from imagesets.publishing import versions
 
 DEFAULT_RETRY_SECONDS = 60.0
 PART = ".part-"   # <folder>/.<name>.part-<size>-<pid>-<random>: a download in progress
+STALE_PART_SECONDS = 30.0   # an unlocked part this old is a dead writer's, whatever its pid
 
 
 class DamagedError(versions.PublishError):
@@ -94,19 +95,25 @@ class CacheFolderError(versions.PublishError):
 
 
 def own_folder(folder: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
-  """Makes `folder`, a folder of the cache under `root`, and returns it. A symlink in its
-  place is removed, never followed (what it points at is not the cache's to clean up or
-  overwrite); a folder that still resolves outside `root` (a symlinked parent) is refused."""
-  if folder.is_symlink():
-    folder.unlink()   # removes the link only, never its target
-  real, real_root = os.path.realpath(folder), os.path.realpath(root)
-  if os.path.commonpath([real, real_root]) != real_root:
-    raise CacheFolderError(
-        f"{folder} resolves to {real}, outside the cache {real_root} (a symlink in the "
-        "cache's folders): refused, nothing was written; remove that symlink, or point "
-        "cache_dir at the real folder")
+  """Makes `folder`, a folder of the cache under `root` checked by `check_folder`, and
+  returns it."""
+  check_folder(folder, root)
   folder.mkdir(parents=True, exist_ok=True)
   return folder
+
+
+def check_folder(folder: pathlib.Path, root: pathlib.Path) -> None:
+  """A symlink in the place of `folder`, a folder of the cache under `root` (a user's link
+  to a bigger disk, a planted one), or above it leading out of `root`, is refused in one
+  line, never followed nor removed: the cache writes only in its own real folders."""
+  real, real_root = os.path.realpath(folder), os.path.realpath(root)
+  if folder.is_symlink() or os.path.commonpath([real, real_root]) != real_root:
+    link = next((p for p in (folder, *folder.parents) if p.is_symlink()), folder)
+    where = "" if link == folder else f"{folder}: "
+    raise CacheFolderError(
+        f"{where}{link} is a symlink (to {os.path.realpath(link)}) in the cache's folders, "
+        f"which could lead outside the cache {real_root}: refused, nothing was written or "
+        "removed; remove that symlink, or point cache_dir at the real folder")
 
 
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
@@ -176,9 +183,34 @@ def open_part(folder: pathlib.Path, name: str, size: int):
   return path, handle
 
 
+def _pid_is_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass   # alive, another user's
+  return True
+
+
+def _is_stale(name: str, handle) -> bool:
+  """Whether a part file we could lock belongs to a dead writer: its pid (in its name,
+  from `part_path`) is gone, or it is older than STALE_PART_SECONDS. A writer locks its
+  part just after creating it, so a young part with a live pid may be in that gap; a pid
+  alive again in another process (reuse, another pid namespace) only delays the removal."""
+  try:
+    pid = int(name.rsplit(PART, 1)[1].split("-")[1])
+  except (IndexError, ValueError):
+    pid = None   # not named by part_path: by age only
+  if pid is not None and not _pid_is_alive(pid):
+    return True
+  return time.time() - os.fstat(handle.fileno()).st_mtime > STALE_PART_SECONDS
+
+
 def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
   """Removes part files whose writer is gone (killed, OOM, preempted); bytes freed.
-  `recursive`: in the subfolders too (a version's files may be nested)."""
+  `recursive`: in the subfolders too (a version's files may be nested). A part is stale
+  when nobody holds its lock and `_is_stale` says its writer is gone."""
   freed = 0
   with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
     for entry in entries:
@@ -192,6 +224,8 @@ def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
           fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
           continue  # its writer is alive
+        if not _is_stale(entry.name, handle):
+          continue
         freed += os.fstat(handle.fileno()).st_size
         os.unlink(entry.path)
   return freed
@@ -240,7 +274,12 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
       if stats is not None:
         stats["downloads"] += 1
       if out.size == entry["size"] and out.sha.hexdigest() == entry["sha256"]:
-        os.replace(part_file, target)   # (a rename: needs no space)
+        try:
+          os.replace(part_file, target)   # (a rename: needs no space)
+        except FileNotFoundError:
+          raise versions.PublishError(
+              f"the part file {part_file} of {url} was removed by another process (taken "
+              "for a dead download's) before it was complete: retry") from None
         if stats is not None:
           stats["bytes"] += entry["size"]
         return

@@ -118,6 +118,34 @@ def test_a_committed_version_without_a_manifest_is_refused(bucket_url, tiny_data
     manifest_lib.published(bucket_lib.Bucket(bucket_url), versions.Ref.parse(TINY))
 
 
+@pytest.mark.parametrize("bucket_url", ["file"], indirect=True)
+def test_fetch_never_writes_through_a_symlink_in_the_cache(bucket_url, tiny_data_dir, tmp_path):
+  """A `<name>/.config` link (where the config metadata goes), a `<name>` link out of the
+  cache and a link in the version folder's place are refused in one line naming the link, before anything is written (the
+  version lock included); what they point at is unchanged."""
+  publish.publish(TINY, tiny_data_dir, bucket_url, progress=False)
+  victim, outside = tmp_path / "victim", tmp_path / "outside"
+  victim.mkdir()
+  outside.mkdir()
+  (victim / "metadata.json").write_text("the victim's own file")
+  name = versions.Ref.parse(TINY).name
+  links = {tmp_path / "c1": (fetch.cached_data_dir(bucket_url, tmp_path / "c1") / name
+                             / ".config", victim),
+           tmp_path / "c2": (fetch.cached_data_dir(bucket_url, tmp_path / "c2") / name, outside),
+           tmp_path / "c3": (fetch.cached_data_dir(bucket_url, tmp_path / "c3") / FOLDER, victim)}
+  for cache, (link, target) in links.items():
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    with pytest.raises(versions.PublishError) as error:
+      fetch.fetch(bucket_url, TINY, cache_dir=cache, progress=False)
+    message = str(error.value)
+    assert "\n" not in message and f"{link} is a symlink" in message, message
+    assert link.is_symlink()
+  assert sorted(p.name for p in victim.iterdir()) == ["metadata.json"]
+  assert (victim / "metadata.json").read_text() == "the victim's own file"
+  assert list(outside.iterdir()) == []
+
+
 class _Failing(http.server.BaseHTTPRequestHandler):
   """A store that answers every request with 503 Slow Down: retriable, never successful."""
 

@@ -1,0 +1,64 @@
+"""transfer's part files: only a dead writer's is removed (never one in the gap between its
+creation and its lock), and a part removed under a live download ends in one line."""
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from imagesets.publishing import bucket as bucket_lib
+from imagesets.publishing import transfer
+from imagesets.publishing import versions
+
+
+def _part(folder, pid, *, age=0.0):
+  """An unlocked part file named as `part_path` names one, for writer `pid`."""
+  path = folder / f".shard{transfer.PART}4-{pid}-{os.urandom(6).hex()}"
+  path.write_bytes(b"1234")
+  if age:
+    when = time.time() - age
+    os.utime(path, (when, when))
+  return path
+
+
+def test_only_parts_of_dead_or_long_gone_writers_are_removed(tmp_path):
+  finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                            capture_output=True, text=True, check=True)
+  dead = int(finished.stdout)
+  fresh_live = _part(tmp_path, os.getpid())  # a writer between open("xb") and flock
+  fresh_dead = _part(tmp_path, dead)
+  old_live = _part(tmp_path, os.getpid(), age=60)
+  locked = _part(tmp_path, dead, age=60)
+  with open(locked, "rb") as holder:
+    fcntl.flock(holder, fcntl.LOCK_EX)   # a writer downloading
+    freed = transfer.remove_stale_parts(tmp_path)
+    assert locked.exists()
+  assert fresh_live.exists()
+  assert not fresh_dead.exists() and not old_live.exists()
+  assert freed == 8
+
+
+def test_a_part_removed_under_a_live_download_ends_in_one_line(tmp_path):
+  data = b"the bytes of a shard"
+  (tmp_path / "bucket").mkdir()
+  (tmp_path / "bucket" / "shard").write_bytes(data)
+  entry = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+  class RemovedMidway(bucket_lib.Bucket):
+    def copy_to(self, rel, out, *args, **kwargs):
+      super().copy_to(rel, out, *args, **kwargs)
+      for part in (tmp_path / "cache").glob(f"*{transfer.PART}*"):
+        part.unlink()   # as another process's cleanup would
+
+  (tmp_path / "cache").mkdir()
+  target = tmp_path / "cache" / "shard"
+  with pytest.raises(versions.PublishError) as error:
+    transfer.checked_download(RemovedMidway(str(tmp_path / "bucket")), "shard", target,
+                              entry, retry_seconds=0)
+  message = str(error.value)
+  assert "\n" not in message and "removed by another process" in message
+  assert "retry" in message and not target.exists()
