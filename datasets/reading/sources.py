@@ -148,7 +148,7 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
     path, entry = folder / name, manifest.files[name]
     if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:
       continue
-    path.parent.mkdir(parents=True, exist_ok=True)
+    transfer.own_folder(path.parent, folder)  # a nested folder: never through a symlink
     transfer.checked_download(bucket, f"{ref.folder}/{name}", path, entry)
   manifest_path = folder / versions.MANIFEST
   if not manifest_path.is_file() or manifest_path.read_bytes() != manifest.to_bytes():
