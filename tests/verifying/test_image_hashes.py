@@ -59,3 +59,16 @@ def test_fingerprints_round_trip_through_json():
     fingerprint = image_hashes.of_bytes(sample_images.jpeg(30, 40, seed=3),
                                         with_pixels=with_pixels)
     assert image_hashes.Fingerprint.from_json(fingerprint.to_json()) == fingerprint
+
+
+def test_a_jpeg_is_decoded_at_the_smallest_scale_that_keeps_128_pixels(monkeypatch):
+  """The fingerprint's cost: no full decode of a JPEG big enough to scale (DCT domain)."""
+  decoded = []
+  decode = image_hashes.simplejpeg.decode_jpeg
+  monkeypatch.setattr(image_hashes.simplejpeg, "decode_jpeg",
+                      lambda *args, **kwargs: decoded.append(decode(*args, **kwargs).shape)
+                      or decode(*args, **kwargs))
+  for height, width in ((1100, 1300), (600, 800), (300, 500), (200, 240)):
+    fingerprint = image_hashes.of_bytes(sample_images.jpeg(height, width, seed=5))
+    assert (fingerprint.height, fingerprint.width, fingerprint.pixels) == (height, width, "")
+  assert decoded == [(138, 163, 1), (150, 200, 1), (150, 250, 1), (200, 240, 1)]
