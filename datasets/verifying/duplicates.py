@@ -258,12 +258,12 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
 def _pixels(indices: list[int], fingerprints: Sequence[image_hashes.Fingerprint],
             pixels_of: PixelsOf | None) -> dict:
   """{index: digest of its decoded pixels} of images in `indices`: from their fingerprints,
-  else from `pixels_of` (a build decodes them again in its workers), else none is known
-  (each exact set then stands for its own pixels)."""
+  else from `pixels_of` (a build decodes them again in its workers; "" when it cannot),
+  else none is known (each exact set then stands for its own pixels)."""
   known = {i: fingerprints[i].pixels for i in indices if fingerprints[i].pixels}
   missing = [i for i in indices if i not in known]
   if missing and pixels_of is not None:
-    known.update(zip(missing, pixels_of(missing)))
+    known.update((i, digest) for i, digest in zip(missing, pixels_of(missing)) if digest)
   return known
 
 

@@ -208,3 +208,16 @@ def test_a_stored_report_is_checked_and_names_are_printable():
   assert duplicates.printable(name) == "train/\\x1b]0;owned\\x07\\x1b[2J.jpg"
   group = duplicates.Group("exact", (Member("train", name[6:], "a"), Member("test", "b", "a")))
   assert "\x1b" not in duplicates.summary([group], 2)
+
+
+def test_images_whose_pixels_cannot_be_had_again_are_not_called_the_same():
+  """A build's pixels_of says "" for an image it cannot make again (the file changed since):
+  two such images of one group are not an exact set."""
+  pixels = sample_images.photo(150, 200, seed=5)
+  images = [planted_copies.original(pixels), planted_copies.exact(pixels)]
+  members = [Member("train", "a.jpg", "a"), Member("test", "b.jpg", "a")]
+  fingerprints = [image_hashes.of_bytes(image) for image in images]
+  [group] = duplicates.find(members, fingerprints, pixels_of=lambda found: [""] * len(found))
+  assert group.kind == "near" and group.exact_sets == ()
+  [group] = duplicates.find(members, fingerprints, pixels_of=_PixelsOf(images))
+  assert group.kind == "exact"
