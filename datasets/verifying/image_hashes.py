@@ -17,11 +17,13 @@
   shape, so two files holding the same picture are exact duplicates whatever their bytes
   (EXIF added or removed, PNG recompressed, a JPEG's pixels saved as PNG).
 
-The hashes and the thumbnail need ~64 pixels a side, so a JPEG is decoded by libjpeg-turbo
-at a reduced scale (1/2 to 1/8, in the DCT domain: most of a full decode's work is never
-done), grey only; a full decode, for `pixels`, is left to the few images that duplicate
-detection finds alike (`duplicates.find`'s `pixels_of`): at build time it costs a third of
-what a full decode and pixel digest of every image did (docs/know_your_data.md).
+The hashes and the thumbnail come from a 64-pixel grey thumbnail, so a JPEG is decoded by
+libjpeg-turbo at a reduced scale (1/2 to 1/8, in the DCT domain: much of a full decode's
+work is never done), grey only; a full decode, for `pixels`, is left to the few images that
+duplicate detection finds alike (`duplicates.find`'s `pixels_of`). A fingerprint costs
+about a third of what it did with a full decode and pixel digest of every image
+(docs/know_your_data.md: 0.65 ms against 1.76 ms for a 500x375 photo, 27 against 87 ms for
+a 12-megapixel one).
 
 A pure function of the bytes: it runs in the build's worker processes, next to the image
 checks, and again on any stored version (`imagesets duplicates`).
@@ -84,7 +86,8 @@ def _decode_grey(data: bytes) -> tuple[PIL.Image.Image, int, int, str]:
   moved textures' hashes by up to 46 bits)."""
   if data[:2] == b"\xff\xd8":
     height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-    factor = next(f for f in (8, 4, 2, 1) if min(height, width) // f >= 2 * _THUMBNAIL or f == 1)
+    factor = next(f for f in (8, 4, 2, 1)
+                  if min(height, width) // f >= 2 * _THUMBNAIL or f == 1)
     grey = simplejpeg.decode_jpeg(data, colorspace="GRAY", strict=False,
                                   min_height=-(-height // factor), min_width=-(-width // factor))
     return PIL.Image.fromarray(grey[:, :, 0]), height, width, "jpeg"
@@ -112,7 +115,7 @@ def small_thumbnail(grey: PIL.Image.Image) -> bytes:
 
 def of_bytes(data: bytes, *, with_pixels: bool = False) -> Fingerprint:
   """The fingerprint of encoded image bytes; `with_pixels` adds the decoded pixels' digest
-  (a full decode, three times the work of the rest)."""
+  (a full decode: more work than all the rest)."""
   grey, height, width, fmt = _decode_grey(data)
   thumbnail = _thumbnail(grey)
   return Fingerprint(hashlib.sha256(data).hexdigest()[:32], _hash_of(thumbnail), height, width,
