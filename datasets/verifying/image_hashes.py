@@ -36,10 +36,6 @@ import io
 import imagehash
 import numpy as np
 import PIL.Image
-# imagehash imports it on the first pHash: import it now, so that a build's workers, forked
-# from this process, inherit it instead of each importing it (0.1-0.2 s of CPU each, on the
-# critical path of a build: a 600-photo build took 0.2 s longer).
-import scipy.fftpack  # pylint: disable=unused-import
 import simplejpeg
 
 HASH_BITS = 128  # pHash 64 + aHash 64
