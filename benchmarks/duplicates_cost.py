@@ -9,12 +9,6 @@
    build in a fresh process, interleaved `--repeats` times; medians of the build's wall time
    (after TensorFlow started), of the whole process's wall time (what `imagesets build` takes)
    and of the CPU time of the build and its workers.
-   Then the CPU per photo, in this process over the tree's first 300 photos (best of 3):
-   the fingerprint a build computes (`image_hashes.of_bytes`: grey decode at a reduced
-   scale, hashes, thumbnail), a full decode and pixel digest (`pixel_digest`: what every
-   image paid before; now only the members of the groups found), and the least any
-   perceptual hash of a JPEG needs: libjpeg-turbo's entropy decoding (a 1/8-scale grey
-   decode, which still reads every coefficient).
 2. Groups N synthesised fingerprints (random 128-bit hashes, 1 % of them planted copies
    8-20 bits from an original; the grouping sees only hashes, so these stand in for the
    decoded images) for each N of `--grouping`: wall time, and peak Python memory
@@ -51,31 +45,6 @@ def child_build(tree: str, work: str, leakage: str) -> dict:
   after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
   cpu = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before))
   return {"build_s": wall, "cpu_s": cpu}
-
-
-def per_image(tree: pathlib.Path, count: int = 300) -> dict:
-  import simplejpeg
-  from imagesets.verifying import image_hashes
-
-  images = [path.read_bytes() for path in sorted(tree.glob("*/*.jpg"))[:count]]
-
-  def entropy_decode(data):
-    height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-    simplejpeg.decode_jpeg(data, colorspace="GRAY", min_height=-(-height // 8),
-                           min_width=-(-width // 8))
-
-  costs = {}
-  for name, work in (("fingerprint", image_hashes.of_bytes),
-                     ("full decode + pixel digest", image_hashes.pixel_digest),
-                     ("1/8 grey decode (the floor)", entropy_decode)):
-    best = float("inf")
-    for _ in range(3):
-      start = time.process_time()
-      for data in images:
-        work(data)
-      best = min(best, (time.process_time() - start) / len(images))
-    costs[name] = best * 1000
-  return costs
 
 
 def grouping(count: int) -> dict:
@@ -136,10 +105,6 @@ def main():
   for key, what in (("build_s", "build wall"), ("process_s", "whole process wall"),
                     ("cpu_s", "CPU")):
     print(f"{what}: warn / off = {medians['warn'][key] / medians['off'][key]:.2f}")
-  print(f"build CPU per photo: off {medians['off']['cpu_s'] / args.images * 1000:.2f} ms, "
-        f"warn {medians['warn']['cpu_s'] / args.images * 1000:.2f} ms (start-up included)")
-  print("CPU per photo: " + ", ".join(f"{name} {ms:.2f} ms"
-                                      for name, ms in per_image(tree).items()))
   print("\n| images (synthesised hashes) | grouping s | peak MiB | groups found / planted |")
   print("|---:|---:|---:|---:|")
   for count in map(int, args.grouping.split(",")):

@@ -106,11 +106,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           self.generation.check_unfinished()
           self._finish_generation(self.generation.report())
         raise
-      report = self.generation.report()
-      self._finish_generation(report)
-      # (with the workers still there: the images found alike are decoded on them again)
-      found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
-                                      title=self.info.full_name)
+    report = self.generation.report()
+    self._finish_generation(report)
+    found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
+                                    title=self.info.full_name)
     if found is not None and self.info.metadata is not None:
       self.info.metadata["duplicates"] = found
     return split_infos

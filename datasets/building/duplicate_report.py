@@ -24,13 +24,9 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     return None
   # What the version stores: drop's first pass fingerprinted the dropped examples too.
   dropped = set(report.dropped)
-  kept = [position for position, (member, _) in enumerate(report.images)
-          if member not in dropped]
-  images = [report.images[position] for position in kept]
+  images = [(member, print_) for member, print_ in report.images if member not in dropped]
   members = [member for member, _ in images]
-  pixels_of = report.pixels_of and (lambda found: report.pixels_of([kept[p] for p in found]))
-  groups = duplicates.find(members, [fingerprint for _, fingerprint in images],
-                           pixels_of=pixels_of)
+  groups = duplicates.find(members, [fingerprint for _, fingerprint in images])
   leaks = [group for group in groups if group.cross_split]
   if action == "error" and leaks:
     named = "\n".join("  " + " = ".join(f"{m.split}/{m.file_name}" for m in group.members)

@@ -14,9 +14,7 @@ about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` ru
 
 Both paths turn every BadItem into a `Problem(key, reason)` and keep every note, and
 fingerprint each example's image where it was made (`_identity`: `image_hashes`, for the
-duplicate report; `leakage="drop"` runs the items once more first, locally only). Locally,
-the few images duplicate detection finds alike are decoded in full afterwards, on the
-same workers (`pixel_digests`); Beam workers digest every image's pixels as they go.
+duplicate report; `leakage="drop"` runs the items once more first, locally only).
 Beam workers write theirs to files under the (temporary) data dir, which the driver
 reads once the pipeline is done. `report()` gives all of them to the builder, which
 raises one error or records them (`builder_base.ImageSetBuilder`).
@@ -57,9 +55,6 @@ class Report:
   # Every example's identity and fingerprint, for the duplicate report (`_identity`).
   images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
   dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
-  # The decoded pixels' digests of images (positions in `images`) whose fingerprints have
-  # none (`duplicates.find`'s pixels_of); None when every fingerprint has them (Beam).
-  pixels_of: duplicates.PixelsOf | None = dataclasses.field(default=None, compare=False)
 
 
 def _outcome(process: Process, key: str, item: Item):
@@ -75,8 +70,7 @@ def _beam_outcome(process: Process, fingerprint: bool, key: str, item: Item):
   """(key, example, note, reason, identity or None) on a Beam worker."""
   key, example, note, reason = _outcome(process, key, item)
   return key, example, note, reason, (
-      _identity(example, key, with_pixels=True) if fingerprint and example is not None
-      else None)
+      _identity(example, key) if fingerprint and example is not None else None)
 
 
 def _examples_of(outcome):
@@ -97,38 +91,19 @@ def _report_lines(outcome, split):
     yield json.dumps({"image": [split, key, file_name, label, fingerprint.to_json()]})
 
 
-def _image_bytes(example: dict) -> bytes | None:
-  image = example.get("image")
-  if isinstance(image, (str, os.PathLike)):  # (VOC: TFDS reads the file)
-    image = epath.Path(image).read_bytes()
-  return image if isinstance(image, bytes) else None
-
-
-def _identity(example: dict, key: str, *, with_pixels: bool = False
-              ) -> tuple[str, Any, image_hashes.Fingerprint | None]:
+def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
   """(file name, label, fingerprint) of an example, computed where its image bytes are
   already in memory (the worker that made it). The name is the source file's, or the
   source's id, or the example's key."""
+  image = example.get("image")
   try:
-    image = _image_bytes(example)
-    fingerprint = (None if image is None
-                   else image_hashes.of_bytes(image, with_pixels=with_pixels))
+    if isinstance(image, (str, os.PathLike)):  # (VOC: TFDS reads the file)
+      image = epath.Path(image).read_bytes()
+    fingerprint = image_hashes.of_bytes(image) if isinstance(image, bytes) else None
   except Exception:  # pylint: disable=broad-except  # (checked images; never fail a build here)
     fingerprint = None
   return (str(example.get("file_name") or example.get("image_id") or key),
           example.get("label"), fingerprint)
-
-
-def _pixel_digest(work) -> str:
-  """`image_hashes.pixel_digest` of the image of one item, made again (a pure function of
-  the item); "" when it cannot be (the file changed since)."""
-  process, key, item = work
-  try:
-    example = _outcome(process, key, item)[1]
-    image = None if example is None else _image_bytes(example)
-    return "" if image is None else image_hashes.pixel_digest(image)
-  except Exception:  # pylint: disable=broad-except  # (as `_identity`)
-    return ""
 
 
 def _local_outcome(work):
@@ -164,7 +139,6 @@ class Generation:
   # keras cache: its stored order is keras' output order, read back sequentially).
   keep_order: bool = False
   _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
-  _sources: dict = dataclasses.field(default_factory=dict)  # split -> (items, process)
   _dropped: list = dataclasses.field(default_factory=list)
   _fingerprinted: bool = False  # every item's fingerprint is known (drop's first pass)
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
@@ -187,7 +161,7 @@ class Generation:
         raise ValueError("leakage='drop' needs a local build (not Beam): build locally, or "
                          "use 'warn' and run `imagesets duplicates` on the version")
       return self._beam(split, items, process)
-    self._unfinished[split] = self._sources[split] = (items, process)
+    self._unfinished[split] = (items, process)
     return prepared_records.LocalSplit(lambda: self._local(split),
                                        lambda: self._local(split, records=True))
 
@@ -225,8 +199,8 @@ class Generation:
         self._images.append((split, outcome[0], outcome[-1]))
     self._fingerprinted = True
     entries = self._members()
-    self._dropped = duplicates.to_drop(duplicates.find(
-        [m for _, m, _ in entries], [f for _, _, f in entries], pixels_of=self.pixel_digests))
+    self._dropped = duplicates.to_drop(duplicates.find([m for _, m, _ in entries],
+                                                       [f for _, _, f in entries]))
     dropped = set(self._dropped)
     gone = {(member.split, key) for key, member, _ in entries if member in dropped}
     for split in splits:
@@ -256,17 +230,6 @@ class Generation:
 
   def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     return [(member, fingerprint) for _, member, fingerprint in self._members()]
-
-  def pixel_digests(self, positions: Sequence[int]) -> list[str]:
-    """`duplicates.PixelsOf` of `images()`: their items run again on the workers, and their
-    images are decoded in full (duplicate detection asks for the few it found alike)."""
-    where = [(split, key) for split, key, (_, _, fingerprint) in self._images
-             if fingerprint is not None]
-    wanted = [where[position] for position in positions]
-    items = {split: dict(self._sources[split][0]) for split in {split for split, _ in wanted}}
-    work = ((self._sources[split][1], key, items[split][key]) for split, key in wanted)
-    return list(parallel_map.ordered_map(_pixel_digest, work, self.pool, chunk_size=_CHUNK,
-                                         window=_WINDOW_CHUNKS))
 
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
@@ -354,5 +317,4 @@ class Generation:
         path.unlink()
       report_dir.rmdir()
     return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())),
-                  self.images(), list(self._dropped),
-                  None if self.use_beam else self.pixel_digests)
+                  self.images(), list(self._dropped))

@@ -161,8 +161,7 @@ def cmd_verify(args) -> int:
 
 
 def _version_images(source) -> list:
-  """(duplicates.Member, fingerprint) of every example of a version (decodes each image in
-  full: the images are read once, so their pixels are digested as they go)."""
+  """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
   from imagesets.verifying import duplicates, image_hashes, version_examples
 
   images, count = [], collections.Counter()
@@ -170,7 +169,7 @@ def _version_images(source) -> list:
     count[example.split] += 1
     name = example.file_name or f"{example.split}[{count[example.split] - 1}]"
     images.append((duplicates.Member(example.split, name, example.label),
-                   image_hashes.of_bytes(example.image, with_pixels=True)))
+                   image_hashes.of_bytes(example.image)))
   return images
 
 

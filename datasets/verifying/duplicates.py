@@ -4,11 +4,8 @@ Two images are duplicates when their decoded pixels are identical (`exact`), or 
 128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits and their
 16x16 thumbnails confirm it (`similarity`) (`near`: the same picture re-encoded, resized,
 converted, cropped by a few percent; on real photos the hashes alone also pair distinct
-textures and skies). Groups are the connected components of those pairs. Identical pixels
-give hashes a few bits apart at most (identical ones from the same bytes), so pixels are
-compared within the groups found only: no image outside a group is decoded in full. A
-group whose members sit in different splits is leakage; one whose members carry different
-labels is a label conflict.
+textures and skies). Groups are the connected components of those pairs. A group whose members sit in different splits is
+leakage; one whose members carry different labels is a label conflict.
 
 Finding the near pairs compares no decoded images and not every pair of hashes: it is
 bit-sampling LSH. Each of `BANDS` bands is a fixed, seeded choice of `BAND_BITS` of the
@@ -25,7 +22,7 @@ images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images)
 
 import collections
 import dataclasses
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import PIL.Image
@@ -213,24 +210,19 @@ def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[i
   return {(int(r), int(i)) for i, r in enumerate(roots.tolist()) if r != i}
 
 
-PixelsOf = Callable[[Sequence[int]], Sequence[str]]
-
-
 def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
-         threshold: int = THRESHOLD, pixels_of: PixelsOf | None = None) -> list[Group]:
+         threshold: int = THRESHOLD) -> list[Group]:
   """Every group of duplicates among the images, sorted by their first member.
 
-  Images with the very same bytes are one exact set. One representative per set (and per
+  Images with the very same pixels are one exact set. One representative per set (and per
   identical perceptual hash) goes to LSH; each candidate component it proposes is then
   checked pair by pair against its thumbnails (`similarity`): a member joins a near group
   only when it is confirmed alike one of the group's members, and the group keeps which
-  pairs were confirmed (`links`) so that `to_drop` never chains A ~ B ~ C into A ~ C.
-  Last, the members of the groups found, and only those, are told apart by their decoded
-  pixels (`_pixels`): the same pixels in other bytes make an exact set too."""
-  by_content = collections.defaultdict(list)
+  pairs were confirmed (`links`) so that `to_drop` never chains A ~ B ~ C into A ~ C."""
+  by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
-    by_content[fingerprint.content].append(index)
-  sets = list(by_content.values())
+    by_pixels[fingerprint.pixels].append(index)
+  sets = list(by_pixels.values())
   representatives = [same[0] for same in sets]
   by_hash = collections.defaultdict(list)
   for number, index in enumerate(representatives):
@@ -241,30 +233,13 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   candidates = collections.defaultdict(list)  # root -> numbers of exact sets
   for position, numbers in enumerate(by_hash.values()):
     candidates[roots[position]] += numbers
-  found = []
+  groups = []
   for numbers in candidates.values():
     for component, links in _confirmed(numbers, sets, fingerprints):
       indices = [i for number in component for i in sets[number]]
       if len(indices) > 1:
-        found.append((indices, links, component))
-  pixels = _pixels([sets[n][0] for _, _, component in found if len(component) > 1
-                    for n in component], fingerprints, pixels_of)
-  groups = [_group(members, indices, links, sets,
-                   {i: pixels.get(sets[n][0], n) for n in component for i in sets[n]})
-            for indices, links, component in found]
+        groups.append(_group(members, fingerprints, indices, links, sets))
   return sorted(groups, key=lambda g: _member_order(g.members[0]))
-
-
-def _pixels(indices: list[int], fingerprints: Sequence[image_hashes.Fingerprint],
-            pixels_of: PixelsOf | None) -> dict:
-  """{index: digest of its decoded pixels} of images in `indices`: from their fingerprints,
-  else from `pixels_of` (a build decodes them again in its workers; "" when it cannot),
-  else none is known (each exact set then stands for its own pixels)."""
-  known = {i: fingerprints[i].pixels for i in indices if fingerprints[i].pixels}
-  missing = [i for i in indices if i not in known]
-  if missing and pixels_of is not None:
-    known.update((i, digest) for i, digest in zip(missing, pixels_of(missing)) if digest)
-  return known
 
 
 def _confirmed(numbers: list[int], sets: list[list[int]],
@@ -299,13 +274,12 @@ def _confirmed(numbers: list[int], sets: list[list[int]],
           for c in components.values()]
 
 
-def _group(members, indices, links, sets, pixels) -> Group:
-  """The group of images `indices`; `pixels`: {index: what stands for its decoded pixels}."""
+def _group(members, fingerprints, indices, links, sets) -> Group:
   indices = sorted(indices, key=lambda i: _member_order(members[i]))
   position_of = {index: position for position, index in enumerate(indices)}
   same = collections.defaultdict(list)
   for position, index in enumerate(indices):
-    same[pixels[index]].append(position)
+    same[fingerprints[index].pixels].append(position)
   kind = EXACT if len(same) == 1 else NEAR
   if kind == EXACT:
     return Group(kind, tuple(members[i] for i in indices))

@@ -37,39 +37,23 @@ def test_near_pairs_respects_the_threshold():
   assert duplicates.near_pairs(hashes, threshold=26) == {(0, 1)}
 
 
-class _PixelsOf:
-  """A `duplicates.PixelsOf` over encoded images, as a build's (`Generation.pixel_digests`),
-  that records which images it was asked to decode."""
-
-  def __init__(self, images: list[bytes]):
-    self.images, self.asked = images, []
-
-  def __call__(self, indices):
-    self.asked += indices
-    return [image_hashes.pixel_digest(self.images[i]) for i in indices]
-
-
-def _planted(pixels_of: _PixelsOf | None = None):
-  """Ten distinct photos in train (labels a/b), each kind of copy of one of them elsewhere;
-  grouped as a build does (`find` with a pixels_of over the images)."""
-  members, images = [], []
+def _planted():
+  """Ten distinct photos in train (labels a/b), each kind of copy of one of them elsewhere."""
+  members, fingerprints = [], []
   photos = [sample_images.photo(150 + 9 * i, 200, seed=40 + i) for i in range(10)]
   for index, pixels in enumerate(photos):
     members.append(Member("train", f"{index}.jpg", "ab"[index % 2]))
-    images.append(planted_copies.original(pixels))
+    fingerprints.append(image_hashes.of_bytes(planted_copies.original(pixels)))
   for index, (kind, make) in enumerate(planted_copies.KINDS.items()):
     split = ["train", "validation", "test", "test", "validation"][index]
     label = "b" if kind == "crop_5" else "ab"[index % 2]  # photo 4 is "a": a label conflict
     members.append(Member(split, f"copy_{kind}.jpg", label))
-    images.append(make(photos[index]))
-  pixels_of = pixels_of or _PixelsOf(images)
-  pixels_of.images = images
-  return members, duplicates.find(members, [image_hashes.of_bytes(i) for i in images],
-                                  pixels_of=pixels_of)
+    fingerprints.append(image_hashes.of_bytes(make(photos[index])))
+  return members, fingerprints
 
 
 def test_every_kind_of_copy_is_found_and_distinct_photos_are_not_paired():
-  groups = _planted()[1]
+  groups = duplicates.find(*_planted())
   assert [[m.file_name for m in g.members] for g in groups] == [
       ["0.jpg", "copy_exact.jpg"], ["1.jpg", "copy_jpeg_q60.jpg"],
       ["2.jpg", "copy_resized_50.jpg"], ["3.jpg", "copy_png.jpg"], ["4.jpg", "copy_crop_5.jpg"]]
@@ -78,16 +62,8 @@ def test_every_kind_of_copy_is_found_and_distinct_photos_are_not_paired():
   assert [g.label_conflict for g in groups] == [False, False, False, False, True]
 
 
-def test_only_the_members_of_groups_are_decoded_in_full():
-  asked = _PixelsOf([])
-  members, groups = _planted(asked)
-  grouped = {(m.split, m.file_name) for g in groups for m in g.members}
-  assert sorted((members[i].split, members[i].file_name) for i in asked.asked) == sorted(grouped)
-  assert len(asked.asked) == 10 < len(members)
-
-
 def test_drop_keeps_the_earliest_split_of_each_leaking_group():
-  groups = _planted()[1]
+  groups = duplicates.find(*_planted())
   assert [(m.split, m.file_name) for m in duplicates.to_drop(groups)] == [
       ("validation", "copy_crop_5.jpg"), ("validation", "copy_jpeg_q60.jpg"),
       ("test", "copy_png.jpg"), ("test", "copy_resized_50.jpg")]
@@ -97,7 +73,8 @@ def test_drop_keeps_the_earliest_split_of_each_leaking_group():
 
 
 def test_summary_names_the_leaks_and_json_round_trips():
-  members, groups = _planted()
+  members, fingerprints = _planted()
+  groups = duplicates.find(members, fingerprints)
   line = duplicates.summary(groups, len(members), show=2)
   assert line.startswith("duplicates: 5 group(s) (2 exact, 3 near) among 15 images; 4 cross "
                          "splits (leakage): train/1.jpg = validation/copy_jpeg_q60.jpg; "
@@ -117,13 +94,10 @@ def test_a_near_group_says_which_members_have_the_very_same_pixels():
   pixels = sample_images.photo(150, 200, seed=3)
   members = [Member("train", "a.jpg", "a"), Member("test", "b.png", "a"),
              Member("validation", "c.jpg", "a")]
-  images = [planted_copies.original(pixels), planted_copies.png(pixels),
-            planted_copies.jpeg_q60(pixels)]
-  fingerprints = [image_hashes.of_bytes(image) for image in images]
-  [group] = duplicates.find(members, fingerprints, pixels_of=_PixelsOf(images))
-  # (fingerprints with their pixels, as Beam workers and `imagesets duplicates` make them)
-  assert duplicates.find(members, [image_hashes.of_bytes(image, with_pixels=True)
-                                   for image in images]) == [group]
+  fingerprints = [image_hashes.of_bytes(planted_copies.original(pixels)),
+                  image_hashes.of_bytes(planted_copies.png(pixels)),
+                  image_hashes.of_bytes(planted_copies.jpeg_q60(pixels))]
+  [group] = duplicates.find(members, fingerprints)
   assert group.kind == "near" and [m.split for m in group.members] == ["train", "validation",
                                                                        "test"]
   assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
@@ -192,8 +166,8 @@ def test_a_picture_stored_a_thousand_times_costs_no_quadratic_memory():
 
 
 def test_a_stored_report_is_checked_and_names_are_printable():
-  members, groups = _planted()
-  report = duplicates.to_json(groups, len(members))
+  members, fingerprints = _planted()
+  report = duplicates.to_json(duplicates.find(members, fingerprints), len(members))
   counts = {"train": 11, "validation": 2, "test": 2}
   assert duplicates.from_json(report, "s3://b/pets/duplicates.json", counts)[0]
   bad = [{**report, "num_images": 99}, {**report, "groups": [{"kind": "near", "members": [
@@ -208,16 +182,3 @@ def test_a_stored_report_is_checked_and_names_are_printable():
   assert duplicates.printable(name) == "train/\\x1b]0;owned\\x07\\x1b[2J.jpg"
   group = duplicates.Group("exact", (Member("train", name[6:], "a"), Member("test", "b", "a")))
   assert "\x1b" not in duplicates.summary([group], 2)
-
-
-def test_images_whose_pixels_cannot_be_had_again_are_not_called_the_same():
-  """A build's pixels_of says "" for an image it cannot make again (the file changed since):
-  two such images of one group are not an exact set."""
-  pixels = sample_images.photo(150, 200, seed=5)
-  images = [planted_copies.original(pixels), planted_copies.exact(pixels)]
-  members = [Member("train", "a.jpg", "a"), Member("test", "b.jpg", "a")]
-  fingerprints = [image_hashes.of_bytes(image) for image in images]
-  [group] = duplicates.find(members, fingerprints, pixels_of=lambda found: [""] * len(found))
-  assert group.kind == "near" and group.exact_sets == ()
-  [group] = duplicates.find(members, fingerprints, pixels_of=_PixelsOf(images))
-  assert group.kind == "exact"
