@@ -688,26 +688,32 @@ def test_a_reader_waiting_for_a_download_stops_when_closed_or_after_a_bound(
   names = sorted(source.shards)
   for name in names[:2]:
     source.cache._in_flight.add(source.shards[name].sha256)  # a download that never ends
+  assert_closing_ends_the_wait(source, names)
+  monkeypatch.setattr(shard_cache_lib, "DOWNLOAD_WAIT_SECONDS", 1)
+  errors = []
+  bounded = threading.Thread(target=lambda: errors.append(
+      pytest.raises(Exception, source.cache.pin, source.shards[names[1]]).value), daemon=True)
+  bounded.start()
+  bounded.join(10)
+  assert not bounded.is_alive() and "gave up waiting for the download" in str(errors[0])
+
+
+def assert_closing_ends_the_wait(source, names) -> None:
+  """A reader waiting to enter window 0 (names[0]) ends at once, in one line, when closed."""
   reader = source.reader(lambda g: [names[g]], 2)
   errors = []
 
-  def enter(g):
+  def enter():
     try:
-      reader.enter(g)
+      reader.enter(0)
     except Exception as error:  # noqa: BLE001
       errors.append(str(error))
-  waiting = threading.Thread(target=enter, args=(0,), daemon=True)
+  waiting = threading.Thread(target=enter, daemon=True)
   waiting.start()
   time.sleep(0.5)
   reader.close()
   waiting.join(5)
   assert not waiting.is_alive() and "closed" in errors[0] and "\n" not in errors[0]
-  monkeypatch.setattr(shard_cache_lib, "DOWNLOAD_WAIT_SECONDS", 1)
-  bounded = threading.Thread(target=lambda: errors.append(
-      pytest.raises(Exception, source.cache.pin, source.shards[names[1]]).value), daemon=True)
-  bounded.start()
-  bounded.join(10)
-  assert not bounded.is_alive() and "gave up waiting for the download" in str(errors[1])
 
 
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
@@ -796,20 +802,7 @@ def test_a_wait_for_another_processs_download_ends_when_closed_or_after_a_bound(
   try:
     for holder in holders:
       assert holder.stdout.readline().strip() == "held"
-    reader = source.reader(lambda g: [names[g]], 2)
-    errors = []
-
-    def enter():
-      try:
-        reader.enter(0)
-      except Exception as error:  # noqa: BLE001
-        errors.append(str(error))
-    waiting = threading.Thread(target=enter, daemon=True)
-    waiting.start()
-    time.sleep(0.5)
-    reader.close()
-    waiting.join(5)
-    assert not waiting.is_alive() and "closed" in errors[0] and "\n" not in errors[0]
+    assert_closing_ends_the_wait(source, names)
     monkeypatch.setattr(shard_cache_lib, "DOWNLOAD_WAIT_SECONDS", 1)
     start = time.monotonic()
     with pytest.raises(shard_cache_lib.ReaderClosedError, match="gave up waiting for another"):
