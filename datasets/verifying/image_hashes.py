@@ -53,14 +53,30 @@ class Fingerprint:
                bytes.fromhex(thumbnail))
 
 
-def decode_rgb(data: bytes) -> tuple[np.ndarray, str]:
-  """(HxWx3 uint8 pixels, format) of stored image bytes (already upright: builds rotate them).
+def decode_rgb(data: bytes) -> tuple[np.ndarray, str, bytes]:
+  """(HxWx3 uint8 pixels, format, what RGB leaves out) of stored image bytes (already
+  upright: builds rotate them).
 
   JPEGs go through libjpeg-turbo (simplejpeg), the decoder the image checks use."""
   if data[:2] == b"\xff\xd8":
-    return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False), "jpeg"
+    return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False), "jpeg", b""
   with PIL.Image.open(io.BytesIO(data)) as image:
-    return np.asarray(image.convert("RGB")), (image.format or "unknown").lower()
+    return (np.asarray(image.convert("RGB")), (image.format or "unknown").lower(),
+            _beyond_rgb(image))
+
+
+def _beyond_rgb(image: PIL.Image.Image) -> bytes:
+  """What converting to 8-bit RGB drops that tells two pictures apart: an alpha channel
+  that is not fully opaque, values of more than 8 bits. Empty for plain pictures, so a
+  PNG and a JPEG of the same RGB pixels keep one digest."""
+  extra = b""
+  if "A" in image.getbands() or "transparency" in image.info:
+    alpha = np.asarray(image.convert("RGBA"))[..., 3]
+    if (alpha != 255).any():
+      extra += b"alpha" + alpha.tobytes()
+  if image.mode.startswith("I") or image.mode == "F":  # 16- and 32-bit greys
+    extra += image.mode.encode() + image.tobytes()
+  return extra
 
 
 def _grey(rgb: np.ndarray) -> PIL.Image.Image:
@@ -83,22 +99,24 @@ def small_thumbnail(grey: PIL.Image.Image) -> bytes:
 
 def of_bytes(data: bytes) -> Fingerprint:
   """The fingerprint of encoded image bytes (decodes them once)."""
-  rgb, fmt = decode_rgb(data)
+  rgb, fmt, extra = decode_rgb(data)
   grey = _grey(rgb)
-  return Fingerprint(_digest(rgb), _hash_of(grey), int(rgb.shape[0]),
+  return Fingerprint(_digest(rgb, extra), _hash_of(grey), int(rgb.shape[0]),
                      int(rgb.shape[1]), fmt, small_thumbnail(grey))
 
 
-def _digest(rgb: np.ndarray) -> str:
+def _digest(rgb: np.ndarray, extra: bytes = b"") -> str:
   digest = hashlib.sha256(repr(rgb.shape).encode())
   digest.update(np.ascontiguousarray(rgb).data)
+  digest.update(extra)
   return digest.hexdigest()[:32]
 
 
 def pixel_digest(data: bytes) -> str:
   """`Fingerprint.pixels` of encoded image bytes alone: the same for the same decoded
   pixels, whatever the bytes (EXIF, PNG compression)."""
-  return _digest(decode_rgb(data)[0])
+  rgb, _, extra = decode_rgb(data)
+  return _digest(rgb, extra)
 
 
 def distance(a: int, b: int) -> int:

@@ -1,9 +1,11 @@
 """image_hashes: one fingerprint per image; the same pixels give the same digest whatever the
 bytes; copies are a few bits apart, distinct photos many."""
 
+import io
 import itertools
 
 import numpy as np
+import PIL.Image
 
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
@@ -42,3 +44,22 @@ def test_copies_are_within_the_threshold_and_distinct_photos_far_beyond_it():
 def test_fingerprints_round_trip_through_json():
   fingerprint = image_hashes.of_bytes(sample_images.jpeg(30, 40, seed=3))
   assert image_hashes.Fingerprint.from_json(fingerprint.to_json()) == fingerprint
+
+
+def _png(array: np.ndarray) -> bytes:
+  out = io.BytesIO()
+  PIL.Image.fromarray(array).save(out, "PNG")
+  return out.getvalue()
+
+
+def test_alpha_and_deep_values_tell_pictures_apart_opaque_pictures_keep_one_digest():
+  # Converting to 8-bit RGB alone called an opaque and a transparent PNG, or 16-bit
+  # greys of 300 and 60000, the same pixels (review-27b finding 5).
+  rgb = np.random.default_rng(0).integers(0, 256, (40, 30, 3), np.uint8)
+  opaque = np.dstack([rgb, np.full((40, 30), 255, np.uint8)])
+  clear = np.dstack([rgb, np.zeros((40, 30), np.uint8)])
+  assert image_hashes.pixel_digest(_png(opaque)) != image_hashes.pixel_digest(_png(clear))
+  assert image_hashes.pixel_digest(_png(opaque)) == image_hashes.pixel_digest(_png(rgb))
+  low, high = (np.full((20, 20), v, np.uint16) for v in (300, 60000))
+  assert PIL.Image.open(io.BytesIO(_png(low))).mode.startswith("I")
+  assert image_hashes.pixel_digest(_png(low)) != image_hashes.pixel_digest(_png(high))
