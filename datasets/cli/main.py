@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import pathlib
+import signal
 import sys
 
 from imagesets import constants
@@ -548,7 +549,15 @@ def main(argv=None) -> int:
   for name in ("gcsfs", "s3fs", "aiobotocore", "botocore", "google", "absl"):
     logging.getLogger(name).setLevel(logging.CRITICAL)
   try:
-    return args.run(args)
+    status = args.run(args)
+    sys.stdout.flush()  # here, not at exit: a reader that left is handled below
+    return status
+  except BrokenPipeError:
+    # The reader of our output left (`imagesets diff OLD NEW | head`): stop quietly with
+    # the status a writer killed by SIGPIPE has (coreutils'); stdout goes to /dev/null so
+    # that flushing it at exit raises nothing more.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
   except KeyboardInterrupt:
     print("imagesets: interrupted; nothing half-done is visible: re-run to resume",
           file=sys.stderr)

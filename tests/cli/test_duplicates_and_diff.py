@@ -1,6 +1,10 @@
 """`imagesets duplicates SPEC` and `imagesets diff OLD NEW` on local and published versions."""
 
 import json
+import os
+import signal
+import sys
+
 import pytest
 
 from imagesets.building import class_folders_builder
@@ -84,6 +88,17 @@ def test_diff_exit_status_summary_and_json(versions, capsys, monkeypatch):
   capsys.readouterr()
   assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 2
   assert "9.0.0" in capsys.readouterr().err
+
+
+def test_output_to_a_reader_that_left_stops_quietly(versions, capsys, monkeypatch):
+  # `imagesets diff OLD NEW | head`: the pipe closes while we print.
+  read_end, write_end = os.pipe()
+  os.close(read_end)
+  monkeypatch.setattr(sys, "stdout", os.fdopen(write_end, "w"))
+  status = cli.main(["diff", "pets:1.0.0", "pets:1.1.0", "--data-dir", str(versions)])
+  assert status == 128 + signal.SIGPIPE
+  err = capsys.readouterr().err  # (the progress lines only)
+  assert "error" not in err.lower() and "Traceback" not in err
 
 
 def test_diff_and_duplicates_of_a_published_version(versions, tmp_path, capsys, monkeypatch):
