@@ -38,7 +38,7 @@ _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
 _READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 STRAGGLER_SECONDS = 60.0    # the longest a read waits for older windows' reads to end
-_STRAGGLE_WINDOWS = 4       # a read this far behind is a straggler (Grain's threads), not a new pass
+_STRAGGLE_WINDOWS = 16      # a read up to this far behind is a straggler (Grain's threads), not a new pass
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
 is_bucket_url = sources.is_bucket_url

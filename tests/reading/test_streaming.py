@@ -737,8 +737,9 @@ def test_grain_reads_by_position_from_threads_within_the_limit(built, tmp_path, 
   assert 0 < peak <= limit, (peak, limit)
   assert held_open <= 1, held_open
   # A read straggling behind the windows held (a thread starved of the GIL while the
-  # other reads on) visits its shard, fetched again if it was evicted: never a churn.
-  assert sum(opened.values()) <= 3 * NUM_SHARDS, opened
+  # others read on) visits its shard, fetched again if it was evicted: at most one more
+  # download a window, never a churn.
+  assert sum(opened.values()) <= 4 * NUM_SHARDS, opened
 
 
 def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_path):
@@ -759,9 +760,10 @@ def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_
   source = sources.open_source(SPEC, built)
   plan = streaming.plan_for(source, "train", shuffle=True, seed=0, window_shards=2)
   reader = streaming.PositionReader(source, plan, Logged(), held=2)
-  for g in (6, 7, 6, 9, 8, 9, 12, 10, 0, 1):  # 12: a far jump (a restored position)
+  far = 12 + streaming._STRAGGLE_WINDOWS + 1  # pylint: disable=protected-access
+  for g in (6, 7, 6, 9, 8, 9, 12, 10, far, 0, 1):  # 12, far: jumps (a restored position)
     reader.read(plan.window_positions(g)[:1])
-  assert calls == [6, 7, 8, 9, 12, ("visit", 10), 0, 1]
+  assert calls == [6, 7, 8, 9, 12, ("visit", 10), far, 0, 1]
 
 
 def test_a_failed_pass_does_not_poison_the_next_one(built, tmp_path):
