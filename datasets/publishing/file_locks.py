@@ -3,6 +3,7 @@ released by the kernel when a process dies, so a killed fetch never leaves a loc
 
 import contextlib
 import fcntl
+import os
 import pathlib
 import time
 from typing import Callable
@@ -11,23 +12,50 @@ POLL_SECONDS = 0.1
 
 
 @contextlib.contextmanager
-def exclusive(path: pathlib.Path, waiting: Callable[[], None] | None = None):
+def exclusive(path: pathlib.Path, waiting: Callable[[], None] | None = None,
+              remove: bool = False):
   """Holds an exclusive lock on `path` (created if missing) for the block. `waiting`:
   called while another process holds it (every POLL_SECONDS); it raises to stop waiting.
-  Without it, waits as long as the lock is held."""
+  Without it, waits as long as the lock is held. `remove`: the lock file is unlinked on
+  release (for locks named after many things, e.g. one per shard, that would otherwise
+  pile up); a holder checks that the file it locked is still the one at `path`, so a
+  waiter that locked a removed file tries again instead of sharing the lock."""
   path.parent.mkdir(parents=True, exist_ok=True)
-  with open(path, "a") as handle:
-    if waiting is None:
-      fcntl.flock(handle, fcntl.LOCK_EX)
-    else:
-      while True:
-        try:
-          fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-          break
-        except BlockingIOError:
-          waiting()
-          time.sleep(POLL_SECONDS)
+  while True:
+    handle = open(path, "a")
+    try:
+      _lock(handle, waiting)
+      if not remove or _is_current(path, handle):
+        break
+    except BaseException:
+      handle.close()
+      raise
+    handle.close()  # it locked a file another holder removed: lock the new one
+  with handle:
     try:
       yield
     finally:
+      if remove:
+        with contextlib.suppress(FileNotFoundError):
+          os.unlink(path)  # (still locked: a waiter on this file sees it gone)
       fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock(handle, waiting) -> None:
+  if waiting is None:
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return
+  while True:
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      return
+    except BlockingIOError:
+      waiting()
+      time.sleep(POLL_SECONDS)
+
+
+def _is_current(path: pathlib.Path, handle) -> bool:
+  try:
+    return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+  except FileNotFoundError:
+    return False

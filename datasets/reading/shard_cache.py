@@ -245,7 +245,8 @@ class ShardCache:
     deadline = time.monotonic() + DOWNLOAD_WAIT_SECONDS
     waiting = lambda: _check_wait(  # noqa: E731
         abort, deadline, f"waiting for another process's download of {shard.rel}")
-    with file_locks.exclusive(self.folder / _LOCKS / shard.sha256, waiting=waiting):
+    with file_locks.exclusive(self.folder / _LOCKS / shard.sha256, waiting=waiting,
+                              remove=True):
       if self._present(shard):
         return True
       part = self._reserve(shard, urgent, abort)

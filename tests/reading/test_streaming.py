@@ -406,6 +406,8 @@ def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited
     assert sum(opened.values()) <= 2 * 2 * NUM_SHARDS  # at most once per epoch each
   else:  # every shard downloaded once, by one of the two
     assert sorted(opened.values()) == [1] * NUM_SHARDS
+  # The per-shard download locks the two contended for are removed, not piled up.
+  assert list((tmp_path / "c").rglob(".locks/*")) == []
 
 
 COLD = """
