@@ -11,7 +11,9 @@ fresh process per configuration:
 
 and reports, per configuration and epoch: images/s (ratio against local disk), the shard
 downloads and bytes downloaded in that epoch; then time to the first batch, the cache
-folder's peak size and the process's peak RSS.
+folder's peak size and the process's peak RSS; and the CPU seconds each epoch cost the
+training process and the S3 server together: on this 2-core machine, where the server shares
+the cores with training, their ratio to local disk's bounds what any cache could reach.
 
 Run by hand (not a test):
   .venv/bin/python benchmarks/stream_from_bucket.py [--mbps 800] [--epochs 3]
@@ -45,6 +47,19 @@ def folder_bytes(folder: pathlib.Path) -> int:
   return total
 
 
+def server_cpu(pid: int | None) -> float:
+  """CPU seconds the server process has used (0 without one)."""
+  if not pid:
+    return 0.0
+  fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def cpu_now(args) -> tuple[float, float]:
+  """CPU seconds so far of this process (all its threads), and of the server."""
+  return time.process_time(), server_cpu(args.server_pid)
+
+
 def child(args) -> None:
   """One configuration in this fresh process; prints one JSON line."""
   import imagesets
@@ -66,13 +81,15 @@ def child(args) -> None:
       num_epochs=args.epochs, cache_dir=cache, shuffle_buffer=args.shuffle_buffer,
       cache_limit=None if args.limit == "none" else int(args.limit))
   per_epoch = 800 // args.batch_size
-  marks, first, counts = [], None, [shard_cache.process_stats()]
+  marks, first, counts, cpu = [], None, [shard_cache.process_stats()], []
   for step, _ in enumerate(ds, 1):
     if first is None:
       first = time.perf_counter() - start
+      cpu.append(cpu_now(args))
     if step % per_epoch == 0:
       marks.append(time.perf_counter())
       counts.append(shard_cache.process_stats())
+      cpu.append(cpu_now(args))
   stop.set()
   # Epoch 1 from its first batch (time to it: `first_batch_s`, mostly the shuffle buffer).
   epochs = [per_epoch * args.batch_size / (b - a) for a, b in zip([start + first] + marks, marks)]
@@ -80,6 +97,8 @@ def child(args) -> None:
   mib = [(b["bytes"] - a["bytes"]) / 2**20 for a, b in zip(counts, counts[1:])]
   whole = per_epoch * args.batch_size * len(marks) / (marks[-1] - start - first)
   print(json.dumps({"first_batch_s": first, "img_s": epochs, "img_s_all": whole, "downloads": downloads,
+                    "cpu_s": [b[0] - a[0] + b[1] - a[1] for a, b in zip(cpu, cpu[1:])],
+                    "server_cpu_s": [b[1] - a[1] for a, b in zip(cpu, cpu[1:])],
                     "mib": mib, "peak_cache": peak[0],
                     "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
@@ -109,6 +128,7 @@ def main():
   parser.add_argument("--epochs", type=int, default=3)
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--read-only", action="store_true")
+  parser.add_argument("--server-pid", type=int, default=0)
   # Small against the 800-image epoch: with the pipelines' default (2,048), filling the
   # buffer reads 2.5 epochs before the first batch, so "epoch 1" would time the reading
   # (and downloads) of three.
@@ -135,12 +155,18 @@ def main():
     size = sum(p.stat().st_size for p in version.iterdir())
     (tmp / "weed").mkdir()
     s3 = stack.enter_context(bucket_servers.seaweedfs_s3(tmp / "weed"))
-    host, port = s3.split("//")[1].split(":")
-    proxy = FaultProxy((host, int(port)),
-                       bytes_per_second=args.mbps * 1e6 / 8 if args.mbps else None)
-    stack.callback(proxy.close)
+    server = next(int(p.name) for p in pathlib.Path("/proc").iterdir() if p.name.isdigit()
+                  and (p / "cmdline").read_bytes().startswith(b"/")
+                  and b"weed\0mini" in (p / "cmdline").read_bytes()
+                  and f"-dir={tmp / 'weed'}".encode() in (p / "cmdline").read_bytes())
+    endpoint = s3
+    if args.mbps:  # (a proxy relays every byte in this process: only when capping)
+      host, port = s3.split("//")[1].split(":")
+      proxy = FaultProxy((host, int(port)), bytes_per_second=args.mbps * 1e6 / 8)
+      stack.callback(proxy.close)
+      endpoint = proxy.url
     stack.enter_context(bucket_servers.environment(
-        {**bucket_servers.STATIC_ENV, "AWS_ENDPOINT_URL": proxy.url}))
+        {**bucket_servers.STATIC_ENV, "AWS_ENDPOINT_URL": endpoint}))
     url = f"s3://{bucket_servers.BUCKET}/bench/tfds"
     publish.publish(SPEC, local, url, progress=False)
     train = sum(p.stat().st_size for p in version.glob("*-train.*"))
@@ -151,7 +177,7 @@ def main():
     rows = {
         name: child_runs.run(__file__, "--data-dir", data_dir, "--cache", tmp / f"c{i}",
                              "--limit", limit, "--epochs", args.epochs,
-                             "--shuffle-buffer", args.shuffle_buffer)
+                             "--shuffle-buffer", args.shuffle_buffer, "--server-pid", server)
         for i, (name, data_dir, limit) in enumerate([
             ("local disk", local, "none"),
             ("bucket, cache_limit=None", url, "none"),
@@ -181,6 +207,15 @@ def main():
     for name, row in ceilings.items():
       print(f"  {name}: " + ", ".join(f"{x:.0f}" for x in row["img_s"])
             + f"; all epochs {row['img_s_all']:.0f}")
+    # The cores are busy in every configuration (training decodes on both), so an epoch
+    # that costs more CPU cannot run faster than local disk's CPU over its own.
+    print("\nCPU seconds per epoch, training process + S3 server (the most an epoch can "
+          "reach on these cores: local's CPU / its CPU):")
+    local_cpu = rows["local disk"]["cpu_s"]
+    for name, row in rows.items():
+      print(f"  {name}: " + ", ".join(
+          f"{c:.2f} s ({local_cpu[e] / c:.2f}x; server {row['server_cpu_s'][e]:.2f} s; "
+          f"cores busy {c * row['img_s'][e] / 800:.1f})" for e, c in enumerate(row["cpu_s"])))
 
 
 if __name__ == "__main__":
