@@ -49,6 +49,10 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
+# Windows downloaded ahead of the one read: without a limit two, so that downloads that
+# end early start the next ones instead of idling until the reader moves on (a cold
+# epoch runs at the pool's rate); under a limit one, the room that windows are sized for.
+UNLIMITED_READ_AHEAD = 2
 ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
 # How long a reader waits for another thread's download of a shard it needs. Bounded: a
 # tf.data numpy function that never returns deadlocks the iterator's destructor.
@@ -357,9 +361,10 @@ class Reader:
   """One reader's pass over the cache: window `g` (a list of `Shard`) is `window(g)`.
 
   `enter(g)` pins window g (downloading what is missing), unpins the window before, and
-  downloads window g + 1 ahead; nothing is downloaded before the first `enter` (a resumed
-  job or Grain's main process fetch nothing they will not read). Re-entering window 0
-  (a dataset iterated again) starts over. `close()` (or garbage collection) unpins all.
+  downloads window g + 1 ahead (and g + 2 without a limit); nothing is downloaded before
+  the first `enter` (a resumed job or Grain's main process fetch nothing they will not
+  read). Re-entering window 0 (a dataset iterated again) starts over. `close()` (or
+  garbage collection) unpins all.
   """
 
   def __init__(self, cache: ShardCache, window, num_windows: int | None, held: int = 1):
@@ -423,7 +428,9 @@ class Reader:
         self._abort.set()
         self._cache.wake_all()
         raise
-    self._cache.prefetch(self._shards(g + 1))  # ... then the next one
+    ahead = 1 if self._cache.limit is not None else UNLIMITED_READ_AHEAD
+    for later in range(g + 1, g + 1 + ahead):  # ... then the next ones
+      self._cache.prefetch(self._shards(later))
     return paths
 
   def visit(self, g: int, index: int, use):

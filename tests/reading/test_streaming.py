@@ -700,6 +700,27 @@ def test_a_reader_waiting_for_a_download_stops_when_closed_or_after_a_bound(
   assert not bounded.is_alive() and "gave up waiting for the download" in str(errors[0])
 
 
+@ONE_FORMAT
+@pytest.mark.parametrize("limited", [False, True])
+def test_downloads_run_two_windows_ahead_without_a_limit_and_one_under_it(
+    built, tmp_path, bucket_reads, limited):
+  # Without a limit the pool never idles waiting for the reader to move on (a cold epoch
+  # runs at the downloads' rate); under one, the next window is all the room allows for.
+  url = published_to(built, "file", tmp_path)
+  limit = sum(train_bytes(built)) // 2 if limited else None
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c", cache_limit=limit)
+  names = sorted(name for name in source.shards if "-train." in name)
+  opened = bucket_reads(url)
+  reader = source.reader(lambda g: names[2 * g:2 * g + 2], 8)
+  reader.enter(0)
+  deadline = time.monotonic() + 60
+  while source.cache._in_flight and time.monotonic() < deadline:  # pylint: disable=protected-access
+    time.sleep(0.01)
+  reader.close()
+  assert sorted(opened) == names[:4 if limited else 6]
+  assert set(opened.values()) == {1}
+
+
 def assert_closing_ends_the_wait(source, names) -> None:
   """A reader waiting to enter window 0 (names[0]) ends at once, in one line, when closed."""
   reader = source.reader(lambda g: [names[g]], 2)
