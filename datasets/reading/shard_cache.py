@@ -217,7 +217,9 @@ class ShardCache:
     wanted = []
     with self._lock:
       for shard in shards:
-        if shard.sha256 not in self._in_flight and not self._present(shard):
+        # (a shard whose download failed is not tried again: the reader raises that error)
+        if (shard.sha256 not in self._in_flight and shard.sha256 not in self._failed
+            and not self._present(shard)):
           self._in_flight.add(shard.sha256)
           wanted.append(shard)
     for shard in wanted:
