@@ -2,13 +2,21 @@
 released by the kernel when a process dies, so a killed fetch never leaves a lock held)."""
 
 import contextlib
+import errno
 import fcntl
 import os
 import pathlib
 import time
 from typing import Callable
 
+from imagesets.publishing import versions
+
 POLL_SECONDS = 0.1
+
+
+class LockLinkError(versions.PublishError):
+  """A symlink where a lock file belongs (a planted one would make us create files
+  wherever it points)."""
 
 
 @contextlib.contextmanager
@@ -22,7 +30,7 @@ def exclusive(path: pathlib.Path, waiting: Callable[[], None] | None = None,
   waiter that locked a removed file tries again instead of sharing the lock."""
   path.parent.mkdir(parents=True, exist_ok=True)
   while True:
-    handle = open(path, "a")
+    handle = _open(path)
     try:
       _lock(handle, waiting)
       if not remove or _is_current(path, handle):
@@ -39,6 +47,19 @@ def exclusive(path: pathlib.Path, waiting: Callable[[], None] | None = None,
         with contextlib.suppress(FileNotFoundError):
           os.unlink(path)  # (still locked: a waiter on this file sees it gone)
       fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _open(path: pathlib.Path):
+  """The lock file, created if missing, never through a symlink."""
+  try:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+  except OSError as error:
+    if error.errno != errno.ELOOP:
+      raise
+    raise LockLinkError(
+        f"{path} is a symlink (to {os.path.realpath(path)}) where a lock file belongs: "
+        "refused, nothing was created through it; remove that symlink") from None
+  return os.fdopen(fd, "r+b")
 
 
 def _lock(handle, waiting) -> None:

@@ -48,3 +48,15 @@ def test_waiting_raises_to_stop_and_nothing_is_left_held(tmp_path):
         pass
   with file_locks.exclusive(path, waiting=lambda: None, remove=True):  # free again
     pass
+
+
+@pytest.mark.parametrize("remove", [False, True])
+def test_a_symlink_in_a_lock_files_place_is_refused_and_nothing_is_created(tmp_path, remove):
+  (tmp_path / "locks").mkdir()
+  (tmp_path / "locks" / "a").symlink_to(tmp_path / "outside")
+  with pytest.raises(file_locks.LockLinkError) as error:
+    with file_locks.exclusive(tmp_path / "locks" / "a", remove=remove):
+      pass
+  assert "symlink" in str(error.value) and "\n" not in str(error.value)
+  assert not (tmp_path / "outside").exists()
+  assert (tmp_path / "locks" / "a").is_symlink()  # left as it was
