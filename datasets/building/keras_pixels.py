@@ -10,6 +10,9 @@ returns and every later epoch only reads it. keras' data_format is applied at re
 (a transpose of the stored channels-last pixels, as keras transposes its own).
 
 TensorFlow runs here: builds that use it map their files on threads, not forked processes.
+The keras cache's build (its files taken in listing order) gets them from a `PixelFeed`,
+the same ops in a tf.data map, as keras runs them; `pixels` is then asked only about files
+TensorFlow could not decode, to say why.
 """
 
 import dataclasses
