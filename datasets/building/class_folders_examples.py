@@ -8,6 +8,8 @@ module name, and Beam workers (multi-process, Dataflow, ...) unpickle `process_f
 its module path.
 """
 
+import dataclasses
+
 from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import image_checks
@@ -33,7 +35,7 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_
       image = keras_pixels.pixels(data, keras_pixels.KerasImage(**keras_image))
     except keras_pixels.UndecodableError as error:
       raise image_checks.BadImageError(str(error)) from None
-    return {"image": image, "label": label, "file_name": relative_path}, None
+    return _keras_example(relative_path, image), None
   encoded, facts = image_checks.prepare(data, shorter_side=shorter_side, image_size=image_size)
   features = {
       "image": encoded,
@@ -45,6 +47,11 @@ def make_example(root: str, relative_path: str, *, shorter_side: int = ORIGINAL_
       "format": facts.format,
   }
   return features, facts.conversion
+
+
+def _keras_example(relative_path: str, image) -> dict:
+  return {"image": image, "label": class_folders_tree.label_of(relative_path),
+          "file_name": relative_path}
 
 
 def work_item(root: str, relative_path: str, shorter_side: int = ORIGINAL_SIZE,
@@ -66,3 +73,22 @@ def process_file(item: tuple[str, str, int, int, dict | None]) -> tuple[dict, st
     raise generation.BadItem(str(error)) from None
   except OSError as error:
     raise generation.BadItem(f"cannot be read: {error}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class FedProcess:
+  """`process_file` for a build storing keras' pixels whose items a `keras_pixels.PixelFeed`
+  decodes ahead, in order (threads only: the feed is not picklable). A file the feed could
+  not decode, or did not list, goes through `process_file`, which says why."""
+
+  feed: keras_pixels.PixelFeed
+
+  def __call__(self, item: tuple[str, str, int, int, dict | None]) -> tuple[dict, str | None]:
+    relative_path = item[1]
+    try:
+      image = self.feed.take(relative_path)
+    except KeyError:  # taken once already (a build that runs its items again)
+      image = None
+    if image is None:
+      return process_file(item)
+    return _keras_example(relative_path, image), None

@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 import imagesets
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
+from imagesets.building import keras_pixels
 from imagesets.building import problems
 from imagesets.class_folders import cache_use
 from imagesets.class_folders import from_directory
@@ -563,3 +564,16 @@ def test_data_format_none_follows_keras_configured_image_data_format(tree, cache
   assert ours.element_spec == theirs.element_spec
   assert ours.element_spec[0].shape[1:] == (3, *SIZE)
   assert_as_keras(ours, theirs)
+
+
+def test_the_build_decodes_in_a_tf_data_map_not_per_file(tmp_path, cache, monkeypatch):
+  # keras_pixels.PixelFeed makes every good file's pixels; the per-file eager route only
+  # says why a file is bad.
+  files = {**small_files(), "cow/cut.jpg": sample_images.jpeg(60, 80)[:400]}
+  root = write_tree(tmp_path / "photos", files)
+  eager = counted(monkeypatch, keras_pixels, "pixels")
+  ds = imagesets.image_dataset_from_directory(root, image_size=SIZE, cache_dir=cache,
+                                              skip_bad_files=True, verbose=False)
+  assert len(eager) == 1  # cow/cut.jpg
+  assert len(list(ds.unbatch())) == len(files) - 1
+  assert not any(path.endswith("cut.jpg") for path in ds.file_paths)

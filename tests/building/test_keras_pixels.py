@@ -1,0 +1,97 @@
+"""keras_pixels.PixelFeed: the pixels of `keras_pixels.pixels`, made ahead by a tf.data map."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from imagesets.building import keras_pixels
+from imagesets_testing import sample_images
+
+
+def _files(tmp_path) -> dict[str, bytes]:
+  photo = sample_images.photo(21, 33, 3)
+  rgba = np.dstack([photo, np.full(photo.shape[:2], 200, np.uint8)])
+  files = {f"a/{i:02d}.jpg": sample_images.jpeg(17 + 3 * i, 40 - 2 * i, seed=i)
+           for i in range(5)}
+  files["a/grey.png"] = sample_images.encode(photo[:, :, 0], "PNG")
+  files["b/rgba.png"] = sample_images.encode(rgba, "PNG")
+  files["b/photo.gif"] = sample_images.encode(photo, "GIF")
+  for name, data in files.items():
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_bytes(data)
+  return files
+
+
+@pytest.mark.parametrize("spec", [
+    keras_pixels.KerasImage(24, 36),
+    keras_pixels.KerasImage(24, 36, "nearest", "crop"),
+    keras_pixels.KerasImage(40, 12, "lanczos5", "pad"),
+    keras_pixels.KerasImage(7, 50, "bicubic", "stretch", "grayscale"),
+    keras_pixels.KerasImage(24, 24, "area", "pad", "rgba"),
+])
+def test_the_feed_gives_each_file_the_pixels_of_pixels(tmp_path, spec):
+  files = _files(tmp_path)
+  feed = keras_pixels.PixelFeed(str(tmp_path), list(files), spec, ahead=3)
+  made = 0
+  for name, data in files.items():
+    image = feed.take(name)
+    try:
+      expected = keras_pixels.pixels(data, spec)
+    except keras_pixels.UndecodableError:  # a JPEG as rgba, a GIF as grayscale: as keras
+      assert image is None, name
+      continue
+    assert image.dtype == np.uint8 and image.shape == spec.shape
+    np.testing.assert_array_equal(image, expected)
+    made += 1
+  assert made >= 2
+
+
+@pytest.mark.parametrize("batch", [2, 64])
+def test_a_file_tensorflow_cannot_read_or_decode_is_none_and_the_rest_go_on(
+    tmp_path, monkeypatch, batch):
+  monkeypatch.setattr(keras_pixels, "_FEED_BATCH", batch)
+  files = _files(tmp_path)
+  (tmp_path / "a/empty.jpg").write_bytes(b"")
+  (tmp_path / "a/text.png").write_bytes(b"not a picture")
+  (tmp_path / "b/cut.jpg").write_bytes(sample_images.jpeg(30, 40)[:200])
+  names = ["a/empty.jpg", *files, "a/text.png", "a/gone.jpg", "b/cut.jpg"]
+  names.insert(3, names.pop())  # a bad file inside a batch, between good ones
+  spec = keras_pixels.KerasImage(24, 36)
+  feed = keras_pixels.PixelFeed(str(tmp_path), names, spec)
+  for name in names:
+    image = feed.take(name)
+    if name in files:
+      np.testing.assert_array_equal(image, keras_pixels.pixels(files[name], spec))
+    else:
+      assert image is None, name
+
+
+def test_taken_in_any_order_it_never_waits_forever(tmp_path, monkeypatch):
+  monkeypatch.setattr(keras_pixels, "_FEED_BATCH", 2)
+  files = _files(tmp_path)
+  names = list(files)
+  spec = keras_pixels.KerasImage(24, 36)
+  feed = keras_pixels.PixelFeed(str(tmp_path), names, spec, ahead=1)  # the last one first
+  taken = {}
+  thread = threading.Thread(target=lambda: taken.update(
+      (name, feed.take(name)) for name in reversed(names)))
+  thread.start()
+  thread.join(timeout=60)
+  assert not thread.is_alive() and len(taken) == len(names)
+  for name, data in files.items():
+    np.testing.assert_array_equal(taken[name], keras_pixels.pixels(data, spec))
+
+
+def test_a_file_not_listed_or_taken_twice_is_the_callers_and_close_stops_it(tmp_path):
+  files = _files(tmp_path)
+  names = list(files)
+  feed = keras_pixels.PixelFeed(str(tmp_path), names, keras_pixels.KerasImage(24, 36),
+                                ahead=1)
+  assert feed.take(names[0]) is not None
+  for name in (names[0], "a/other.jpg"):
+    with pytest.raises(KeyError):
+      feed.take(name)
+  feed.close()  # nothing more is handed over: a taker computes its file itself
+  with pytest.raises(KeyError):
+    feed.take(names[-1])
