@@ -19,6 +19,7 @@ import dataclasses
 import os
 import re
 
+from absl import logging
 import numpy as np
 
 FITS = ("stretch", "crop", "pad")  # keras: default, crop_to_aspect_ratio, pad_to_aspect_ratio
@@ -155,8 +156,11 @@ class PixelFeed:
         if not self._hand_over(batch):
           return
       self._hand_over({path: None for path in paths[made:]})
-    except Exception:  # pylint: disable=broad-except
-      pass  # e.g. keras refusing the options: the takers' own `pixels` raises it, in the build
+    except Exception as error:  # pylint: disable=broad-except
+      # e.g. keras refusing the options: the takers' own `pixels` raises it, in the build;
+      # otherwise the build goes on per file, slower: say so.
+      logging.warning("decoding ahead stopped (%s): the build decodes file by file",
+                      str(error).splitlines()[0] if str(error) else type(error).__name__)
     finally:
       with self._changed:  # takers of files never made compute them themselves
         self._done = True

@@ -95,3 +95,19 @@ def test_a_file_not_listed_or_taken_twice_is_the_callers_and_close_stops_it(tmp_
   feed.close()  # nothing more is handed over: a taker computes its file itself
   with pytest.raises(KeyError):
     feed.take(names[-1])
+
+
+def test_when_decoding_ahead_stops_it_says_so_and_the_files_are_the_callers(
+    tmp_path, monkeypatch, caplog):
+  names = sorted(_files(tmp_path))
+
+  def broken(path, spec):
+    raise ValueError("an op keras does not have\nsecond line")
+
+  monkeypatch.setattr(keras_pixels, "_graph_pixels", broken)
+  feed = keras_pixels.PixelFeed(str(tmp_path), names, keras_pixels.KerasImage(24, 36))
+  with pytest.raises(KeyError):  # not made: the build computes it file by file
+    feed.take(names[0])
+  feed.close()
+  (warning,) = [r.getMessage() for r in caplog.records if "decoding ahead" in r.getMessage()]
+  assert "an op keras does not have" in warning and "\n" not in warning
