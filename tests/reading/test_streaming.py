@@ -171,9 +171,9 @@ def folder_bytes(folder: pathlib.Path) -> int:
   return total
 
 
-def open_evicted(folder: pathlib.Path) -> set[str]:
-  """Files under `folder` this process holds open after they were removed (an evicted
-  shard kept open stays on the disk)."""
+def open_evicted(folder: pathlib.Path) -> set[tuple[str, str]]:
+  """(fd, path) of the files under `folder` this process holds open after they were
+  removed (an evicted shard kept open stays on the disk)."""
   found = set()
   for fd in os.listdir("/proc/self/fd"):
     try:
@@ -181,21 +181,28 @@ def open_evicted(folder: pathlib.Path) -> set[str]:
     except OSError:  # closed meanwhile
       continue
     if target.startswith(str(folder)) and target.endswith(" (deleted)"):
-      found.add(target)
+      found.add((fd, target))
   return found
+
+
+# The longest an evicted file may stay open: a pin racing an eviction holds one for
+# moments (it opens the file, waits for the evictor's lock, sees it gone); a shard kept
+# open by a reader stays for its window or longer.
+HELD_OPEN_SECONDS = 1.0
 
 
 def disk_peak(folder: pathlib.Path, base: int = 0):
   """Polls `folder` in a thread until `stop()`, which returns (the peak of its bytes, the
-  most files removed from it that this process held open at once: one while an eviction
-  runs (evictions take turns under the cache's lock), more if evicted shards are kept
-  open)."""
-  peak, most, stopped = [0], [0], threading.Event()
+  longest any file removed from it stayed open in this process, in seconds)."""
+  peak, longest, stopped = [0], [0.0], threading.Event()
 
   def poll():
+    since = {}
     while not stopped.is_set():
       peak[0] = max(peak[0], folder_bytes(folder) - base)
-      most[0] = max(most[0], len(open_evicted(folder)))
+      now, held = time.monotonic(), open_evicted(folder)
+      since = {key: since.get(key, now) for key in held}
+      longest[0] = max([longest[0], *(now - t for t in since.values())])
       time.sleep(0.002)
 
   watcher = threading.Thread(target=poll)
@@ -204,7 +211,7 @@ def disk_peak(folder: pathlib.Path, base: int = 0):
   def stop():
     stopped.set()
     watcher.join()
-    return peak[0], most[0]
+    return peak[0], longest[0]
   return stop
 
 
@@ -225,7 +232,7 @@ def test_under_a_limit_each_shard_is_downloaded_at_most_once_per_epoch(built, tm
     peak, held_open = stop()
   assert count == 3 * 160
   assert 0 < peak <= limit, (peak, limit)
-  assert held_open <= 1, held_open  # no evicted shard kept open (still on the disk)
+  assert held_open < HELD_OPEN_SECONDS, held_open  # no evicted shard kept open (on disk)
   assert sum(opened.values()) <= 3 * NUM_SHARDS and max(opened.values()) <= 3, opened
   # Without a limit, every shard once in all.
   opened = bucket_reads(url)
@@ -759,11 +766,13 @@ def test_grain_reads_by_position_from_threads_within_the_limit(built, tmp_path, 
   assert sorted(records[:160]) == sorted(records[160:])  # each epoch every record once
   assert len(set(records[:160])) == 160
   assert 0 < peak <= limit, (peak, limit)
-  assert held_open <= 1, held_open
+  assert held_open < HELD_OPEN_SECONDS, held_open
   # A read straggling behind the windows held (a thread starved of the GIL while the
-  # others read on) visits its shard, fetched again if it was evicted: at most one more
-  # download a window, never a churn.
-  assert sum(opened.values()) <= 4 * NUM_SHARDS, opened
+  # others read on) visits its shard and downloads it again if it was evicted, which can
+  # evict the window read ahead: with reading threads under a limit a shard can be
+  # downloaded more than once an epoch (the docs say so); here at most twice the
+  # once-an-epoch count in all.
+  assert sum(opened.values()) <= 2 * 2 * NUM_SHARDS, opened
 
 
 def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_path):
