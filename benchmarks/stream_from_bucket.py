@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -129,6 +131,9 @@ def main():
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--read-only", action="store_true")
   parser.add_argument("--server-pid", type=int, default=0)
+  parser.add_argument("--rounds", type=int, default=1,
+                      help="run the configurations this many times, interleaved, and print "
+                           "the median of each round's ratios to local disk")
   # Small against the 800-image epoch: with the pipelines' default (2,048), filling the
   # buffer reads 2.5 epochs before the first batch, so "epoch 1" would time the reading
   # (and downloads) of three.
@@ -174,15 +179,18 @@ def main():
     print(f"{SPEC}: {size / 2**20:.1f} MiB, train {train / 2**20:.1f} MiB in {SHARDS} shards "
           f"(largest {shard / 2**20:.1f} MiB); bandwidth cap: "
           f"{f'{args.mbps:.0f} Mbit/s' if args.mbps else 'none'}; {args.epochs} epochs")
-    rows = {
-        name: child_runs.run(__file__, "--data-dir", data_dir, "--cache", tmp / f"c{i}",
-                             "--limit", limit, "--epochs", args.epochs,
-                             "--shuffle-buffer", args.shuffle_buffer, "--server-pid", server)
-        for i, (name, data_dir, limit) in enumerate([
-            ("local disk", local, "none"),
-            ("bucket, cache_limit=None", url, "none"),
-            ("bucket, cache_limit=1/4 of the version", url, size // 4)])
-    }
+    def one_round(r):  # the configurations one after another, each with a cold cache
+      return {
+          name: child_runs.run(__file__, "--data-dir", data_dir, "--cache", tmp / f"c{r}-{i}",
+                               "--limit", limit, "--epochs", args.epochs,
+                               "--shuffle-buffer", args.shuffle_buffer, "--server-pid", server)
+          for i, (name, data_dir, limit) in enumerate([
+              ("local disk", local, "none"),
+              ("bucket, cache_limit=None", url, "none"),
+              ("bucket, cache_limit=1/4 of the version", url, size // 4)])
+      }
+    rounds = [one_round(r) for r in range(args.rounds)]
+    rows = rounds[0]
     # The read side alone, cold, in the same run: a ceiling set by the bucket and the
     # machine (downloads, SHA-256 checks and the training's decoding share the cores).
     ceilings = {
@@ -216,6 +224,20 @@ def main():
       print(f"  {name}: " + ", ".join(
           f"{c:.2f} s ({local_cpu[e] / c:.2f}x; server {row['server_cpu_s'][e]:.2f} s; "
           f"cores busy {c * row['img_s'][e] / 800:.1f})" for e, c in enumerate(row["cpu_s"])))
+    if len(rounds) > 1:  # each round's ratios (one machine state each), their median
+      print(f"\nMedian over {len(rounds)} rounds of each round's ratio to local disk, "
+            "img/s (CPU in brackets: local's CPU / its CPU):")
+      print("\n| read from | " + " | ".join(f"epoch {e + 1}" for e in epochs)
+            + " | all epochs |")
+      print("|---|" + "---|" * (args.epochs + 1))
+      for name in rows:
+        def median(values):
+          return float(np.median(values))
+        cells = [f"{median([r[name]['img_s'][e] / r['local disk']['img_s'][e] for r in rounds]):.2f}x "
+                 f"({median([r['local disk']['cpu_s'][e] / r[name]['cpu_s'][e] for r in rounds]):.2f}x)"
+                 for e in epochs]
+        whole = median([r[name]["img_s_all"] / r["local disk"]["img_s_all"] for r in rounds])
+        print(f"| {name} | " + " | ".join(cells) + f" | {whole:.2f}x |")
 
 
 if __name__ == "__main__":
