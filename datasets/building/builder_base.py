@@ -94,6 +94,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
                                               pool=pool, features=self.info.features,
                                               leakage=self._leakage(),
+                                              title=self.info.full_name,
                                               keep_order=getattr(self, "KEEP_ORDER", False))
       try:
         split_infos = self._generate_all_splits(

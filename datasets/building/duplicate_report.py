@@ -28,12 +28,8 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   members = [member for member, _ in images]
   groups = duplicates.find(members, [fingerprint for _, fingerprint in images])
   leaks = [group for group in groups if group.cross_split]
-  if action == "error" and leaks:
-    named = "\n".join("  " + " = ".join(f"{m.split}/{m.file_name}" for m in group.members)
-                      for group in leaks)
-    raise duplicates.LeakageError(
-        f"{title}: {len(leaks)} picture(s) are in more than one split:\n{named}\nremove the "
-        "copies, or build with --leakage drop (keeps the earliest split's) or warn.")
+  if action == "error":  # (local builds stopped before writing: `generation`; Beam here)
+    duplicates.raise_if_leaking(groups, title)
   directory = epath.Path(data_dir)
   report_json = duplicates.to_json(groups, len(members), report.dropped)
   (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, indent=1))

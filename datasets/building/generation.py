@@ -14,7 +14,8 @@ about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` ru
 
 Both paths turn every BadItem into a `Problem(key, reason)` and keep every note, and
 fingerprint each example's image where it was made (`_identity`: `image_hashes`, for the
-duplicate report; `leakage="drop"` runs the items once more first, locally only).
+duplicate report; `leakage="error"` and `"drop"` run the items once more first, locally,
+so that a leak stops the build or is left out before any record is written).
 Beam workers write theirs to files under the (temporary) data dir, which the driver
 reads once the pipeline is done. `report()` gives all of them to the builder, which
 raises one error or records them (`builder_base.ImageSetBuilder`).
@@ -122,6 +123,8 @@ def _local_outcome(work):
 # processes: a flowers build ran 7 % faster than with 16), 3 tasks per worker in flight:
 # enough to keep going while TFDS writes a finished split's shards (~0.1 s per 2,400 photos).
 _CHUNK, _WINDOW_CHUNKS = 64, 3
+# Leakage actions that must know every fingerprint before the first record is made.
+_BEFORE_WRITING = ("error", "drop")
 
 
 @dataclasses.dataclass
@@ -132,15 +135,17 @@ class Generation:
   data_dir: epath.PathLike
   pool: Any = None  # a parallel_map.executor(), or None to run inline
   features: Any = None  # the builder's FeaturesDict: local splits can then be made as records
-  # duplicates.LEAKAGE_ACTIONS: "off" fingerprints nothing; "drop" leaves out, before any
-  # record is made, the copies of images of an earlier split (`_drop_leaked`).
+  # duplicates.LEAKAGE_ACTIONS: "off" fingerprints nothing; before any record is made,
+  # "error" stops naming the leaks and "drop" leaves out the copies of images of an earlier
+  # split (`_fingerprint_first`).
   leakage: str = "warn"
+  title: str = ""  # what the leakage error names (the dataset's full name)
   # Write each split in the order its items are given, not TFDS's hashed-key order (the
   # keras cache: its stored order is keras' output order, read back sequentially).
   keep_order: bool = False
   _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
   _dropped: list = dataclasses.field(default_factory=list)
-  _fingerprinted: bool = False  # every item's fingerprint is known (drop's first pass)
+  _fingerprinted: bool = False  # every item's fingerprint is known (`_fingerprint_first`)
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -157,7 +162,7 @@ class Generation:
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
     if self.use_beam:
-      if self.leakage == "drop":
+      if self.leakage == "drop":  # (Beam's "error" stops once the pipeline is done)
         raise ValueError("leakage='drop' needs a local build (not Beam): build locally, or "
                          "use 'warn' and run `imagesets duplicates` on the version")
       return self._beam(split, items, process)
@@ -186,9 +191,10 @@ class Generation:
              else prepared_records.hashed_order(split, (key for key, _ in items)))
     return ((process, maker, fingerprint, hkey, *items[position]) for hkey, position in order)
 
-  def _drop_leaked(self) -> None:
-    """leakage="drop": fingerprints every item of every split first (one more pass of the
-    per-item work), then leaves out the cross-split copies `duplicates.to_drop` names."""
+  def _fingerprint_first(self) -> None:
+    """leakage="error" or "drop": fingerprints every item of every split before any record
+    is made (one more pass of the per-item work), then stops naming every cross-split group
+    (error) or leaves out the copies `duplicates.to_drop` names (drop)."""
     splits = list(self._unfinished)
     work = ((process, None, True, None, key, item) for split in splits
             for items, process in [self._unfinished[split]] for key, item in items)
@@ -199,8 +205,11 @@ class Generation:
         self._images.append((split, outcome[0], outcome[-1]))
     self._fingerprinted = True
     entries = self._members()
-    self._dropped = duplicates.to_drop(duplicates.find([m for _, m, _ in entries],
-                                                       [f for _, _, f in entries]))
+    groups = duplicates.find([m for _, m, _ in entries], [f for _, _, f in entries])
+    if self.leakage == "error":
+      duplicates.raise_if_leaking(groups, self.title)
+      return
+    self._dropped = duplicates.to_drop(groups)
     dropped = set(self._dropped)
     gone = {(member.split, key) for key, member, _ in entries if member in dropped}
     for split in splits:
@@ -234,8 +243,8 @@ class Generation:
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
     for the splits in the order given, else from a run of this split alone."""
-    if self.leakage == "drop" and not self._fingerprinted:
-      self._drop_leaked()
+    if self.leakage in _BEFORE_WRITING and not self._fingerprinted:
+      self._fingerprint_first()
     if share and self._stream is None:
       self._stream_splits = list(self._unfinished)
       self._stream_records = records

@@ -318,6 +318,17 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
   return sorted(dropped, key=_member_order)
 
 
+def raise_if_leaking(groups: Sequence[Group], title: str) -> None:
+  """leakage="error": one LeakageError naming every file of every cross-split group."""
+  leaks = [group for group in groups if group.cross_split]
+  if leaks:
+    named = "\n".join("  " + " = ".join(printable(f"{m.split}/{m.file_name}")
+                                        for m in group.members) for group in leaks)
+    raise LeakageError(
+        f"{title}: {len(leaks)} picture(s) are in more than one split:\n{named}\nremove the "
+        "copies, or build with --leakage drop (keeps the earliest split's) or warn.")
+
+
 def _named(group: Group, limit: int = 3) -> str:
   names = [printable(f"{m.split}/{m.file_name}") for m in group.members[:limit]]
   more = f" (+{len(group.members) - limit})" if len(group.members) > limit else ""

@@ -9,6 +9,7 @@ import tensorflow_datasets as tfds
 
 from conftest import BIN, records_by_split
 from imagesets.building import class_folders_builder
+from imagesets.building import prepared_records
 from imagesets.building import splits
 from imagesets.class_folders import named_build
 from imagesets.verifying import duplicates
@@ -71,10 +72,18 @@ def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp
   assert sum(s.num_examples for s in tfds.builder_from_directory(version).info.splits.values()) == 10
 
 
-def test_error_stops_the_build_naming_both_files(tmp_path):
+def test_error_stops_the_build_naming_both_files_before_any_record_is_written(
+    tmp_path, monkeypatch):
   root, home, other, leak = _tree(tmp_path)
-  with pytest.raises(duplicates.LeakageError, match=f"{home}/cat/0.jpg = {other}/{leak}"):
+  written = []  # every record that reached the writer (it runs in this process)
+  add = prepared_records._Spill.add
+  monkeypatch.setattr(prepared_records._Spill, "add",
+                      lambda spill, record: (written.append(len(record)), add(spill, record)))
+  with pytest.raises(duplicates.LeakageError,
+                     match=f"pets/1.0.0: 1 picture.*\n  {home}/cat/0.jpg = {other}/{leak}\n"):
     _build(root, tmp_path / "d", leakage="error")
+  assert written == []
+  assert not list((tmp_path / "d").rglob("*.tfrecord*"))
   assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
 
 
