@@ -469,7 +469,7 @@ def parser() -> argparse.ArgumentParser:
 
   p = commands.add_parser(
       "diff", help="what changed between two versions: added, removed, changed, relabelled, "
-      "moved examples per split and class; exit 0 same, 1 different, 2 error",
+      "renamed, moved examples per split and class; exit 0 same, 1 different, 2 error",
       description="Compares two versions example by example, matching by source file name "
       "(where the builder keeps one) and by content.",
       epilog="example:\n  imagesets diff pets:1.0.0 pets:1.1.0 --show 5\n"

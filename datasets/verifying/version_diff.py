@@ -4,13 +4,14 @@ Examples are matched first by source file name (where the builder keeps one: cla
 flowers, VOC ids), then, among those left, by content (the digest of the decoded pixels,
 `image_hashes.pixel_digest`: a renamed file, or every example of a builder without names,
 e.g. synthetic_images; an EXIF-only edit is no change). A matched pair in the same split
-is `unchanged`, `relabelled` (same content, other label) or `changed` (same name, other
+is `unchanged`, `relabelled` (same content, other label), `renamed` (same content and
+label under another file name, with `old_file_name`) or `changed` (same name, other
 content). A pair in another split is `moved` (`moved_out` of the old split, `moved_in` to
 the new one, with `"changed": true` when its content differs too and `old_label` when its
 label does); a moved relabel is listed in the new split's `relabelled` as well (with
 `from`), since a relabel in class folders is a new path and so often lands in another
-split. Each split's old count = unchanged + removed + changed + moved_out + its relabelled
-that did not move. What is left is `removed` (old side) or `added`.
+split. Each split's old count = unchanged + removed + changed + renamed + moved_out + its
+relabelled that did not move. What is left is `removed` (old side) or `added`.
 """
 
 import collections
@@ -20,7 +21,7 @@ from typing import Iterable
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 
-KINDS = ("added", "removed", "changed", "relabelled", "moved_in", "moved_out")
+KINDS = ("added", "removed", "changed", "relabelled", "renamed", "moved_in", "moved_out")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,8 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
       splits[b.split]["changed"].append(_item(b, a))
     elif a.label != b.label:
       splits[b.split]["relabelled"].append(_item(b, a))
+    elif a.file_name != b.file_name:  # (matched by content: a name-matched pair has one name)
+      splits[b.split]["renamed"].append(_item(b) | {"old_file_name": a.name})
     else:
       splits[b.split]["unchanged"] += 1
 
@@ -136,9 +139,11 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
   lines = [f"{old_name} -> {new_name}: " + (
       "same examples" if result.same else
       f"{totals['added']} added, {totals['removed']} removed, {totals['changed']} changed, "
-      f"{totals['relabelled']} relabelled{also}, {moved} moved between splits") +
+      f"{totals['relabelled']} relabelled{also}, {totals['renamed']} renamed, "
+      f"{moved} moved between splits") +
       f"; {totals['unchanged']} unchanged"]
-  header = ["class", "added", "removed", "changed", "relabelled", "moved in", "moved out"]
+  header = ["class", "added", "removed", "changed", "relabelled", "renamed", "moved in",
+            "moved out"]
   for split, changes in result.splits.items():
     table = _per_class(changes)
     counts = ", ".join(f"{len(changes[k])} {k.replace('_', ' ')}" for k in KINDS if changes[k])
@@ -152,7 +157,8 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
                                for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     for kind in KINDS if show else ():
       for item in changes[kind][:show]:
-        old = f" (was {item['old_label']})" if "old_label" in item else ""
+        old = (f" (was {item['old_label']})" if "old_label" in item else
+               f" (was {item['old_file_name']})" if "old_file_name" in item else "")
         lines.append(duplicates.printable(
             f"    {kind}: {item['file_name']} [{item['label']}]{old}"))
       if len(changes[kind]) > show:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from imagesets.building import class_folders_builder
+from imagesets.building import splits as split_rules
 from imagesets.class_folders import named_build
 from imagesets.cli import main as cli
 from imagesets.publishing import publish
@@ -24,10 +25,19 @@ def _files():
   return files
 
 
+def _renamed(name: str) -> str:
+  """Another name for `name` that the seeded split hash keeps in its split."""
+  stem = name.removesuffix(".jpg")
+  return next(f"{stem}_renamed_{n}.jpg" for n in range(100)
+              if split_rules.split_of(f"{stem}_renamed_{n}.jpg", split_rules.DEFAULT_PROPORTIONS)
+              == split_rules.split_of(name, split_rules.DEFAULT_PROPORTIONS))
+
+
 @pytest.fixture(scope="module")
 def versions(tmp_path_factory):
   """pets 1.0.0 and 1.1.0 (cat/2.jpg removed, dog/3.jpg edited, cat/4.jpg relabelled as
-  dog/4b.jpg, cat/new.jpg added); duplicates.json removed from 1.1.0 (an older build)."""
+  dog/4b.jpg, cat/6.jpg renamed in its split, cat/new.jpg added); duplicates.json removed
+  from 1.1.0 (an older build)."""
   base = tmp_path_factory.mktemp("kyd")
   data_dir = base / "tfds"
   files = _files()
@@ -38,6 +48,7 @@ def versions(tmp_path_factory):
   files["dog/3.jpg"] = sample_images.jpeg(89, 100, seed=500)
   files["dog/4b.jpg"] = files.pop("cat/4.jpg")
   files["cat/new.jpg"] = sample_images.jpeg(70, 100, seed=501)
+  files[_renamed("cat/6.jpg")] = files.pop("cat/6.jpg")
   named_build.build(write_tree(base / "v2", files), "pets", version="1.1.0",
                     data_dir=str(data_dir), options=options)
   (data_dir / "pets" / "1.1.0" / "duplicates.json").unlink()
@@ -73,15 +84,20 @@ def test_diff_exit_status_summary_and_json(versions, capsys, monkeypatch):
   assert cli.main(["diff", "pets:1.0.0", "pets:1.1.0", *args, "--show", "2"]) == 1
   out = capsys.readouterr().out
   assert out.startswith("pets/1.0.0 -> pets/1.1.0: 1 added, 1 removed, 1 changed, ")
+  assert ", 1 renamed, " in out.splitlines()[0]
+  assert f"    renamed: {_renamed('cat/6.jpg')} [cat] (was cat/6.jpg)" in out
   assert cli.main(["diff", "pets:1.0.0", "pets:1.1.0", *args, "--json"]) == 1
   splits = json.loads(capsys.readouterr().out)["splits"]
   kinds = {kind: [item["file_name"] for split in splits.values() for item in split[kind]]
-           for kind in ("added", "removed", "changed", "relabelled", "moved_in")}
+           for kind in ("added", "removed", "changed", "relabelled", "renamed", "moved_in")}
   assert kinds["added"] == ["cat/new.jpg"] and kinds["removed"] == ["cat/2.jpg"]
   assert kinds["changed"] == ["dog/3.jpg"]
   assert kinds["relabelled"] == ["dog/4b.jpg"]  # (and moved_in too if its new path hashes elsewhere)
   assert kinds["moved_in"] in ([], ["dog/4b.jpg"])
-  assert sum(split["unchanged"] for split in splits.values()) == 8
+  assert kinds["renamed"] == [_renamed("cat/6.jpg")]
+  assert [item["old_file_name"] for split in splits.values() for item in split["renamed"]] == [
+      "cat/6.jpg"]
+  assert sum(split["unchanged"] for split in splits.values()) == 7
   assert cli.main(["diff", f"{versions}/pets:1.0.0", "pets:1.0.0", *args]) == 0  # a full path
   monkeypatch.chdir(versions.parent)  # a relative DATA_DIR/NAME:VERSION
   assert cli.main(["diff", f"{versions.name}/pets:1.0.0", "pets:1.0.0", *args]) == 0

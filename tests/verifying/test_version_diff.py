@@ -26,7 +26,7 @@ NEW = [e("train", "cat/1.jpg", "cat", b"one"),            # unchanged
        e("train", "cat/3.jpg", "cat", b"three"),          # relabelled (moved to cat/)
        e("train", "dog/4.jpg", "dog", b"four"),           # moved test -> train
        e("test", "cat/8.jpg", "cat", b"eight"),           # added
-       e("train", "cat/6b.jpg", "cat", b"six"),           # renamed: unchanged
+       e("train", "cat/6b.jpg", "cat", b"six"),           # renamed
        e("train", "dog/7.jpg", "cat", b"seven")]          # relabelled in place
 # cat/5.jpg removed
 
@@ -39,13 +39,31 @@ def test_every_kind_per_split_with_labels():
                 "changed": [{"file_name": "cat/2.jpg", "label": "cat"}],
                 "relabelled": [{"file_name": "cat/3.jpg", "label": "cat", "old_label": "dog"},
                                {"file_name": "dog/7.jpg", "label": "cat", "old_label": "dog"}],
+                "renamed": [{"file_name": "cat/6b.jpg", "label": "cat",
+                             "old_file_name": "cat/6.jpg"}],
                 "moved_in": [{"file_name": "dog/4.jpg", "label": "dog", "from": "test"}],
-                "moved_out": [], "unchanged": 2},
+                "moved_out": [], "unchanged": 1},
       "test": {"added": [{"file_name": "cat/8.jpg", "label": "cat"}],
                "removed": [{"file_name": "cat/5.jpg", "label": "cat"}],
-               "changed": [], "relabelled": [], "moved_in": [],
+               "changed": [], "relabelled": [], "renamed": [], "moved_in": [],
                "moved_out": [{"file_name": "dog/4.jpg", "label": "dog", "to": "train"}],
                "unchanged": 0}}}
+
+
+def test_a_rename_is_its_own_kind_and_a_difference():
+  """Same content, split and label under another file name: listed, never silent."""
+  pixels = sample_images.photo(60, 80, seed=2)
+  old = [Entry.of("train", "cat/1.jpg", "cat", planted_copies.original(pixels)),
+         Entry.of("train", "cat/2.jpg", "cat", planted_copies.original(pixels[::-1]))]
+  new = [Entry.of("train", "cat/one.jpg", "cat", planted_copies.exact(pixels)),  # EXIF added
+         Entry.of("train", "cat/2.jpg", "cat", planted_copies.original(pixels[::-1]))]
+  result = version_diff.diff(old, new)
+  assert not result.same
+  assert result.splits["train"]["renamed"] == [
+      {"file_name": "cat/one.jpg", "label": "cat", "old_file_name": "cat/1.jpg"}]
+  assert result.splits["train"]["unchanged"] == 1
+  assert not any(result.splits["train"][kind] for kind in version_diff.KINDS
+                 if kind != "renamed")
 
 
 def test_same_examples_in_another_order_are_the_same():
@@ -65,12 +83,13 @@ def test_without_file_names_matching_is_by_content():
 def test_summary_has_a_line_and_a_class_table_per_split_and_shows_names():
   lines = version_diff.summary(version_diff.diff(OLD, NEW), "pets:1.0.0", "pets:1.1.0", show=1)
   assert lines[0] == ("pets:1.0.0 -> pets:1.1.0: 1 added, 1 removed, 1 changed, 2 relabelled, "
-                      "1 moved between splits; 2 unchanged")
-  assert lines[1] == "train: 1 changed, 2 relabelled, 1 moved in; 2 unchanged"
-  assert lines[2].split() == ["class", "added", "removed", "changed", "relabelled", "moved",
-                              "in", "moved", "out"]
-  assert lines[3].split() == ["cat", "0", "0", "1", "2", "0", "0"]
+                      "1 renamed, 1 moved between splits; 1 unchanged")
+  assert lines[1] == "train: 1 changed, 2 relabelled, 1 renamed, 1 moved in; 1 unchanged"
+  assert lines[2].split() == ["class", "added", "removed", "changed", "relabelled", "renamed",
+                              "moved", "in", "moved", "out"]
+  assert lines[3].split() == ["cat", "0", "0", "1", "2", "1", "0", "0"]
   assert "    relabelled: cat/3.jpg [cat] (was dog)" in lines
+  assert "    renamed: cat/6b.jpg [cat] (was cat/6.jpg)" in lines
   assert "    relabelled: ... and 1 more" in lines
 
 
@@ -84,7 +103,7 @@ def test_a_relabel_that_changes_split_is_a_relabel_and_a_move():
       {"file_name": "cat/1.jpg", "label": "cat", "to": "test"}]
   assert version_diff.summary(result, "a", "b")[0] == (
       "a -> b: 0 added, 0 removed, 0 changed, 1 relabelled (1 of them also moved), "
-      "1 moved between splits; 0 unchanged")
+      "0 renamed, 1 moved between splits; 0 unchanged")
 
 
 def test_same_name_other_split_other_content_leaves_a_trace_in_the_old_split():
