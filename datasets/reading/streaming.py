@@ -304,32 +304,13 @@ class PositionReader:
     self._last: int | None = None   # the last window entered
     self._reading = collections.Counter()   # window -> reads under way in it
     self._retired: dict[int, dict[int, object]] = {}  # dropped, closed by their last read
-    # (shard, record) pairs asked for per recent window: one asked for again is a new pass
-    # (a loader iterated again, an iterator rewound), not a straggler.
-    self._seen: dict[int, set] = collections.defaultdict(set)
-    self._failure: Exception | None = None  # a window's entry failed: the pass fails
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
 
-  def _new_pass(self) -> None:
-    for w in list(self._open):
-      self._retire(w)
-    self._last, self._failure = None, None
-    self._seen.clear()
-
-  def _files(self, g: int, keys: set) -> dict[int, object] | None:
-    """The open files of window g for the records `keys`, counted as read until `_done(g)`;
-    None for a read that straggles behind the windows held (Grain's threads: read by a
-    visit). Once entering a window failed, every read of the pass raises that error at
-    once (each would otherwise wait out the same bounds again, one after another)."""
+  def _files(self, g: int) -> dict[int, object] | None:
+    """The open files of window g, counted as read until `_done(g)`; None for a read that
+    straggles behind the windows held (Grain's threads: read by a visit)."""
     with self._lock:
-      if keys & self._seen[g]:
-        self._new_pass()
-      self._seen[g] |= keys
-      for old in [w for w in self._seen if w < g - _STRAGGLE_WINDOWS]:
-        del self._seen[old]
-      if self._failure is not None:
-        raise self._failure
       waited = False
       while True:
         files = self._open.get(g)
@@ -342,9 +323,9 @@ class PositionReader:
             return None
           # Far behind (or, reading window after window, behind at all): a new pass (a
           # dataset iterated again, a restored iterator) starts where it reads first.
-          self._new_pass()
-          self._seen[g] |= keys
-          last = None
+          for w in list(self._open):
+            self._retire(w)
+          last = self._last = None
         # Entering g unpins the windows before g - keep + 1: reads still under way in
         # them end first (an evicted file kept open would stay on the disk).
         busy = lambda: any(n for w, n in self._reading.items() if w <= g - self._keep)  # noqa: E731
@@ -357,13 +338,8 @@ class PositionReader:
         # windows); a far jump (a restored position) enters the window it reaches.
         start = last + 1 if last is not None and g - last <= self._keep else g
         for w in range(start, g + 1):
-          try:
-            paths = self._reader.enter(w)
-          except Exception as error:
-            self._failure = error
-            raise
           self._open[w] = {i: _open_records(path, self._format) for i, path in
-                           zip(self._plan.window_indices(w), paths)}
+                           zip(self._plan.window_indices(w), self._reader.enter(w))}
         self._last = g
         for old in [w for w in self._open if w <= g - self._keep]:
           self._retire(old)  # unpinned by the reader
@@ -391,7 +367,9 @@ class PositionReader:
 
   def finish(self) -> None:
     with self._lock:
-      self._new_pass()
+      for w in list(self._open):
+        self._retire(w)
+      self._last = None
     self._reader.finish()
 
   def read(self, positions: np.ndarray) -> list[bytes]:
@@ -399,7 +377,7 @@ class PositionReader:
     for window, shard in np.unique(positions[:, [2, 0]], axis=0).tolist():
       rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
       indices = positions[rows, 1].tolist()
-      files = self._files(window, {(shard, i) for i in indices})
+      files = self._files(window)
       if files is None:  # a straggling read: that one shard, pinned for the read
         records = self._reader.visit(
             window, self._plan.window_indices(window).index(shard),
