@@ -182,6 +182,7 @@ class ShardCache:
     with self._lock:
       if sha in self._pins:
         self._pins[sha][1] += 1
+        self._failed.pop(sha, None)
         return True
     try:
       handle = open(self.path(shard), "rb")
@@ -193,6 +194,8 @@ class ShardCache:
       handle.close()
       return False
     with self._lock:
+      # (it is here, whoever downloaded it: an earlier failure to download it is over)
+      self._failed.pop(sha, None)
       if sha in self._pins:  # another thread pinned it meanwhile
         handle.close()
         self._pins[sha][1] += 1

@@ -25,6 +25,7 @@ import dataclasses
 import os
 import struct
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -38,6 +39,9 @@ _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
 _READ_CALLS = 4             # such calls at once (bounded: PositionReader keeps their windows)
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 STRAGGLER_SECONDS = 60.0    # the longest a read waits for older windows' reads to end
+# After entering a window failed, the reads of the pass that arrive this soon (queued
+# behind the failed one) raise its error at once; later ones try again.
+FAILED_PASS_SECONDS = 5.0
 _STRAGGLE_WINDOWS = 16      # a read up to this far behind is a straggler (Grain's threads), not a new pass
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
@@ -304,28 +308,69 @@ class PositionReader:
     self._last: int | None = None   # the last window entered
     self._reading = collections.Counter()   # window -> reads under way in it
     self._retired: dict[int, dict[int, object]] = {}  # dropped, closed by their last read
+    # The records asked for in each recent window, a bool a record; one asked for again is
+    # a new pass (a loader iterated again, an iterator rewound), not a straggler.
+    self._asked: dict[int, dict[int, np.ndarray]] = {}
+    self._failure: tuple[Exception, float, int] | None = None  # (error, when, window)
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
 
-  def _files(self, g: int) -> dict[int, object] | None:
-    """The open files of window g, counted as read until `_done(g)`; None for a read that
-    straggles behind the windows held (Grain's threads: read by a visit)."""
+  def _new_pass(self) -> None:
+    for w in list(self._open):
+      self._retire(w)
+    self._last, self._failure = None, None
+    self._asked.clear()
+
+  def _far_behind(self, g: int) -> bool:
+    """A read of window g starts a new pass (a dataset iterated again, a restored
+    iterator): it is far behind the last window entered, or, reading window after window
+    (tf.data), behind it at all."""
+    last = self._last
+    if self._failure is not None:  # the pass reached the window whose entry failed
+      last = max(-1 if last is None else last, self._failure[2])
+    return last is not None and g < last and (
+        self._keep == 1 or last - g > _STRAGGLE_WINDOWS)
+
+  def _asked_again(self, g: int, shard: int, indices: list[int]) -> bool:
+    """Marks records `indices` of `shard` in window g asked for; True if one already was."""
+    info = self._plan.shards[shard]
+    marks = self._asked.setdefault(g, {}).setdefault(shard, np.zeros(info.take, bool))
+    offsets = np.asarray(indices) - info.skip
+    again = bool(marks[offsets].any())
+    marks[offsets] = True
+    return again
+
+  def _files(self, g: int, shard: int, indices: list[int]) -> dict[int, object] | None:
+    """The open files of window g, for records `indices` of `shard`, counted as read until
+    `_done(g)`; None for a read that straggles behind the windows held (Grain's threads:
+    read by a visit). Once entering a window failed, the reads queued behind it raise that
+    error at once, each would otherwise wait out the same bounds again."""
     with self._lock:
+      if self._asked_again(g, shard, indices) or self._far_behind(g):
+        self._new_pass()
+        self._asked_again(g, shard, indices)
+      # (reading window after window, tf.data keeps only the current window's: a read
+      # behind it is a new pass anyway)
+      horizon = _STRAGGLE_WINDOWS if self._keep > 1 else 0
+      for old in [w for w in self._asked if w < g - horizon]:
+        del self._asked[old]
+      if self._failure is not None:
+        error, when, _ = self._failure
+        if time.monotonic() - when < FAILED_PASS_SECONDS:
+          raise error
+        self._failure = None
       waited = False
       while True:
         files = self._open.get(g)
         if files is not None:
           self._reading[g] += 1
           return files
+        if self._far_behind(g):
+          self._new_pass()
+          self._asked_again(g, shard, indices)
         last = self._last
-        if last is not None and g < last:
-          if self._keep > 1 and last - g <= _STRAGGLE_WINDOWS:
-            return None
-          # Far behind (or, reading window after window, behind at all): a new pass (a
-          # dataset iterated again, a restored iterator) starts where it reads first.
-          for w in list(self._open):
-            self._retire(w)
-          last = self._last = None
+        if last is not None and g < last:  # a little behind: a straggler
+          return None
         # Entering g unpins the windows before g - keep + 1: reads still under way in
         # them end first (an evicted file kept open would stay on the disk).
         busy = lambda: any(n for w, n in self._reading.items() if w <= g - self._keep)  # noqa: E731
@@ -338,8 +383,13 @@ class PositionReader:
         # windows); a far jump (a restored position) enters the window it reaches.
         start = last + 1 if last is not None and g - last <= self._keep else g
         for w in range(start, g + 1):
+          try:
+            paths = self._reader.enter(w)
+          except Exception as error:
+            self._failure = (error, time.monotonic(), w)
+            raise
           self._open[w] = {i: _open_records(path, self._format) for i, path in
-                           zip(self._plan.window_indices(w), self._reader.enter(w))}
+                           zip(self._plan.window_indices(w), paths)}
         self._last = g
         for old in [w for w in self._open if w <= g - self._keep]:
           self._retire(old)  # unpinned by the reader
@@ -367,9 +417,7 @@ class PositionReader:
 
   def finish(self) -> None:
     with self._lock:
-      for w in list(self._open):
-        self._retire(w)
-      self._last = None
+      self._new_pass()
     self._reader.finish()
 
   def read(self, positions: np.ndarray) -> list[bytes]:
@@ -377,7 +425,7 @@ class PositionReader:
     for window, shard in np.unique(positions[:, [2, 0]], axis=0).tolist():
       rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
       indices = positions[rows, 1].tolist()
-      files = self._files(window)
+      files = self._files(window, shard, indices)
       if files is None:  # a straggling read: that one shard, pinned for the read
         records = self._reader.visit(
             window, self._plan.window_indices(window).index(shard),

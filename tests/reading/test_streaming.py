@@ -297,6 +297,30 @@ def test_a_damaged_shard_is_fetched_again_once_then_refused(built, tmp_path, mon
       c == 1 for n, c in opened.items() if f"-{number}-of-" not in n), opened
 
 
+@ONE_FORMAT
+def test_a_download_failure_is_over_once_the_shard_is_here(built, tmp_path, bucket_reads):
+  # A read-ahead's failure is kept for the reader (not downloaded twice more); once the
+  # shard is here (another process downloaded it), a later eviction downloads it again.
+  url = published_to(built, "file", tmp_path)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  cache = source.cache
+  name = sorted(n for n in source.shards if "-train." in n)[0]
+  shard = source.shards[name]
+  cache._failed[shard.sha256] = RuntimeError("an old failure")  # pylint: disable=protected-access
+  shutil.copy(built / FOLDER / name, cache.path(shard))  # another process's download
+  cache.pin(shard)
+  cache.unpin(shard)
+  cache.path(shard).unlink()  # evicted under a limit
+  opened = bucket_reads(url)
+  cache.prefetch([shard])
+  deadline = time.monotonic() + 60
+  while cache._in_flight and time.monotonic() < deadline:  # pylint: disable=protected-access
+    time.sleep(0.01)
+  cache.pin(shard)
+  cache.unpin(shard)
+  assert list(opened.values()) == [1]
+
+
 def test_a_shard_missing_from_the_bucket_is_one_clear_line(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   (shard,) = pathlib.Path(url[len("file://"):]).glob(f"{FOLDER}/*-train.*-00005-of-*")
@@ -794,9 +818,65 @@ def test_position_reads_enter_windows_in_order_and_start_a_pass_over(built, tmp_
   plan = streaming.plan_for(source, "train", shuffle=True, seed=0, window_shards=2)
   reader = streaming.PositionReader(source, plan, Logged(), held=2)
   far = 12 + streaming._STRAGGLE_WINDOWS + 1  # pylint: disable=protected-access
+  asked = collections.Counter()  # (each read asks for another record of its window)
   for g in (6, 7, 6, 9, 8, 9, 12, 10, far, 0, 1):  # 12, far: jumps (a restored position)
-    reader.read(plan.window_positions(g)[:1])
+    reader.read(plan.window_positions(g)[asked[g]:asked[g] + 1])
+    asked[g] += 1
   assert calls == [6, 7, 8, 9, 12, ("visit", 10), far, 0, 1]
+
+
+def test_position_reads_asked_again_start_a_pass_and_a_failed_entry_fails_its_burst(
+    built, tmp_path, monkeypatch):
+  # A Grain loader iterated again (eval every epoch) reads window after window again, not
+  # record by record through visits; once entering a window failed, the reads queued
+  # behind it raise that error at once (each would wait out the same bounds again), and
+  # reads after that, or of a new pass, try again.
+  calls, failing = [], {3, 20}
+
+  class Logged:
+    def enter(self, g):
+      calls.append(g)
+      if g in failing:
+        failing.discard(g)
+        raise RuntimeError(f"no room for window {g}")
+      return [built / FOLDER / name for name in plan.window(g)]
+
+    def visit(self, g, index, use):
+      calls.append(("visit", g))
+      return use(built / FOLDER / plan.window(g)[index])
+
+    def finish(self):
+      pass
+
+  source = sources.open_source(SPEC, built)
+  plan = streaming.plan_for(source, "train", shuffle=True, seed=0, window_shards=2)
+  reader = streaming.PositionReader(source, plan, Logged(), held=2)
+
+  def read_windows(windows):
+    for g in windows:
+      for row in plan.window_positions(g):
+        reader.read(row[None])
+
+  read_windows([0, 1, 2])
+  read_windows([0, 1, 2])  # the same records again
+  assert calls == [0, 1, 2, 0, 1, 2]
+  calls.clear()
+  for g, i in ((3, 0), (3, 1), (4, 0)):  # the failed window's other records, a later one
+    with pytest.raises(RuntimeError, match="no room for window 3"):
+      reader.read(plan.window_positions(g)[i:i + 1])
+  assert calls == [3]  # tried once
+  monkeypatch.setattr(streaming, "FAILED_PASS_SECONDS", 0)
+  read_windows([3, 4])  # later reads try again
+  assert calls == [3, 3, 4]
+  # A pass that failed far in (window 20, 18 windows after the 2nd), read again at once
+  # from the start: a new pass, not the old error.
+  monkeypatch.setattr(streaming, "FAILED_PASS_SECONDS", 60)
+  read_windows(range(5, 20))
+  with pytest.raises(RuntimeError, match="no room for window 20"):
+    read_windows([20])
+  calls.clear()
+  read_windows([0])
+  assert calls == [0]
 
 
 def test_a_failed_pass_does_not_poison_the_next_one(built, tmp_path):
