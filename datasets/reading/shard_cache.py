@@ -111,6 +111,7 @@ class ShardCache:
     self._pins: dict[str, list] = {}     # sha -> [file holding a shared lock, count]
     self._readers: weakref.WeakSet = weakref.WeakSet()
     self._in_flight: set[str] = set()
+    self._queued: dict[str, concurrent.futures.Future] = {}  # read-ahead not started yet
     self._closing = threading.Event()   # set by close(): waits of its downloads end
     self._failed: dict[str, Exception] = {}  # a prefetch's error, for the reader to raise
     self._pool = concurrent.futures.ThreadPoolExecutor(max(1, downloads),
@@ -166,6 +167,10 @@ class ShardCache:
       deadline = time.monotonic() + DOWNLOAD_WAIT_SECONDS
       with self._lock:
         error = self._failed.pop(shard.sha256, None)
+        queued = self._queued.pop(shard.sha256, None)
+        if queued is not None and queued.cancel():  # not started: this thread downloads it
+          self._in_flight.discard(shard.sha256)    # (not after other readers' read-ahead)
+          self._changed.notify_all()
         waited = shard.sha256 in self._in_flight
         while shard.sha256 in self._in_flight:  # a prefetch of it: wait for that one
           _check_wait(abort, deadline, f"waiting for the download of {shard.rel}")
@@ -227,9 +232,13 @@ class ShardCache:
           wanted.append(shard)
     for shard in wanted:
       try:
-        self._pool.submit(self._prefetch, shard)
+        future = self._pool.submit(self._prefetch, shard)
       except RuntimeError:  # shutting down: nothing more to read
         self._done(shard)
+        continue
+      with self._lock:
+        if shard.sha256 in self._in_flight and not future.done():
+          self._queued[shard.sha256] = future
 
   def _prefetch(self, shard: Shard) -> None:
     try:
@@ -244,6 +253,7 @@ class ShardCache:
   def _done(self, shard: Shard) -> None:
     with self._lock:
       self._in_flight.discard(shard.sha256)
+      self._queued.pop(shard.sha256, None)
       self._changed.notify_all()
 
   def _fetch(self, shard: Shard, urgent: bool, abort=None) -> bool:

@@ -321,6 +321,38 @@ def test_a_download_failure_is_over_once_the_shard_is_here(built, tmp_path, buck
   assert list(opened.values()) == [1]
 
 
+@ONE_FORMAT
+def test_a_reader_downloads_its_own_shard_rather_than_wait_behind_read_ahead(
+    built, tmp_path, monkeypatch):
+  # One download thread busy, three shards queued ahead of it: a reader that needs the
+  # last of them now downloads it itself instead of waiting for the other three.
+  url = published_to(built, "file", tmp_path)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  cache = shard_cache_lib.ShardCache(tmp_path / "c1", downloads=1)
+  names = sorted(n for n in source.shards if "-train." in n)[:4]
+  shards = [source.shards[n] for n in names]
+  started, release, by = threading.Event(), threading.Event(), {}
+  checked = shard_cache_lib.transfer.checked_download
+
+  def slow(bucket, rel, target, entry, **kwargs):
+    by[rel.rsplit("/", 1)[-1]] = threading.current_thread().name
+    if rel.endswith(names[0]):
+      started.set()
+      release.wait(30)  # the download thread stays busy with the first
+    return checked(bucket, rel, target, entry, **kwargs)
+
+  monkeypatch.setattr(shard_cache_lib.transfer, "checked_download", slow)
+  cache.prefetch(shards)
+  assert started.wait(30)
+  cache.pin(shards[3])
+  assert by == {names[0]: by[names[0]], names[3]: threading.current_thread().name}
+  release.set()
+  cache.unpin(shards[3])
+  for shard in shards[:3]:
+    cache.pin(shard)
+  cache.close()
+
+
 def test_a_shard_missing_from_the_bucket_is_one_clear_line(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   (shard,) = pathlib.Path(url[len("file://"):]).glob(f"{FOLDER}/*-train.*-00005-of-*")
