@@ -167,8 +167,11 @@ class Generation:
                          "use 'warn' and run `imagesets duplicates` on the version")
       return self._beam(split, items, process)
     self._unfinished[split] = (items, process)
+    # The keras cache's records (fixed-shape pixels) are all about one size: its shards are
+    # planned from the first record and written as the records come (prepared_records).
+    planned = (lambda: len(self._unfinished[split][0])) if self.keep_order else None
     return prepared_records.LocalSplit(lambda: self._local(split),
-                                       lambda: self._local(split, records=True))
+                                       lambda: self._local(split, records=True), planned)
 
   def _local(self, split, *, records=False, share=True) -> Iterator[tuple]:
     """(key, example) pairs, or with `records` (hashed key, record) pairs in shard order."""

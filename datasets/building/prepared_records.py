@@ -15,7 +15,12 @@ much as the workers' image check (docs/performance.md). Here, instead:
   `MEMORY_LIMIT`, then in one sequential spill file) and writes the shards
   TFDS would: the same shard count and boundaries (TFDS's `_get_shard_specs`), the same
   record bytes in the same order as TFDS's writer plus our deterministic writer, and as the
-  Beam path (which is unchanged).
+  Beam path (which is unchanged);
+* a split whose records are all about one size (the keras cache: fixed-shape pixels) and
+  whose count is known unless a file is bad is written straight into its shards, planned
+  from its first record (`_write_planned`): no spill file, no second write. A plan the
+  finished split does not match exactly (a skipped file) is undone: the shards written so
+  far are read back and the split is written as above.
 
 Our builders generate their splits with `RecordSplitBuilder`, a SplitBuilder of their own
 build (TFDS's class and every other dataset are untouched, and two builds in one process
@@ -111,10 +116,13 @@ def _put_scalar(feature, value, spec) -> bool:
 
 class LocalSplit:
   """What `Generation.examples` returns for a local build: iterating gives TFDS's
-  `(key, example)` pairs; `records()` gives `(hashed key, record)` in shard order."""
+  `(key, example)` pairs; `records()` gives `(hashed key, record)` in shard order.
+  `planned()`, when given: the number of records if every item is good, for a split whose
+  records are all about one size (its shards can then be planned from its first record)."""
 
-  def __init__(self, examples, records):
+  def __init__(self, examples, records, planned: Callable[[], int] | None = None):
     self._examples, self._records = examples, records
+    self.planned = planned
 
   def __iter__(self):
     return self._examples()
@@ -163,14 +171,24 @@ class _Spill:
 
 
 def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_template,
-                shard_config, file_format, *, writer=None) -> Callable[[], tfds.core.SplitInfo]:
+                shard_config, file_format, *, writer=None,
+                planned: Callable[[], int] | None = None) -> Callable[[], tfds.core.SplitInfo]:
   """Takes one split's records, given in shard order, and writes them as TFDS's Writer
   would; returns the SplitInfo's getter. With `writer` (a one-thread executor) the shards
   are written there, while the caller goes on with the next split's records (the workers
-  would otherwise stall while a large split is written: ~20 % of a build)."""
+  would otherwise stall while a large split is written: ~20 % of a build). With `planned`
+  (`LocalSplit.planned`) the shards are written as the records come (`_write_planned`)."""
+  shard_config = shard_config or tfds_internals.ShardConfig()
   spill = _Spill(filename_template.data_dir, MEMORY_LIMIT)
   try:
-    hkeys = _take(split, records, spill)
+    if planned is not None and _is_tfrecord(file_format):
+      info, hkeys = _write_planned(split, iter(records), planned, spill, filename_template,
+                                   shard_config)
+      if info is not None:
+        return lambda: info
+    else:
+      hkeys = []
+    hkeys = _take(split, records, spill, hkeys)
   except BaseException:
     spill.discard()
     raise
@@ -187,21 +205,96 @@ def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_templ
   return writer.submit(write).result
 
 
-def _take(split, records, spill) -> list[int]:
-  hkeys = []
-  for hkey, record in records:
-    if hkeys and hkey <= hkeys[-1]:  # (the order is ours: only equal keys get here)
-      raise ValueError(f"two examples of split {split} have the same key: keys must be unique")
-    hkeys.append(hkey)
+def _take(split, records, spill, hkeys) -> list[int]:
+  for hkey, record in _unique(split, records, hkeys):
     spill.add(record)
   if not spill.count:
     raise AssertionError("No examples were yielded.")
   return hkeys
 
 
+def _unique(split, records, hkeys):
+  """The records, each key appended to `hkeys`; raises on a repeated key."""
+  for hkey, record in records:
+    if hkeys and hkey <= hkeys[-1]:  # (the order is ours: only equal keys get here)
+      raise ValueError(f"two examples of split {split} have the same key: keys must be unique")
+    hkeys.append(hkey)
+    yield hkey, record
+
+
+_TFRECORD = "tfrecord"  # the one format `_write_planned` reads back (`_tfrecords`)
+
+
+def _is_tfrecord(file_format) -> bool:
+  return bool(file_format) and tfds.core.FileFormat(file_format) == tfds.core.FileFormat(_TFRECORD)
+
+
+_TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
+_PLAN_MARGIN = 0.01  # sizes within 1 % of the first record's: the keras cache's differ by its names
+
+
+def _write_planned(split, records, planned, spill, filename_template, shard_config):
+  """(SplitInfo, keys) of a split written straight into the shards TFDS's Writer would
+  write if it has `planned()` records of about its first record's size; else (None, keys
+  taken so far), with every record taken so far in `spill` and no shard left behind."""
+  hkeys = []
+  records = _unique(split, records, hkeys)
+  first = next(records, None)
+  if first is None:
+    return None, hkeys
+  count = planned()
+  specs = [tfds_internals.shard_specs(count, round(len(first[1]) * count * factor),
+                                      filename_template, shard_config)
+           for factor in (1 - _PLAN_MARGIN, 1 + _PLAN_MARGIN)]
+  if [spec.path for spec in specs[0]] != [spec.path for spec in specs[1]]:
+    spill.add(first[1])  # near a shard-count step: the count waits for the real size
+    return None, hkeys
+  specs = specs[0]
+  sizes = []
+  stream = itertools.chain([first], records)
+  adapter = tfds_internals.file_adapter(_TFRECORD)
+  written = []
+  try:
+    for spec in specs:
+      written.append(spec.path)
+      adapter.write_examples(spec.path, _sized(itertools.islice(stream, spec.examples_number),
+                                               sizes))
+    extra = next(stream, None)  # (more records than items: never, but then not as planned)
+    if extra is None and len(sizes) == count and [spec.path for spec in specs] == [
+        spec.path for spec in tfds_internals.shard_specs(count, sum(sizes), filename_template,
+                                                         shard_config)]:
+      written = []  # as planned: the shards TFDS's Writer would write
+      return tfds.core.SplitInfo(name=split,
+                                 shard_lengths=[int(spec.examples_number) for spec in specs],
+                                 num_bytes=sum(sizes), filename_template=filename_template), hkeys
+    for path in written:  # not as planned (a bad file skipped): the records go to the spill
+      for record in _tfrecords(path):
+        spill.add(record)
+    if extra is not None:
+      spill.add(extra[1])
+    return None, hkeys
+  finally:
+    for path in written:
+      epath.Path(path).unlink(missing_ok=True)
+
+
+def _sized(records, sizes):
+  for hkey, record in records:
+    sizes.append(len(record))
+    yield hkey, record
+
+
+def _tfrecords(path) -> Iterator[bytes]:
+  """The records of a TFRecord file this build wrote (its framing: length, CRC, data, CRC)."""
+  with epath.Path(path).open("rb") as records:
+    while header := records.read(_TFRECORD_HEADER.size):
+      length, = _TFRECORD_HEADER.unpack(header)
+      record = records.read(length + 4)[:length]
+      yield record
+
+
 def _write_shards(split, hkeys, spill, filename_template, shard_config, file_format):
-  specs = tfds_internals.shard_specs(spill.count, spill.size, filename_template,
-                                     shard_config or tfds_internals.ShardConfig())
+  specs = tfds_internals.shard_specs(spill.count, spill.size, filename_template, shard_config)
   adapter = tfds_internals.file_adapter(file_format)
   stream = zip(hkeys, spill)
   for spec in specs:
@@ -304,13 +397,14 @@ class RecordSplitBuilder(tfds_internals.SplitBuilder):
         or not isinstance(generator, Iterable)):
       return super().submit_split_generation(split_name, generator, filename_template,
                                              disable_shuffling, nondeterministic_order)
+    planned = None
     if isinstance(generator, LocalSplit):
-      records = generator.records()
+      records, planned = generator.records(), generator.planned
     else:
       records = _sorted_records(split_name, generator, RecordMaker(ours["features"]),
                                 filename_template.data_dir)
     return _Done(write_split(split_name, records, filename_template, ours["shard_config"],
-                             ours["file_format"], writer=ours["shard_writer"]))
+                             ours["file_format"], writer=ours["shard_writer"], planned=planned))
 
 
 class _Done:

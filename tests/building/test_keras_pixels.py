@@ -111,3 +111,36 @@ def test_when_decoding_ahead_stops_it_says_so_and_the_files_are_the_callers(
   feed.close()
   (warning,) = [r.getMessage() for r in caplog.records if "decoding ahead" in r.getMessage()]
   assert "an op keras does not have" in warning and "\n" not in warning
+
+
+def test_a_later_splits_feed_starts_when_the_one_before_is_done_or_at_its_first_take(
+    tmp_path, monkeypatch):
+  """One decoding map at a time (review-29b finding 2): the second split's feed starts only
+  once the first has made all of its pixels; taken first (splits out of order), it starts
+  at once, even with the first feed stuck full."""
+  monkeypatch.setattr(keras_pixels, "_FEED_BATCH", 2)
+  files = _files(tmp_path)
+  names = list(files)
+  first, second = names[:len(names) // 2], names[len(names) // 2:]
+  spec = keras_pixels.KerasImage(24, 36)
+  feed = keras_pixels.PixelFeed(str(tmp_path), first, spec, ahead=len(first) + 1)
+  later = keras_pixels.PixelFeed(str(tmp_path), second, spec, after=feed)
+  feed._thread.join(timeout=60)  # pylint: disable=protected-access  # made all, none taken
+  later._thread.join(timeout=60)  # pylint: disable=protected-access  # started by the first
+  assert not later._thread.is_alive()  # pylint: disable=protected-access
+  for name in names:
+    np.testing.assert_array_equal((feed if name in first else later).take(name),
+                                  keras_pixels.pixels(files[name], spec))
+
+  stuck = keras_pixels.PixelFeed(str(tmp_path), first, spec, ahead=1)  # full, never taken
+  out_of_order = keras_pixels.PixelFeed(str(tmp_path), second, spec, after=stuck)
+  assert out_of_order._thread.ident is None  # pylint: disable=protected-access  # not started
+  taken = {}
+  thread = threading.Thread(target=lambda: taken.update(
+      (name, out_of_order.take(name)) for name in second))
+  thread.start()
+  thread.join(timeout=60)
+  assert not thread.is_alive() and len(taken) == len(second)
+  for name in second:
+    np.testing.assert_array_equal(taken[name], keras_pixels.pixels(files[name], spec))
+  stuck.close()

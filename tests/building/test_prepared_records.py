@@ -13,6 +13,7 @@ import imagesets  # noqa: F401
 from conftest import shard_bytes, tfds_cli
 from imagesets.building import prepared_records
 from imagesets.building import builder_base
+from imagesets.building import sharding
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets_testing import sample_images
 from tensorflow_datasets.core import example_serializer
@@ -178,3 +179,59 @@ def test_records_are_tfds_records_for_every_kind_of_feature():
     }
     expected = serializer.get_tf_example(features.encode_example(example))
     assert maker.make(example) == expected.SerializeToString(deterministic=True), i
+
+
+def _version_files(cache: pathlib.Path) -> dict[str, bytes]:
+  """{path: bytes} of every file of the cache's version folders (shards, info, metadata)."""
+  return {str(p.relative_to(cache)): p.read_bytes()
+          for p in sorted(cache.glob("*/1.0.0/**/*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["as_planned", "a_file_skipped"])
+def test_keras_cache_shards_written_as_planned_equal_the_spilled_ones(
+    photos, tmp_path, monkeypatch, broken):
+  """The keras cache writes its shards as the records come (planned from the first record);
+  a skipped file (40 photos + 1 broken: one record fewer than planned) undoes the plan. Both
+  give every file of the version folder byte for byte as the spill path does, for two splits."""
+  import shutil
+  tree = tmp_path / "tree"
+  shutil.copytree(photos, tree)
+  if not broken:
+    (tree / "c1" / "broken.jpg").unlink()
+  call = dict(image_size=(20, 24), validation_split=0.25, subset="both", seed=3,
+              skip_bad_files=True, verbose=False)
+  read_back, spilled = [], []
+  real_tfrecords, real_add = prepared_records._tfrecords, prepared_records._Spill.add  # pylint: disable=protected-access
+  monkeypatch.setattr(prepared_records, "_tfrecords",
+                      lambda path: read_back.append(path) or real_tfrecords(path))
+  monkeypatch.setattr(prepared_records._Spill, "add",  # pylint: disable=protected-access
+                      lambda self, record: spilled.append(record) or real_add(self, record))
+  imagesets.image_dataset_from_directory(tree, cache_dir=tmp_path / "planned", **call)
+  assert bool(read_back) == broken  # the plan undone only when a file was skipped
+  assert bool(spilled) == broken
+  assert not list((tmp_path / "planned").rglob("*.tmp*"))  # nothing half-written left over
+  with monkeypatch.context() as spill_path:
+    spill_path.setattr(prepared_records, "_is_tfrecord", lambda file_format: False)
+    imagesets.image_dataset_from_directory(tree, cache_dir=tmp_path / "spilled", **call)
+  planned, expected = _version_files(tmp_path / "planned"), _version_files(tmp_path / "spilled")
+  assert len([name for name in expected if ".tfrecord-" in name]) == 8  # 2 splits x 4 shards
+  assert planned == expected
+
+
+@pytest.mark.parametrize("planned", [3, 5, 8])
+def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, planned):
+  """5 records planned as 3, 5 or 8: 4 shards (the shard floor) either way, written as the
+  spill path writes them, and nothing else left in the folder."""
+  records = [(key, bytes([key]) * (100 + key)) for key in range(5)]
+  written = {}
+  for name, plan in (("spilled", None), ("planned", lambda: planned)):
+    (tmp_path / name).mkdir()
+    template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
+                                             split="train", filetype_suffix="tfrecord")
+    info = prepared_records.write_split("train", iter(records), template,
+                                        sharding.MinShardsConfig(),
+                                        tfds.core.FileFormat.TFRECORD, planned=plan)()
+    written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
+                     info.shard_lengths, info.num_bytes)
+  assert written["planned"] == written["spilled"]
+  assert len(written["spilled"][0]) == 4
