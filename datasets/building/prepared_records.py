@@ -180,9 +180,10 @@ def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_templ
   (`LocalSplit.planned`) the shards are written as the records come (`_write_planned`)."""
   shard_config = shard_config or tfds_internals.ShardConfig()
   spill = _Spill(filename_template.data_dir, MEMORY_LIMIT)
+  records = iter(records)  # (one pass: a plan undone goes on where it stopped)
   try:
     if planned is not None and _is_tfrecord(file_format):
-      info, hkeys = _write_planned(split, iter(records), planned, spill, filename_template,
+      info, hkeys = _write_planned(split, records, planned, spill, filename_template,
                                    shard_config)
       if info is not None:
         return lambda: info
