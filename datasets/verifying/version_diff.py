@@ -8,7 +8,8 @@ is `unchanged`, `relabelled` (same content, other label), `renamed` (same conten
 label under another file name, with `old_file_name`) or `changed` (same name, other
 content). A pair in another split is `moved` (`moved_out` of the old split, `moved_in` to
 the new one, with `"changed": true` when its content differs too and `old_label` when its
-label does); a moved relabel is listed in the new split's `relabelled` as well (with
+label does); an item of the new side names the old file (`old_file_name`) whenever the name
+changed, whatever its kind; a moved relabel is listed in the new split's `relabelled` as well (with
 `from`), since a relabel in class folders is a new path and so often lands in another
 split. Each split's old count = unchanged + removed + changed + renamed + moved_out + its
 relabelled that did not move. What is left is `removed` (old side) or `added`.
@@ -58,6 +59,8 @@ def _item(entry: Entry, old: Entry | None = None) -> dict:
   item = {"file_name": entry.name, "label": entry.label}
   if old is not None and old.label != entry.label:
     item["old_label"] = old.label
+  if old is not None and old.name != entry.name:  # (relabelled in class folders = a new path)
+    item["old_file_name"] = old.name
   return item
 
 
@@ -79,7 +82,7 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     elif a.label != b.label:
       splits[b.split]["relabelled"].append(_item(b, a))
     elif a.file_name != b.file_name:  # (matched by content: a name-matched pair has one name)
-      splits[b.split]["renamed"].append(_item(b) | {"old_file_name": a.name})
+      splits[b.split]["renamed"].append(_item(b, a))
     else:
       splits[b.split]["unchanged"] += 1
 
@@ -157,8 +160,8 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
                                for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     for kind in KINDS if show else ():
       for item in changes[kind][:show]:
-        old = (f" (was {item['old_label']})" if "old_label" in item else
-               f" (was {item['old_file_name']})" if "old_file_name" in item else "")
+        was = ", ".join(item[k] for k in ("old_file_name", "old_label") if k in item)
+        old = f" (was {was})" if was else ""
         lines.append(duplicates.printable(
             f"    {kind}: {item['file_name']} [{item['label']}]{old}"))
       if len(changes[kind]) > show:

@@ -37,7 +37,8 @@ def test_every_kind_per_split_with_labels():
   assert result.to_json() == {"splits": {
       "train": {"added": [], "removed": [],
                 "changed": [{"file_name": "cat/2.jpg", "label": "cat"}],
-                "relabelled": [{"file_name": "cat/3.jpg", "label": "cat", "old_label": "dog"},
+                "relabelled": [{"file_name": "cat/3.jpg", "label": "cat", "old_label": "dog",
+                                "old_file_name": "dog/3.jpg"},
                                {"file_name": "dog/7.jpg", "label": "cat", "old_label": "dog"}],
                 "renamed": [{"file_name": "cat/6b.jpg", "label": "cat",
                              "old_file_name": "cat/6.jpg"}],
@@ -88,7 +89,7 @@ def test_summary_has_a_line_and_a_class_table_per_split_and_shows_names():
   assert lines[2].split() == ["class", "added", "removed", "changed", "relabelled", "renamed",
                               "moved", "in", "moved", "out"]
   assert lines[3].split() == ["cat", "0", "0", "1", "2", "1", "0", "0"]
-  assert "    relabelled: cat/3.jpg [cat] (was dog)" in lines
+  assert "    relabelled: cat/3.jpg [cat] (was dog/3.jpg, dog)" in lines
   assert "    renamed: cat/6b.jpg [cat] (was cat/6.jpg)" in lines
   assert "    relabelled: ... and 1 more" in lines
 
@@ -104,6 +105,19 @@ def test_a_relabel_that_changes_split_is_a_relabel_and_a_move():
   assert version_diff.summary(result, "a", "b")[0] == (
       "a -> b: 0 added, 0 removed, 0 changed, 1 relabelled (1 of them also moved), "
       "0 renamed, 1 moved between splits; 0 unchanged")
+
+
+def test_a_relabelled_or_moved_example_names_its_old_file():
+  """A relabel in class folders is a new path: the old one is named, as for a rename."""
+  old = [e("train", "dog/1.jpg", "dog", b"one"), e("train", "cat/2.jpg", "cat", b"two")]
+  new = [e("train", "cat/1.jpg", "cat", b"one"), e("test", "cat/2b.jpg", "cat", b"two")]
+  result = version_diff.diff(old, new)
+  assert result.splits["train"]["relabelled"] == [
+      {"file_name": "cat/1.jpg", "label": "cat", "old_label": "dog", "old_file_name": "dog/1.jpg"}]
+  assert result.splits["test"]["moved_in"] == [
+      {"file_name": "cat/2b.jpg", "label": "cat", "old_file_name": "cat/2.jpg", "from": "train"}]
+  assert result.splits["train"]["moved_out"] == [
+      {"file_name": "cat/2.jpg", "label": "cat", "to": "test"}]
 
 
 def test_same_name_other_split_other_content_leaves_a_trace_in_the_old_split():
