@@ -340,6 +340,11 @@ class PositionReader:
     marks[offsets] = True
     return again
 
+  def _new_pass_from(self, g: int, shard: int, indices: list[int]) -> None:
+    """A new pass, whose first read is records `indices` of `shard` in window g."""
+    self._new_pass()
+    self._asked_again(g, shard, indices)
+
   def _files(self, g: int, shard: int, indices: list[int]) -> dict[int, object] | None:
     """The open files of window g, for records `indices` of `shard`, counted as read until
     `_done(g)`; None for a read that straggles behind the windows held (Grain's threads:
@@ -347,8 +352,7 @@ class PositionReader:
     error at once, each would otherwise wait out the same bounds again."""
     with self._lock:
       if self._asked_again(g, shard, indices) or self._far_behind(g):
-        self._new_pass()
-        self._asked_again(g, shard, indices)
+        self._new_pass_from(g, shard, indices)
       # (reading window after window, tf.data keeps only the current window's: a read
       # behind it is a new pass anyway)
       horizon = _STRAGGLE_WINDOWS if self._keep > 1 else 0
@@ -366,8 +370,7 @@ class PositionReader:
           self._reading[g] += 1
           return files
         if self._far_behind(g):
-          self._new_pass()
-          self._asked_again(g, shard, indices)
+          self._new_pass_from(g, shard, indices)
         last = self._last
         if last is not None and g < last:  # a little behind: a straggler
           return None
