@@ -1,6 +1,7 @@
 """prepared_records: records made by the workers, written in hashed-key order, give exactly
 the shards TFDS's own writer (plus our deterministic writer) gives, in any process."""
 
+import dataclasses
 import json
 import pathlib
 import pickle
@@ -237,3 +238,52 @@ def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, plann
                      info.shard_lengths, info.num_bytes)
   assert written["planned"] == written["spilled"]
   assert len(written["spilled"][0]) == 4
+
+
+@dataclasses.dataclass(frozen=True)
+class _SmallShards(sharding.MinShardsConfig):
+  """Shards of 2-16 KB: 137 records of 100 bytes make 4 shards, 138 make 8 (TFDS reads the
+  sizes from the class, `calculate_number_shards` being a classmethod)."""
+  min_shard_size: int = 2000
+  max_shard_size: int = 16000
+
+
+def _write_both_ways(tmp_path, records, planned, shard_config, monkeypatch):
+  """{way: (files, shard_lengths, num_bytes, paths the file adapter wrote)} of `records`
+  written by the spill path and as planned (`planned` records)."""
+  written = {}
+  real_adapter = prepared_records.tfds_internals.file_adapter
+  for name, plan in (("spilled", None), ("planned", planned)):
+    (tmp_path / name).mkdir()
+    template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
+                                             split="train", filetype_suffix="tfrecord")
+    paths = []
+
+    class Adapter(real_adapter(tfds.core.FileFormat.TFRECORD)):
+
+      @classmethod
+      def write_examples(cls, path, iterator):
+        paths.append(pathlib.Path(path).name)
+        return super().write_examples(path, iterator)
+
+    monkeypatch.setattr(prepared_records.tfds_internals, "file_adapter", lambda _: Adapter)
+    info = prepared_records.write_split("train", iter(records), template, shard_config,
+                                        tfds.core.FileFormat.TFRECORD, planned=plan)()
+    written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
+                     info.shard_lengths, info.num_bytes, paths)
+  return written
+
+
+@pytest.mark.parametrize("count, planned", [(137, 137), (138, 138), (139, 139), (137, 138)])
+def test_a_split_near_a_shard_count_step_waits_for_its_real_size(
+    tmp_path, monkeypatch, count, planned):
+  """137 records of 100 bytes make 4 shards, 138 make 8: a plan within 1 % of that step
+  cannot know the count from its first record, so nothing is written before the split is
+  taken (review-29c finding 1: dropping the first record there lost it, with every test
+  passing). The shards are the spill path's, byte for byte."""
+  records = [(key, bytes([key]) * 100) for key in range(count)]
+  written = _write_both_ways(tmp_path, records, lambda: planned, _SmallShards(), monkeypatch)
+  assert written["planned"] == written["spilled"]  # files, shard_lengths, bytes, writes
+  files, shard_lengths, num_bytes, _ = written["planned"]
+  assert len(files) == len(shard_lengths) == (4 if count < 138 else 8)
+  assert sum(shard_lengths) == count and num_bytes == 100 * count
