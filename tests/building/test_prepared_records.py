@@ -221,27 +221,6 @@ def test_keras_cache_shards_written_as_planned_equal_the_spilled_ones(
   assert planned == expected
 
 
-@pytest.mark.parametrize("given", [iter, list], ids=["an_iterator", "a_list"])
-@pytest.mark.parametrize("planned", [3, 5, 8])
-def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, planned, given):
-  """5 records planned as 3, 5 or 8: 4 shards (the shard floor) either way, written as the
-  spill path writes them, and nothing else left in the folder; records given as a list are
-  not read twice when the plan is undone (review-29c finding 2)."""
-  records = [(key, bytes([key]) * (100 + key)) for key in range(5)]
-  written = {}
-  for name, plan in (("spilled", None), ("planned", lambda: planned)):
-    (tmp_path / name).mkdir()
-    template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
-                                             split="train", filetype_suffix="tfrecord")
-    info = prepared_records.write_split("train", given(records), template,
-                                        sharding.MinShardsConfig(),
-                                        tfds.core.FileFormat.TFRECORD, planned=plan)()
-    written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
-                     info.shard_lengths, info.num_bytes)
-  assert written["planned"] == written["spilled"]
-  assert len(written["spilled"][0]) == 4
-
-
 @dataclasses.dataclass(frozen=True)
 class _SmallShards(sharding.MinShardsConfig):
   """Shards of 2-16 KB: 137 records of 100 bytes make 4 shards, 138 make 8 (TFDS reads the
@@ -256,9 +235,8 @@ _TFRECORD_ADAPTER = prepared_records.tfds_internals.file_adapter(tfds.core.FileF
 def _spy_on_writes(monkeypatch) -> list[tuple[str, int]]:
   """(file name, records) of each shard the file adapter writes from now on."""
   writes = []
-  adapter = _TFRECORD_ADAPTER
 
-  class Counted(adapter):
+  class Counted(_TFRECORD_ADAPTER):
 
     @classmethod
     def write_examples(cls, path, iterator):
@@ -270,20 +248,34 @@ def _spy_on_writes(monkeypatch) -> list[tuple[str, int]]:
   return writes
 
 
-def _write_both_ways(tmp_path, records, planned, shard_config, monkeypatch):
-  """{way: (files, shard_lengths, num_bytes, shards written)} of `records` written by the
-  spill path and as planned (`planned` records)."""
+def _write_both_ways(tmp_path, records, planned, shard_config, monkeypatch, given=iter):
+  """{way: (files, shard_lengths, num_bytes, shards written)} of `records` (given as
+  `given(records)`) written by the spill path and as planned (`planned` records)."""
   written = {}
   for name, plan in (("spilled", None), ("planned", planned)):
     (tmp_path / name).mkdir()
     template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
                                              split="train", filetype_suffix="tfrecord")
     writes = _spy_on_writes(monkeypatch)
-    info = prepared_records.write_split("train", iter(records), template, shard_config,
+    info = prepared_records.write_split("train", given(records), template, shard_config,
                                         tfds.core.FileFormat.TFRECORD, planned=plan)()
     written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
                      info.shard_lengths, info.num_bytes, writes)
   return written
+
+
+@pytest.mark.parametrize("given", [iter, list], ids=["an_iterator", "a_list"])
+@pytest.mark.parametrize("planned", [3, 5, 8])
+def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, monkeypatch, planned,
+                                                                 given):
+  """5 records planned as 3, 5 or 8: 4 shards (the shard floor) either way, written as the
+  spill path writes them, and nothing else left in the folder; records given as a list are
+  not read twice when the plan is undone (review-29c finding 2)."""
+  records = [(key, bytes([key]) * (100 + key)) for key in range(5)]
+  written = _write_both_ways(tmp_path, records, lambda: planned, sharding.MinShardsConfig(),
+                             monkeypatch, given)
+  assert written["planned"][:3] == written["spilled"][:3]  # files, shard_lengths, bytes
+  assert len(written["spilled"][0]) == 4
 
 
 @pytest.mark.parametrize("count, planned", [(137, 137), (138, 138), (139, 139), (137, 138)])
