@@ -20,7 +20,7 @@ much as the workers' image check (docs/performance.md). Here, instead:
   whose count is known unless a file is bad is written straight into its shards, planned
   from its first record (`_write_planned`): no spill file, no second write. A plan the
   finished split does not match exactly (a skipped file) is undone: the shards written so
-  far are read back and the split is written as above.
+  far are read back, once, into the split's shards written as above.
 
 Our builders generate their splits with `RecordSplitBuilder`, a SplitBuilder of their own
 build (TFDS's class and every other dataset are untouched, and two builds in one process
@@ -132,13 +132,30 @@ class LocalSplit:
 
 
 class _Spill:
-  """Records in arrival order: in memory up to a limit, then in one sequential file."""
+  """Records in arrival order: first the shards of a plan undone (`adopt`), then in memory
+  up to a limit, then in one sequential file."""
 
   def __init__(self, directory: epath.PathLike, limit: int):
     self._directory, self._limit = directory, limit
     self._memory, self._bytes, self._file, self._path = [], 0, None, None
+    self._adopted = []
     self.count = 0
     self.size = 0
+
+  def _temporary(self) -> epath.Path:
+    return epath.Path(self._directory) / f"records_{uuid.uuid4().hex}.tmp"
+
+  def adopt(self, paths, count: int, size: int) -> None:
+    """Takes TFRecord files this build wrote (`count` records, `size` bytes) as the first
+    records, read back as they are: no copy. Renamed, as the shards written from them may
+    take their names; still in the build's folder (TFDS's incomplete one), so that a build
+    killed now leaves nothing a later one trusts."""
+    assert not self.count, "adopted files go first"
+    for path in paths:
+      moved = self._temporary()
+      epath.Path(path).rename(moved)
+      self._adopted.append(moved)
+    self.count, self.size = count, size
 
   def add(self, record: bytes) -> None:
     self.count += 1
@@ -148,13 +165,15 @@ class _Spill:
       self._bytes += len(record)
       return
     if self._file is None:
-      self._path = epath.Path(self._directory) / f"records_{uuid.uuid4().hex}.tmp"
+      self._path = self._temporary()
       self._path.parent.mkdir(parents=True, exist_ok=True)
       self._file = self._path.open("wb")
     self._file.write(_LENGTH.pack(len(record)))
     self._file.write(record)
 
   def __iter__(self) -> Iterator[bytes]:
+    for path in self._adopted:
+      yield from _tfrecords(path)
     yield from self._memory
     self._memory = []
     if self._file is None:
@@ -165,6 +184,8 @@ class _Spill:
         yield spilled.read(_LENGTH.unpack(header)[0])
 
   def discard(self) -> None:
+    for path in self._adopted:
+      path.unlink(missing_ok=True)
     if self._file is not None:
       self._file.close()
       self._path.unlink(missing_ok=True)
@@ -268,9 +289,10 @@ def _write_planned(split, records, planned, spill, filename_template, shard_conf
       return tfds.core.SplitInfo(name=split,
                                  shard_lengths=[int(spec.examples_number) for spec in specs],
                                  num_bytes=sum(sizes), filename_template=filename_template), hkeys
-    for path in written:  # not as planned (a bad file skipped): the records go to the spill
-      for record in _tfrecords(path):
-        spill.add(record)
+    # Not as planned (a bad file skipped): the shards written are the spill's first records,
+    # streamed into the final shards from where they are.
+    spill.adopt(written, len(sizes), sum(sizes))
+    written = []
     if extra is not None:
       spill.add(extra[1])
     return None, hkeys

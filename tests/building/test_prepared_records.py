@@ -1,6 +1,7 @@
 """prepared_records: records made by the workers, written in hashed-key order, give exactly
 the shards TFDS's own writer (plus our deterministic writer) gives, in any process."""
 
+import dataclasses
 import json
 import pathlib
 import pickle
@@ -141,13 +142,15 @@ def test_sorted_spill_gives_keys_in_order(tmp_path):
   assert list(tmp_path.iterdir()) == []
 
 
-def test_duplicate_keys_are_refused(tmp_path):
+@pytest.mark.parametrize("planned", [None, 1], ids=["spilled", "a_plan_undone"])
+def test_duplicate_keys_are_refused(tmp_path, planned):
   template = tfds.core.ShardedFileTemplate(data_dir=tmp_path, dataset_name="d", split="train",
                                            filetype_suffix="tfrecord")
   with pytest.raises(ValueError, match="same key"):
-    prepared_records.write_split("train", [(5, b"a"), (5, b"b")], template, None,
-                                 tfds.core.FileFormat.TFRECORD)
-  assert not list(tmp_path.iterdir())  # nothing written
+    prepared_records.write_split("train", [(3, b"a"), (5, b"b"), (5, b"c")], template, None,
+                                 tfds.core.FileFormat.TFRECORD,
+                                 planned=planned and (lambda: planned))
+  assert not list(tmp_path.iterdir())  # nothing written, or nothing left (the planned shard)
 
 
 def test_records_are_tfds_records_for_every_kind_of_feature():
@@ -208,7 +211,7 @@ def test_keras_cache_shards_written_as_planned_equal_the_spilled_ones(
                       lambda self, record: spilled.append(record) or real_add(self, record))
   imagesets.image_dataset_from_directory(tree, cache_dir=tmp_path / "planned", **call)
   assert bool(read_back) == broken  # the plan undone only when a file was skipped
-  assert bool(spilled) == broken
+  assert not spilled  # and then read back into the final shards, not copied (review-29c 3)
   assert not list((tmp_path / "planned").rglob("*.tmp*"))  # nothing half-written left over
   with monkeypatch.context() as spill_path:
     spill_path.setattr(prepared_records, "_is_tfrecord", lambda file_format: False)
@@ -218,22 +221,98 @@ def test_keras_cache_shards_written_as_planned_equal_the_spilled_ones(
   assert planned == expected
 
 
+@dataclasses.dataclass(frozen=True)
+class _SmallShards(sharding.MinShardsConfig):
+  """Shards of 2-16 KB: 137 records of 100 bytes make 4 shards, 138 make 8 (TFDS reads the
+  sizes from the class, `calculate_number_shards` being a classmethod)."""
+  min_shard_size: int = 2000
+  max_shard_size: int = 16000
+
+
+_TFRECORD_ADAPTER = prepared_records.tfds_internals.file_adapter(tfds.core.FileFormat.TFRECORD)
+
+
+def _spy_on_writes(monkeypatch) -> list[tuple[str, int]]:
+  """(file name, records) of each shard the file adapter writes from now on."""
+  writes = []
+
+  class Counted(_TFRECORD_ADAPTER):
+
+    @classmethod
+    def write_examples(cls, path, iterator):
+      pairs = list(iterator)
+      writes.append((pathlib.Path(path).name, len(pairs)))
+      return super().write_examples(path, iter(pairs))
+
+  monkeypatch.setattr(prepared_records.tfds_internals, "file_adapter", lambda _: Counted)
+  return writes
+
+
+def _write_both_ways(tmp_path, records, planned, shard_config, monkeypatch, given=iter):
+  """{way: (files, shard_lengths, num_bytes, shards written)} of `records` (given as
+  `given(records)`) written by the spill path and as planned (`planned` records)."""
+  written = {}
+  for name, plan in (("spilled", None), ("planned", planned)):
+    (tmp_path / name).mkdir()
+    template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
+                                             split="train", filetype_suffix="tfrecord")
+    writes = _spy_on_writes(monkeypatch)
+    info = prepared_records.write_split("train", given(records), template, shard_config,
+                                        tfds.core.FileFormat.TFRECORD, planned=plan)()
+    written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
+                     info.shard_lengths, info.num_bytes, writes)
+  return written
+
+
 @pytest.mark.parametrize("given", [iter, list], ids=["an_iterator", "a_list"])
 @pytest.mark.parametrize("planned", [3, 5, 8])
-def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, planned, given):
+def test_a_plan_missed_by_the_count_writes_what_the_spill_writes(tmp_path, monkeypatch, planned,
+                                                                 given):
   """5 records planned as 3, 5 or 8: 4 shards (the shard floor) either way, written as the
   spill path writes them, and nothing else left in the folder; records given as a list are
   not read twice when the plan is undone (review-29c finding 2)."""
   records = [(key, bytes([key]) * (100 + key)) for key in range(5)]
-  written = {}
-  for name, plan in (("spilled", None), ("planned", lambda: planned)):
-    (tmp_path / name).mkdir()
-    template = tfds.core.ShardedFileTemplate(data_dir=tmp_path / name, dataset_name="d",
-                                             split="train", filetype_suffix="tfrecord")
-    info = prepared_records.write_split("train", given(records), template,
-                                        sharding.MinShardsConfig(),
-                                        tfds.core.FileFormat.TFRECORD, planned=plan)()
-    written[name] = ({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()},
-                     info.shard_lengths, info.num_bytes)
-  assert written["planned"] == written["spilled"]
+  written = _write_both_ways(tmp_path, records, lambda: planned, sharding.MinShardsConfig(),
+                             monkeypatch, given)
+  assert written["planned"][:3] == written["spilled"][:3]  # files, shard_lengths, bytes
   assert len(written["spilled"][0]) == 4
+
+
+@pytest.mark.parametrize("count, planned", [(137, 137), (138, 138), (139, 139), (137, 138)])
+def test_a_split_near_a_shard_count_step_waits_for_its_real_size(
+    tmp_path, monkeypatch, count, planned):
+  """137 records of 100 bytes make 4 shards, 138 make 8: a plan within 1 % of that step
+  cannot know the count from its first record, so nothing is written before the split is
+  taken (review-29c finding 1: dropping the first record there lost it, with every test
+  passing). The shards are the spill path's, byte for byte."""
+  records = [(key, bytes([key]) * 100) for key in range(count)]
+  written = _write_both_ways(tmp_path, records, lambda: planned, _SmallShards(), monkeypatch)
+  assert written["planned"] == written["spilled"]  # files, shard_lengths, bytes, writes
+  files, shard_lengths, num_bytes, _ = written["planned"]
+  assert len(files) == len(shard_lengths) == (4 if count < 138 else 8)
+  assert sum(shard_lengths) == count and num_bytes == 100 * count
+
+
+@pytest.mark.parametrize("planned", [3, 8])
+def test_a_plan_undone_writes_each_record_once_more_only(tmp_path, monkeypatch, planned):
+  """5 records planned as 8 (a bad file skipped) or as 3: each record is written twice in
+  all, once as planned (or, past the plan, to the spill) and once to its final shard. The
+  planned shards are read straight into the final ones: before, they were copied into the
+  spill first, a file past MEMORY_LIMIT (review-29c finding 3)."""
+  monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 0)  # whatever is spilled is a file
+  spilled = []
+  real_add = prepared_records._Spill.add  # pylint: disable=protected-access
+  monkeypatch.setattr(prepared_records._Spill, "add",  # pylint: disable=protected-access
+                      lambda self, record: spilled.append(record) or real_add(self, record))
+  records = [(key, bytes([key]) * (100 + key)) for key in range(5)]
+  written = _write_both_ways(tmp_path, records, lambda: planned, sharding.MinShardsConfig(),
+                             monkeypatch)
+  assert written["planned"][:3] == written["spilled"][:3]  # files, shard_lengths, bytes
+  final = written["spilled"][3]
+  assert sum(n for _, n in final) == 5  # the spill path: one copy in the spill, then these
+  assert spilled[:5] == [record for _, record in records]
+  writes = written["planned"][3]
+  assert writes[-len(final):] == final  # the final shards, after the planned ones
+  assert sum(n for _, n in writes) + len(spilled[5:]) == 2 * 5
+  assert len(spilled[5:]) == max(0, 5 - planned)  # only the records past the plan
+  assert list((tmp_path / "planned").glob("*.tmp")) == []
