@@ -193,18 +193,24 @@ def test_one_value_records_are_written_directly_as_protobuf_writes_them(seed, mo
       "file_name": tfds.features.Text(),
       "width": tfds.features.Scalar(np.int32),
       "offset": tfds.features.Scalar(np.int64),
-      "ä": tfds.features.Scalar(np.uint8),  # a key beyond ASCII: sorted as UTF-8 bytes
+      "ä": tfds.features.Scalar(np.uint8),  # a key beyond ASCII
       "Z": tfds.features.Text(),
+      "image_id": tfds.features.Text(),  # keys with another key as prefix (VOC's)
+      "imag": tfds.features.Scalar(np.int64),
   })
   serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
   maker = prepared_records.RecordMaker(features)
-  monkeypatch.setattr(prepared_records.tfds_internals, "Example", None)  # no protobuf
+  probe = {"image": np.zeros((7, 5, 3), np.uint8), "label": 0, "file_name": "", "width": 0,
+           "offset": 0, "ä": 0, "Z": "", "image_id": "", "imag": 0}
+  maker.make(probe)  # (protobuf tells the map's order, once)
+  monkeypatch.setattr(prepared_records.tfds_internals, "Example", None)  # then no protobuf
   for offset in [0, 1, 127, 128, 16383, 16384, -1, -(1 << 63), (1 << 63) - 1,
                  int(rng.integers(-(1 << 62), 1 << 62))]:
     example = {"image": rng.integers(0, 256, (7, 5, 3), dtype=np.uint8),
                "label": int(rng.integers(300)), "file_name": "é/" * int(rng.integers(0, 90)),
                "width": np.int32(rng.integers(-(1 << 31), 1 << 31)), "offset": offset,
-               "ä": np.uint8(rng.integers(256)), "Z": ""}
+               "ä": np.uint8(rng.integers(256)), "Z": "", "image_id": "2012_000003",
+               "imag": offset}
     expected = serializer.get_tf_example(features.encode_example(example))
     assert maker.make(example) == expected.SerializeToString(deterministic=True), offset
 
