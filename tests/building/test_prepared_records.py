@@ -184,6 +184,40 @@ def test_records_are_tfds_records_for_every_kind_of_feature():
     assert maker.make(example) == expected.SerializeToString(deterministic=True), i
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_one_value_records_are_written_directly_as_protobuf_writes_them(seed, monkeypatch):
+  """Every feature a scalar (the keras cache's pixels, labels, names; sizes): the record is
+  written without protobuf, byte for byte what TFDS's Example serializes to."""
+  rng = np.random.default_rng(seed)
+  features = tfds.features.FeaturesDict({
+      "image": tfds.features.Tensor(shape=(7, 5, 3), dtype=np.uint8,
+                                    encoding=tfds.features.Encoding.BYTES),
+      "label": tfds.features.ClassLabel(num_classes=300),
+      "file_name": tfds.features.Text(),
+      "width": tfds.features.Scalar(np.int32),
+      "offset": tfds.features.Scalar(np.int64),
+      "ä": tfds.features.Scalar(np.uint8),  # a key beyond ASCII
+      "Z": tfds.features.Text(),
+      "image_id": tfds.features.Text(),  # keys with another key as prefix (VOC's)
+      "imag": tfds.features.Scalar(np.int64),
+  })
+  serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
+  maker = prepared_records.RecordMaker(features)
+  probe = {"image": np.zeros((7, 5, 3), np.uint8), "label": 0, "file_name": "", "width": 0,
+           "offset": 0, "ä": 0, "Z": "", "image_id": "", "imag": 0}
+  maker.make(probe)  # (protobuf tells the map's order, once)
+  monkeypatch.setattr(prepared_records.tfds_internals, "Example", None)  # then no protobuf
+  for offset in [0, 1, 127, 128, 16383, 16384, -1, -(1 << 63), (1 << 63) - 1,
+                 int(rng.integers(-(1 << 62), 1 << 62))]:
+    example = {"image": rng.integers(0, 256, (7, 5, 3), dtype=np.uint8),
+               "label": int(rng.integers(300)), "file_name": "é/" * int(rng.integers(0, 90)),
+               "width": np.int32(rng.integers(-(1 << 31), 1 << 31)), "offset": offset,
+               "ä": np.uint8(rng.integers(256)), "Z": "", "image_id": "2012_000003",
+               "imag": offset}
+    expected = serializer.get_tf_example(features.encode_example(example))
+    assert maker.make(example) == expected.SerializeToString(deterministic=True), offset
+
+
 def _version_files(cache: pathlib.Path) -> dict[str, bytes]:
   """{path: bytes} of every file of the cache's version folders (shards, info, metadata)."""
   return {str(p.relative_to(cache)): p.read_bytes()
