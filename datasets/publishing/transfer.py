@@ -290,7 +290,13 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
     raise DamagedError(
         f"{url} does not match its manifest (size or SHA-256) after two downloads: the "
         "published copy is damaged; tell the publisher (nothing damaged was read)")
+  except BaseException:
+    # After a full disk, close() flushes the refused bytes again and its raw OSError would
+    # replace the one-line DiskFullError (or any error): the part file is removed anyway.
+    with contextlib.suppress(OSError):
+      handle.close()
+    raise
   finally:
-    handle.close()
+    handle.close()  # (a no-op once closed above)
     with contextlib.suppress(FileNotFoundError):
       part_file.unlink()
