@@ -3,10 +3,10 @@
     python benchmarks/record_making.py [--records 2000] [--rounds 3]
 
 The keras cache's records: 224x224x3 uint8 pixels (150 KB, stored as raw bytes), a label and a
-file name. `make` (one-value features: written directly in protobuf's deterministic wire form)
-against TFDS's encoding + a tf.train.Example + `SerializeToString(deterministic=True)`, which
-`make` used to do; each round in a fresh process (protobuf's arena behaves differently from
-one process to the next). Prints CPU ms per record, one line per round.
+file name. `make` (scalars of their feature's own type set in the proto in place) against
+TFDS's own route (numpy conversion of every feature, a tf.train.Example,
+`SerializeToString(deterministic=True)`); each round in a fresh process. Prints CPU ms per
+record, one line per round.
 """
 
 import argparse

@@ -175,13 +175,22 @@ class Generation:
 
   def _local(self, split, *, records=False, share=True) -> Iterator[tuple]:
     """(key, example) pairs, or with `records` (hashed key, record) pairs in shard order."""
+    bad, made = [], 0
     for key, hkey, payload, note, reason, identity in self._outcomes(split, records, share):
       self._record(key, note, reason)
+      if reason is not None:
+        bad.append(key)
       if identity is not None:
         self._images.append((split, key, identity))
       if payload is not None:
+        made += 1
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
+    if bad and not made:  # (TFDS would only say "No examples were yielded.")
+      raise ValueError(
+          f"split {split!r} has no examples left: each of its {len(bad)} file(s) is bad and "
+          f"was skipped ({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''}); repair or "
+          "replace them, add images, or change the split proportions or seed")
 
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""

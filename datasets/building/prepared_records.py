@@ -62,18 +62,16 @@ class RecordMaker:
 
   TFDS builds each tf.train.Feature through numpy and copies it into the Example (0.19 ms
   for a class-folder example); scalars that are already of their feature's type (the
-  encoded bytes, labels, sizes, names) are taken as they are instead, giving the same
-  record (tested): an example of such scalars only is written without protobuf
-  (`_serialized_example`), any other feature goes through TFDS's own conversion.
+  encoded bytes, labels, sizes, names) are set in the proto in place instead, giving the
+  same proto (tested), and everything else goes through TFDS's own conversion.
   """
 
   def __init__(self, features):
     self._features = features
     self._specs = None
-    self._order = None  # the features' keys in protobuf's deterministic map order
 
   def __getstate__(self):
-    return {"_features": self._features, "_specs": None, "_order": None}
+    return {"_features": self._features, "_specs": None}
 
   def make(self, example: dict) -> bytes:
     if self._specs is None:
@@ -84,27 +82,23 @@ class RecordMaker:
                    for spec in self._specs.values())):  # ragged: TFDS adds fields
       return tfds_internals.dict_to_example(encoded, self._specs).SerializeToString(
           deterministic=True)
-    scalars = {key: _scalar(value, self._specs[key]) for key, value in encoded.items()
-               if value is not None or not self._specs[key].optional}  # (TFDS leaves it out)
-    if scalars and None not in scalars.values():
-      if self._order is None:
-        self._order = _map_order(self._specs)
-      return _serialized_example([(key, scalars[key]) for key in self._order if key in scalars])
     record = tfds_internals.Example()
+    record.features.SetInParent()  # (TFDS's Example has its Features even when empty)
     features = record.features.feature
-    for key, scalar in scalars.items():
-      if scalar is None:
-        features[key].CopyFrom(tfds_internals.item_to_feature(encoded[key], self._specs[key]))
-      else:
-        getattr(features[key], scalar[0]).value.append(scalar[1])
+    for key, value in encoded.items():
+      spec = self._specs[key]
+      if value is None and spec.optional:
+        continue  # TFDS leaves it out of the proto
+      if not _put_scalar(features[key], value, spec):
+        features[key].CopyFrom(tfds_internals.item_to_feature(value, spec))
     return record.SerializeToString(deterministic=True)
 
 
-def _scalar(value, spec) -> tuple[str, bytes | int] | None:
-  """("bytes_list", bytes) or ("int64_list", int): what TFDS's `_item_to_tf_feature` makes
-  of `value` when it is a scalar of the spec's own type (no numpy needed); else None."""
+def _put_scalar(feature, value, spec) -> bool:
+  """Sets `feature` to what TFDS's `_item_to_tf_feature` makes of `value`, directly (in
+  place, no numpy) when it is a scalar of the spec's own type; else False."""
   if spec.shape != ():
-    return None
+    return False
   dtype = spec.np_dtype
   exact = isinstance(value, np.ndarray) and value.shape == () and value.dtype == dtype
   if exact:
@@ -112,74 +106,13 @@ def _scalar(value, spec) -> tuple[str, bytes | int] | None:
   if isinstance(value, str):
     value = value.encode("utf-8")
   if isinstance(value, bytes) and tfds_internals.is_string_dtype(dtype):
-    return "bytes_list", value
+    feature.bytes_list.value.append(value)
+    return True
   if (type(value) is int and tfds_internals.is_integer_dtype(dtype) and dtype != np.uint64  # pylint: disable=unidiomatic-typecheck
       and (exact or dtype == np.int64 and -(1 << 63) <= value < 1 << 63)):
-    return "int64_list", value
-  return None
-
-
-def _varint(n: int) -> bytes:
-  n &= (1 << 64) - 1  # a negative int64: ten bytes of two's complement, as protobuf writes it
-  out = bytearray()
-  while n > 0x7F:
-    out.append(n & 0x7F | 0x80)
-    n >>= 7
-  out.append(n)
-  return bytes(out)
-
-
-def _map_order(keys) -> list[str]:
-  """`keys` in the order `SerializeToString(deterministic=True)` writes a map's entries, as
-  this process's protobuf does it (upb writes "image_id" before "image", not in sorted
-  order): read from the serialization of an Example with those keys."""
-  probe = tfds_internals.Example()
-  for key in keys:
-    probe.features.feature[key].int64_list.value.append(0)
-  data, order = probe.SerializeToString(deterministic=True), []
-  _, at = _read_varint(data, 1)  # Example{1: Features}: Features' entries follow
-  while at < len(data):
-    length, at = _read_varint(data, at + 1)  # an entry's tag, then its length
-    name_length, start = _read_varint(data, at + 1)  # entry{1: key}
-    order.append(data[start:start + name_length].decode("utf-8"))
-    at += length
-  return order
-
-
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-  value = shift = 0
-  while True:
-    byte = data[at]
-    value |= (byte & 0x7F) << shift
-    at, shift = at + 1, shift + 7
-    if byte < 0x80:
-      return value, at
-
-
-def _serialized_example(scalars: list[tuple[str, tuple[str, bytes | int]]]) -> bytes:
-  """The tf.train.Example of one-value features in protobuf's deterministic wire form
-  (the entries in `_map_order`, Int64List packed), written directly: the same bytes as
-  `SerializeToString(deterministic=True)` (tested), each value copied once: 0.02 ms for a
-  keras-cache record (150 KB of pixels) against 0.32-0.38 ms through TFDS's serializer
-  (benchmarks/record_making.py), and 0.02 or 0.24 ms, by process, for the same proto built
-  in place (upb's arena blocks fresh from mmap in some processes, page-faulted anew)."""
-  pieces, total = [b""], 0
-  for key, (kind, value) in scalars:
-    if kind == "bytes_list":  # Feature{1: BytesList{1: value}}
-      inner = b"\x0a" + _varint(len(value))
-      feature, tail = b"\x0a" + _varint(len(inner) + len(value)) + inner, value
-    else:  # Feature{3: Int64List{1: [value] packed}}
-      number = _varint(value)
-      inner = b"\x0a" + _varint(len(number)) + number
-      feature, tail = b"\x1a" + _varint(len(inner)) + inner, b""
-    name = key.encode("utf-8")
-    entry = (b"\x0a" + _varint(len(name)) + name  # map entry{1: key, 2: Feature}
-             + b"\x12" + _varint(len(feature) + len(tail)) + feature)
-    head = b"\x0a" + _varint(len(entry) + len(tail)) + entry  # Features{1: entry}
-    pieces += [head, tail]
-    total += len(head) + len(tail)
-  pieces[0] = b"\x0a" + _varint(total)  # Example{1: Features}
-  return b"".join(pieces)
+    feature.int64_list.value.append(value)
+    return True
+  return False
 
 
 class LocalSplit:
@@ -376,12 +309,18 @@ def _sized(records, sizes):
 
 
 def _tfrecords(path) -> Iterator[bytes]:
-  """The records of a TFRecord file this build wrote (its framing: length, CRC, data, CRC)."""
+  """The records of a TFRecord file this build wrote (its framing: length, CRC, data, CRC);
+  a file cut short (a disk that filled, a file truncated under the build) is an error,
+  never a short record written on with a new CRC."""
   with epath.Path(path).open("rb") as records:
     while header := records.read(_TFRECORD_HEADER.size):
-      length, = _TFRECORD_HEADER.unpack(header)
-      record = records.read(length + 4)[:length]
-      yield record
+      whole = len(header) == _TFRECORD_HEADER.size
+      length = _TFRECORD_HEADER.unpack(header)[0] if whole else 0
+      record = records.read(length + 4)
+      if not whole or len(record) != length + 4:
+        raise OSError(f"{path} is cut short: this build wrote it whole and read it back "
+                      "shorter (a full disk, or the file changed under the build): build again")
+      yield record[:length]
 
 
 def _write_shards(split, hkeys, spill, filename_template, shard_config, file_format):

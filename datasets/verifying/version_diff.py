@@ -8,8 +8,9 @@ is `unchanged`, `relabelled` (same content, other label), `renamed` (same conten
 label under another file name, with `old_file_name`) or `changed` (same name, other
 content). A pair in another split is `moved` (`moved_out` of the old split, `moved_in` to
 the new one, with `"changed": true` when its content differs too and `old_label` when its
-label does); an item of the new side names the old file (`old_file_name`) whenever the name
-changed, whatever its kind; a moved relabel is listed in the new split's `relabelled` as well (with
+label does); an item of the new side names the old file (`old_file_name`) whenever both
+sides have a file name and it changed, whatever its kind, and `moved_out` the new one
+(`new_file_name`); a moved relabel is listed in the new split's `relabelled` as well (with
 `from`), since a relabel in class folders is a new path and so often lands in another
 split. Each split's old count = unchanged + removed + changed + renamed + moved_out + its
 relabelled that did not move. What is left is `removed` (old side) or `added`.
@@ -55,12 +56,17 @@ class Diff:
     return {"splits": self.splits}
 
 
+def _renamed(a: Entry, b: Entry) -> bool:
+  """Both have a source file name, and they differ (relabelled in class folders = a new path)."""
+  return None not in (a.file_name, b.file_name) and a.file_name != b.file_name
+
+
 def _item(entry: Entry, old: Entry | None = None) -> dict:
   item = {"file_name": entry.name, "label": entry.label}
   if old is not None and old.label != entry.label:
     item["old_label"] = old.label
-  if old is not None and old.name != entry.name:  # (relabelled in class folders = a new path)
-    item["old_file_name"] = old.name
+  if old is not None and _renamed(old, entry):
+    item["old_file_name"] = old.file_name
   return item
 
 
@@ -73,7 +79,8 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
   def pair(a: Entry, b: Entry) -> None:
     if a.split != b.split:  # (the old split must account for it whatever else changed)
       changed = {"changed": True} if a.content != b.content else {}
-      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | changed)
+      renamed = {"new_file_name": b.file_name} if _renamed(a, b) else {}
+      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed | changed)
       splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split} | changed)
       if a.label != b.label:
         splits[b.split]["relabelled"].append(_item(b, a) | {"from": a.split})
@@ -160,8 +167,12 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
                                for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     for kind in KINDS if show else ():
       for item in changes[kind][:show]:
-        was = ", ".join(item[k] for k in ("old_file_name", "old_label") if k in item)
-        old = f" (was {was})" if was else ""
+        was = []  # as the line's own "name [label]" (a label may be None)
+        if "old_file_name" in item:
+          was.append(item["old_file_name"])
+        if "old_label" in item:
+          was.append(f"[{item['old_label']}]")
+        old = f" (was {' '.join(was)})" if was else ""
         lines.append(duplicates.printable(
             f"    {kind}: {item['file_name']} [{item['label']}]{old}"))
       if len(changes[kind]) > show:

@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
@@ -185,9 +186,9 @@ def test_records_are_tfds_records_for_every_kind_of_feature():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_one_value_records_are_written_directly_as_protobuf_writes_them(seed, monkeypatch):
-  """Every feature a scalar (the keras cache's pixels, labels, names; sizes): the record is
-  written without protobuf, byte for byte what TFDS's Example serializes to."""
+def test_one_value_records_are_protobufs_own_bytes(seed):
+  """Scalars set in the proto in place (the keras cache's pixels, labels, names; sizes;
+  optional features left out): byte for byte what TFDS's Example serializes to."""
   rng = np.random.default_rng(seed)
   features = tfds.features.FeaturesDict({
       "image": tfds.features.Tensor(shape=(7, 5, 3), dtype=np.uint8,
@@ -199,23 +200,42 @@ def test_one_value_records_are_written_directly_as_protobuf_writes_them(seed, mo
       "ä": tfds.features.Scalar(np.uint8),  # a key beyond ASCII
       "Z": tfds.features.Text(),
       "image_id": tfds.features.Text(),  # keys with another key as prefix (VOC's)
-      "imag": tfds.features.Scalar(np.int64),
+      "imag": tfds.features.Scalar(np.int64, optional=True),
   })
   serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
   maker = prepared_records.RecordMaker(features)
-  probe = {"image": np.zeros((7, 5, 3), np.uint8), "label": 0, "file_name": "", "width": 0,
-           "offset": 0, "ä": 0, "Z": "", "image_id": "", "imag": 0}
-  maker.make(probe)  # (protobuf tells the map's order, once)
-  monkeypatch.setattr(prepared_records.tfds_internals, "Example", None)  # then no protobuf
   for offset in [0, 1, 127, 128, 16383, 16384, -1, -(1 << 63), (1 << 63) - 1,
                  int(rng.integers(-(1 << 62), 1 << 62))]:
     example = {"image": rng.integers(0, 256, (7, 5, 3), dtype=np.uint8),
                "label": int(rng.integers(300)), "file_name": "é/" * int(rng.integers(0, 90)),
                "width": np.int32(rng.integers(-(1 << 31), 1 << 31)), "offset": offset,
                "ä": np.uint8(rng.integers(256)), "Z": "", "image_id": "2012_000003",
-               "imag": offset}
+               "imag": None if offset % 2 else offset}
     expected = serializer.get_tf_example(features.encode_example(example))
     assert maker.make(example) == expected.SerializeToString(deterministic=True), offset
+
+
+def test_an_example_of_optional_features_all_left_out_is_tfds_record():
+  features = tfds.features.FeaturesDict({
+      "a": tfds.features.Scalar(np.int64, optional=True),
+      "b": tfds.features.Scalar(np.int64, optional=True)})
+  serializer = example_serializer.ExampleSerializer(features.get_serialized_info())
+  example = {"a": None, "b": None}
+  expected = serializer.get_tf_example(features.encode_example(example))
+  assert prepared_records.RecordMaker(features).make(example) == (
+      expected.SerializeToString(deterministic=True)) == b"\n\x00"
+
+
+@pytest.mark.parametrize("cut", [1, 13, 60, 111])  # into the last CRC, data, header
+def test_a_shard_read_back_cut_short_is_an_error_not_a_short_record(tmp_path, cut):
+  path = tmp_path / "planned.tfrecord"
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i in range(3):
+      writer.write(bytes([i]) * 100)
+  assert list(prepared_records._tfrecords(path)) == [bytes([i]) * 100 for i in range(3)]  # pylint: disable=protected-access
+  path.write_bytes(path.read_bytes()[:-cut])
+  with pytest.raises(OSError, match="planned.tfrecord is cut short"):
+    list(prepared_records._tfrecords(path))  # pylint: disable=protected-access
 
 
 def _version_files(cache: pathlib.Path) -> dict[str, bytes]:

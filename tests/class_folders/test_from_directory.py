@@ -486,6 +486,17 @@ def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
   assert not any(path.endswith("cut.jpg") for path in ds.file_paths)
 
 
+def test_a_split_left_empty_by_skipped_files_is_named_with_them(tmp_path, cache):
+  """With seed 1, keras' validation 17 % of these 6 files is the one bad file alone."""
+  files = {f"c/{i}.jpg": sample_images.jpeg(30, 30, seed=i) for i in range(5)}
+  root = write_tree(tmp_path / "allbad", {**files, "c/5.jpg": b"junk"})
+  with pytest.raises(ValueError, match=r"split 'validation' has no examples left: each of "
+                     r"its 1 file\(s\) is bad and was skipped \(c/5.jpg\)"):
+    imagesets.image_dataset_from_directory(
+        root, image_size=(8, 8), validation_split=0.17, subset="both", seed=1,
+        skip_bad_files=True, cache_dir=cache, verbose=False)
+
+
 @pytest.mark.parametrize("kwargs, says", [
     (dict(labels=[0, 1]), "labels as a list"),
     (dict(color_mode="cmyk"), "color_mode must be one of"),

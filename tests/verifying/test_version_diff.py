@@ -89,7 +89,7 @@ def test_summary_has_a_line_and_a_class_table_per_split_and_shows_names():
   assert lines[2].split() == ["class", "added", "removed", "changed", "relabelled", "renamed",
                               "moved", "in", "moved", "out"]
   assert lines[3].split() == ["cat", "0", "0", "1", "2", "1", "0", "0"]
-  assert "    relabelled: cat/3.jpg [cat] (was dog/3.jpg, dog)" in lines
+  assert "    relabelled: cat/3.jpg [cat] (was dog/3.jpg [dog])" in lines
   assert "    renamed: cat/6b.jpg [cat] (was cat/6.jpg)" in lines
   assert "    relabelled: ... and 1 more" in lines
 
@@ -117,7 +117,20 @@ def test_a_relabelled_or_moved_example_names_its_old_file():
   assert result.splits["test"]["moved_in"] == [
       {"file_name": "cat/2b.jpg", "label": "cat", "old_file_name": "cat/2.jpg", "from": "train"}]
   assert result.splits["train"]["moved_out"] == [
-      {"file_name": "cat/2.jpg", "label": "cat", "to": "test"}]
+      {"file_name": "cat/2.jpg", "label": "cat", "to": "test", "new_file_name": "cat/2b.jpg"}]
+
+
+def test_a_label_to_or_from_none_is_shown_and_a_nameless_side_gets_no_old_name():
+  """A version without labels (label None) or without file names (matched by content)."""
+  old = [e("train", "a/1.jpg", None, b"one"), e("train", None, "cat", b"two")]
+  new = [e("train", "a/1.jpg", "cat", b"one"), e("train", "b/2.jpg", "dog", b"two")]
+  result = version_diff.diff(old, new)
+  assert result.splits["train"]["relabelled"] == [
+      {"file_name": "a/1.jpg", "label": "cat", "old_label": None},
+      {"file_name": "b/2.jpg", "label": "dog", "old_label": "cat"}]
+  lines = version_diff.summary(result, "a", "b", show=5)
+  assert "    relabelled: a/1.jpg [cat] (was [None])" in lines
+  assert "    relabelled: b/2.jpg [dog] (was [cat])" in lines
 
 
 def test_same_name_other_split_other_content_leaves_a_trace_in_the_old_split():
