@@ -1,5 +1,7 @@
 """synthetic_images: TFDS's builder checks, then exact round trips of every example."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +9,8 @@ import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
 from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+from imagesets.verifying import dataset_card
+from imagesets.verifying import duplicates
 
 
 class TinyBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -72,3 +76,20 @@ def test_examples_do_not_depend_on_global_random_state():
   assert synthetic.make_example(config, 0, 3) == first
   assert synthetic.make_example(config, 0, 4) != first
   assert synthetic.make_example(config, 1, 3) != first
+
+
+def test_the_build_fingerprints_its_images_report_and_card_beside_dataset_info(
+    tmp_path, monkeypatch):
+  """Like every builder's: test image 0 made a copy of train image 0 (the generator never
+  repeats one) is found as an exact group across splits (leakage)."""
+  make_example = synthetic.make_example
+  monkeypatch.setattr(synthetic, "make_example", lambda config, split_id, index: make_example(
+      config, 0 if (split_id, index) == (1, 0) else split_id, index))
+  builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
+  builder.download_and_prepare()
+  report = json.loads((builder.data_path / duplicates.REPORT_FILE).read_text())
+  assert report["num_images"] == 16 and report["num_cross_split"] == 1
+  assert [[(m["split"], m["file_name"]) for m in g["members"]] for g in report["groups"]] == [
+      [("train", "0"), ("test", "0")]]
+  card = (builder.data_path / dataset_card.CARD_FILE).read_text()
+  assert "## Examples per split and class" in card and "png 16" in card, card
