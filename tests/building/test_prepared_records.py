@@ -116,18 +116,7 @@ def test_examples_yielded_to_tfds_sorted_in_memory_or_spilled_give_tfds_shards(t
                                                                              monkeypatch):
   # A builder that yields its examples to TFDS (synthetic_images' examples, as it did before
   # it went through `generation`): we make and sort the records ourselves.
-  from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
-
-  class Yielding(synthetic.Builder, skip_registration=True):
-    name = "synthetic_images"  # (the same folder and records as synthetic_images)
-    __module__ = synthetic.__name__  # (where TFDS finds its description and checksums)
-
-    def _split_generators(self, dl_manager):
-      config = self.builder_config
-      return {split: ((index, synthetic.make_example(config, split_id, index))
-                      for index in range(count))
-              for split, split_id, count in (("train", 0, config.num_train),
-                                             ("test", 1, config.num_test))}
+  import yielding_synthetic
 
   sorted_splits = []
   sorted_records = prepared_records._sorted_records  # pylint: disable=protected-access
@@ -136,7 +125,7 @@ def test_examples_yielded_to_tfds_sorted_in_memory_or_spilled_give_tfds_shards(t
                                             sorted_records(split, *args))[1])
 
   def build(where):
-    builder = Yielding(config="tiny", data_dir=tmp_path / where)
+    builder = yielding_synthetic.Builder(config="tiny", data_dir=tmp_path / where)
     builder.download_and_prepare()
     return shard_bytes(pathlib.Path(builder.data_dir))
 
