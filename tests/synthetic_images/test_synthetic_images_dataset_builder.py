@@ -1,6 +1,7 @@
 """synthetic_images: TFDS's builder checks, then exact round trips of every example."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -113,3 +114,19 @@ def test_the_build_fingerprints_its_images_report_and_card_beside_dataset_info(
   assert "1 group(s) (1 exact, 0 near) among 16 images; 1 cross splits" in card, card
   assert said == ["synthetic_images/tiny/1.0.0: duplicates: 1 group(s) (1 exact, 0 near) "
                   "among 16 images; 1 cross splits (leakage): train/0 = test/0"], said
+
+
+def test_shards_are_the_bytes_of_the_builder_yielding_its_examples_to_tfds(tmp_path):
+  """Made on the workers through `generation`, the records are the ones synthetic_images
+  wrote when it yielded its examples to TFDS (tests/building/test_prepared_records.py: those
+  are TFDS's own writer's bytes), shard by shard."""
+  import yielding_synthetic
+
+  def shards(builder):
+    builder.download_and_prepare()
+    return {path.name: path.read_bytes()
+            for path in sorted(pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))}
+
+  ours = shards(tfds.builder("synthetic_images/tiny", data_dir=tmp_path / "ours"))
+  assert len(ours) == 8
+  assert ours == shards(yielding_synthetic.Builder(config="tiny", data_dir=tmp_path / "yielded"))
