@@ -75,9 +75,6 @@ class Builder(builder_base.ImageSetBuilder):
                                        ("test", 1, config.num_test))
     }
 
-  def _generate_examples(self):
-    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
-
 
 def process_item(item: tuple[SyntheticConfig, int, int]) -> tuple[dict, None]:
   """`generation`'s per-item work: (config, split id, index) -> (example, no note)."""
