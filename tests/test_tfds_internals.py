@@ -172,11 +172,11 @@ def test_serialized_records_are_tfds_4_9_10s_bytes():
 def test_generate_splits_locally_does_what_tfds_generate_splits_does(tmp_path):
   """generate_splits_locally is TFDS 4.9.10's GeneratorBasedBuilder._generate_splits without
   Beam: given a stock SplitBuilder it writes the same shards and SplitInfos as TFDS's own."""
-  import imagesets  # noqa: F401  (registers synthetic_images)
   from tensorflow_datasets.core import split_builder as split_builder_lib
+  import yielding_synthetic  # (a builder that yields its examples, as TFDS's own builders)
 
   def build(data_dir, ours: bool):
-    builder = tfds.builder("synthetic_images/tiny", data_dir=data_dir)
+    builder = yielding_synthetic.Builder(config="tiny", data_dir=data_dir)
 
     def generate_splits(dl_manager, download_config):
       if not ours:  # TFDS's own, as every TFDS dataset runs it

@@ -115,6 +115,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       self.info.metadata["duplicates"] = found
     return split_infos
 
+  def _generate_examples(self):
+    # Abstract in TFDS; every builder of ours makes its splits with `self.generation` in
+    # its _split_generators, so TFDS never calls it.
+    raise NotImplementedError
+
   def _generate_all_splits(self, dl_manager, download_config, use_beam: bool):
     if use_beam:  # TFDS's own split writer runs the pipeline
       return super()._generate_splits(dl_manager, download_config)

@@ -184,9 +184,6 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
       for feed in self._feeds:  # a build that stopped early leaves pixels nobody takes
         feed.close()
 
-  def _generate_examples(self):
-    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation
-
   def _reads_remote_files(self) -> bool:
     # Also keras' pixels: TensorFlow makes them, and forked workers never run TensorFlow
     # (its ops release the GIL, so threads keep both cores busy).

@@ -25,7 +25,8 @@ much as the workers' image check (docs/performance.md). Here, instead:
 Our builders generate their splits with `RecordSplitBuilder`, a SplitBuilder of their own
 build (TFDS's class and every other dataset are untouched, and two builds in one process
 share nothing): splits from `generation.Generation` (`LocalSplit`) are written as above;
-splits a builder yields to TFDS itself (synthetic_images) get their records made and
+splits a builder yields to TFDS itself (none of ours since synthetic_images moved to
+`generation`; tested with a generator) get their records made and
 sorted by hashed key here, in memory up to `MEMORY_LIMIT` and beyond it in `BUCKETS`
 files by key range (TFDS's own shuffler holds up to 1 GB in RAM), and are written the
 same way: the same bytes as TFDS's writer plus our deterministic writer.

@@ -17,6 +17,7 @@ import imagesets  # noqa: F401  (registers the builders with TFDS)
 from imagesets import constants
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
+from imagesets.verifying import duplicates
 
 
 def main(argv=None) -> None:
@@ -39,8 +40,10 @@ def main(argv=None) -> None:
   builder = tfds.builder(name, data_dir=args.data_dir)
   started = time.perf_counter()
   builder.download_and_prepare()
+  # The build's closing duplicate summary (also when this version was built before).
+  found = duplicates.stored_summary(builder.data_dir)
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
-        f"({time.perf_counter() - started:.1f} s)")
+        f"({time.perf_counter() - started:.1f} s)" + (f"; {found}" if found else ""))
 
   image_size = (args.image_size or builder.info.features["image"].shape[0]
                 or constants.IMAGE_SIZE)

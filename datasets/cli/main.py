@@ -131,12 +131,8 @@ def cmd_build(args) -> int:
   counts = _examples({split: s.num_examples for split, s in info.splits.items()})
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
-  report = pathlib.Path(data_dir) / info.name / str(info.version) / duplicates.REPORT_FILE
-  found = ""
-  if report.exists():  # (not with --leakage off, nor on Beam)
-    stored = json.loads(report.read_text())
-    groups, dropped = duplicates.from_json(stored, str(report))
-    found = f"; {duplicates.summary(groups, stored['num_images'], dropped)} ({report.name})"
+  found = duplicates.stored_summary(pathlib.Path(data_dir) / info.name / str(info.version))
+  found = f"; {found} ({duplicates.REPORT_FILE})" if found else ""  # (none: --leakage off)
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
   for line in named_build.skipped_lines(skipped):

@@ -64,15 +64,21 @@ class Builder(builder_base.ImageSetBuilder):
   def _split_generators(self, dl_manager):
     del dl_manager  # Nothing to download.
     config = self.builder_config
+    # Through `generation`, like every builder: made on the workers and fingerprinted there
+    # for the duplicate report (keys "0", "1", ...: TFDS hashes 1 and "1" alike, so the
+    # records keep their order).
     return {
-        "train": self._generate_examples(split_id=0, count=config.num_train),
-        "test": self._generate_examples(split_id=1, count=config.num_test),
+        split: self.generation.examples(
+            split, [(str(index), (config, split_id, index)) for index in range(count)],
+            process_item)
+        for split, split_id, count in (("train", 0, config.num_train),
+                                       ("test", 1, config.num_test))
     }
 
-  def _generate_examples(self, split_id, count):
-    config = self.builder_config
-    for index in range(count):
-      yield index, make_example(config, split_id, index)
+
+def process_item(item: tuple[SyntheticConfig, int, int]) -> tuple[dict, None]:
+  """`generation`'s per-item work: (config, split id, index) -> (example, no note)."""
+  return make_example(*item), None
 
 
 def make_example(config: SyntheticConfig, split_id: int, index: int) -> dict:

@@ -22,6 +22,8 @@ images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images)
 
 import collections
 import dataclasses
+import json
+import pathlib
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -377,8 +379,26 @@ def from_json(report, source: str = REPORT_FILE, splits: dict[str, int] | None =
   try:
     return _parsed(report, splits)
   except (KeyError, TypeError, ValueError, IndexError) as why:
-    raise BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
-                    f"duplicates {spec} --recompute to read the images instead") from None
+    raise _unreadable(source, why, spec) from None
+
+
+def _unreadable(source: str, why: Exception, spec: str = "SPEC") -> BadReport:
+  return BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
+                   f"duplicates {spec} --recompute to read the images instead")
+
+
+def stored_summary(version_dir) -> str | None:
+  """The summary line of the report a build stored in the local `version_dir` (checked by
+  `from_json`), or None when it stored none (`leakage` off, a Beam build without images)."""
+  path = pathlib.Path(version_dir) / REPORT_FILE
+  if not path.is_file():
+    return None
+  try:
+    stored = json.loads(path.read_text())
+  except ValueError as why:
+    raise _unreadable(str(path), why) from None
+  groups, dropped = from_json(stored, str(path))
+  return summary(groups, stored["num_images"], dropped)
 
 
 def _member(row, splits) -> Member:

@@ -81,6 +81,3 @@ class Builder(builder_base.ImageSetBuilder):
     fix = train_aug.FIX if self.builder_config.name == "train_aug" else voc_pairs.FIX
     problems.raise_if_any({*self._list_problems, *report.problems},
                           source=str(self._folder), fix=fix)
-
-  def _generate_examples(self):
-    raise NotImplementedError  # abstract in TFDS; _split_generators uses self.generation

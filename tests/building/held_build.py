@@ -13,21 +13,26 @@ import time
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+from imagesets.building import prepared_records
 
 data_dir, go_file = sys.argv[1], pathlib.Path(sys.argv[2])
-generate = synthetic.Builder._generate_examples
+write_split = prepared_records.write_split
 
 
-def held(self, split_id, count):
-  for index, (key, example) in enumerate(generate(self, split_id, count)):
-    if split_id == 1 and index == 2:  # train is written; test half done
+def held(split, records, *args, **kwargs):
+  """The build's split writer (in this process), held at the third record of test."""
+  return write_split(split, _held(records) if split == "test" else records, *args, **kwargs)
+
+
+def _held(records):
+  for index, record in enumerate(records):
+    if index == 2:  # train is written; test half done
       print("generating", flush=True)
       while not go_file.exists():
         time.sleep(0.05)
-    yield key, example
+    yield record
 
 
-synthetic.Builder._generate_examples = held
+prepared_records.write_split = held
 tfds.builder("synthetic_images/tiny", data_dir=data_dir).download_and_prepare()
 print("built", flush=True)

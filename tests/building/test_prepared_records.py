@@ -116,15 +116,23 @@ def test_hashed_order_is_tfds_shuffle_order():
 
 def test_examples_yielded_to_tfds_sorted_in_memory_or_spilled_give_tfds_shards(tmp_path,
                                                                              monkeypatch):
-  # synthetic_images yields its examples to TFDS: we make and sort the records ourselves.
-  from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+  # A builder that yields its examples to TFDS (synthetic_images' examples, as it did before
+  # it went through `generation`): we make and sort the records ourselves.
+  import yielding_synthetic
+
+  sorted_splits = []
+  sorted_records = prepared_records._sorted_records  # pylint: disable=protected-access
+  monkeypatch.setattr(prepared_records, "_sorted_records",
+                      lambda split, *args: (sorted_splits.append(split),
+                                            sorted_records(split, *args))[1])
 
   def build(where):
-    builder = synthetic.Builder(config="tiny", data_dir=tmp_path / where)
+    builder = yielding_synthetic.Builder(config="tiny", data_dir=tmp_path / where)
     builder.download_and_prepare()
     return shard_bytes(pathlib.Path(builder.data_dir))
 
   ours = build("ours")
+  assert sorted(sorted_splits) == ["test", "train"]  # (the path this test is about)
   monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 3_000)  # spills after a few images
   spilled = build("spilled")
   stock_writer(monkeypatch)

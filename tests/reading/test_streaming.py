@@ -674,7 +674,9 @@ def test_one_bucket_name_on_two_s3_servers_is_two_buckets(built, bucket_servers,
 
 
 @ONE_FORMAT
-@pytest.mark.parametrize("size", ["4k", "8k", "64k", "1m"])  # full at the metadata, manifest, shards
+# Full at the metadata (4k, 8k: dataset_info.json comes after the card and the duplicate
+# report), the manifest, the shards.
+@pytest.mark.parametrize("size", ["4k", "8k", "64k", "1m"])
 def test_a_full_disk_ends_in_one_line_saying_so(built, tmp_path, size):
   url = published_to(built, "file", tmp_path)
   small = tmp_path / "small"

@@ -1,12 +1,18 @@
 """synthetic_images: TFDS's builder checks, then exact round trips of every example."""
 
+import json
+import pathlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
+from imagesets.building import duplicate_report
 from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
+from imagesets.verifying import dataset_card
+from imagesets.verifying import duplicates
 
 
 class TinyBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -72,3 +78,55 @@ def test_examples_do_not_depend_on_global_random_state():
   assert synthetic.make_example(config, 0, 3) == first
   assert synthetic.make_example(config, 0, 4) != first
   assert synthetic.make_example(config, 1, 3) != first
+
+
+def test_a_build_of_distinct_random_images_reports_no_duplicates(tiny_data_dir):
+  """Every build's report and card, beside dataset_info.json: the 16 seeded random images
+  of `tiny` are all different, and the report says so."""
+  builder = tfds.builder("synthetic_images/tiny", data_dir=tiny_data_dir)
+  report = json.loads((builder.data_path / duplicates.REPORT_FILE).read_text())
+  assert (report["groups"], report["num_images"], report["num_cross_split"],
+          report["num_label_conflicts"], report["dropped"]) == ([], 16, 0, 0, [])
+  card = (builder.data_path / dataset_card.CARD_FILE).read_text()
+  assert "duplicates: none among 16 images." in card, card
+  assert "| **total** | 12 | 4 |" in card and "Formats: png 16" in card, card
+
+
+def test_the_build_fingerprints_its_images_report_and_card_beside_dataset_info(
+    tmp_path, monkeypatch):
+  """Like every builder's: test image 0 made a copy of train image 0 (the generator never
+  repeats one) is found as an exact group across splits (leakage), in the report, the card
+  and the build's closing line (a warning, as a leak is)."""
+  make_example = synthetic.make_example
+  monkeypatch.setattr(synthetic, "make_example", lambda config, split_id, index: make_example(
+      config, 0 if (split_id, index) == (1, 0) else split_id, index))
+  said = []
+  monkeypatch.setattr(duplicate_report.logging, "warning",
+                      lambda message, *args: said.append(message % args))
+  builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
+  builder.download_and_prepare()
+  report = json.loads((builder.data_path / duplicates.REPORT_FILE).read_text())
+  assert report["num_images"] == 16 and report["num_cross_split"] == 1
+  assert [[(m["split"], m["file_name"]) for m in g["members"]] for g in report["groups"]] == [
+      [("train", "0"), ("test", "0")]]
+  card = (builder.data_path / dataset_card.CARD_FILE).read_text()
+  assert "## Examples per split and class" in card and "png 16" in card, card
+  assert "1 group(s) (1 exact, 0 near) among 16 images; 1 cross splits" in card, card
+  assert said == ["synthetic_images/tiny/1.0.0: duplicates: 1 group(s) (1 exact, 0 near) "
+                  "among 16 images; 1 cross splits (leakage): train/0 = test/0"], said
+
+
+def test_shards_are_the_bytes_of_the_builder_yielding_its_examples_to_tfds(tmp_path):
+  """Made on the workers through `generation`, the records are the ones synthetic_images
+  wrote when it yielded its examples to TFDS (tests/building/test_prepared_records.py: those
+  are TFDS's own writer's bytes), shard by shard."""
+  import yielding_synthetic
+
+  def shards(builder):
+    builder.download_and_prepare()
+    return {path.name: path.read_bytes()
+            for path in sorted(pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))}
+
+  ours = shards(tfds.builder("synthetic_images/tiny", data_dir=tmp_path / "ours"))
+  assert len(ours) == 8
+  assert ours == shards(yielding_synthetic.Builder(config="tiny", data_dir=tmp_path / "yielded"))

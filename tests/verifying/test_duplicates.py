@@ -1,5 +1,6 @@
 """duplicates: groups of exact and near copies, leakage and label conflicts, what drop removes."""
 
+import json
 import random
 import tracemalloc
 
@@ -182,3 +183,19 @@ def test_a_stored_report_is_checked_and_names_are_printable():
   assert duplicates.printable(name) == "train/\\x1b]0;owned\\x07\\x1b[2J.jpg"
   group = duplicates.Group("exact", (Member("train", name[6:], "a"), Member("test", "b", "a")))
   assert "\x1b" not in duplicates.summary([group], 2)
+
+
+def test_the_summary_of_a_report_stored_by_a_build(tmp_path):
+  """What `imagesets build` and the demo print after a build: the stored report's line."""
+  assert duplicates.stored_summary(tmp_path) is None  # (none stored: --leakage off)
+  members, fingerprints = _planted()
+  groups = duplicates.find(members, fingerprints)
+  (tmp_path / duplicates.REPORT_FILE).write_text(
+      json.dumps(duplicates.to_json(groups, len(members))))
+  assert duplicates.stored_summary(tmp_path) == duplicates.summary(groups, len(members))
+  assert duplicates.stored_summary(tmp_path).startswith("duplicates: ")
+  for broken in ('{"groups": [', '{"groups": []}'):  # not JSON; no image count
+    (tmp_path / duplicates.REPORT_FILE).write_text(broken)
+    with pytest.raises(duplicates.BadReport, match=rf"^{tmp_path}/duplicates.json: unreadable "
+                       r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):
+      duplicates.stored_summary(tmp_path)
