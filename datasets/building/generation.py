@@ -21,6 +21,7 @@ reads once the pipeline is done. `report()` gives all of them to the builder, wh
 raises one error or records them (`builder_base.ImageSetBuilder`).
 """
 
+import collections
 import dataclasses
 import itertools
 import json
@@ -39,6 +40,10 @@ from imagesets.verifying import image_hashes
 Item = Any
 Process = Callable[[Item], tuple[dict, str | None]]
 _REPORT_DIR = "_imagesets_report"
+
+
+class EmptySplitError(ValueError):
+  """Every item of a split was bad (skipped) or dropped: the split has no example."""
 
 
 class BadItem(Exception):
@@ -145,6 +150,7 @@ class Generation:
   keep_order: bool = False
   _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
   _dropped: list = dataclasses.field(default_factory=list)
+  _dropped_from: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   _fingerprinted: bool = False  # every item's fingerprint is known (`_fingerprint_first`)
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -187,10 +193,13 @@ class Generation:
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
     if bad and not made:  # (TFDS would only say "No examples were yielded.")
-      raise ValueError(
-          f"split {split!r} has no examples left: each of its {len(bad)} file(s) is bad and "
-          f"was skipped ({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''}); repair or "
-          "replace them, add images, or change the split proportions or seed")
+      dropped = self._dropped_from[split]
+      raise EmptySplitError(
+          f"split {split!r} has no examples left: {len(bad)} bad file(s) skipped "
+          f"({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''})"
+          + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
+             if dropped else "") +
+          "; repair or replace them, add images, or change the split proportions or seed")
 
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
@@ -224,6 +233,7 @@ class Generation:
     self._dropped = duplicates.to_drop(groups)
     dropped = set(self._dropped)
     gone = {(member.split, key) for key, member, _ in entries if member in dropped}
+    self._dropped_from = collections.Counter(split for split, _ in gone)
     for split in splits:
       items = self._unfinished[split][0]
       if items and all((split, k) in gone for k, _ in items):
@@ -293,8 +303,11 @@ class Generation:
     this still finds every problem, so one error can list them all.
     """
     for split in list(self._unfinished):
-      for _ in self._local(split, share=False):
-        pass
+      try:
+        for _ in self._local(split, share=False):
+          pass
+      except EmptySplitError:
+        pass  # (its bad items are recorded: the build's one error names them all)
 
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam

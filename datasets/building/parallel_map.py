@@ -15,11 +15,13 @@ import itertools
 import multiprocessing
 import os
 import threading
+import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
+ORPHAN_POLL_SECONDS = 0.2  # how soon a worker whose build died ends too
 
 
 def available_cores() -> int:
@@ -53,8 +55,24 @@ def executor(workers: int | None = None, *, threads: bool = False):
     with frozen_gc():
       with concurrent.futures.ProcessPoolExecutor(
           workers, mp_context=multiprocessing.get_context("fork"),
-          initializer=os.nice, initargs=(WORKER_NICENESS,)) as pool:
+          initializer=_start_worker, initargs=(os.getpid(),)) as pool:
         yield pool
+
+
+def _start_worker(parent: int) -> None:
+  """A worker's start: a lower priority (above), and its end with its parent's. A forked
+  worker inherits the build's lock (an flock on an open file, build_lock): a build killed
+  with SIGKILL (the OOM killer, `kill -9`) whose workers lived on as orphans left every
+  later build refused as "in progress" until they were found and killed by hand. (Not
+  PR_SET_PDEATHSIG: it fires when the forking *thread* ends, which may be any thread.)"""
+  os.nice(WORKER_NICENESS)
+
+  def watch():
+    while os.getppid() == parent:
+      time.sleep(ORPHAN_POLL_SECONDS)
+    os._exit(1)  # orphaned: the parent is gone, and with it whoever wanted our results
+
+  threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
 _freeze_lock = threading.Lock()

@@ -311,14 +311,16 @@ def _sized(records, sizes):
 
 def _tfrecords(path) -> Iterator[bytes]:
   """The records of a TFRecord file this build wrote (its framing: length, CRC, data, CRC);
-  a file cut short (a disk that filled, a file truncated under the build) is an error,
-  never a short record written on with a new CRC."""
+  a file cut short (a disk that filled, a file truncated under the build) or a length past
+  its end is an error, never a short record written on with a new CRC."""
+  left = epath.Path(path).stat().length
   with epath.Path(path).open("rb") as records:
     while header := records.read(_TFRECORD_HEADER.size):
       whole = len(header) == _TFRECORD_HEADER.size
       length = _TFRECORD_HEADER.unpack(header)[0] if whole else 0
-      record = records.read(length + 4)
-      if not whole or len(record) != length + 4:
+      left -= len(header) + length + 4
+      record = records.read(length + 4) if left >= 0 else b""  # (a bad length: no 2**60 read)
+      if not whole or left < 0 or len(record) != length + 4:
         raise OSError(f"{path} is cut short: this build wrote it whole and read it back "
                       "shorter (a full disk, or the file changed under the build): build again")
       yield record[:length]

@@ -41,7 +41,8 @@ def main(argv=None) -> None:
   started = time.perf_counter()
   builder.download_and_prepare()
   # The build's closing duplicate summary (also when this version was built before).
-  found = duplicates.stored_summary(builder.data_dir)
+  found = duplicates.stored_summary(
+      builder.data_dir, {split: s.num_examples for split, s in builder.info.splits.items()})
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
         f"({time.perf_counter() - started:.1f} s)" + (f"; {found}" if found else ""))
 

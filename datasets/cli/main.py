@@ -131,7 +131,8 @@ def cmd_build(args) -> int:
   counts = _examples({split: s.num_examples for split, s in info.splits.items()})
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
-  found = duplicates.stored_summary(pathlib.Path(data_dir) / info.name / str(info.version))
+  found = duplicates.stored_summary(pathlib.Path(data_dir) / info.name / str(info.version),
+                                    {split: s.num_examples for split, s in info.splits.items()})
   found = f"; {found} ({duplicates.REPORT_FILE})" if found else ""  # (none: --leakage off)
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")

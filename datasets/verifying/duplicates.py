@@ -387,9 +387,11 @@ def _unreadable(source: str, why: Exception, spec: str = "SPEC") -> BadReport:
                    f"duplicates {spec} --recompute to read the images instead")
 
 
-def stored_summary(version_dir) -> str | None:
+def stored_summary(version_dir, splits: dict[str, int]) -> str | None:
   """The summary line of the report a build stored in the local `version_dir` (checked by
-  `from_json`), or None when it stored none (`leakage` off, a Beam build without images)."""
+  `from_json` against `splits`, split -> examples of the version beside it: a folder may
+  come from elsewhere), or None when it stored none (`leakage` off, a Beam build without
+  images)."""
   path = pathlib.Path(version_dir) / REPORT_FILE
   if not path.is_file():
     return None
@@ -397,7 +399,7 @@ def stored_summary(version_dir) -> str | None:
     stored = json.loads(path.read_text())
   except ValueError as why:
     raise _unreadable(str(path), why) from None
-  groups, dropped = from_json(stored, str(path))
+  groups, dropped = from_json(stored, str(path), splits)
   return summary(groups, stored["num_images"], dropped)
 
 

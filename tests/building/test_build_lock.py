@@ -1,5 +1,6 @@
 """One build per version: leftovers of killed builds go, a concurrent build stops cleanly."""
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -18,8 +19,7 @@ HELD_BUILD = pathlib.Path(__file__).with_name("held_build.py")
 
 
 def _start_held_build(data_dir, go_file) -> subprocess.Popen:
-  # Its own process group: killing the build kills its worker processes too (orphans would
-  # keep its output pipes open).
+  # Its own process group: a failed test can still end its worker processes.
   process = subprocess.Popen([sys.executable, str(HELD_BUILD), str(data_dir), str(go_file)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
@@ -45,8 +45,12 @@ def test_next_build_removes_what_a_killed_build_left(tmp_path):
   while not list(leftover.glob("*.tfrecord-*")) and time.monotonic() < deadline:
     time.sleep(0.1)
   assert list(leftover.glob("*.tfrecord-*"))  # train written, test under way
-  os.killpg(held.pid, signal.SIGKILL)  # the build and its workers
-  held.communicate()
+  held.send_signal(signal.SIGKILL)  # the build alone, as the OOM killer or `kill -9` does
+  try:  # its forked workers end too: they held its lock (and its output pipes) as orphans
+    held.communicate(timeout=30)
+  finally:
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(held.pid, signal.SIGKILL)
   assert leftover.is_dir()  # what TFDS alone would leave behind for good
   assert build_lock.lock_path(_version_dir(tmp_path)).exists()  # its owner is gone
 

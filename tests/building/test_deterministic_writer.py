@@ -53,9 +53,9 @@ def test_canonical_reorders_map_entries_only():
 
 
 def test_every_builder_writes_canonical_records(tmp_path):
-  """Each record our builders write is protobuf's deterministic serialization of itself,
-  whether made by the workers (class folders, VOC: prepared_records) or rewritten by our
-  writer (synthetic_images: TFDS's writer with DeterministicExampleWriter)."""
+  """Each record our builders write is protobuf's deterministic serialization of itself:
+  made by the workers (class folders, VOC, synthetic_images: prepared_records); a split a
+  builder yields to TFDS itself goes through our writer (DeterministicExampleWriter)."""
   roots = {"flowers": tmp_path / "photos", "voc": tmp_path / "voc"}
   for i in range(6):
     path = roots["flowers"] / f"c{i % 2}" / f"{i}.jpg"

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import pathlib
 import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -241,7 +242,11 @@ def test_a_shard_read_back_cut_short_is_an_error_not_a_short_record(tmp_path, cu
     for i in range(3):
       writer.write(bytes([i]) * 100)
   assert list(prepared_records._tfrecords(path)) == [bytes([i]) * 100 for i in range(3)]  # pylint: disable=protected-access
-  path.write_bytes(path.read_bytes()[:-cut])
+  data = path.read_bytes()
+  path.write_bytes(data[:-cut])
+  with pytest.raises(OSError, match="planned.tfrecord is cut short"):
+    list(prepared_records._tfrecords(path))  # pylint: disable=protected-access
+  path.write_bytes(struct.pack("<Q", 1 << 62) + data[8:])  # a length past the end
   with pytest.raises(OSError, match="planned.tfrecord is cut short"):
     list(prepared_records._tfrecords(path))  # pylint: disable=protected-access
 

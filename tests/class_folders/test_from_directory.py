@@ -490,11 +490,22 @@ def test_a_split_left_empty_by_skipped_files_is_named_with_them(tmp_path, cache)
   """With seed 1, keras' validation 17 % of these 6 files is the one bad file alone."""
   files = {f"c/{i}.jpg": sample_images.jpeg(30, 30, seed=i) for i in range(5)}
   root = write_tree(tmp_path / "allbad", {**files, "c/5.jpg": b"junk"})
-  with pytest.raises(ValueError, match=r"split 'validation' has no examples left: each of "
-                     r"its 1 file\(s\) is bad and was skipped \(c/5.jpg\)"):
+  with pytest.raises(ValueError, match=r"split 'validation' has no examples left: 1 bad "
+                     r"file\(s\) skipped \(c/5.jpg\); repair"):
     imagesets.image_dataset_from_directory(
         root, image_size=(8, 8), validation_split=0.17, subset="both", seed=1,
         skip_bad_files=True, cache_dir=cache, verbose=False)
+
+
+def test_splits_all_bad_without_skipping_get_the_one_error_listing_every_file(tmp_path, cache):
+  """Not "skipped": the build's one error, every bad file with its reason, and the way out."""
+  root = write_tree(tmp_path / "junk", {f"c/{i}.jpg": b"junk%d" % i for i in range(4)})
+  with pytest.raises(problems.InvalidSourceError) as error:
+    imagesets.image_dataset_from_directory(
+        root, image_size=(8, 8), validation_split=0.5, subset="both", seed=1,
+        cache_dir=cache, verbose=False)
+  assert [p.where for p in error.value.problems] == [f"c/{i}.jpg" for i in range(4)]
+  assert "skip_bad_files=True" in str(error.value)
 
 
 @pytest.mark.parametrize("kwargs, says", [

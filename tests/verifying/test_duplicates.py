@@ -1,5 +1,6 @@
 """duplicates: groups of exact and near copies, leakage and label conflicts, what drop removes."""
 
+import collections
 import json
 import random
 import tracemalloc
@@ -186,16 +187,22 @@ def test_a_stored_report_is_checked_and_names_are_printable():
 
 
 def test_the_summary_of_a_report_stored_by_a_build(tmp_path):
-  """What `imagesets build` and the demo print after a build: the stored report's line."""
-  assert duplicates.stored_summary(tmp_path) is None  # (none stored: --leakage off)
+  """What `imagesets build` and the demo print after a build: the stored report's line,
+  checked against the version beside it (its folder may come from elsewhere)."""
   members, fingerprints = _planted()
+  splits = dict(collections.Counter(m.split for m in members))
+  assert duplicates.stored_summary(tmp_path, splits) is None  # (none stored: --leakage off)
   groups = duplicates.find(members, fingerprints)
   (tmp_path / duplicates.REPORT_FILE).write_text(
       json.dumps(duplicates.to_json(groups, len(members))))
-  assert duplicates.stored_summary(tmp_path) == duplicates.summary(groups, len(members))
-  assert duplicates.stored_summary(tmp_path).startswith("duplicates: ")
+  assert duplicates.stored_summary(tmp_path, splits) == duplicates.summary(groups, len(members))
+  assert duplicates.stored_summary(tmp_path, splits).startswith("duplicates: ")
   for broken in ('{"groups": [', '{"groups": []}'):  # not JSON; no image count
     (tmp_path / duplicates.REPORT_FILE).write_text(broken)
     with pytest.raises(duplicates.BadReport, match=rf"^{tmp_path}/duplicates.json: unreadable "
                        r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):
-      duplicates.stored_summary(tmp_path)
+      duplicates.stored_summary(tmp_path, splits)
+  (tmp_path / duplicates.REPORT_FILE).write_text(  # another version's report, or a forged one
+      json.dumps(duplicates.to_json(groups, 999999)))
+  with pytest.raises(duplicates.BadReport, match="num_images 999999 but the version holds"):
+    duplicates.stored_summary(tmp_path, splits)
