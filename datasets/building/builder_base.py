@@ -105,7 +105,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         # item of the source; any other failure is re-raised without more work.
         if self.generation.report().problems:
           self.generation.check_unfinished()
-          self._finish_generation(self.generation.report())
+          try:
+            self._finish_generation(self.generation.report())
+          except problems.InvalidSourceError as error:
+            raise error from None  # the whole story: not after what stopped TFDS
         raise
     report = self.generation.report()
     self._finish_generation(report)

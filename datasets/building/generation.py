@@ -196,7 +196,7 @@ class Generation:
       dropped = self._dropped_from[split]
       raise EmptySplitError(
           f"split {split!r} has no examples left: {len(bad)} bad file(s) skipped "
-          f"({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''})"
+          f"({', '.join(sorted(bad)[:5])}{', ...' if len(bad) > 5 else ''})"
           + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
              if dropped else "") +
           "; repair or replace them, add images, or change the split proportions or seed")

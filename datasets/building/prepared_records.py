@@ -158,6 +158,7 @@ class _Spill:
       epath.Path(path).rename(moved)
       self._adopted.append(moved)
     self.count, self.size = count, size
+    self._adopted_total = (count, size)
 
   def add(self, record: bytes) -> None:
     self.count += 1
@@ -174,8 +175,16 @@ class _Spill:
     self._file.write(record)
 
   def __iter__(self) -> Iterator[bytes]:
+    count = size = 0
     for path in self._adopted:
-      yield from _tfrecords(path)
+      for record in _tfrecords(path):
+        count, size = count + 1, size + len(record)
+        yield record
+    if self._adopted and (count, size) != self._adopted_total:  # (a length misread in a
+      # header, its CRC unchecked, misframes the rest of the file)
+      raise OSError(f"the planned shards read back as {count} records of {size} bytes, "
+                    f"written as {self._adopted_total[0]} of {self._adopted_total[1]} "
+                    f"({self._adopted[0].parent}): changed under the build; build again")
     yield from self._memory
     self._memory = []
     if self._file is None:

@@ -235,6 +235,23 @@ def test_an_example_of_optional_features_all_left_out_is_tfds_record():
       expected.SerializeToString(deterministic=True)) == b"\n\x00"
 
 
+def test_planned_shards_misframed_by_a_bad_length_are_an_error(tmp_path):
+  """A length that still fits the file (its CRC is not checked) misframes what follows:
+  the records read back must be those written, in number and bytes."""
+  path = tmp_path / "planned.tfrecord"
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i in range(4):
+      writer.write(bytes([i]) * 100)
+  data = path.read_bytes()
+  path.write_bytes(struct.pack("<Q", 100 + 4 + 12 + 100) + data[8:])  # swallows record 1
+  spill = prepared_records._Spill(tmp_path, prepared_records.MEMORY_LIMIT)  # pylint: disable=protected-access
+  spill.adopt([path], 4, 400)
+  with pytest.raises(OSError, match=r"read back as 3 records of 416 bytes, written as 4 of 400"):
+    list(spill)
+  spill.discard()
+  assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("cut", [1, 13, 60, 111])  # into the last CRC, data, header
 def test_a_shard_read_back_cut_short_is_an_error_not_a_short_record(tmp_path, cut):
   path = tmp_path / "planned.tfrecord"

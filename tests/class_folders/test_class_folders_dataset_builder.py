@@ -266,3 +266,25 @@ def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):
   write_gfile_tree(root, real_world_files())
   on_beam = _build_on_beam(root, tmp_path / "beam", multi_processing=False)
   assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)
+
+
+def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path):
+  """test holds a bad file and a copy of a train image: skipped, dropped (leakage=drop)."""
+  from imagesets.building import splits
+  names = ["c/orig.jpg", "c/copy.jpg", "c/bad.jpg"] + [f"c/g{i}.jpg" for i in range(4)]
+  proportions = {"train": 0.5, "test": 0.5}
+  seed = next(seed for seed in range(2000)  # (one that puts those two alone in test)
+              if set(splits.assign(names, proportions, seed)["test"]) == {"c/copy.jpg",
+                                                                           "c/bad.jpg"})
+  image = sample_images.jpeg(30, 30, seed=1)
+  root = write_tree(tmp_path / "tree", {
+      "c/orig.jpg": image, "c/copy.jpg": image, "c/bad.jpg": b"junk",
+      **{f"c/g{i}.jpg": sample_images.jpeg(30, 30, seed=10 + i) for i in range(4)}})
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="dropbad", root=str(root), skip_bad_files=True, leakage="drop",
+      split_proportions=proportions, seed=seed, exact_split_sizes=False),
+      data_dir=tmp_path / "out")
+  with pytest.raises(ValueError, match=r"split 'test' has no examples left: 1 bad file\(s\) "
+                     r"skipped \(c/bad.jpg\), 1 dropped as copies of images of an earlier "
+                     r"split \(leakage=drop\)"):
+    builder.download_and_prepare()

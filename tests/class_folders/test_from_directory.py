@@ -506,6 +506,7 @@ def test_splits_all_bad_without_skipping_get_the_one_error_listing_every_file(tm
         cache_dir=cache, verbose=False)
   assert [p.where for p in error.value.problems] == [f"c/{i}.jpg" for i in range(4)]
   assert "skip_bad_files=True" in str(error.value)
+  assert error.value.__suppress_context__  # (a traceback does not open on "skipped")
 
 
 @pytest.mark.parametrize("kwargs, says", [
