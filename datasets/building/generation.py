@@ -21,7 +21,6 @@ reads once the pipeline is done. `report()` gives all of them to the builder, wh
 raises one error or records them (`builder_base.ImageSetBuilder`).
 """
 
-import collections
 import dataclasses
 import itertools
 import json
@@ -150,7 +149,6 @@ class Generation:
   keep_order: bool = False
   _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
   _dropped: list = dataclasses.field(default_factory=list)
-  _dropped_from: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   _fingerprinted: bool = False  # every item's fingerprint is known (`_fingerprint_first`)
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -193,7 +191,7 @@ class Generation:
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
     if bad and not made:  # (TFDS would only say "No examples were yielded.")
-      dropped = self._dropped_from[split]
+      dropped = sum(member.split == split for member in self._dropped)
       raise EmptySplitError(
           f"split {split!r} has no examples left: {len(bad)} bad file(s) skipped "
           f"({', '.join(sorted(bad)[:5])}{', ...' if len(bad) > 5 else ''})"
@@ -233,7 +231,6 @@ class Generation:
     self._dropped = duplicates.to_drop(groups)
     dropped = set(self._dropped)
     gone = {(member.split, key) for key, member, _ in entries if member in dropped}
-    self._dropped_from = collections.Counter(split for split, _ in gone)
     for split in splits:
       items = self._unfinished[split][0]
       if items and all((split, k) in gone for k, _ in items):

@@ -113,8 +113,8 @@ class PixelFeed:
   resizing run on TensorFlow's threads with no Python per file (0.80-0.86 ms an image,
   files read and rounded included: benchmarks/from_directory.py's stage line; the same
   eager ops per file on our worker threads, which also pay each op's dispatch under the
-  GIL, took 1.0 ms, measured once). `take(path)` waits for its file's pixels; None: TensorFlow could not read
-  or decode it (`pixels` on its bytes then says why). At most `ahead` images (and a batch)
+  GIL, took 1.0 ms, measured once). `take(path)` waits for its file's pixels; None:
+  TensorFlow could not read or decode it (`pixels` on its bytes then says why). At most `ahead` images (and a batch)
   wait to be taken, unless a taker waits for a later one (taken out of order, they never
   deadlock). `after`: the feed of the split built before this one: this one starts when that
   one has made all of its pixels (one tf.data map decoding at a time, not one per split:

@@ -141,6 +141,7 @@ class _Spill:
     self._directory, self._limit = directory, limit
     self._memory, self._bytes, self._file, self._path = [], 0, None, None
     self._adopted = []
+    self._adopted_total = (0, 0)  # (records, bytes) of the adopted files, as written
     self.count = 0
     self.size = 0
 

@@ -128,11 +128,12 @@ def cmd_build(args) -> int:
       about=about, file_format=args.file_format,
       beam_options=_beam_options(args.beam_pipeline_options), log=print)
   info = builder.info
-  counts = _examples({split: s.num_examples for split, s in info.splits.items()})
+  examples = {split: s.num_examples for split, s in info.splits.items()}
+  counts = _examples(examples)
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
   found = duplicates.stored_summary(pathlib.Path(data_dir) / info.name / str(info.version),
-                                    {split: s.num_examples for split, s in info.splits.items()})
+                                    examples)
   found = f"; {found} ({duplicates.REPORT_FILE})" if found else ""  # (none: --leakage off)
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")

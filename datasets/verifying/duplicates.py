@@ -324,8 +324,7 @@ def raise_if_leaking(groups: Sequence[Group], title: str) -> None:
   """leakage="error": one LeakageError naming every file of every cross-split group."""
   leaks = [group for group in groups if group.cross_split]
   if leaks:
-    named = "\n".join("  " + " = ".join(printable(f"{m.split}/{m.file_name}")
-                                        for m in group.members) for group in leaks)
+    named = "\n".join("  " + _named(group, limit=len(group.members)) for group in leaks)
     raise LeakageError(
         f"{title}: {len(leaks)} picture(s) are in more than one split:\n{named}\nremove the "
         "copies, or build with --leakage drop (keeps the earliest split's) or warn.")

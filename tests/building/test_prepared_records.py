@@ -235,13 +235,19 @@ def test_an_example_of_optional_features_all_left_out_is_tfds_record():
       expected.SerializeToString(deterministic=True)) == b"\n\x00"
 
 
+def _tfrecord_file(folder: pathlib.Path, count: int) -> pathlib.Path:
+  """planned.tfrecord: `count` records of 100 bytes, record i all bytes i (TensorFlow's writer)."""
+  path = folder / "planned.tfrecord"
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i in range(count):
+      writer.write(bytes([i]) * 100)
+  return path
+
+
 def test_planned_shards_misframed_by_a_bad_length_are_an_error(tmp_path):
   """A length that still fits the file (its CRC is not checked) misframes what follows:
   the records read back must be those written, in number and bytes."""
-  path = tmp_path / "planned.tfrecord"
-  with tf.io.TFRecordWriter(str(path)) as writer:
-    for i in range(4):
-      writer.write(bytes([i]) * 100)
+  path = _tfrecord_file(tmp_path, 4)
   data = path.read_bytes()
   path.write_bytes(struct.pack("<Q", 100 + 4 + 12 + 100) + data[8:])  # swallows record 1
   spill = prepared_records._Spill(tmp_path, prepared_records.MEMORY_LIMIT)  # pylint: disable=protected-access
@@ -254,10 +260,7 @@ def test_planned_shards_misframed_by_a_bad_length_are_an_error(tmp_path):
 
 @pytest.mark.parametrize("cut", [1, 13, 60, 111])  # into the last CRC, data, header
 def test_a_shard_read_back_cut_short_is_an_error_not_a_short_record(tmp_path, cut):
-  path = tmp_path / "planned.tfrecord"
-  with tf.io.TFRecordWriter(str(path)) as writer:
-    for i in range(3):
-      writer.write(bytes([i]) * 100)
+  path = _tfrecord_file(tmp_path, 3)
   assert list(prepared_records._tfrecords(path)) == [bytes([i]) * 100 for i in range(3)]  # pylint: disable=protected-access
   data = path.read_bytes()
   path.write_bytes(data[:-cut])
