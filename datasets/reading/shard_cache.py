@@ -46,7 +46,15 @@ from imagesets.publishing import versions
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _SHA = re.compile(r"[0-9a-f]{64}")
-_LOCKS = ".locks"             # <shards>/.locks/<sha>: held while a process downloads it
+# The folder's layout and locking protocol, in <shards>/.layout. Processes of different
+# layouts on one folder would break each other's locks, so a folder of another layout is
+# refused in one line. Layout 2 removes a shard's lock file on release (they would pile
+# up); layout 1 (imagesets before the marker) kept them in `.locks/`, which layout 2 never
+# touches: a layout-1 waiter holding a removed file would share the lock with the next
+# holder.
+LAYOUT = "2"
+_LAYOUT_FILE = ".layout"
+_LOCKS = ".locks-2"           # <shards>/.locks-2/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
 # Windows downloaded ahead of the one read: without a limit two, so that downloads that
@@ -57,6 +65,29 @@ ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to fre
 # How long a reader waits for another thread's download of a shard it needs. Bounded: a
 # tf.data numpy function that never returns deadlocks the iterator's destructor.
 DOWNLOAD_WAIT_SECONDS = 1800.0
+
+
+class CacheLayoutError(versions.PublishError):
+  """The cache folder was made by an imagesets of another cache layout."""
+
+
+def _check_layout(folder: pathlib.Path) -> None:
+  path = folder / _LAYOUT_FILE
+  try:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+  except FileNotFoundError:
+    transfer.write_atomically(path, f"{LAYOUT}\n".encode())
+    return
+  except OSError as error:  # a symlink planted there (ELOOP)
+    raise CacheLayoutError(f"{path} is not a file ({error.strerror}): refused; remove it") from None
+  with os.fdopen(fd, "rb") as handle:
+    found = handle.read(64).decode(errors="replace").strip()
+  if found != LAYOUT:
+    raise CacheLayoutError(
+        f"{folder} is a shard cache of layout {found!r}, made by another version of imagesets "
+        f"(this one uses layout {LAYOUT!r}); processes of two layouts would break each other's "
+        f"locks: give this job another cache_dir, or remove {path} once no job of the other "
+        "version uses the folder")
 
 
 class ReaderClosedError(versions.PublishError):
@@ -102,6 +133,7 @@ class ShardCache:
                retry_seconds: float = transfer.DEFAULT_RETRY_SECONDS):
     self.limit = parse_size(limit)
     self.folder = transfer.own_folder(pathlib.Path(root) / "shards", root)
+    _check_layout(self.folder)
     transfer.own_folder(self.folder / _LOCKS, root)
     transfer.remove_stale_parts(self.folder)  # a killed job's, limit or not
     self.retry_seconds = retry_seconds

@@ -471,7 +471,7 @@ def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited
   else:  # every shard downloaded once, by one of the two
     assert sorted(opened.values()) == [1] * NUM_SHARDS
   # The per-shard download locks the two contended for are removed, not piled up.
-  assert list((tmp_path / "c").rglob(".locks/*")) == []
+  assert list((tmp_path / "c").rglob(".locks-2/*")) == []
 
 
 COLD = """
@@ -541,6 +541,34 @@ def test_a_reader_killed_mid_download_leaves_a_cache_that_works(built, tmp_path,
   assert sorted(examples) == sorted(local_examples(built, "train"))
   assert time.monotonic() - start < 60
   assert not [p for p in (tmp_path / "c").rglob("*") if ".part-" in p.name]
+
+
+@ONE_FORMAT
+def test_lock_files_of_an_older_imagesets_on_the_folder_are_left_alone(built, tmp_path):
+  # Weeks-long jobs while the package is upgraded: imagesets before the layout marker
+  # locked `.locks/<sha>` and kept the files; one removed under its waiter would let two
+  # of its processes hold a shard's lock at once.
+  url = published_to(built, "file", tmp_path)
+  shas = [hashlib.sha256(p.read_bytes()).hexdigest()
+          for p in (built / FOLDER).glob("*-train.*-of-*")]
+  old_locks = tmp_path / "c" / "shards" / ".locks"
+  old_locks.mkdir(parents=True)
+  for sha in shas:
+    (old_locks / sha).touch()
+  assert len(streamed_examples(url, "train", tmp_path / "c")) == 160
+  assert sorted(p.name for p in old_locks.iterdir()) == sorted(shas)
+  assert (tmp_path / "c" / "shards" / ".layout").read_text() == "2\n"
+
+
+@ONE_FORMAT
+def test_a_cache_folder_of_another_layout_is_refused_in_one_line(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  (tmp_path / "c" / "shards").mkdir(parents=True)
+  (tmp_path / "c" / "shards" / ".layout").write_text("3\n")
+  with pytest.raises(shard_cache_lib.CacheLayoutError) as error:
+    streamed_examples(url, "train", tmp_path / "c")
+  assert "layout '3'" in str(error.value) and "\n" not in str(error.value)
+  assert sorted(p.name for p in (tmp_path / "c" / "shards").iterdir()) == [".layout"]
 
 
 def test_train_eval_and_a_dropped_pipeline_share_a_small_limit_in_one_process(built, tmp_path):
@@ -946,7 +974,7 @@ def test_a_wait_for_another_processs_download_ends_when_closed_or_after_a_bound(
   names = sorted(source.shards)
   holders = [subprocess.Popen(
       [sys.executable, "-c", HOLD_LOCK,
-       str(source.cache.folder / ".locks" / source.shards[name].sha256)],
+       str(source.cache.folder / ".locks-2" / source.shards[name].sha256)],
       stdout=subprocess.PIPE, text=True) for name in names[:2]]
   try:
     for holder in holders:
