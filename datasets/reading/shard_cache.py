@@ -480,6 +480,27 @@ class Reader:
       self._cache.prefetch(self._shards(later))
     return paths
 
+  def hold(self, g: int) -> list[pathlib.Path]:
+    """Local paths of window g, one of the `held` - 1 windows before the current one,
+    pinned with them (a pass whose first parallel reads came out of order)."""
+    shards = self._shards(g)
+    with self._lock:
+      if not self._closer.alive:
+        raise ReaderClosedError("this pipeline's shard reader was closed")
+      if self._current is None or not self._current - self._held < g < self._current:
+        raise ValueError(f"window {g} is not held with window {self._current}")
+      self._cache.prefetch(shards)
+      paths, pinned = [], []
+      try:
+        for shard in shards:
+          paths.append(self._cache.pin(shard, self._abort))
+          pinned.append(shard)
+      except BaseException:
+        _unpin_all(self._cache, pinned)
+        raise
+      self._behind.extend(pinned)
+    return paths
+
   def visit(self, g: int, index: int, use):
     """`use(path)` of shard `index` of an older window g, pinned only during the call,
     without moving the reader back or downloading ahead (a straggling read)."""

@@ -22,6 +22,7 @@ and opened once, when the reader enters it).
 
 import collections
 import dataclasses
+import math
 import os
 import struct
 import threading
@@ -43,6 +44,11 @@ STRAGGLER_SECONDS = 60.0    # the longest a read waits for older windows' reads 
 # behind the failed one) raise its error at once; later ones try again.
 FAILED_PASS_SECONDS = 5.0
 _STRAGGLE_WINDOWS = 16      # a read up to this far behind is a straggler (Grain's threads), not a new pass
+# Reading by position (Grain), the reads of a window still to come are known (the
+# positions this process reads: a stride, Grain's workers); a window is let go once they
+# have all come, or when none has come for this long (a sampler not reading in order).
+ARRIVAL_SECONDS = 2.0
+_UNASKED, _ASKED_AHEAD, _ASKED = 0, 1, 2   # a record's mark in a pass (`_asked_again`)
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
 is_bucket_url = sources.is_bucket_url
@@ -85,6 +91,14 @@ class Plan:
 
   def window(self, g: int) -> list[str]:
     return [self.shards[i].name for i in self.window_indices(g)]
+
+  def window_span(self, g: int) -> tuple[int, int]:
+    """[start, end): the positions of window g's records in the run (epoch after epoch)."""
+    epoch, within = divmod(g, self.windows_per_epoch)
+    takes = np.array([shard.take for shard in self.shards], np.int64)[self._shard_order(epoch)]
+    start = epoch * self.records_per_epoch + int(takes[:within * self.window_shards].sum())
+    return start, start + int(takes[within * self.window_shards:
+                                    (within + 1) * self.window_shards].sum())
 
   def window_positions(self, g: int) -> np.ndarray:
     """int64 [records of window g, 3]: (shard index, record index, g), shuffled together
@@ -295,22 +309,36 @@ def _open_records(path, file_format: str):
   return _TFRecordFile(path)
 
 
+class PassEndedError(RuntimeError):
+  """A read of a pass that ended while it waited (its iterator was rewound or replaced)."""
+
+
 class PositionReader:
   """Records by (shard index, record index, window) rows of `Plan.positions`. The files
   of the windows its shard reader holds pinned stay open (no lock, pin or open per
   record): the current one, and for Grain (whose reading threads straddle a window's
-  end) the one before (`held=2`)."""
+  end) the one before (`held=2`).
+
+  Read by position (`read(..., at=position)`, Grain), the reader knows which reads of a
+  window are still to come in this process (from the first position of the pass and the
+  stride between positions: Grain's workers each read every n-th), so it lets a window go
+  only once they have come, and a read that arrives after the window read ahead of it
+  finds its files open rather than downloading its shard again."""
 
   def __init__(self, source, plan: Plan, reader, held: int = 1):
     self._format, self._plan, self._reader = source.file_format, plan, reader
     self._keep = held   # the windows `reader` holds pinned
     self._open: dict[int, dict[int, object]] = {}
     self._last: int | None = None   # the last window entered
+    self._first: int | None = None  # the first window entered in the pass
     self._reading = collections.Counter()   # window -> reads under way in it
     self._retired: dict[int, dict[int, object]] = {}  # dropped, closed by their last read
-    # The records asked for in each recent window, a bool a record; one asked for again is
+    # The records asked for in each recent window, a mark a record; one asked for again is
     # a new pass (a loader iterated again, an iterator rewound), not a straggler.
     self._asked: dict[int, dict[int, np.ndarray]] = {}
+    self._arrived = collections.Counter()   # window -> records asked for in the pass
+    self._reads = _Reads()
+    self._passes = 0   # new passes begun
     self._failure: tuple[Exception, float, int] | None = None  # (error, when, window)
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
@@ -318,8 +346,11 @@ class PositionReader:
   def _new_pass(self) -> None:
     for w in list(self._open):
       self._retire(w)
-    self._last, self._failure = None, None
+    self._last, self._first, self._failure = None, None, None
     self._asked.clear()
+    self._arrived.clear()
+    self._reads = _Reads()
+    self._passes += 1
 
   def _far_behind(self, g: int) -> bool:
     """A read of window g starts a new pass (a dataset iterated again, a restored
@@ -331,55 +362,130 @@ class PositionReader:
     return last is not None and g < last and (
         self._keep == 1 or last - g > _STRAGGLE_WINDOWS)
 
-  def _asked_again(self, g: int, shard: int, indices: list[int]) -> bool:
-    """Marks records `indices` of `shard` in window g asked for; True if one already was."""
-    info = self._plan.shards[shard]
-    marks = self._asked.setdefault(g, {}).setdefault(shard, np.zeros(info.take, bool))
-    offsets = np.asarray(indices) - info.skip
-    again = bool(marks[offsets].any())
-    marks[offsets] = True
-    return again
+  def _ahead(self, g: int) -> bool:
+    """Whether a read of window g is ahead of the windows this pass holds and the next
+    ones (reading by position): it may be a read of an iterator rewound meanwhile, still
+    under way."""
+    return self._keep > 1 and self._last is not None and g - self._last > self._keep
 
-  def _new_pass_from(self, g: int, shard: int, indices: list[int]) -> None:
-    """A new pass, whose first read is records `indices` of `shard` in window g."""
+  def _asked_again(self, g: int, shard: int, indices: list[int]) -> bool:
+    """Marks records `indices` of `shard` in window g asked for; True if one already was.
+    A read `_ahead` marks them as such: the same records asked for again are then not a
+    new pass."""
+    info = self._plan.shards[shard]
+    marks = self._asked.setdefault(g, {}).setdefault(shard, np.zeros(info.take, np.uint8))
+    offsets = np.asarray(indices) - info.skip
+    asked = marks[offsets]
+    self._arrived[g] += int((asked == _UNASKED).sum())
+    if self._ahead(g):
+      marks[offsets] = np.maximum(asked, _ASKED_AHEAD)
+      return False
+    marks[offsets] = _ASKED
+    return bool((asked == _ASKED).any())
+
+  def _new_pass_from(self, g: int, shard: int, indices: list[int], at: int | None) -> None:
+    """A new pass, whose first read is records `indices` of `shard` in window g (at
+    position `at`)."""
     self._new_pass()
     self._asked_again(g, shard, indices)
+    if at is not None:
+      self._reads.add(at)
 
-  def _files(self, g: int, shard: int, indices: list[int]) -> dict[int, object] | None:
-    """The open files of window g, for records `indices` of `shard`, counted as read until
-    `_done(g)`; None for a read that straggles behind the windows held (Grain's threads:
-    read by a visit). Once entering a window failed, the reads queued behind it raise that
-    error at once, each would otherwise wait out the same bounds again."""
+  def _to_come(self, windows) -> bool:
+    """Whether reads of `windows` that this process makes in the pass have not come yet."""
+    return any(self._arrived[w] < self._reads.count(*self._plan.window_span(w))
+               for w in windows)
+
+  def _wait_behind(self, g: int) -> None:
+    """Before entering window g unpins the windows before g - keep + 1: waits for their
+    reads under way to end (for up to STRAGGLER_SECONDS: an evicted file kept open would
+    stay on the disk) and for those still to come in this process (for up to
+    ARRIVAL_SECONDS: a straggler would download its shard again)."""
+    start = time.monotonic()
+    while g not in self._open:
+      behind = [w for w in set(self._reading) | set(self._open) if w <= g - self._keep]
+      busy = any(self._reading[w] for w in behind)
+      if not busy and not self._to_come(w for w in behind if w in self._open):
+        return
+      end = start + (STRAGGLER_SECONDS if busy else ARRIVAL_SECONDS)
+      if time.monotonic() >= end:
+        return
+      self._idle.wait(end - time.monotonic())
+
+  def _wait_for_pass(self, g: int) -> None:
+    """A read of window g, ahead of windows this process still reads (a read of an
+    iterator rewound meanwhile, still under way; parallel reads far out of order), waits
+    while the pass gets nearer, entering them in order; it goes on when the pass has not
+    moved for ARRIVAL_SECONDS."""
+    while g not in self._open:
+      last = self._last
+      if last is None or g - last <= self._keep or not self._to_come(
+          range(last + 1, min(g, last + 1 + _STRAGGLE_WINDOWS))):
+        return
+      if not self._idle.wait_for(lambda: self._last != last or g in self._open,  # noqa: B023
+                                 ARRIVAL_SECONDS):
+        return
+
+  def _files(self, g: int, shard: int, indices: list[int],
+             at: int | None) -> dict[int, object] | None:
+    """The open files of window g, for records `indices` of `shard` (at position `at`
+    when reading by position), counted as read until `_done(g)`; None for a read that
+    straggles behind the windows held (read by a visit). Once entering a window failed,
+    the reads queued behind it raise that error at once, each would otherwise wait out the
+    same bounds again."""
     with self._lock:
       if self._asked_again(g, shard, indices) or self._far_behind(g):
-        self._new_pass_from(g, shard, indices)
+        self._new_pass_from(g, shard, indices, at)
+      elif at is not None and not self._ahead(g):  # (a rewound iterator's: not this pass's)
+        self._reads.add(at)
       # (reading window after window, tf.data keeps only the current window's: a read
       # behind it is a new pass anyway)
       horizon = _STRAGGLE_WINDOWS if self._keep > 1 else 0
       for old in [w for w in self._asked if w < g - horizon]:
         del self._asked[old]
+        del self._arrived[old]
       if self._failure is not None:
         error, when, _ = self._failure
         if time.monotonic() - when < FAILED_PASS_SECONDS:
           raise error
         self._failure = None
-      waited = False
+      waited, passes = False, self._passes
       while True:
+        if self._passes != passes:
+          # A new pass began while it waited: it is a read of an iterator rewound or
+          # iterated again, still under way, whose result nobody takes (reading it would
+          # download a shard the new pass may not reach for long).
+          raise PassEndedError(
+              f"a read of window {g} waited while a new pass began (its iterator was "
+              "rewound or iterated again): it was dropped")
         files = self._open.get(g)
         if files is not None:
           self._reading[g] += 1
           return files
         if self._far_behind(g):
-          self._new_pass_from(g, shard, indices)
+          self._new_pass_from(g, shard, indices, at)
+          passes = self._passes
         last = self._last
-        if last is not None and g < last:  # a little behind: a straggler
-          return None
-        # Entering g unpins the windows before g - keep + 1: reads still under way in
-        # them end first (an evicted file kept open would stay on the disk).
-        busy = lambda: any(n for w, n in self._reading.items() if w <= g - self._keep)  # noqa: E731
-        if busy() and not waited:
+        if last is not None and g < last:
+          if self._first == last and last - g < self._keep:
+            # The pass's first reads came out of order (parallel reads): the window
+            # before the one it started at is held too, not read record by record.
+            self._open[g] = self._opened(g, self._reader.hold(g))
+            continue
+          return None  # a little behind: a straggler
+        if not waited:
           waited = True
-          self._idle.wait_for(lambda: not busy() or g in self._open, STRAGGLER_SECONDS)
+          # While it waits, the read counts as under way in g: g is not let go (others
+          # may enter it meanwhile, and the windows after) before it has read.
+          self._reading[g] += 1
+          try:
+            self._wait_for_pass(g)
+            self._wait_behind(g)
+          finally:
+            self._reading[g] -= 1
+            if not self._reading[g]:
+              del self._reading[g]
+              self._idle.notify_all()
           continue
         # Windows are entered in order, each once a pass, even when parallel reads reach
         # a later one first (a reader that skipped one would unpin and prefetch the wrong
@@ -391,13 +497,19 @@ class PositionReader:
           except Exception as error:
             self._failure = (error, time.monotonic(), w)
             raise
-          self._open[w] = {i: _open_records(path, self._format) for i, path in
-                           zip(self._plan.window_indices(w), paths)}
+          self._open[w] = self._opened(w, paths)
+        if last is None:
+          self._first = g
         self._last = g
+        self._idle.notify_all()  # (a read waiting for the pass to move)
         for old in [w for w in self._open if w <= g - self._keep]:
           self._retire(old)  # unpinned by the reader
         self._reading[g] += 1
         return self._open[g]
+
+  def _opened(self, g: int, paths) -> dict[int, object]:
+    return {i: _open_records(path, self._format)
+            for i, path in zip(self._plan.window_indices(g), paths)}
 
   def _retire(self, g: int) -> None:
     """Closes window g's files now (not when garbage collected: an evicted file kept open
@@ -423,12 +535,14 @@ class PositionReader:
       self._new_pass()
     self._reader.finish()
 
-  def read(self, positions: np.ndarray) -> list[bytes]:
+  def read(self, positions: np.ndarray, at: int | None = None) -> list[bytes]:
+    """The records of rows `positions`; `at`: the run position of a single row (reading by
+    position)."""
     out = [b""] * len(positions)
     for window, shard in np.unique(positions[:, [2, 0]], axis=0).tolist():
       rows = np.flatnonzero((positions[:, 0] == shard) & (positions[:, 2] == window))
       indices = positions[rows, 1].tolist()
-      files = self._files(window, shard, indices)
+      files = self._files(window, shard, indices, at)
       if files is None:  # a straggling read: that one shard, pinned for the read
         records = self._reader.visit(
             window, self._plan.window_indices(window).index(shard),
@@ -441,6 +555,35 @@ class PositionReader:
       for row, record in zip(rows, records):
         out[row] = record
     return out
+
+
+class _Reads:
+  """The positions one process reads in a pass, from those it has read: from the lowest,
+  every `stride`-th (the greatest common divisor of their distances: Grain's n workers
+  each read every n-th position)."""
+
+  def __init__(self):
+    self._first: int | None = None
+    self._lowest: int | None = None
+    self._stride = 0
+
+  def __bool__(self) -> bool:
+    return self._first is not None
+
+  def add(self, position: int) -> None:
+    if self._first is None:
+      self._first = self._lowest = position
+    self._lowest = min(self._lowest, position)
+    self._stride = math.gcd(self._stride, position - self._first)
+
+  def count(self, start: int, end: int) -> int:
+    """How many of the positions in [start, end) are read."""
+    if self._first is None:
+      return 0
+    start = max(start, self._lowest)
+    stride = self._stride or 1  # (one position read: every one after it, until known)
+    first = start + (self._first - start) % stride
+    return 0 if first >= end else (end - 1 - first) // stride + 1
 
 
 def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
@@ -508,4 +651,4 @@ class PositionSource:
     if cached_epoch != epoch:
       rows = self.plan.positions(epoch)
       self._epoch_rows = (epoch, rows)   # one assignment: threads see a consistent pair
-    return self.reader.read(rows[within:within + 1])[0]
+    return self.reader.read(rows[within:within + 1], at=int(position))[0]
