@@ -57,7 +57,7 @@ class BadItem(Exception):
 class Report:
   problems: list[problems_lib.Problem]   # sorted
   notes: dict[str, str]                  # key -> note, sorted by key
-  # Every example's identity and fingerprint, for the duplicate report (`_identity`).
+  # Every written example's identity and fingerprint, for the duplicate report (`_identity`).
   images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
   dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
 
@@ -147,9 +147,12 @@ class Generation:
   # Write each split in the order its items are given, not TFDS's hashed-key order (the
   # keras cache: its stored order is keras' output order, read back sequentially).
   keep_order: bool = False
-  _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
+  # (split, key, identity) of every example written: what the duplicate report describes,
+  # also when TFDS stops a split early (--max_examples_per_split).
+  _images: list = dataclasses.field(default_factory=list)
   _dropped: list = dataclasses.field(default_factory=list)
-  _fingerprinted: bool = False  # every item's fingerprint is known (`_fingerprint_first`)
+  # (split, key) -> identity of every item, once `_fingerprint_first` ran (else None).
+  _fingerprints: dict | None = None
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -184,9 +187,10 @@ class Generation:
       self._record(key, note, reason)
       if reason is not None:
         bad.append(key)
-      if identity is not None:
-        self._images.append((split, key, identity))
       if payload is not None:
+        identity = identity or (self._fingerprints or {}).get((split, key))
+        if identity is not None:  # (before the yield: TFDS may take no more)
+          self._images.append((split, key, identity))
         made += 1
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
@@ -202,7 +206,7 @@ class Generation:
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
     items, process = self._unfinished[split]
-    fingerprint = self.leakage != "off" and not self._fingerprinted
+    fingerprint = self.leakage != "off" and self._fingerprints is None
     if not records:
       return ((process, None, fingerprint, None, key, item) for key, item in items)
     maker = prepared_records.RecordMaker(self.features)
@@ -218,12 +222,12 @@ class Generation:
     work = ((process, None, True, None, key, item) for split in splits
             for items, process in [self._unfinished[split]] for key, item in items)
     where = [split for split in splits for _ in self._unfinished[split][0]]
-    for split, outcome in zip(where, parallel_map.ordered_map(
-        _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):
-      if outcome[-1] is not None:
-        self._images.append((split, outcome[0], outcome[-1]))
-    self._fingerprinted = True
-    entries = self._members()
+    self._fingerprints = {
+        (split, outcome[0]): outcome[-1] for split, outcome in zip(where, parallel_map.ordered_map(
+            _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS))
+        if outcome[-1] is not None}
+    entries = self._members((split, key, identity)
+                            for (split, key), identity in self._fingerprints.items())
     groups = duplicates.find([m for _, m, _ in entries], [f for _, _, f in entries])
     if self.leakage == "error":
       duplicates.raise_if_leaking(groups, self.title)
@@ -242,8 +246,9 @@ class Generation:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
 
-  def _members(self) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
-    """(key, member, fingerprint) of every example fingerprinted so far; labels as names."""
+  def _members(self, images) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
+    """(key, member, fingerprint) of `images`, (split, key, identity) triples; labels as
+    names."""
     label = self.features["label"] if self.features and "label" in self.features else None
     names = getattr(label, "names", None)
 
@@ -253,16 +258,17 @@ class Generation:
       return names[int(value)]
 
     return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
-            for split, key, (file_name, value, fingerprint) in self._images
+            for split, key, (file_name, value, fingerprint) in images
             if fingerprint is not None]
 
   def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
-    return [(member, fingerprint) for _, member, fingerprint in self._members()]
+    """Every written example's member and fingerprint."""
+    return [(member, fingerprint) for _, member, fingerprint in self._members(self._images)]
 
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
     for the splits in the order given, else from a run of this split alone."""
-    if self.leakage in _BEFORE_WRITING and not self._fingerprinted:
+    if self.leakage in _BEFORE_WRITING and self._fingerprints is None:
       self._fingerprint_first()
     if share and self._stream is None:
       self._stream_splits = list(self._unfinished)
