@@ -42,7 +42,30 @@ _REPORT_DIR = "_imagesets_report"
 
 
 class EmptySplitError(ValueError):
-  """Every item of a split was bad (skipped) or dropped: the split has no example."""
+  """Every item of one or more splits was bad (skipped) or dropped: no example left.
+
+  `empty`: split -> (its bad keys, how many of its items leakage="drop" left out)."""
+
+  def __init__(self, empty: dict[str, tuple[Sequence[str], int]]):
+    self.empty = empty
+    told = [_empty_told(bad, dropped) for bad, dropped in empty.values()]
+    names = ", ".join(map(repr, empty))
+    what = (f"split {names} has no examples left: {told[0]}" if len(empty) == 1 else
+            f"splits {names} have no examples left: "
+            + "; ".join(f"{split}: {line}" for split, line in zip(empty, told)))
+    super().__init__(what + "; repair or replace them, add images, or change the split "
+                     "proportions or seed")
+
+  def joined(self, others: Sequence["EmptySplitError"]) -> "EmptySplitError":
+    """One error naming this one's splits and the `others`'."""
+    return EmptySplitError(self.empty | {s: e for other in others for s, e in other.empty.items()})
+
+
+def _empty_told(bad: Sequence[str], dropped: int) -> str:
+  return (f"{len(bad)} bad file(s) skipped ({', '.join(sorted(bad)[:5])}"
+          f"{', ...' if len(bad) > 5 else ''})"
+          + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
+             if dropped else ""))
 
 
 class BadItem(Exception):
@@ -196,12 +219,7 @@ class Generation:
     del self._unfinished[split]
     if bad and not made:  # (TFDS would only say "No examples were yielded.")
       dropped = sum(member.split == split for member in self._dropped)
-      raise EmptySplitError(
-          f"split {split!r} has no examples left: {len(bad)} bad file(s) skipped "
-          f"({', '.join(sorted(bad)[:5])}{', ...' if len(bad) > 5 else ''})"
-          + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
-             if dropped else "") +
-          "; repair or replace them, add images, or change the split proportions or seed")
+      raise EmptySplitError({split: (bad, dropped)})
 
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
@@ -299,18 +317,21 @@ class Generation:
     if note is not None:
       self._notes[key] = note
 
-  def check_unfinished(self) -> None:
-    """Runs the items of splits TFDS did not finish, for their problems only.
+  def check_unfinished(self) -> list[EmptySplitError]:
+    """Runs the items of splits TFDS did not finish, for their problems only; returns the
+    splits left without an example.
 
     When a build fails early (e.g. TFDS stops at a split with no good example),
     this still finds every problem, so one error can list them all.
     """
+    empty = []
     for split in list(self._unfinished):
       try:
         for _ in self._local(split, share=False):
           pass
-      except EmptySplitError:
-        pass  # (its bad items are recorded: the build's one error names them all)
+      except EmptySplitError as error:  # (its bad items are recorded too)
+        empty.append(error)
+    return empty
 
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam
