@@ -56,9 +56,13 @@ class EmptySplitError(ValueError):
     super().__init__(what + "; repair or replace them, add images, or change the split "
                      "proportions or seed")
 
+  def __reduce__(self):  # (its one argument is not the message)
+    return EmptySplitError, (self.empty,)
+
   def joined(self, others: Sequence["EmptySplitError"]) -> "EmptySplitError":
     """One error naming this one's splits and the `others`'."""
-    return EmptySplitError(self.empty | {s: e for other in others for s, e in other.empty.items()})
+    return EmptySplitError(self.empty | {split: empty for other in others
+                                         for split, empty in other.empty.items()})
 
 
 def _empty_told(bad: Sequence[str], dropped: int) -> str:
@@ -211,6 +215,7 @@ class Generation:
       if reason is not None:
         bad.append(key)
       if payload is not None:
+        # (fingerprinted by its worker now, or by drop's or error's first pass)
         identity = identity or (self._fingerprints or {}).get((split, key))
         if identity is not None:  # (before the yield: TFDS may take no more)
           self._images.append((split, key, identity))
