@@ -99,16 +99,19 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       try:
         split_infos = self._generate_all_splits(
             dl_manager, sharding.with_min_shards(download_config), use_beam)
-      except Exception:
+      except Exception as stopped:
         # TFDS can stop before every split ran (e.g. a split without one good example).
         # If bad items caused it, check the rest too, so that one error names every bad
-        # item of the source; any other failure is re-raised without more work.
+        # item of the source (or, when they are skipped, every split left empty); any other
+        # failure is re-raised without more work.
         if self.generation.report().problems:
-          self.generation.check_unfinished()
+          empty = self.generation.check_unfinished()
           try:
             self._finish_generation(self.generation.report())
           except problems.InvalidSourceError as error:
             raise error from None  # the whole story: not after what stopped TFDS
+          if isinstance(stopped, generation.EmptySplitError) and empty:
+            raise stopped.joined(empty) from None
         raise
     report = self.generation.report()
     self._finish_generation(report)

@@ -22,9 +22,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   the build fingerprinted nothing, e.g. on Beam)."""
   if action == "off" or not report.images:
     return None
-  # What the version stores: drop's first pass fingerprinted the dropped examples too.
-  dropped = set(report.dropped)
-  images = [(member, print_) for member, print_ in report.images if member not in dropped]
+  images = report.images  # the examples written (not the dropped, nor those past a cap)
   members = [member for member, _ in images]
   groups = duplicates.find(members, [fingerprint for _, fingerprint in images])
   leaks = [group for group in groups if group.cross_split]

@@ -42,7 +42,34 @@ _REPORT_DIR = "_imagesets_report"
 
 
 class EmptySplitError(ValueError):
-  """Every item of a split was bad (skipped) or dropped: the split has no example."""
+  """Every item of one or more splits was bad (skipped) or dropped: no example left.
+
+  `empty`: split -> (its bad keys, how many of its items leakage="drop" left out)."""
+
+  def __init__(self, empty: dict[str, tuple[Sequence[str], int]]):
+    self.empty = empty
+    told = [_empty_told(bad, dropped) for bad, dropped in empty.values()]
+    names = ", ".join(map(repr, empty))
+    what = (f"split {names} has no examples left: {told[0]}" if len(empty) == 1 else
+            f"splits {names} have no examples left: "
+            + "; ".join(f"{split}: {line}" for split, line in zip(empty, told)))
+    super().__init__(what + "; repair or replace them, add images, or change the split "
+                     "proportions or seed")
+
+  def __reduce__(self):  # (its one argument is not the message)
+    return EmptySplitError, (self.empty,)
+
+  def joined(self, others: Sequence["EmptySplitError"]) -> "EmptySplitError":
+    """One error naming this one's splits and the `others`'."""
+    return EmptySplitError(self.empty | {split: empty for other in others
+                                         for split, empty in other.empty.items()})
+
+
+def _empty_told(bad: Sequence[str], dropped: int) -> str:
+  return (f"{len(bad)} bad file(s) skipped ({', '.join(sorted(bad)[:5])}"
+          f"{', ...' if len(bad) > 5 else ''})"
+          + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
+             if dropped else ""))
 
 
 class BadItem(Exception):
@@ -57,7 +84,7 @@ class BadItem(Exception):
 class Report:
   problems: list[problems_lib.Problem]   # sorted
   notes: dict[str, str]                  # key -> note, sorted by key
-  # Every example's identity and fingerprint, for the duplicate report (`_identity`).
+  # Every written example's identity and fingerprint, for the duplicate report (`_identity`).
   images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
   dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
 
@@ -147,9 +174,12 @@ class Generation:
   # Write each split in the order its items are given, not TFDS's hashed-key order (the
   # keras cache: its stored order is keras' output order, read back sequentially).
   keep_order: bool = False
-  _images: list = dataclasses.field(default_factory=list)  # (split, key, identity)
+  # (split, key, identity) of every example written: what the duplicate report describes,
+  # also when TFDS stops a split early (--max_examples_per_split).
+  _images: list = dataclasses.field(default_factory=list)
   _dropped: list = dataclasses.field(default_factory=list)
-  _fingerprinted: bool = False  # every item's fingerprint is known (`_fingerprint_first`)
+  # (split, key) -> identity of every item, once `_fingerprint_first` ran (else None).
+  _fingerprints: dict | None = None
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
@@ -184,25 +214,22 @@ class Generation:
       self._record(key, note, reason)
       if reason is not None:
         bad.append(key)
-      if identity is not None:
-        self._images.append((split, key, identity))
       if payload is not None:
+        # (fingerprinted by its worker now, or by drop's or error's first pass)
+        identity = identity or (self._fingerprints or {}).get((split, key))
+        if identity is not None:  # (before the yield: TFDS may take no more)
+          self._images.append((split, key, identity))
         made += 1
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
     if bad and not made:  # (TFDS would only say "No examples were yielded.")
       dropped = sum(member.split == split for member in self._dropped)
-      raise EmptySplitError(
-          f"split {split!r} has no examples left: {len(bad)} bad file(s) skipped "
-          f"({', '.join(sorted(bad)[:5])}{', ...' if len(bad) > 5 else ''})"
-          + (f", {dropped} dropped as copies of images of an earlier split (leakage=drop)"
-             if dropped else "") +
-          "; repair or replace them, add images, or change the split proportions or seed")
+      raise EmptySplitError({split: (bad, dropped)})
 
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
     items, process = self._unfinished[split]
-    fingerprint = self.leakage != "off" and not self._fingerprinted
+    fingerprint = self.leakage != "off" and self._fingerprints is None
     if not records:
       return ((process, None, fingerprint, None, key, item) for key, item in items)
     maker = prepared_records.RecordMaker(self.features)
@@ -218,12 +245,12 @@ class Generation:
     work = ((process, None, True, None, key, item) for split in splits
             for items, process in [self._unfinished[split]] for key, item in items)
     where = [split for split in splits for _ in self._unfinished[split][0]]
-    for split, outcome in zip(where, parallel_map.ordered_map(
-        _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):
-      if outcome[-1] is not None:
-        self._images.append((split, outcome[0], outcome[-1]))
-    self._fingerprinted = True
-    entries = self._members()
+    self._fingerprints = {
+        (split, outcome[0]): outcome[-1] for split, outcome in zip(where, parallel_map.ordered_map(
+            _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS))
+        if outcome[-1] is not None}
+    entries = self._members((split, key, identity)
+                            for (split, key), identity in self._fingerprints.items())
     groups = duplicates.find([m for _, m, _ in entries], [f for _, _, f in entries])
     if self.leakage == "error":
       duplicates.raise_if_leaking(groups, self.title)
@@ -242,8 +269,9 @@ class Generation:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
 
-  def _members(self) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
-    """(key, member, fingerprint) of every example fingerprinted so far; labels as names."""
+  def _members(self, images) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
+    """(key, member, fingerprint) of `images`, (split, key, identity) triples; labels as
+    names."""
     label = self.features["label"] if self.features and "label" in self.features else None
     names = getattr(label, "names", None)
 
@@ -253,16 +281,17 @@ class Generation:
       return names[int(value)]
 
     return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
-            for split, key, (file_name, value, fingerprint) in self._images
+            for split, key, (file_name, value, fingerprint) in images
             if fingerprint is not None]
 
   def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
-    return [(member, fingerprint) for _, member, fingerprint in self._members()]
+    """Every written example's member and fingerprint."""
+    return [(member, fingerprint) for _, member, fingerprint in self._members(self._images)]
 
   def _outcomes(self, split, records, share):
     """The outcomes of `split`'s items, in order: from the shared stream when TFDS asks
     for the splits in the order given, else from a run of this split alone."""
-    if self.leakage in _BEFORE_WRITING and not self._fingerprinted:
+    if self.leakage in _BEFORE_WRITING and self._fingerprints is None:
       self._fingerprint_first()
     if share and self._stream is None:
       self._stream_splits = list(self._unfinished)
@@ -293,18 +322,21 @@ class Generation:
     if note is not None:
       self._notes[key] = note
 
-  def check_unfinished(self) -> None:
-    """Runs the items of splits TFDS did not finish, for their problems only.
+  def check_unfinished(self) -> list[EmptySplitError]:
+    """Runs the items of splits TFDS did not finish, for their problems only; returns the
+    splits left without an example.
 
     When a build fails early (e.g. TFDS stops at a split with no good example),
     this still finds every problem, so one error can list them all.
     """
+    empty = []
     for split in list(self._unfinished):
       try:
         for _ in self._local(split, share=False):
           pass
-      except EmptySplitError:
-        pass  # (its bad items are recorded: the build's one error names them all)
+      except EmptySplitError as error:  # (its bad items are recorded too)
+        empty.append(error)
+    return empty
 
   def _beam(self, split, items, process):
     beam = tfds.core.lazy_imports.apache_beam

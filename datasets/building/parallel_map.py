@@ -60,11 +60,11 @@ def executor(workers: int | None = None, *, threads: bool = False):
 
 
 def _start_worker(parent: int) -> None:
-  """A worker's start: a lower priority (above), and its end with its parent's. A forked
-  worker inherits the build's lock (an flock on an open file, build_lock): a build killed
-  with SIGKILL (the OOM killer, `kill -9`) whose workers lived on as orphans left every
-  later build refused as "in progress" until they were found and killed by hand. (Not
-  PR_SET_PDEATHSIG: it fires when the forking *thread* ends, which may be any thread.)"""
+  """A worker's start: a lower priority (above), and its end with its parent's: the
+  workers of a build killed with SIGKILL (the OOM killer, `kill -9`) would live on as
+  orphans, holding their memory and waiting for work. (They no longer hold the build's
+  lock: build_lock closes it in every forked child. Not PR_SET_PDEATHSIG: it fires when
+  the forking *thread* ends, which may be any thread.)"""
   os.nice(WORKER_NICENESS)
 
   def watch():

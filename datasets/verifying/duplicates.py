@@ -339,8 +339,8 @@ def _named(group: Group, limit: int = 3) -> str:
 def summary(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] = (),
             show: int = 3) -> str:
   """One line: how many groups, how many cross splits, naming a few of those."""
-  if not groups:
-    return f"duplicates: none among {num_images} images"
+  if not groups:  # (what a drop left out is still said)
+    return f"duplicates: none among {num_images} images" + _dropped(dropped)
   kinds = collections.Counter(g.kind for g in groups)
   leaks = [g for g in groups if g.cross_split]
   conflicts = sum(g.label_conflict for g in groups)
@@ -351,9 +351,11 @@ def summary(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] 
     line += f"; and {len(leaks) - show} more" if len(leaks) > show else ""
   if conflicts:
     line += f"; {conflicts} label conflict(s)"
-  if dropped:
-    line += f"; dropped {len(dropped)} leaked example(s)"
-  return line
+  return line + _dropped(dropped)
+
+
+def _dropped(dropped: Sequence[Member]) -> str:
+  return f"; dropped {len(dropped)} leaked example(s)" if dropped else ""
 
 
 def to_json(groups: Sequence[Group], num_images: int, dropped: Sequence[Member] = ()) -> dict:

@@ -62,6 +62,58 @@ def test_next_build_removes_what_a_killed_build_left(tmp_path):
   assert len(list(builder.as_dataset(split="train"))) == 12
 
 
+# Holds the lock of VERSION_DIR with a worker pool, as a build does, and prints the workers'
+# pids. Their orphan watch is slowed down: a worker busy in a long call outlives its build.
+ORPHANED_POOL = """
+import os, sys
+from imagesets.building import build_lock, parallel_map
+parallel_map.ORPHAN_POLL_SECONDS = 600
+with build_lock.hold(sys.argv[1], name="x/1.0.0"), parallel_map.executor(2) as pool:
+  pool.submit(os.getpid).result()  # (a fork pool starts all its workers at once)
+  print(*pool._processes, flush=True)
+  sys.stdin.read()
+"""
+
+
+def test_the_orphaned_workers_of_a_killed_build_do_not_hold_its_lock(tmp_path):
+  version_dir = tmp_path / "x" / "1.0.0"
+  held = subprocess.Popen([sys.executable, "-c", ORPHANED_POOL, str(version_dir)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)
+  try:
+    workers = [int(pid) for pid in held.stdout.readline().split()]
+    assert len(workers) == 2, workers
+    held.kill()
+    held.wait()  # the build is gone (reaped)
+    for pid in workers:
+      os.kill(pid, 0)  # its workers are not (raises ProcessLookupError if one is)
+    with build_lock.hold(version_dir, name="x/1.0.0"):  # not refused as "in progress"
+      assert build_lock.lock_path(version_dir).read_text().startswith(f"pid {os.getpid()} ")
+  finally:
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(held.pid, signal.SIGKILL)
+
+
+def test_a_lock_let_go_within_the_grace_is_taken_not_refused(tmp_path):
+  """As a build killed a moment ago: its process lets go of the lock as the kernel ends it,
+  some milliseconds after `kill -9` returned (here: 0.3 s after the next build tried)."""
+  version_dir = tmp_path / "x" / "1.0.0"
+  version_dir.parent.mkdir()
+  dying = subprocess.Popen(
+      [sys.executable, "-c", "import fcntl, sys, time; lock = open(sys.argv[1], 'a+'); "
+       "fcntl.flock(lock, fcntl.LOCK_EX); print('held', flush=True); time.sleep(0.3)",
+       str(build_lock.lock_path(version_dir))], stdout=subprocess.PIPE, text=True)
+  try:
+    assert dying.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    with build_lock.hold(version_dir, name="x/1.0.0"):
+      waited = time.monotonic() - start
+  finally:
+    dying.kill()
+    dying.wait()
+  assert 0.1 < waited < build_lock.GRACE_SECONDS
+
+
 def test_a_build_never_removes_the_folder_of_a_running_build(tmp_path):
   held = _start_held_build(tmp_path, tmp_path / "go")
   try:

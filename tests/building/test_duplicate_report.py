@@ -127,3 +127,53 @@ def test_off_fingerprints_nothing_and_a_bad_value_is_refused(tmp_path):
   assert not (tmp_path / "d" / "pets" / "1.0.0" / duplicates.REPORT_FILE).exists()
   with pytest.raises(ValueError, match="leakage='maybe': use one of warn, error, drop, off"):
     class_folders_builder.ClassFoldersConfig(name="x", root=root, leakage="maybe")
+
+
+def _copies_tree(tmp_path, *, cross_split: bool) -> str:
+  """12 distinct photos in c0/c1 and an exact copy of 6 of them (`N.jpg` and `Na.jpg`: next
+  to each other in key order); `cross_split=False` keeps only the copies in their
+  original's split."""
+  photos = {i: sample_images.photo(40, 48, seed=100 + i) for i in range(12)}
+  files = {f"c{i % 2}/{i}.jpg": planted_copies.original(photos[i]) for i in photos}
+  copies = {f"c{i % 2}/{i}a.jpg": planted_copies.exact(photos[i]) for i in range(6)}
+  if not cross_split:
+    of = lambda name: splits.split_of(name, PROPORTIONS, 3)
+    copies = {name: data for name, data in copies.items()
+              if of(name) == of(name.replace("a.jpg", ".jpg"))}
+  return write_tree(tmp_path / "tree", files | copies)
+
+
+@pytest.mark.parametrize("leakage", ["drop", "warn", "error"])
+def test_a_capped_build_stores_the_report_of_the_examples_it_stored(tmp_path, leakage):
+  """--max_examples_per_split: TFDS stops each split after 4 examples; the report, the card
+  and the metadata describe those, and `imagesets duplicates` reads the report back."""
+  from imagesets.class_folders import class_folders_dataset_builder
+  root = _copies_tree(tmp_path, cross_split=leakage != "error")
+  builder = class_folders_dataset_builder.Builder(
+      config=class_folders_dataset_builder.ClassFoldersConfig(
+          name="capped", root=root, leakage=leakage, split_proportions=PROPORTIONS, seed=3),
+      data_dir=tmp_path / "d")
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(max_examples_per_split=4))
+  counts = {name: split.num_examples for name, split in builder.info.splits.items()}
+  assert counts == {"train": 4, "test": 4}
+  stored = {f"{split}/{example['file_name'].decode()}" for split in counts
+            for example in tfds.as_numpy(builder.as_dataset(split))}
+  # (seed 3 puts 0, 0a, 4, 4a first in train; 10, 2, 2a, 8 in test)
+  pairs = {"train/c0/0.jpg", "train/c0/0a.jpg", "train/c0/4.jpg", "train/c0/4a.jpg",
+           "test/c0/2.jpg", "test/c0/2a.jpg"}
+  assert pairs < stored
+  summary = duplicates.stored_summary(builder.data_path, counts)
+  assert summary.startswith("duplicates: 3 group(s) (3 exact, 0 near) among 8 images; 0 cross")
+  assert summary.endswith("; dropped 1 leaked example(s)") == (leakage == "drop")
+  assert builder.info.metadata["duplicates"]["num_images"] == 8
+  card = (builder.data_path / "README.md").read_text()
+  assert "| **total** | 4 | 4 |" in card, card
+  result = subprocess.run([str(BIN / "imagesets"), "duplicates", "class_folders/capped:1.0.0",
+                           "--data-dir", tmp_path / "d"], capture_output=True, text=True,
+                          timeout=300)
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  assert {line.split()[0] for line in lines if line.startswith(("  train/", "  test/"))} == pairs
+  dropped = [line.split()[4] for line in lines if line.startswith("dropped by the build: ")]
+  assert len(dropped) == (leakage == "drop") and not set(dropped) & stored

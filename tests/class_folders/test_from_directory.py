@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 import imagesets
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
+from imagesets.building import generation
 from imagesets.building import keras_pixels
 from imagesets.building import problems
 from imagesets.class_folders import cache_use
@@ -495,6 +496,20 @@ def test_a_split_left_empty_by_skipped_files_is_named_with_them(tmp_path, cache)
     imagesets.image_dataset_from_directory(
         root, image_size=(8, 8), validation_split=0.17, subset="both", seed=1,
         skip_bad_files=True, cache_dir=cache, verbose=False)
+
+
+def test_every_split_left_empty_by_skipped_files_is_named_in_the_one_error(tmp_path, cache):
+  """TFDS stops at the first empty split; the others are checked and named with it."""
+  root = write_tree(tmp_path / "junk", {f"c/{i}.jpg": b"junk%d" % i for i in range(4)})
+  with pytest.raises(generation.EmptySplitError) as error:
+    imagesets.image_dataset_from_directory(
+        root, image_size=(8, 8), validation_split=0.5, subset="both", seed=1,
+        skip_bad_files=True, cache_dir=cache, verbose=False)
+  assert str(error.value) == (
+      "splits 'train', 'validation' have no examples left: train: 2 bad file(s) skipped "
+      "(c/2.jpg, c/3.jpg); validation: 2 bad file(s) skipped (c/0.jpg, c/1.jpg); repair or "
+      "replace them, add images, or change the split proportions or seed")
+  assert error.value.__suppress_context__
 
 
 def test_splits_all_bad_without_skipping_get_the_one_error_listing_every_file(tmp_path, cache):

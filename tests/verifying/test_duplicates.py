@@ -90,6 +90,9 @@ def test_summary_names_the_leaks_and_json_round_trips():
                                  "exact_sets": [], "links": []}
   assert duplicates.from_json(report) == (groups, [])
   assert duplicates.summary([], 3) == "duplicates: none among 3 images"
+  # A drop that left no group is still said (the dropped are not among the images).
+  assert (duplicates.summary([], 3, [Member("test", "x.jpg", "a")])
+          == "duplicates: none among 3 images; dropped 1 leaked example(s)")
 
 
 def test_a_near_group_says_which_members_have_the_very_same_pixels():
