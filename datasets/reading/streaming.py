@@ -339,6 +339,10 @@ class PositionReader:
     self._arrived = collections.Counter()   # window -> records asked for in the pass
     self._reads = _Reads()
     self._passes = 0   # new passes begun
+    # Reads come from several threads: a read may then still come while another waits
+    # (read from one thread, in order or not, nothing comes: a read never waits for one).
+    self._thread: int | None = None
+    self._parallel = False
     self._failure: tuple[Exception, float, int] | None = None  # (error, when, window)
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
@@ -405,7 +409,8 @@ class PositionReader:
     while g not in self._open:
       behind = [w for w in set(self._reading) | set(self._open) if w <= g - self._keep]
       busy = any(self._reading[w] for w in behind)
-      if not busy and not self._to_come(w for w in behind if w in self._open):
+      if not busy and not (self._parallel and
+                           self._to_come(w for w in behind if w in self._open)):
         return
       end = start + (STRAGGLER_SECONDS if busy else ARRIVAL_SECONDS)
       if time.monotonic() >= end:
@@ -434,6 +439,9 @@ class PositionReader:
     the reads queued behind it raise that error at once, each would otherwise wait out the
     same bounds again."""
     with self._lock:
+      thread = threading.get_ident()
+      self._parallel = self._parallel or self._thread not in (None, thread)
+      self._thread = thread
       if self._asked_again(g, shard, indices) or self._far_behind(g):
         self._new_pass_from(g, shard, indices, at)
       elif at is not None and not self._ahead(g):  # (a rewound iterator's: not this pass's)
@@ -460,7 +468,7 @@ class PositionReader:
               "rewound or iterated again): it was dropped")
         files = self._open.get(g)
         if files is not None:
-          self._reading[g] += 1
+          self._count_in(g)
           return files
         if self._far_behind(g):
           self._new_pass_from(g, shard, indices, at)
@@ -477,9 +485,10 @@ class PositionReader:
           waited = True
           # While it waits, the read counts as under way in g: g is not let go (others
           # may enter it meanwhile, and the windows after) before it has read.
-          self._reading[g] += 1
+          self._count_in(g)
           try:
-            self._wait_for_pass(g)
+            if self._parallel:
+              self._wait_for_pass(g)
             self._wait_behind(g)
           finally:
             self._reading[g] -= 1
@@ -504,8 +513,12 @@ class PositionReader:
         self._idle.notify_all()  # (a read waiting for the pass to move)
         for old in [w for w in self._open if w <= g - self._keep]:
           self._retire(old)  # unpinned by the reader
-        self._reading[g] += 1
+        self._count_in(g)
         return self._open[g]
+
+  def _count_in(self, g: int) -> None:
+    """Counts a read under way in window g."""
+    self._reading[g] += 1
 
   def _opened(self, g: int, paths) -> dict[int, object]:
     return {i: _open_records(path, self._format)

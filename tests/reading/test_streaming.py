@@ -957,11 +957,18 @@ def position_reader(built, held=2, **plan_args):
   return streaming.PositionReader(source, plan, logged, held=held), plan, logged.calls
 
 
-def test_a_pass_whose_first_reads_come_out_of_order_holds_the_window_before(built,
-                                                                            monkeypatch):
+def local_records(built, plan):
+  """The record of each row of `plan.positions(0)`, read from the local shard files."""
+  file_format = sources.open_source(SPEC, built).file_format
+  return [streaming._read_once(  # pylint: disable=protected-access
+      built / FOLDER / plan.shards[shard].name, file_format, [index])[0]
+          for shard, index, _ in plan.positions(0).tolist()]
+
+
+def test_a_pass_whose_first_reads_come_out_of_order_holds_the_window_before(built):
   # Parallel reads at a pass's start: the first to arrive may be of window 1; window 0
-  # is then held with it, not read record by record through visits.
-  monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 0)  # (window 0's other reads never come)
+  # is then held with it, not read record by record through visits. (Read here from one
+  # thread, which no other read can overtake: none waits for window 0's other reads.)
   reader, plan, calls = position_reader(built)
   rows = plan.positions(0)
   for position in (12, 3, 4, 13, 5, 6, 25):  # windows 1, 0, 0, 1, 0, 0, 2
@@ -1010,6 +1017,22 @@ def test_a_read_of_a_rewound_iterator_still_under_way_does_not_move_the_new_pass
     read(position)
   assert stale.result(timeout=10) == read(112)
   assert calls == list(range(6, 12))
+
+
+def test_reads_from_one_thread_in_any_order_never_wait(built, monkeypatch):
+  # Nothing can arrive while the only reading thread waits: a notebook's source[i] in any
+  # order reads at once (a wait would be ARRIVAL_SECONDS each).
+  class NoWaiting(threading.Condition):
+    def wait(self, timeout=None):
+      raise AssertionError(f"a read waited ({timeout} s)")
+
+  reader, plan, calls = position_reader(built)
+  reader._idle = NoWaiting(reader._lock)  # pylint: disable=protected-access
+  rows = plan.positions(0)
+  expected = local_records(built, plan)
+  for position in (5, 150, 70, 12, 159, 0, 40):
+    assert reader.read(rows[position:position + 1], at=position) == [expected[position]]
+  assert ("hold", 0) not in calls
 
 
 def test_the_positions_a_process_reads_are_counted_from_the_stride_between_them():
