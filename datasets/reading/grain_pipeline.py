@@ -141,7 +141,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     source = streaming.PositionSource(
         str(data_dir), dataset, split, shuffle=train, seed=seed if train else 0,
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
-        shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit)
+        shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
+        readers=worker_count)
     sampler = grain.SequentialSampler(len(source), grain.NoSharding(), seed=seed)
   else:
     source = data_source(dataset, split, data_dir)

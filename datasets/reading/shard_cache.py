@@ -159,19 +159,27 @@ class ShardCache:
       self._readers.add(reader)
     return reader
 
-  def check_fits(self, largest: int, what: str) -> None:
-    if self.limit is not None and self.limit < largest:
-      raise ValueError(
-          f"cache_limit {format_size(self.limit)} is smaller than the largest shard of "
-          f"{what} ({format_size(largest)}); give at least {format_size(largest * 2)}, or "
-          "cache_limit=None")
+  def check_fits(self, largest: int, what: str, held: int = 1, readers: int = 1) -> None:
+    """Refuses a limit below what `readers` readers that each pin `held` windows of one
+    shard need (below it, readers that wait for each other, Grain's workers, can wait for
+    room forever)."""
+    need = largest * held * readers
+    if self.limit is None or self.limit >= need:
+      return
+    what = f"the largest shard of {what} ({format_size(largest)})"
+    if need > largest:
+      who = (f"{readers} readers (Grain's worker processes) that each pin" if readers > 1
+             else "a reader that pins")
+      what = f"what {who} {held} shards need ({format_size(need)}: {what})"
+    raise ValueError(f"cache_limit {format_size(self.limit)} is smaller than {what}; give at "
+                     f"least {format_size(need * 2)}, or cache_limit=None")
 
-  def window_size_for(self, wanted: int, largest: int, held: int = 1) -> int:
-    """Shards a window may hold so that the `held` windows a reader pins and the next one
-    fit in `limit`."""
+  def window_size_for(self, wanted: int, largest: int, held: int = 1, readers: int = 1) -> int:
+    """Shards a window may hold so that the `held` windows each of `readers` readers pins
+    and the next one fit in `limit`."""
     if self.limit is None:
       return wanted
-    return max(1, min(wanted, self.limit // ((held + 1) * largest)))
+    return max(1, min(wanted, self.limit // (readers * (held + 1) * largest)))
 
   def _protected(self) -> set[str]:
     """What this process's readers read now or next (evicted last, never by a prefetch)."""
@@ -330,7 +338,8 @@ class ShardCache:
             f"cache_limit {format_size(self.limit)} leaves no room for {shard.rel} "
             f"({format_size(shard.size)}) in {self.folder}: every shard in it is being read "
             "by this or other processes. Give a larger cache_limit (two windows of shards "
-            "per reader sharing it) or fewer processes per cache_dir.")
+            "per reader sharing it), fewer processes per cache_dir, or, for Grain's worker "
+            "processes, PositionSource(readers=worker_count).")
       with self._lock:
         self._changed.wait(0.2)
 

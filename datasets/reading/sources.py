@@ -85,17 +85,18 @@ class Source:
   def largest_shard(self) -> int:
     return max(shard.size for shard in self.shards.values())
 
-  def window_size_for(self, wanted: int, held: int = 1) -> int:
+  def window_size_for(self, wanted: int, held: int = 1, readers: int = 1) -> int:
     if self.cache is None:
       return wanted
-    return self.cache.window_size_for(wanted, self.largest_shard, held)
+    return self.cache.window_size_for(wanted, self.largest_shard, held, readers)
 
-  def reader(self, window, num_windows: int | None, held: int = 1):
+  def reader(self, window, num_windows: int | None, held: int = 1, readers: int = 1):
     """`enter(g)` gives the local paths of window g (`window(g)`: shard names), pinned
-    until the reader is `held` windows further; `close()` when done."""
+    until the reader is `held` windows further; `close()` when done. `readers`: the
+    processes reading the same windows at once (Grain's workers), for the limit's check."""
     if self.cache is None:
       return _LocalFiles(self.folder, window)
-    self.cache.check_fits(self.largest_shard, self.builder.info.full_name)
+    self.cache.check_fits(self.largest_shard, self.builder.info.full_name, held, readers)
     return self.cache.reader(lambda g: [self.shards[name] for name in window(g)], num_windows,
                              held)
 

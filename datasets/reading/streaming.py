@@ -124,9 +124,10 @@ class Plan:
 
 def plan_for(source: "sources.Source", split: str, *, shuffle: bool, seed: int | None,
              input_context=None, shard_index: int = 0, shard_count: int = 1,
-             window_shards: int = DEFAULT_WINDOW_SHARDS, held: int = 1) -> Plan:
+             window_shards: int = DEFAULT_WINDOW_SHARDS, held: int = 1,
+             readers: int = 1) -> Plan:
   """The worker's shards of `split` (every n-th, as TFDS's ReadConfig(input_context) does),
-  in windows sized for a reader that pins `held` windows."""
+  in windows sized for `readers` readers that each pin `held` windows."""
   if input_context is not None:
     shard_index, shard_count = input_context.input_pipeline_id, input_context.num_input_pipelines
   builder = source.builder
@@ -138,7 +139,8 @@ def plan_for(source: "sources.Source", split: str, *, shuffle: bool, seed: int |
         f"than the {shard_count} input pipelines reading it: rebuild with --num_shards "
         f"{shard_count} or more")
   return Plan(shards[shard_index::shard_count],
-              source.window_size_for(window_shards, held=held), shuffle, seed or 0)
+              source.window_size_for(window_shards, held=held, readers=readers), shuffle,
+              seed or 0)
 
 
 def _num_windows(plan: Plan, num_epochs: int | None) -> int | None:
@@ -618,11 +620,17 @@ class PositionSource:
   for Grain: a sequential sampler over it reads the windowed order, and Grain's iterator
   state (the last position) resumes it exactly. Pickled to Grain's worker processes, where
   each opens the same shard cache (shared through its file locks); nothing is downloaded
-  before the first read (Grain's main process reads nothing when it has workers)."""
+  before the first read (Grain's main process reads nothing when it has workers).
+
+  `readers`: the processes that read it at once, Grain's `worker_count` (each pins its own
+  windows: they are sized so that all of them fit in `cache_limit`, and a limit too small
+  for them is refused at once rather than leaving the workers waiting for each other's
+  room)."""
 
   def __init__(self, url: str, spec: str, split: str, *, shuffle: bool, seed: int,
                num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
-               cache_dir=None, cache_limit=None, window_shards: int = DEFAULT_WINDOW_SHARDS):
+               cache_dir=None, cache_limit=None, window_shards: int = DEFAULT_WINDOW_SHARDS,
+               readers: int = 1):
     self._args = dict(locals())
     del self._args["self"]
     self._open()
@@ -633,13 +641,14 @@ class PositionSource:
                                  cache_limit=args["cache_limit"])
     # Grain's reading threads straddle a window's end: the window before stays pinned
     # (and the windows are sized so that both and the next fit in the limit).
-    held = _GRAIN_HELD
+    held, readers = _GRAIN_HELD, max(1, args["readers"])
     self.plan = plan_for(source, args["split"], shuffle=args["shuffle"], seed=args["seed"],
                          shard_index=args["shard_index"], shard_count=args["shard_count"],
-                         window_shards=args["window_shards"], held=held)
+                         window_shards=args["window_shards"], held=held, readers=readers)
     self.reader = PositionReader(
         source, self.plan, source.reader(self.plan.window,
-                                         _num_windows(self.plan, args["num_epochs"]), held),
+                                         _num_windows(self.plan, args["num_epochs"]), held,
+                                         readers),
         held)
     self._epoch_rows = (None, None)
 

@@ -1172,6 +1172,28 @@ def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path, bucket_read
   assert [b["image"].tobytes() for b in resumed] == rest
 
 
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)
+def test_grain_worker_processes_share_a_limit_each_shard_once_an_epoch(built, tmp_path,
+                                                                        bucket_reads):
+  # Grain's workers each read every 2nd position of the same windows, and each pins its
+  # own: with windows sized for one reader they outgrew half the version and waited for
+  # each other's room (Grain takes their batches in turn) until the 120 s bound.
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  opened = bucket_reads(url)
+  kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c",
+                cache_limit=sum(train_bytes(built)) // 2)
+  start = time.monotonic()
+  labels = [int(label) for batch in grain_pipeline.classification_train(
+      SPEC, seed=0, num_epochs=2, worker_count=2, **kwargs) for label in batch["label"]]
+  assert len(labels) == 2 * 160 and time.monotonic() - start < 60
+  assert sum(opened.values()) <= 2 * NUM_SHARDS, opened
+  with pytest.raises(ValueError, match=r"smaller than what 4 readers \(Grain's worker processes\)"
+                     ) as error:
+    grain_pipeline.classification_train(SPEC, seed=0, worker_count=4, **kwargs)
+  assert "\n" not in str(error.value)
+
+
 def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path, bucket_reads):
   url = published_to(built, "file", tmp_path)
   data_dir = imagesets.fetch(url, SPEC, cache_dir=tmp_path / "c", progress=False)
