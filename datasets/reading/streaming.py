@@ -461,10 +461,11 @@ class PositionReader:
         self._failure = None
       waited, passes = False, self._passes
       while True:
-        if self._passes != passes:
-          # A new pass began while it waited: it is a read of an iterator rewound or
-          # iterated again, still under way, whose result nobody takes (reading it would
-          # download a shard the new pass may not reach for long).
+        if self._passes != passes and at is not None:
+          # A new pass began while it waited: reading by position (Grain), it is a read of
+          # an iterator rewound or iterated again, still under way, whose result nobody
+          # takes (reading it would download a shard the new pass may not reach for long).
+          # (tf.data's reads carry no position: such a read just goes on in the new pass.)
           raise PassEndedError(
               f"a read of window {g} waited while a new pass began (its iterator was "
               "rewound or iterated again): it was dropped")
