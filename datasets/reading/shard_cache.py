@@ -32,8 +32,10 @@ import fcntl
 import os
 import pathlib
 import re
+import stat
 import threading
 import time
+import uuid
 import weakref
 
 from absl import logging
@@ -72,22 +74,44 @@ class CacheLayoutError(versions.PublishError):
 
 
 def _check_layout(folder: pathlib.Path) -> None:
+  """Records this layout in a folder without one (the first process wins: a marker made at
+  once by another layout is then read and refused), refuses another."""
   path = folder / _LAYOUT_FILE
-  try:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-  except FileNotFoundError:
-    transfer.write_atomically(path, f"{LAYOUT}\n".encode())
-    return
-  except OSError as error:  # a symlink planted there (ELOOP)
-    raise CacheLayoutError(f"{path} is not a file ({error.strerror}): refused; remove it") from None
-  with os.fdopen(fd, "rb") as handle:
-    found = handle.read(64).decode(errors="replace").strip()
+  found = _read_layout(path)
+  if found is None:
+    made = folder / f".{_LAYOUT_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+      transfer.write_atomically(made, f"{LAYOUT}\n".encode())
+      with contextlib.suppress(FileExistsError):
+        os.link(made, path)  # (never over a marker another process made meanwhile)
+    finally:
+      made.unlink(missing_ok=True)
+    found = _read_layout(path)
   if found != LAYOUT:
     raise CacheLayoutError(
         f"{folder} is a shard cache of layout {found!r}, made by another version of imagesets "
         f"(this one uses layout {LAYOUT!r}); processes of two layouts would break each other's "
         f"locks: give this job another cache_dir, or remove {path} once no job of the other "
         "version uses the folder")
+
+
+def _read_layout(path: pathlib.Path) -> str | None:
+  """The layout a marker names; None without one."""
+  try:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # (a FIFO: no wait)
+  except FileNotFoundError:
+    return None
+  except OSError as error:  # a symlink planted there (ELOOP)
+    raise CacheLayoutError(f"{path} is not a file ({error.strerror}): refused; remove it") from None
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise CacheLayoutError(f"{path} is not a file: refused; remove it")
+  with os.fdopen(fd, "rb") as handle:
+    found = handle.read(64).decode(errors="replace").strip()
+  if not found:
+    raise CacheLayoutError(f"{path}, the cache's layout marker, is empty (a disk filled while it "
+                           "was written?): remove it")
+  return found
 
 
 class ReaderClosedError(versions.PublishError):

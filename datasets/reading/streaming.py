@@ -47,7 +47,7 @@ _STRAGGLE_WINDOWS = 16      # a read up to this far behind is a straggler (Grain
 # Reading by position (Grain), the reads of a window still to come are known (the
 # positions this process reads: a stride, Grain's workers); a window is let go once they
 # have all come, or when none has come for this long (a sampler not reading in order).
-ARRIVAL_SECONDS = 2.0
+ARRIVAL_SECONDS = 1.0
 _UNASKED, _ASKED_AHEAD, _ASKED = 0, 1, 2   # a record's mark in a pass (`_asked_again`)
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
 
@@ -311,10 +311,6 @@ def _open_records(path, file_format: str):
   return _TFRecordFile(path)
 
 
-class PassEndedError(RuntimeError):
-  """A read of a pass that ended while it waited (its iterator was rewound or replaced)."""
-
-
 class PositionReader:
   """Records by (shard index, record index, window) rows of `Plan.positions`. The files
   of the windows its shard reader holds pinned stay open (no lock, pin or open per
@@ -345,6 +341,9 @@ class PositionReader:
     # (read from one thread, in order or not, nothing comes: a read never waits for one).
     self._thread: int | None = None
     self._parallel = False
+    # Reads awaited did not come (a sampler that does not read in order, a thread starved
+    # for longer than ARRIVAL_SECONDS): from then on no read waits for reads to come.
+    self._unordered = False
     self._failure: tuple[Exception, float, int] | None = None  # (error, when, window)
     self._lock = threading.Lock()
     self._idle = threading.Condition(self._lock)
@@ -411,13 +410,18 @@ class PositionReader:
     while g not in self._open:
       behind = [w for w in set(self._reading) | set(self._open) if w <= g - self._keep]
       busy = any(self._reading[w] for w in behind)
-      if not busy and not (self._parallel and
+      if not busy and not (self._awaiting() and
                            self._to_come(w for w in behind if w in self._open)):
         return
       end = start + (STRAGGLER_SECONDS if busy else ARRIVAL_SECONDS)
       if time.monotonic() >= end:
+        self._unordered = self._unordered or not busy
         return
       self._idle.wait(end - time.monotonic())
+
+  def _awaiting(self) -> bool:
+    """Whether a read waits for the reads of this process still to come."""
+    return self._parallel and not self._unordered
 
   def _wait_for_pass(self, g: int) -> None:
     """A read of window g, ahead of windows this process still reads (a read of an
@@ -426,11 +430,12 @@ class PositionReader:
     moved for ARRIVAL_SECONDS."""
     while g not in self._open:
       last = self._last
-      if last is None or g - last <= self._keep or not self._to_come(
+      if last is None or g - last <= self._keep or not self._awaiting() or not self._to_come(
           range(last + 1, min(g, last + 1 + _STRAGGLE_WINDOWS))):
         return
       if not self._idle.wait_for(lambda: self._last != last or g in self._open,  # noqa: B023
                                  ARRIVAL_SECONDS):
+        self._unordered = True
         return
 
   def _files(self, g: int, shard: int, indices: list[int],
@@ -462,13 +467,11 @@ class PositionReader:
       waited, passes = False, self._passes
       while True:
         if self._passes != passes and at is not None:
-          # A new pass began while it waited: reading by position (Grain), it is a read of
-          # an iterator rewound or iterated again, still under way, whose result nobody
-          # takes (reading it would download a shard the new pass may not reach for long).
-          # (tf.data's reads carry no position: such a read just goes on in the new pass.)
-          raise PassEndedError(
-              f"a read of window {g} waited while a new pass began (its iterator was "
-              "rewound or iterated again): it was dropped")
+          # A new pass began while it waited (reading by position): it is the old pass's,
+          # still under way (the last reads of a sampler's epoch, or of an iterator rewound
+          # or iterated again); read it aside, without moving the new pass. (tf.data's reads
+          # carry no position: such a read just goes on in the new pass.)
+          return None
         files = self._open.get(g)
         if files is not None:
           self._count_in(g)
@@ -490,8 +493,7 @@ class PositionReader:
           # may enter it meanwhile, and the windows after) before it has read.
           self._count_in(g)
           try:
-            if self._parallel:
-              self._wait_for_pass(g)
+            self._wait_for_pass(g)
             self._wait_behind(g)
           finally:
             self._reading[g] -= 1
