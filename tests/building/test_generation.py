@@ -73,6 +73,15 @@ def test_local_and_beam_builds_hold_the_same_records_problems_and_notes(tmp_path
   assert not list((tmp_path / "beam").glob("**/_imagesets_report"))
 
 
+def test_a_beam_build_with_a_cap_per_split_is_refused_in_one_line(tmp_path):
+  """TFDS's Beam builds ignore max_examples_per_split: they would store the whole source."""
+  builder = Toy(data_dir=tmp_path)
+  with pytest.raises(ValueError, match=r"^toy/1.0.0: max_examples_per_split .* is not applied "
+                                       r"by Beam builds, .* build locally .* or drop the cap"):
+    builder.download_and_prepare(download_config=beam_download_config(max_examples_per_split=3))
+  assert not builder.data_path.exists()
+
+
 def test_beam_build_reports_every_problem_and_leaves_nothing(tmp_path, monkeypatch):
   with pytest.raises(problems.InvalidSourceError) as caught:
     Toy(data_dir=tmp_path).download_and_prepare(download_config=_beam_config(monkeypatch))
