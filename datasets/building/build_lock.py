@@ -16,17 +16,19 @@ time into it. The kernel releases a flock when its process ends, however it ends
   with `BuildInProgressError`, one line that names its pid, and touch nothing of it.
 
 The flock belongs to the open file description, which a forked child (the build's worker
-pool) shares: each child detaches its copy as it starts (`os.register_at_fork`; it points
-the descriptor at /dev/null, a plain system call: buffered I/O there could wait forever on
-a lock another thread of the parent held at the fork), so the build process alone holds the
-lock. Only the process that took the lock removes its file and lets go of it: a forked
-child that unwinds through `hold` (sys.exit, an exception) leaves both to its parent. (Before, the orphaned workers of a killed build held it
-until they noticed their parent was gone, `parallel_map.ORPHAN_POLL_SECONDS`: a rebuild
+pool) shares: each child detaches its copy as it starts (`os.register_at_fork`), so the
+build process alone holds the lock. (Before, the orphaned workers of a killed build held
+it until they noticed their parent was gone, `parallel_map.ORPHAN_POLL_SECONDS`: a rebuild
 started as soon as the killed build was reaped was refused in 19 of 20 tries,
-`benchmarks/kill_then_rebuild.py`.) The grace covers a build killed a moment ago: the
-kernel tears the process down, and lets go of its lock, some milliseconds after `kill -9`
-returns (a rebuild started at once, without waiting for the killed process, was refused
-in 19 of 20 tries without it).
+`benchmarks/kill_then_rebuild.py`.) The child points the descriptor at /dev/null with
+plain system calls: buffered I/O there could wait forever on a lock that another thread of
+the parent held at the fork. Lock files are opened and closed under a lock that a fork
+takes first, so no child gets a lock fd between its opening and its listing. Only the
+process that took the lock removes its file and lets go of it: a forked child that unwinds
+through `hold` (sys.exit, an exception) leaves both to its parent. The grace covers a build
+killed a moment ago: the kernel tears the process down, and lets go of its lock, some
+milliseconds after `kill -9` returns (a rebuild started at once, without waiting for the
+killed process, was refused in 19 of 20 tries without it).
 
 A build removes its lock file before it lets go of it, and a build that has just
 locked a file checks that it is still the one at that path (else it starts again), so
@@ -76,11 +78,18 @@ def _detach_in_child() -> None:
   """In a forked child: its copies of the lock fds stop referring to the lock's open file,
   which leaves the flock to the parent. Plain system calls only (see module doc); dup2 over
   each rather than close, so no number stays free for an unrelated open to reuse."""
-  null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+  try:
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+  except OSError:  # (no fd left) closing them still leaves the flock to the parent
+    null = None
   for fd in _HELD:
     with contextlib.suppress(OSError):
-      os.dup2(null, fd, inheritable=False)
-  os.close(null)
+      if null is None:
+        os.close(fd)
+      else:
+        os.dup2(null, fd, inheritable=False)
+  if null is not None:
+    os.close(null)
   _HELD.clear()
   _FORK_GUARD.release()  # taken by the forking thread (before=), now this child's only thread
 
