@@ -15,15 +15,20 @@ time into it. The kernel releases a flock when its process ends, however it ends
 * a lock we cannot take for `GRACE_SECONDS` belongs to a build that is running: we stop
   with `BuildInProgressError`, one line that names its pid, and touch nothing of it.
 
-The flock belongs to the open file, which a forked child (the build's worker pool)
-shares: each child closes its copy as it starts (`os.register_at_fork`), so the build
-process alone holds the lock. (Before, the orphaned workers of a killed build held it
-until they noticed their parent was gone, `parallel_map.ORPHAN_POLL_SECONDS`: a rebuild
+The flock belongs to the open file description, which a forked child (the build's worker
+pool) shares: each child detaches its copy as it starts (`os.register_at_fork`), so the
+build process alone holds the lock. (Before, the orphaned workers of a killed build held
+it until they noticed their parent was gone, `parallel_map.ORPHAN_POLL_SECONDS`: a rebuild
 started as soon as the killed build was reaped was refused in 19 of 20 tries,
-`benchmarks/kill_then_rebuild.py`.) The grace covers a build killed a moment ago: the
-kernel tears the process down, and lets go of its lock, some milliseconds after `kill -9`
-returns (a rebuild started at once, without waiting for the killed process, was refused
-in 19 of 20 tries without it).
+`benchmarks/kill_then_rebuild.py`.) The child points the descriptor at /dev/null with
+plain system calls: buffered I/O there could wait forever on a lock that another thread of
+the parent held at the fork. Lock files are opened and closed under a lock that a fork
+takes first, so no child gets a lock fd between its opening and its listing. Only the
+process that took the lock removes its file and lets go of it: a forked child that unwinds
+through `hold` (sys.exit, an exception) leaves both to its parent. The grace covers a build
+killed a moment ago: the kernel tears the process down, and lets go of its lock, some
+milliseconds after `kill -9` returns (a rebuild started at once, without waiting for the
+killed process, was refused in 19 of 20 tries without it).
 
 A build removes its lock file before it lets go of it, and a build that has just
 locked a file checks that it is still the one at that path (else it starts again), so
@@ -39,6 +44,7 @@ import os
 import pathlib
 import shutil
 import socket
+import threading
 import time
 
 from absl import logging
@@ -48,19 +54,48 @@ from imagesets.building import problems
 INCOMPLETE_PREFIX = "incomplete."
 GRACE_SECONDS = 1.0  # how long a build waits for a held lock before it says "in progress"
 _RETRY_SECONDS = 0.02
-_HELD = set()  # the lock files this process holds (`hold`)
+# The lock fds this process has open (raw fds: a forked child must not run buffered I/O,
+# see module doc). Opened and closed under _FORK_GUARD, which a fork takes first: a child
+# never gets a lock fd that is not in _HELD.
+_HELD = set()
+_FORK_GUARD = threading.Lock()
 
 
-def _close_in_child() -> None:
-  """In a forked child: closes its copies of the held locks. That leaves the flock to the
-  parent (it is released only when every copy is closed, or on LOCK_UN, never used here)."""
-  for lock in _HELD:
+def _open(path: pathlib.Path, flags: int) -> int:
+  with _FORK_GUARD:
+    fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+    _HELD.add(fd)
+  return fd
+
+
+def _close(fd: int) -> None:
+  with _FORK_GUARD:
+    _HELD.discard(fd)
+    os.close(fd)  # releases the flock if no child shares it (none does: _detach_in_child)
+
+
+def _detach_in_child() -> None:
+  """In a forked child: its copies of the lock fds stop referring to the lock's open file,
+  which leaves the flock to the parent. Plain system calls only (see module doc); dup2 over
+  each rather than close, so no number stays free for an unrelated open to reuse."""
+  try:
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+  except OSError:  # (no fd left) closing them still leaves the flock to the parent
+    null = None
+  for fd in _HELD:
     with contextlib.suppress(OSError):
-      lock.close()
+      if null is None:
+        os.close(fd)
+      else:
+        os.dup2(null, fd, inheritable=False)
+  if null is not None:
+    os.close(null)
   _HELD.clear()
+  _FORK_GUARD.release()  # taken by the forking thread (before=), now this child's only thread
 
 
-os.register_at_fork(after_in_child=_close_in_child)
+os.register_at_fork(before=_FORK_GUARD.acquire, after_in_parent=_FORK_GUARD.release,
+                    after_in_child=_detach_in_child)
 
 
 class BuildInProgressError(RuntimeError):
@@ -74,11 +109,13 @@ class BuildInProgressError(RuntimeError):
 def wait(version_dir: os.PathLike) -> None:
   """Returns once no process builds `version_dir` (blocks on its build lock)."""
   try:
-    lock = open(lock_path(version_dir), "r")  # pylint: disable=consider-using-with
+    lock = _open(lock_path(version_dir), os.O_RDONLY)
   except FileNotFoundError:  # that build has just finished
     return
-  with lock:
+  try:
     fcntl.flock(lock, fcntl.LOCK_SH)  # granted once the builder lets go, however it ends
+  finally:
+    _close(lock)
 
 
 def lock_path(version_dir: os.PathLike) -> pathlib.Path:
@@ -107,22 +144,21 @@ def _remove_leftovers(version_dir: pathlib.Path) -> None:
                     "finish", path, size / 1e6)
 
 
-def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
-  """The open lock file, flock'ed by us; raises BuildInProgressError if a build holds it
+def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
+  """The lock file's fd, flock'ed by us; raises BuildInProgressError if a build holds it
   (still after GRACE_SECONDS)."""
   deadline = time.monotonic() + GRACE_SECONDS
   while True:
-    lock = open(path, "a+")  # pylint: disable=consider-using-with
+    lock = _open(path, os.O_RDWR | os.O_CREAT)
     try:
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       if time.monotonic() < deadline:
-        lock.close()
+        _close(lock)
         time.sleep(_RETRY_SECONDS)
         continue
-      lock.seek(0)
-      owner = lock.read().strip() or "another process"
-      lock.close()
+      owner = os.pread(lock, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+      _close(lock)
       error = BuildInProgressError(
           f"{name} is being built by another process ({owner}) into {version_dir}; "
           "wait for it to finish (a finished build is then reused), or build into "
@@ -132,12 +168,12 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path):
     # The holder before us removes the file before it lets go: if what we locked is no
     # longer the file at `path`, another build may lock a new one; start again.
     try:
-      same = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+      same = os.stat(path).st_ino == os.fstat(lock).st_ino
     except FileNotFoundError:
       same = False
     if same:
       return lock
-    lock.close()
+    _close(lock)
 
 
 @contextlib.contextmanager
@@ -147,16 +183,14 @@ def hold(version_dir: os.PathLike, name: str):
   version_dir.parent.mkdir(parents=True, exist_ok=True)
   path = lock_path(version_dir)
   lock = _locked(path, name, version_dir)
-  _HELD.add(lock)
+  owner = os.getpid()  # a forked child that unwinds through here must not let go (doc)
   try:
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}")
-    lock.flush()
+    os.ftruncate(lock, 0)
+    os.pwrite(lock, f"pid {owner} on {socket.gethostname()}, started {started}".encode(), 0)
     _remove_leftovers(version_dir)
     yield
   finally:
-    path.unlink(missing_ok=True)  # while still holding it: see _locked
-    _HELD.discard(lock)
-    lock.close()  # releases the flock
+    if os.getpid() == owner:
+      path.unlink(missing_ok=True)  # while still holding it: see _locked
+      _close(lock)  # releases the flock

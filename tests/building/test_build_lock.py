@@ -6,6 +6,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -150,3 +151,75 @@ def test_two_concurrent_cli_builds_one_succeeds_the_other_says_one_line(tmp_path
   # The winner's data is complete and readable.
   builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
   assert len(list(builder.as_dataset(split="test"))) == 4
+
+
+def test_children_forked_while_another_thread_takes_and_lets_go_of_locks_do_not_hang(tmp_path):
+  """A fork while a thread of the build writes its lock file (two builds in two threads, or a
+  build's pool started as another build begins): the child's at-fork handler must not wait
+  on anything that thread held (buffered I/O's lock did: the child hung for good)."""
+  stop = threading.Event()
+
+  def builds(version_dir):
+    while not stop.is_set():
+      with build_lock.hold(version_dir, name="x/1.0.0"):
+        pass
+
+  threads = [threading.Thread(target=builds, args=(tmp_path / "x" / version,))
+             for version in ("1.0.0", "2.0.0")]  # two: more forks land while one writes
+  for thread in threads:
+    thread.start()
+  children = set()
+  forks = 0
+  try:
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+      pid = os.fork()
+      if pid == 0:
+        os._exit(0)  # pylint: disable=protected-access
+      children.add(pid)
+      forks += 1
+      children -= {pid for pid in list(children) if os.waitpid(pid, os.WNOHANG)[0]}
+  finally:
+    stop.set()
+    for thread in threads:
+      thread.join()
+  deadline = time.monotonic() + 5  # those forked last: a moment to end
+  while children and time.monotonic() < deadline:
+    children -= {pid for pid in list(children) if os.waitpid(pid, os.WNOHANG)[0]}
+    time.sleep(0.05)
+  hung = sorted(children)
+  for pid in hung:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+  assert hung == [], f"{len(hung)} of {forks} children hung"
+
+
+# Builds with a child forked inside the lock (os.fork, as a library may do) that leaves by
+# sys.exit: through hold()'s `finally`, in the child.
+FORK_UNWINDS = """
+import os, sys
+from imagesets.building import build_lock
+with build_lock.hold(sys.argv[1], name="x/1.0.0"):
+  pid = os.fork()
+  if pid == 0:
+    sys.exit(0)
+  os.waitpid(pid, 0)
+  print("child ended", flush=True)
+  sys.stdin.read()
+"""
+
+
+def test_a_forked_child_unwinding_through_hold_leaves_the_lock_to_its_build(tmp_path):
+  version_dir = tmp_path / "x" / "1.0.0"
+  building = subprocess.Popen([sys.executable, "-c", FORK_UNWINDS, str(version_dir)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert building.stdout.readline().strip() == "child ended"
+    assert build_lock.lock_path(version_dir).read_text().startswith(f"pid {building.pid} ")
+    with pytest.raises(build_lock.BuildInProgressError, match=f"pid {building.pid} "):
+      with build_lock.hold(version_dir, name="x/1.0.0"):
+        pass
+  finally:
+    building.communicate("", timeout=60)
+  assert building.returncode == 0
+  assert not build_lock.lock_path(version_dir).exists()  # its build removed it at its end

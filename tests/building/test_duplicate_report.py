@@ -177,3 +177,33 @@ def test_a_capped_build_stores_the_report_of_the_examples_it_stored(tmp_path, le
   assert {line.split()[0] for line in lines if line.startswith(("  train/", "  test/"))} == pairs
   dropped = [line.split()[4] for line in lines if line.startswith("dropped by the build: ")]
   assert len(dropped) == (leakage == "drop") and not set(dropped) & stored
+
+
+def test_a_leak_past_the_cap_still_stops_an_error_build(tmp_path):
+  """Under a cap, error decides on the whole source (docs/know_your_data.md): the capped
+  version would hold no copy across splits (as its warn build shows), and it still stops."""
+  from imagesets.class_folders import class_folders_dataset_builder
+  root = _copies_tree(tmp_path, cross_split=True)
+  capped = tfds.download.DownloadConfig(max_examples_per_split=4)
+
+  def builder(leakage):
+    return class_folders_dataset_builder.Builder(
+        config=class_folders_dataset_builder.ClassFoldersConfig(
+            name=f"capped{leakage}", root=root, leakage=leakage,
+            split_proportions=PROPORTIONS, seed=3),
+        data_dir=tmp_path / "d")
+
+  warned = builder("warn")
+  warned.download_and_prepare(download_config=capped)
+  counts = {name: split.num_examples for name, split in warned.info.splits.items()}
+  assert counts == {"train": 4, "test": 4}
+  assert ("; 0 cross splits (leakage)"
+          in duplicates.stored_summary(warned.data_path, counts))  # the leak is past the cap
+  stored = {f"{split}/{example['file_name'].decode()}" for split in counts
+            for example in tfds.as_numpy(warned.as_dataset(split))}
+  assert not {"train/c1/3a.jpg", "test/c1/3.jpg"} & stored
+  stopped = builder("error")
+  with pytest.raises(duplicates.LeakageError, match=r"class_folders/cappederror/1.0.0: 1 pict.*\n"
+                                                    r"  train/c1/3a.jpg = test/c1/3.jpg\n"):
+    stopped.download_and_prepare(download_config=capped)
+  assert not stopped.data_path.exists()

@@ -3,6 +3,7 @@
 import itertools
 import os
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -71,6 +72,15 @@ def test_local_and_beam_builds_hold_the_same_records_problems_and_notes(tmp_path
   assert records_by_split(local.data_path) == records_by_split(on_beam.data_path)
   assert len(records_by_split(local.data_path)["train"]) == 26
   assert not list((tmp_path / "beam").glob("**/_imagesets_report"))
+
+
+def test_a_beam_build_with_a_cap_per_split_is_refused_in_one_line(tmp_path):
+  """TFDS's Beam builds ignore max_examples_per_split: they would store the whole source."""
+  builder = Toy(data_dir=tmp_path)
+  with pytest.raises(ValueError, match=r"^toy/1.0.0: max_examples_per_split .* is not applied "
+                                       r"by Beam builds, .* build locally .* or drop the cap"):
+    builder.download_and_prepare(download_config=beam_download_config(max_examples_per_split=3))
+  assert not builder.data_path.exists()
 
 
 def test_beam_build_reports_every_problem_and_leaves_nothing(tmp_path, monkeypatch):
@@ -159,3 +169,18 @@ def test_max_examples_per_split_builds_each_split_from_its_own_items(tmp_path):
                               .int64_list.value[0]) for r in records)
             for split, records in records_by_split(builder.data_dir).items()}
   assert values == {"train": [0, 2, 4, 8], "test": [200, 204, 206, 208]}  # 3, 101 cursed
+
+
+def test_an_empty_split_error_survives_pickling_with_its_splits_and_message():
+  """It crosses process boundaries (Beam workers, worker pools): its one argument is not
+  its message."""
+  error = generation.EmptySplitError({"train": (["c/0.jpg", "c/3.jpg"], 0)}).joined(
+      [generation.EmptySplitError({"test": (["c/1.jpg"], 2)})])
+  back = pickle.loads(pickle.dumps(error))
+  assert type(back) is generation.EmptySplitError
+  assert back.empty == {"train": (["c/0.jpg", "c/3.jpg"], 0), "test": (["c/1.jpg"], 2)}
+  assert str(back) == str(error) == (
+      "splits 'train', 'test' have no examples left: train: 2 bad file(s) skipped (c/0.jpg, "
+      "c/3.jpg); test: 1 bad file(s) skipped (c/1.jpg), 2 dropped as copies of images of an "
+      "earlier split (leakage=drop); repair or replace them, add images, or change the split "
+      "proportions or seed")

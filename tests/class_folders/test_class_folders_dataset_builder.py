@@ -288,3 +288,23 @@ def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path):
                      r"skipped \(c/bad.jpg\), 1 dropped as copies of images of an earlier "
                      r"split \(leakage=drop\)"):
     builder.download_and_prepare()
+
+
+@pytest.mark.parametrize("cap", [None, 1])
+def test_every_split_left_empty_by_skipped_files_is_named_on_the_records_path(tmp_path, cap):
+  """Local records (no cap) and TFDS's own writer (--max_examples_per_split): TFDS stops at
+  the first empty split; the one error names all three."""
+  from imagesets.building import generation
+  root = write_tree(tmp_path / "junk", {f"c/{i}.jpg": b"junk%d" % i for i in range(6)})
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="allbad", root=root, skip_bad_files=True, seed=1,
+      split_proportions={"train": .34, "validation": .33, "test": .33}), data_dir=tmp_path / "d")
+  with pytest.raises(generation.EmptySplitError) as error:
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(max_examples_per_split=cap))
+  assert str(error.value) == (
+      "splits 'train', 'validation', 'test' have no examples left: train: 2 bad file(s) "
+      "skipped (c/0.jpg, c/3.jpg); validation: 1 bad file(s) skipped (c/4.jpg); test: 3 bad "
+      "file(s) skipped (c/1.jpg, c/2.jpg, c/5.jpg); repair or replace them, add images, or "
+      "change the split proportions or seed")
+  assert not builder.data_path.exists()
