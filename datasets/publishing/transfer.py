@@ -183,7 +183,7 @@ def open_part(folder: pathlib.Path, name: str, size: int):
   return path, handle
 
 
-def _pid_is_alive(pid: int) -> bool:
+def pid_is_alive(pid: int) -> bool:
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
@@ -202,7 +202,7 @@ def _is_stale(name: str, handle) -> bool:
     pid = int(name.rsplit(PART, 1)[1].split("-")[1])
   except (IndexError, ValueError):
     pid = None   # not named by part_path: by age only
-  if pid is not None and not _pid_is_alive(pid):
+  if pid is not None and not pid_is_alive(pid):
     return True
   return time.time() - os.fstat(handle.fileno()).st_mtime > STALE_PART_SECONDS
 

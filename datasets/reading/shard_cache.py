@@ -76,10 +76,11 @@ class CacheLayoutError(versions.PublishError):
 def _check_layout(folder: pathlib.Path) -> None:
   """Records this layout in a folder without one (the first process wins: a marker made at
   once by another layout is then read and refused), refuses another."""
+  _remove_stale_layout_files(folder)
   path = folder / _LAYOUT_FILE
   found = _read_layout(path)
   if found is None:
-    made = folder / f".{_LAYOUT_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    made = folder / f"{_LAYOUT_FILE}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
       transfer.write_atomically(made, f"{LAYOUT}\n".encode())
       with contextlib.suppress(FileExistsError):
@@ -93,6 +94,14 @@ def _check_layout(folder: pathlib.Path) -> None:
         f"(this one uses layout {LAYOUT!r}); processes of two layouts would break each other's "
         f"locks: give this job another cache_dir, or remove {path} once no job of the other "
         "version uses the folder")
+
+
+def _remove_stale_layout_files(folder: pathlib.Path) -> None:
+  """The temporary markers of processes killed while they marked the folder."""
+  for leftover in folder.glob(f"{_LAYOUT_FILE}.tmp-*"):
+    pid = leftover.name[len(_LAYOUT_FILE) + len(".tmp-"):].partition("-")[0]
+    if pid.isdigit() and not transfer.pid_is_alive(int(pid)):
+      leftover.unlink(missing_ok=True)
 
 
 def _read_layout(path: pathlib.Path) -> str | None:

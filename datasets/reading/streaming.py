@@ -337,9 +337,11 @@ class PositionReader:
     self._arrived = collections.Counter()   # window -> records asked for in the pass
     self._reads = _Reads()
     self._passes = 0   # new passes begun
-    # Reads come from several threads: a read may then still come while another waits
-    # (read from one thread, in order or not, nothing comes: a read never waits for one).
-    self._thread: int | None = None
+    # Reads come from threads other than the main one (Grain's reading threads): a read may
+    # then still come while another waits. Read from the main thread alone (a notebook's
+    # source[i], in any order), nothing can come meanwhile: no read waits for one. (Not
+    # inferred from the thread ids seen so far: under load one of Grain's threads can read
+    # several windows before a second one runs at all.)
     self._parallel = False
     # Reads awaited did not come (a sampler that does not read in order, a thread starved
     # for longer than ARRIVAL_SECONDS): from then on no read waits for reads to come.
@@ -406,14 +408,17 @@ class PositionReader:
     reads under way to end (for up to STRAGGLER_SECONDS: an evicted file kept open would
     stay on the disk) and for those still to come in this process (for up to
     ARRIVAL_SECONDS: a straggler would download its shard again)."""
-    start = time.monotonic()
+    start = arriving = time.monotonic()
     while g not in self._open:
       behind = [w for w in set(self._reading) | set(self._open) if w <= g - self._keep]
       busy = any(self._reading[w] for w in behind)
-      if not busy and not (self._awaiting() and
-                           self._to_come(w for w in behind if w in self._open)):
+      if busy:
+        arriving = None  # (the bound for arrivals starts when no read is under way)
+      elif not (self._awaiting() and self._to_come(w for w in behind if w in self._open)):
         return
-      end = start + (STRAGGLER_SECONDS if busy else ARRIVAL_SECONDS)
+      elif arriving is None:
+        arriving = time.monotonic()
+      end = start + STRAGGLER_SECONDS if busy else arriving + ARRIVAL_SECONDS
       if time.monotonic() >= end:
         self._unordered = self._unordered or not busy
         return
@@ -446,9 +451,8 @@ class PositionReader:
     the reads queued behind it raise that error at once, each would otherwise wait out the
     same bounds again."""
     with self._lock:
-      thread = threading.get_ident()
-      self._parallel = self._parallel or self._thread not in (None, thread)
-      self._thread = thread
+      self._parallel = self._parallel or (threading.current_thread()
+                                          is not threading.main_thread())
       if self._asked_again(g, shard, indices) or self._far_behind(g):
         self._new_pass_from(g, shard, indices, at)
       elif at is not None and not self._ahead(g):  # (a rewound iterator's: not this pass's)

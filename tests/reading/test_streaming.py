@@ -561,8 +561,11 @@ def test_lock_files_of_an_older_imagesets_on_the_folder_are_left_alone(built, tm
 
 
 @ONE_FORMAT
-@pytest.mark.parametrize("marker", ["layout 3", "folder", "fifo", "symlink", "empty"])
-def test_a_cache_folder_of_another_layout_is_refused_in_one_line(built, tmp_path, marker):
+@pytest.mark.parametrize("marker, said", [
+    ("layout 3", "is a shard cache of layout '3'"), ("folder", "is not a file: refused"),
+    ("fifo", "is not a file: refused"), ("symlink", "is not a file (Too many levels"),
+    ("empty", "the cache's layout marker, is empty")])
+def test_a_cache_folder_of_another_layout_is_refused_in_one_line(built, tmp_path, marker, said):
   url = published_to(built, "file", tmp_path)
   path = tmp_path / "c" / "shards" / ".layout"
   path.parent.mkdir(parents=True)
@@ -571,8 +574,21 @@ def test_a_cache_folder_of_another_layout_is_refused_in_one_line(built, tmp_path
    "symlink": lambda: path.symlink_to(tmp_path / "elsewhere")}[marker]()
   with pytest.raises(shard_cache_lib.CacheLayoutError) as error:
     streamed_examples(url, "train", tmp_path / "c")
-  assert str(path) in str(error.value) and "\n" not in str(error.value)
+  assert str(path) in str(error.value) and said in str(error.value)
+  assert "\n" not in str(error.value)
   assert sorted(p.name for p in path.parent.iterdir()) == [".layout"]
+
+
+def test_temporary_layout_markers_of_killed_processes_are_removed(tmp_path):
+  folder = tmp_path / "shards"
+  folder.mkdir()
+  gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+  (folder / f".layout.tmp-{gone}-0a1b2c3d").write_text("2\n")  # killed while marking
+  (folder / f".layout.tmp-{os.getpid()}-0a1b2c3d").write_text("2\n")  # marking now
+  shard_cache_lib.ShardCache(tmp_path)
+  assert sorted(p.name for p in folder.iterdir()) == [
+      ".layout", f".layout.tmp-{os.getpid()}-0a1b2c3d", ".locks-2"]
 
 
 def test_two_layouts_opening_a_cold_cache_at_once_agree_on_one(tmp_path, monkeypatch):
@@ -1060,6 +1076,45 @@ def test_reads_from_one_thread_in_any_order_never_wait(built, monkeypatch):
   assert ("hold", 0) not in calls
 
 
+def test_a_reading_thread_ahead_of_the_others_from_the_start_waits_for_them(
+    built, monkeypatch):
+  # Under load one of Grain's threads can read windows 0-2 before a second one runs at all:
+  # a read from a thread other than the main one may have company, from the first read on.
+  monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 60)
+  reader, plan, calls = position_reader(built)
+  rows = plan.positions(0)
+  read = lambda p: reader.read(rows[p:p + 1], at=p)[0]  # noqa: E731
+  ahead = concurrent.futures.ThreadPoolExecutor(1).submit(
+      lambda: [read(p) for p in [*range(9), *range(10, 21)]])  # all but 9, then window 2
+  time.sleep(0.5)
+  assert not ahead.done() and calls == [0, 1]  # window 0 kept for position 9
+  held_back = concurrent.futures.ThreadPoolExecutor(1).submit(read, 9)
+  assert held_back.result(timeout=10) and len(ahead.result(timeout=10)) == 20
+  assert calls == [0, 1, 2]
+
+
+def test_reads_under_way_are_waited_for_apart_from_reads_still_to_come(built, monkeypatch):
+  # A read waiting 1.5 s for a slow read of window 0 under way, then for window 0's last
+  # read still to come: the bound for arrivals starts when the slow read ends. (It ran
+  # from the start of the whole wait: the read gave up on arrivals at once, window 0 was
+  # let go, and the reader never waited for arrivals again.)
+  monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 1.0)
+  reader, plan, calls = position_reader(built)
+  rows = plan.positions(0)
+  read = lambda p: reader.read(rows[p:p + 1], at=p)[0]  # noqa: E731
+  for position in [*range(9), *range(10, 20)]:  # 9 of window 0 still to come
+    read(position)
+  with reader._lock:  # pylint: disable=protected-access
+    reader._reading[0] += 1  # a slow read of window 0 under way  pylint: disable=protected-access
+  entering = concurrent.futures.ThreadPoolExecutor(1).submit(read, 20)
+  time.sleep(1.5)
+  reader._done(0)  # pylint: disable=protected-access
+  time.sleep(0.3)
+  read(9)
+  assert entering.result(timeout=10)
+  assert calls == [0, 1, 2] and not reader._unordered  # pylint: disable=protected-access
+
+
 def test_the_positions_a_process_reads_are_counted_from_the_stride_between_them():
   reads = streaming._Reads()  # pylint: disable=protected-access
   for position in (13, 7, 10, 19):  # every 3rd from 7, in any order
@@ -1197,73 +1252,62 @@ def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path, bucket_read
   assert [b["image"].tobytes() for b in resumed] == rest
 
 
+# The same count in processes started from here on (Grain's workers): each appends the
+# names it opens to the file named by $BUCKET_LOG.
+PROCESS_AUDIT = """
+import os, sys
+_root, _log = os.environ.get("BUCKET_ROOT"), os.environ.get("BUCKET_LOG")
+def _hook(event, args):
+  if event == "open" and isinstance(args[0], str) and isinstance(args[1], str):
+    name = args[0].rsplit("/", 1)[-1]
+    if args[0].startswith(_root) and "-of-" in name and "r" in args[1] and "+" not in args[1]:
+      with open(_log, "a") as log:
+        log.write(name + "\\n")
+if _root and _log:
+  sys.addaudithook(_hook)
+"""
+
+
+@pytest.fixture
+def process_bucket_reads(tmp_path, monkeypatch):
+  """Counts shard downloads from the file:// bucket `url` given to `watch(url)` in the
+  processes this one starts (read the Counter after they end)."""
+  hooks, log = tmp_path / "audit", tmp_path / "downloads.log"
+  hooks.mkdir()
+  (hooks / "sitecustomize.py").write_text(PROCESS_AUDIT)
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+      [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]))
+  monkeypatch.setenv("BUCKET_LOG", str(log))
+
+  def watch(url):
+    monkeypatch.setenv("BUCKET_ROOT", url[len("file://"):])
+    return lambda: collections.Counter(log.read_text().split() if log.exists() else [])
+  return watch
+
+
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)
-def test_grain_worker_processes_share_a_limit_each_shard_once_an_epoch(built, tmp_path,
-                                                                        bucket_reads):
+def test_grain_worker_processes_share_a_limit_each_downloading_a_shard_once_an_epoch(
+    built, tmp_path, process_bucket_reads):
   # Grain's workers each read every 2nd position of the same windows, and each pins its
   # own: with windows sized for one reader they outgrew half the version and waited for
-  # each other's room (Grain takes their batches in turn) until the 120 s bound.
+  # each other's room (Grain takes their batches in turn) until the 120 s bound. Each is a
+  # reader of its own: a shard at most once an epoch by each.
   from imagesets.reading import grain_pipeline
   url = published_to(built, "file", tmp_path)
-  opened = bucket_reads(url)
+  downloads = process_bucket_reads(url)
   kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c",
                 cache_limit=sum(train_bytes(built)) // 2)
   start = time.monotonic()
   labels = [int(label) for batch in grain_pipeline.classification_train(
       SPEC, seed=0, num_epochs=2, worker_count=2, **kwargs) for label in batch["label"]]
   assert len(labels) == 2 * 160 and time.monotonic() - start < 60
-  assert sum(opened.values()) <= 2 * NUM_SHARDS, opened
+  opened = downloads()
+  assert len(opened) == NUM_SHARDS, opened  # (counted in the workers)
+  assert max(opened.values()) <= 2 * 2 and sum(opened.values()) <= 2 * 2 * NUM_SHARDS, opened
   with pytest.raises(ValueError, match=r"smaller than what 4 readers \(Grain's worker processes\)"
                      ) as error:
     grain_pipeline.classification_train(SPEC, seed=0, worker_count=4, **kwargs)
   assert "\n" not in str(error.value)
-
-
-@pytest.mark.parametrize("built", ["array_record"], indirect=True)
-def test_grain_samplers_epochs_over_a_source_of_one_epoch(built, tmp_path, bucket_reads):
-  # A sampler's second epoch asks for position 0 again while the 16 threads still read the
-  # first one's last windows: a new pass begins under them. Those reads are the first
-  # epoch's, and the loader waits for them: they are read aside, not failed.
-  import grain.python as grain
-  url = published_to(built, "file", tmp_path)
-  source = streaming.PositionSource(url, SPEC, "train", shuffle=True, seed=3, num_epochs=1,
-                                    cache_dir=tmp_path / "c",
-                                    cache_limit=sum(train_bytes(built)) // 4)
-  opened = bucket_reads(url)
-  records = list(grain.DataLoader(data_source=source, worker_count=0, sampler=grain.IndexSampler(
-      len(source), grain.NoSharding(), shuffle=False, num_epochs=2)))
-  assert records[:160] == records[160:] and len(set(records)) == 160
-  assert sum(opened.values()) <= 2 * NUM_SHARDS, opened
-
-
-@pytest.mark.parametrize("built", ["array_record"], indirect=True)
-def test_a_sampler_not_reading_in_order_waits_once_then_reads_as_it_comes(
-    built, tmp_path, monkeypatch):
-  # A shuffled sampler over a source whose order is already shuffled (a mistake, but it
-  # must work): the reads of a window awaited never come in order. After the first wait
-  # that ends without them, no read waits for reads to come (each would wait the bound).
-  import grain.python as grain
-  monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 3)
-  url = published_to(built, "file", tmp_path)
-  source = streaming.PositionSource(url, SPEC, "train", shuffle=True, seed=3, num_epochs=2,
-                                    cache_dir=tmp_path / "c")
-  start = time.monotonic()
-  records = list(grain.DataLoader(data_source=source, worker_count=0, sampler=grain.IndexSampler(
-      len(source), grain.NoSharding(), shuffle=True, num_epochs=1, seed=1)))
-  elapsed = time.monotonic() - start
-  assert sorted(records) == sorted([source[i] for i in range(len(source))])
-  assert elapsed < 2 * streaming.ARRIVAL_SECONDS, elapsed  # (one bound, its waits at once)
-
-
-def test_two_iterators_of_one_dataset_read_at_once(built, tmp_path):
-  # zip(ds, ds), an evaluation of the training set while training: each read goes on
-  # whatever pass the other iterator starts.
-  url = published_to(built, "file", tmp_path)
-  ds = imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c", shuffle=True, seed=0,
-                      cache_limit=sum(train_bytes(built)) // 4,
-                      decoders={"image": tfds.decode.SkipDecoding()})
-  pairs = [(digest(a), digest(b)) for a, b in zip(tfds.as_numpy(ds), tfds.as_numpy(ds))]
-  assert len(pairs) == 160 and all(a == b for a, b in pairs)
 
 
 def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path, bucket_reads):
