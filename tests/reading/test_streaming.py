@@ -1002,14 +1002,20 @@ def local_records(built, plan):
           for shard, index, _ in plan.positions(0).tolist()]
 
 
+def by_position(reader, plan):
+  """The record at a position of epoch 0, read as Grain reads it."""
+  rows = plan.positions(0)
+  return lambda position: reader.read(rows[position:position + 1], at=position)[0]
+
+
 def test_a_pass_whose_first_reads_come_out_of_order_holds_the_window_before(built):
   # Parallel reads at a pass's start: the first to arrive may be of window 1; window 0
   # is then held with it, not read record by record through visits. (Read here from one
   # thread, which no other read can overtake: none waits for window 0's other reads.)
   reader, plan, calls = position_reader(built)
-  rows = plan.positions(0)
+  read = by_position(reader, plan)
   for position in (12, 3, 4, 13, 5, 6, 25):  # windows 1, 0, 0, 1, 0, 0, 2
-    reader.read(rows[position:position + 1], at=position)
+    read(position)
   assert calls == [1, ("hold", 0), 2]
 
 
@@ -1021,8 +1027,7 @@ def test_a_window_is_let_go_only_once_the_reads_this_process_makes_in_it_have_co
   # shard again.
   monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 60)
   reader, plan, calls = position_reader(built)
-  rows = plan.positions(0)
-  read = lambda p: reader.read(rows[p:p + 1], at=p)  # noqa: E731
+  read = by_position(reader, plan)
   for position in [0, 2, 4, 6] + list(range(10, 20, 2)):  # 8 of window 0 still to come
     read(position)
   entering = threading.Thread(target=read, args=(20,))
@@ -1042,8 +1047,7 @@ def test_a_read_of_a_rewound_iterator_still_under_way_does_not_move_the_new_pass
   # then be read record by record, each shard downloaded again).
   monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 60)
   reader, plan, calls = position_reader(built)
-  rows = plan.positions(0)
-  read = lambda p: reader.read(rows[p:p + 1], at=p)[0]  # noqa: E731
+  read = by_position(reader, plan)
   for position in range(105):  # windows 0..10
     read(position)
   calls.clear()
@@ -1069,10 +1073,9 @@ def test_reads_from_one_thread_in_any_order_never_wait(built, monkeypatch):
 
   reader, plan, calls = position_reader(built)
   reader._idle = NoWaiting(reader._lock)  # pylint: disable=protected-access
-  rows = plan.positions(0)
-  expected = local_records(built, plan)
+  read, expected = by_position(reader, plan), local_records(built, plan)
   for position in (5, 150, 70, 12, 159, 0, 40):
-    assert reader.read(rows[position:position + 1], at=position) == [expected[position]]
+    assert read(position) == expected[position]
   assert ("hold", 0) not in calls
 
 
@@ -1082,8 +1085,7 @@ def test_a_reading_thread_ahead_of_the_others_from_the_start_waits_for_them(
   # a read from a thread other than the main one may have company, from the first read on.
   monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 60)
   reader, plan, calls = position_reader(built)
-  rows = plan.positions(0)
-  read = lambda p: reader.read(rows[p:p + 1], at=p)[0]  # noqa: E731
+  read = by_position(reader, plan)
   ahead = concurrent.futures.ThreadPoolExecutor(1).submit(
       lambda: [read(p) for p in [*range(9), *range(10, 21)]])  # all but 9, then window 2
   time.sleep(0.5)
@@ -1100,8 +1102,7 @@ def test_reads_under_way_are_waited_for_apart_from_reads_still_to_come(built, mo
   # let go, and the reader never waited for arrivals again.)
   monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 1.0)
   reader, plan, calls = position_reader(built)
-  rows = plan.positions(0)
-  read = lambda p: reader.read(rows[p:p + 1], at=p)[0]  # noqa: E731
+  read = by_position(reader, plan)
   for position in [*range(9), *range(10, 20)]:  # 9 of window 0 still to come
     read(position)
   with reader._lock:  # pylint: disable=protected-access
