@@ -56,6 +56,8 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 # holder.
 LAYOUT = "2"
 _LAYOUT_FILE = ".layout"
+_LAYOUT_TMP = ".tmp-"         # a marker being written: .layout.tmp-<pid>-<hex>
+STALE_LAYOUT_SECONDS = 60.0
 _LOCKS = ".locks-2"           # <shards>/.locks-2/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
 DEFAULT_DOWNLOADS = 4         # shards in flight per process
@@ -78,16 +80,11 @@ def _check_layout(folder: pathlib.Path) -> None:
   once by another layout is then read and refused), refuses another."""
   _remove_stale_layout_files(folder)
   path = folder / _LAYOUT_FILE
-  found = _read_layout(path)
-  if found is None:
-    made = folder / f"{_LAYOUT_FILE}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-      transfer.write_atomically(made, f"{LAYOUT}\n".encode())
-      with contextlib.suppress(FileExistsError):
-        os.link(made, path)  # (never over a marker another process made meanwhile)
-    finally:
-      made.unlink(missing_ok=True)
+  for _ in range(3):  # (our temporary marker removed under us: once per try)
     found = _read_layout(path)
+    if found is not None or _mark_layout(folder, path):
+      break
+  found = _read_layout(path)
   if found != LAYOUT:
     raise CacheLayoutError(
         f"{folder} is a shard cache of layout {found!r}, made by another version of imagesets "
@@ -96,12 +93,37 @@ def _check_layout(folder: pathlib.Path) -> None:
         "version uses the folder")
 
 
+def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> bool:
+  """Links a whole marker into place unless one is there; False if ours vanished first."""
+  made = folder / f"{_LAYOUT_FILE}{_LAYOUT_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+  fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+  try:
+    try:
+      with transfer.disk_full_is_one_line(made, "writing the cache's layout marker"):
+        os.write(fd, f"{LAYOUT}\n".encode())
+    finally:
+      os.close(fd)
+    os.link(made, path)  # never over a marker another process made meanwhile
+  except FileExistsError:
+    pass
+  except FileNotFoundError:
+    return False
+  finally:
+    made.unlink(missing_ok=True)
+  return True
+
+
 def _remove_stale_layout_files(folder: pathlib.Path) -> None:
-  """The temporary markers of processes killed while they marked the folder."""
-  for leftover in folder.glob(f"{_LAYOUT_FILE}.tmp-*"):
-    pid = leftover.name[len(_LAYOUT_FILE) + len(".tmp-"):].partition("-")[0]
-    if pid.isdigit() and not transfer.pid_is_alive(int(pid)):
-      leftover.unlink(missing_ok=True)
+  """The temporary markers of processes killed while they marked the folder: files whose
+  writer's pid is gone and that are older than STALE_LAYOUT_SECONDS (a pid of another pid
+  namespace sharing the folder looks gone; a marker takes a moment to write)."""
+  for leftover in folder.glob(f"{_LAYOUT_FILE}{_LAYOUT_TMP}*"):
+    with contextlib.suppress(OSError, ValueError, OverflowError):
+      pid = int(leftover.name[len(_LAYOUT_FILE) + len(_LAYOUT_TMP):].partition("-")[0])
+      stat_ = leftover.lstat()
+      if (stat.S_ISREG(stat_.st_mode) and time.time() - stat_.st_mtime > STALE_LAYOUT_SECONDS
+          and not transfer.pid_is_alive(pid)):
+        leftover.unlink()
 
 
 def _read_layout(path: pathlib.Path) -> str | None:

@@ -432,7 +432,9 @@ class PositionReader:
     """A read of window g, ahead of windows this process still reads (a read of an
     iterator rewound meanwhile, still under way; parallel reads far out of order), waits
     while the pass gets nearer, entering them in order; it goes on when the pass has not
-    moved for ARRIVAL_SECONDS."""
+    moved for ARRIVAL_SECONDS with no other read under way (a slow read holds the pass up:
+    STRAGGLER_SECONDS in all)."""
+    deadline = time.monotonic() + STRAGGLER_SECONDS
     while g not in self._open:
       last = self._last
       if last is None or g - last <= self._keep or not self._awaiting() or not self._to_come(
@@ -440,8 +442,9 @@ class PositionReader:
         return
       if not self._idle.wait_for(lambda: self._last != last or g in self._open,  # noqa: B023
                                  ARRIVAL_SECONDS):
-        self._unordered = True
-        return
+        others = sum(self._reading.values()) - 1  # (this read counts as under way in g)
+        if not others or time.monotonic() > deadline:
+          return
 
   def _files(self, g: int, shard: int, indices: list[int],
              at: int | None) -> dict[int, object] | None:
