@@ -85,6 +85,10 @@ def _check_layout(folder: pathlib.Path) -> None:
     if found is not None or _mark_layout(folder, path):
       break
   found = _read_layout(path)
+  if found is None:
+    raise CacheLayoutError(f"{path}: could not mark the cache's layout (the marker written was "
+                           "removed three times by another process); retry, or give another "
+                           "cache_dir")
   if found != LAYOUT:
     raise CacheLayoutError(
         f"{folder} is a shard cache of layout {found!r}, made by another version of imagesets "
@@ -96,20 +100,20 @@ def _check_layout(folder: pathlib.Path) -> None:
 def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> bool:
   """Links a whole marker into place unless one is there; False if ours vanished first."""
   made = folder / f"{_LAYOUT_FILE}{_LAYOUT_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-  fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-  try:
+  with transfer.disk_full_is_one_line(made, "writing the cache's layout marker"):
+    fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-      with transfer.disk_full_is_one_line(made, "writing the cache's layout marker"):
+      try:
         os.write(fd, f"{LAYOUT}\n".encode())
+      finally:
+        os.close(fd)
+      os.link(made, path)  # never over a marker another process made meanwhile
+    except FileExistsError:
+      pass
+    except FileNotFoundError:
+      return False
     finally:
-      os.close(fd)
-    os.link(made, path)  # never over a marker another process made meanwhile
-  except FileExistsError:
-    pass
-  except FileNotFoundError:
-    return False
-  finally:
-    made.unlink(missing_ok=True)
+      made.unlink(missing_ok=True)
   return True
 
 

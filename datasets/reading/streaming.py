@@ -442,8 +442,9 @@ class PositionReader:
         return
       if not self._idle.wait_for(lambda: self._last != last or g in self._open,  # noqa: B023
                                  ARRIVAL_SECONDS):
-        others = sum(self._reading.values()) - 1  # (this read counts as under way in g)
-        if not others or time.monotonic() > deadline:
+        # (reads under way in the pass's windows; not those waiting, like this one, ahead)
+        held_up = any(n for w, n in self._reading.items() if w <= last + self._keep)
+        if not held_up or time.monotonic() > deadline:
           return
 
   def _files(self, g: int, shard: int, indices: list[int],

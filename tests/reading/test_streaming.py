@@ -1132,6 +1132,24 @@ def test_reads_under_way_are_waited_for_apart_from_reads_still_to_come(built, mo
   assert calls == [0, 1, 2, 3, 4] and not reader._unordered  # pylint: disable=protected-access
 
 
+def test_reads_waiting_ahead_of_a_pass_that_does_not_move_do_not_hold_each_other_up(
+    built, monkeypatch):
+  # Two reads far ahead (a live iterator set forward, say) each wait for the pass to get
+  # nearer; neither is a read holding the pass up, so each gives up after ARRIVAL_SECONDS
+  # (each counted the other as one and waited STRAGGLER_SECONDS).
+  monkeypatch.setattr(streaming, "ARRIVAL_SECONDS", 0.2)
+  monkeypatch.setattr(streaming, "STRAGGLER_SECONDS", 30)
+  reader, plan, calls = position_reader(built)
+  read = by_position(reader, plan)
+  pool = concurrent.futures.ThreadPoolExecutor(2)
+  for position in range(20):
+    pool.submit(read, position).result()
+  start = time.monotonic()
+  ahead = [pool.submit(read, position) for position in (61, 62)]
+  assert all(future.result(timeout=60) for future in ahead)
+  assert time.monotonic() - start < 10 and calls == [0, 1, 6]
+
+
 def test_the_positions_a_process_reads_are_counted_from_the_stride_between_them():
   reads = streaming._Reads()  # pylint: disable=protected-access
   for position in (13, 7, 10, 19):  # every 3rd from 7, in any order
