@@ -528,14 +528,9 @@ class Reader:
         self._behind.extend(self._pinned)
         self._pinned.clear()
       _unpin_all(self._cache, self._pinned)
-      self._cache.prefetch(shards)   # all of this window at once, in parallel ...
-      paths = []
       try:
-        for shard in shards:
-          paths.append(self._cache.pin(shard, self._abort))
-          self._pinned.append(shard)
+        paths = self._pin_all(shards, self._pinned)
       except BaseException as error:
-        _unpin_all(self._cache, self._pinned)
         # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
         # parallel calls) end now, with it, before TensorFlow deletes its iterator.
         if not self._abort.is_set() and isinstance(error, Exception):
@@ -544,7 +539,7 @@ class Reader:
         self._cache.wake_all()
         raise
     ahead = 1 if self._cache.limit is not None else UNLIMITED_READ_AHEAD
-    for later in range(g + 1, g + 1 + ahead):  # ... then the next ones
+    for later in range(g + 1, g + 1 + ahead):  # then the next ones
       self._cache.prefetch(self._shards(later))
     return paths
 
@@ -557,16 +552,23 @@ class Reader:
         raise ReaderClosedError("this pipeline's shard reader was closed")
       if self._current is None or not self._current - self._held < g < self._current:
         raise ValueError(f"window {g} is not held with window {self._current}")
-      self._cache.prefetch(shards)
-      paths, pinned = [], []
-      try:
-        for shard in shards:
-          paths.append(self._cache.pin(shard, self._abort))
-          pinned.append(shard)
-      except BaseException:
-        _unpin_all(self._cache, pinned)
-        raise
+      pinned = []
+      paths = self._pin_all(shards, pinned)
       self._behind.extend(pinned)
+    return paths
+
+  def _pin_all(self, shards, pinned: list) -> list[pathlib.Path]:
+    """Local paths of `shards`, downloaded (all at once, in parallel) and pinned, each
+    added to `pinned`; on a failure those pinned here are unpinned again."""
+    self._cache.prefetch(shards)
+    paths = []
+    try:
+      for shard in shards:
+        paths.append(self._cache.pin(shard, self._abort))
+        pinned.append(shard)
+    except BaseException:
+      _unpin_all(self._cache, pinned)
+      raise
     return paths
 
   def visit(self, g: int, index: int, use):
