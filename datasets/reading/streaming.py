@@ -46,7 +46,8 @@ FAILED_PASS_SECONDS = 5.0
 _STRAGGLE_WINDOWS = 16      # a read up to this far behind is a straggler (Grain's threads), not a new pass
 # Reading by position (Grain), the reads of a window still to come are known (the
 # positions this process reads: a stride, Grain's workers); a window is let go once they
-# have all come, or when none has come for this long (a sampler not reading in order).
+# have all come, or when they have not come this long after no read was under way (a
+# sampler not reading in order).
 ARRIVAL_SECONDS = 1.0
 _UNASKED, _ASKED_AHEAD, _ASKED = 0, 1, 2   # a record's mark in a pass (`_asked_again`)
 _GRAIN_HELD = 2             # windows a Grain source keeps pinned: the current one and the one before
@@ -482,7 +483,7 @@ class PositionReader:
           return None
         files = self._open.get(g)
         if files is not None:
-          self._count_in(g)
+          self._reading[g] += 1
           return files
         if self._far_behind(g):
           self._new_pass_from(g, shard, indices, at)
@@ -499,15 +500,12 @@ class PositionReader:
           waited = True
           # While it waits, the read counts as under way in g: g is not let go (others
           # may enter it meanwhile, and the windows after) before it has read.
-          self._count_in(g)
+          self._reading[g] += 1
           try:
             self._wait_for_pass(g)
             self._wait_behind(g)
           finally:
-            self._reading[g] -= 1
-            if not self._reading[g]:
-              del self._reading[g]
-              self._idle.notify_all()
+            self._release(g)
           continue
         # Windows are entered in order, each once a pass, even when parallel reads reach
         # a later one first (a reader that skipped one would unpin and prefetch the wrong
@@ -526,12 +524,8 @@ class PositionReader:
         self._idle.notify_all()  # (a read waiting for the pass to move)
         for old in [w for w in self._open if w <= g - self._keep]:
           self._retire(old)  # unpinned by the reader
-        self._count_in(g)
+        self._reading[g] += 1
         return self._open[g]
-
-  def _count_in(self, g: int) -> None:
-    """Counts a read under way in window g."""
-    self._reading[g] += 1
 
   def _opened(self, g: int, paths) -> dict[int, object]:
     return {i: _open_records(path, self._format)
@@ -549,12 +543,17 @@ class PositionReader:
 
   def _done(self, g: int) -> None:
     with self._lock:
-      self._reading[g] -= 1
-      if not self._reading[g]:
-        del self._reading[g]
-        for records in self._retired.pop(g, {}).values():
-          records.close()
-        self._idle.notify_all()
+      self._release(g)
+
+  def _release(self, g: int) -> None:
+    """A read under way in window g (reading, or waiting to) ends; the last one closes the
+    window's files if it was retired meanwhile. Under the lock."""
+    self._reading[g] -= 1
+    if not self._reading[g]:
+      del self._reading[g]
+      for records in self._retired.pop(g, {}).values():
+        records.close()
+      self._idle.notify_all()
 
   def finish(self) -> None:
     with self._lock:
@@ -580,7 +579,6 @@ class PositionReader:
       for row, record in zip(rows, records):
         out[row] = record
     return out
-
 
   @staticmethod
   def _by_shard(positions: np.ndarray):

@@ -1150,6 +1150,27 @@ def test_reads_waiting_ahead_of_a_pass_that_does_not_move_do_not_hold_each_other
   assert time.monotonic() - start < 10 and calls == [0, 1, 6]
 
 
+def test_a_window_retired_while_a_read_of_it_waited_is_closed_when_that_read_ends(
+    built, monkeypatch):
+  # A read of window 2 waits (window 0's reads to come); meanwhile other threads enter
+  # window 2 and go on past it, retiring it: the waiting read is its last under way, so
+  # its end closes the files (an evicted shard kept open stays on the disk).
+  reader, plan, calls = position_reader(built)
+  read = by_position(reader, plan)
+  for position in range(20):
+    read(position)
+  paths = [built / FOLDER / name for name in plan.window(2)]
+
+  def others_enter_and_retire(g):  # what other threads do while the read waits
+    reader._open[g] = reader._opened(g, paths)  # pylint: disable=protected-access
+    reader._last = g + 2  # pylint: disable=protected-access
+    reader._retire(g)  # pylint: disable=protected-access
+  monkeypatch.setattr(reader, "_wait_behind", others_enter_and_retire)
+  assert concurrent.futures.ThreadPoolExecutor(1).submit(read, 20).result(timeout=10)
+  assert reader._retired == {} and reader._reading == {}  # pylint: disable=protected-access
+  assert ("visit", 2) in calls
+
+
 def test_the_positions_a_process_reads_are_counted_from_the_stride_between_them():
   reads = streaming._Reads()  # pylint: disable=protected-access
   for position in (13, 7, 10, 19):  # every 3rd from 7, in any order
