@@ -80,11 +80,10 @@ def _check_layout(folder: pathlib.Path) -> None:
   once by another layout is then read and refused), refuses another."""
   _remove_stale_layout_files(folder)
   path = folder / _LAYOUT_FILE
-  for _ in range(3):  # (our temporary marker removed under us: once per try)
-    found = _read_layout(path)
-    if found is not None or _mark_layout(folder, path):
-      break
-  found = _read_layout(path)
+  found, tries = _read_layout(path), 3
+  while found is None and tries:  # (our temporary marker removed under us: another try)
+    _mark_layout(folder, path)
+    found, tries = _read_layout(path), tries - 1
   if found is None:
     raise CacheLayoutError(f"{path}: could not mark the cache's layout (the marker written was "
                            "removed three times by another process); retry, or give another "
@@ -97,8 +96,8 @@ def _check_layout(folder: pathlib.Path) -> None:
         "version uses the folder")
 
 
-def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> bool:
-  """Links a whole marker into place unless one is there; False if ours vanished first."""
+def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> None:
+  """Links a whole marker into place unless one is there (or ours vanished first)."""
   made = folder / f"{_LAYOUT_FILE}{_LAYOUT_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
   with transfer.disk_full_is_one_line(made, "writing the cache's layout marker"):
     fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -108,13 +107,10 @@ def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> bool:
       finally:
         os.close(fd)
       os.link(made, path)  # never over a marker another process made meanwhile
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):
       pass
-    except FileNotFoundError:
-      return False
     finally:
       made.unlink(missing_ok=True)
-  return True
 
 
 def _remove_stale_layout_files(folder: pathlib.Path) -> None:
