@@ -22,16 +22,19 @@ images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images)
 
 import collections
 import dataclasses
+import functools
 import json
 import pathlib
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import PIL.Image
+import scipy.sparse
+import scipy.sparse.csgraph
 
 from imagesets.verifying import image_hashes
 
-THRESHOLD = 26      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25
+THRESHOLD = 28      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25
 SIMILAR = 0.85      # thumbnail correlation confirming a near pair: real copies >= 0.89, distinct pairs the hashes propose <= 0.8 (tiles of 18 real photos)
 _CROP = 0.06        # zoom `similarity` tries: copies cropped by up to ~6 %
 _CENTRE = 0.85      # share of a thumbnail's side `similarity` compares (borders differ in crops)
@@ -39,9 +42,12 @@ _COMPARED = 12      # side the compared centres are resampled to
 _MEAN = 8.0         # grey levels a copy's central mean may move (crops, re-encoding)
 _CONTRAST = 1.4     # ratio a copy's central contrast may change by
 _FLAT = 2.0         # grey-level spread below which a thumbnail is flat
-_ALL_PAIRS = 64     # candidate components up to this size get every pair checked
+_ALL_PAIRS = 64     # cross-split groups up to this many exact sets get every pair checked
 BANDS = 64
-BAND_BITS = 14
+BAND_BITS = 13
+WINDOW = 8          # in a band, each image is a candidate with the next WINDOW of its bucket
+CHECKS = 48         # thumbnail checks an image takes part in while groups are joined (+ 1)
+_BATCH = 1 << 15    # pairs whose thumbnails are compared in one numpy step
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
 EXACT, NEAR = "exact", "near"
@@ -121,27 +127,21 @@ def _as_words(hashes: Sequence[int]) -> np.ndarray:
   return np.array([(h >> 64, h & mask) for h in hashes], dtype=np.uint64).reshape(-1, 2)
 
 
-def similarity(a: bytes, b: bytes) -> float:
-  """How alike two stored thumbnails (`image_hashes.SMALL` square grey) are: the best
-  normalised correlation of their central regions, at equal scale or one of them zoomed
-  in by `_CROP` (a copy cropped by a few percent). Two flat thumbnails count as alike
-  when their means are close (black frames, placeholders). Regions whose brightness or
-  contrast differ are not alike (-1), however correlated: on real photos, distinct smooth
-  tiles (skies, walls) correlate up to 0.98."""
+@functools.cache
+def _centre_maps() -> np.ndarray:
+  """(2, SMALL², _COMPARED²): the linear maps from a thumbnail to its central region at
+  zoom 1 and 1 - _CROP (`_central`, applied to each basis image: PIL's resampling of "F"
+  images is linear), so that many pairs are compared as matrix products."""
   side = image_hashes.SMALL
-  first, second = (PIL.Image.frombytes("L", (side, side), t).convert("F") for t in (a, b))
-  best = -1.0
-  for zoom_first, zoom_second in ((1.0, 1.0), (1.0 - _CROP, 1.0), (1.0, 1.0 - _CROP)):
-    x, y = _central(first, zoom_first), _central(second, zoom_second)
-    spread_x, spread_y = x.std(), y.std()
-    if spread_x < _FLAT or spread_y < _FLAT:
-      alike = spread_x < _FLAT and spread_y < _FLAT and abs(x.mean() - y.mean()) < 4 * _FLAT
-      best = max(best, 1.0 if alike else 0.0)
-      continue
-    if abs(x.mean() - y.mean()) > _MEAN or not 1 / _CONTRAST < spread_x / spread_y < _CONTRAST:
-      continue  # (a copy keeps its brightness and contrast; alike shapes often do not)
-    best = max(best, float(((x - x.mean()) * (y - y.mean())).mean() / (spread_x * spread_y)))
-  return best
+  maps = []
+  for zoom in (1.0, 1.0 - _CROP):
+    rows = []
+    for k in range(side * side):
+      basis = np.zeros(side * side, np.float32)
+      basis[k] = 1.0
+      rows.append(_central(PIL.Image.fromarray(basis.reshape(side, side), "F"), zoom).ravel())
+    maps.append(np.stack(rows))
+  return np.stack(maps)
 
 
 def _central(thumbnail: PIL.Image.Image, zoom: float) -> np.ndarray:
@@ -153,127 +153,205 @@ def _central(thumbnail: PIL.Image.Image, zoom: float) -> np.ndarray:
                                      box=box), np.float64)
 
 
-def _find_roots(parent: np.ndarray, items: np.ndarray) -> np.ndarray:
-  """Union-find roots of `items` (vectorised; halves the paths as it goes)."""
-  roots = parent[items]
-  while True:
-    up = parent[roots]
-    if (up == roots).all():
-      return roots
-    parent[roots] = parent[up]
-    roots = up
+def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+  """How alike the thumbnails (rows of `image_hashes.SMALL`² grey bytes) of each pair
+  `first[k]`, `second[k]` are: the best normalised correlation of their central regions,
+  at equal scale or one of them zoomed in by `_CROP` (a copy cropped by a few percent). Two
+  flat regions count as alike when their means are close (black frames, placeholders).
+  Regions whose brightness or contrast differ are not alike (-1), however correlated: on
+  real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: about
+  a microsecond a pair, in blocks of `_BATCH` pairs."""
+  maps = _centre_maps()
+  scores = np.empty(len(first), np.float64)
+  for start in range(0, len(first), _BATCH):
+    block = slice(start, start + _BATCH)
+    x, y = (thumbnails[side[block]].astype(np.float64) for side in (first, second))
+    x_zoomed, y_zoomed = (x @ maps[0], x @ maps[1]), (y @ maps[0], y @ maps[1])
+    scores[block] = np.maximum.reduce([_correlation(x_zoomed[zx], y_zoomed[zy])
+                                       for zx, zy in ((0, 0), (1, 0), (0, 1))])
+  return scores
 
 
-def near_components(hashes: Sequence[int], threshold: int = THRESHOLD) -> np.ndarray:
-  """Union-find parent array (root = smallest index) joining hashes that differ by
-  <= threshold bits, found by LSH bands (module doc). Pairs already joined are skipped
-  as they come, and no list of pairs is kept: a picture stored 1,000 times costs no more
-  than 1,000 distinct ones. Call `_find_roots` for the components."""
-  words = _as_words(hashes)
-  parent = np.arange(len(words))
-  if len(words) < 2:
-    return parent
-  bits = np.unpackbits(words.byteswap().view(np.uint8).reshape(-1, 16), axis=1)  # N x 128
-  weights = 1 << np.arange(BAND_BITS, dtype=np.int64)
-  for positions in _band_positions():
-    keys = bits[:, positions].astype(np.int64) @ weights
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    offset = 1
-    while offset < len(order):  # pairs `offset` apart in the sorted order, same key
-      same = np.flatnonzero(sorted_keys[:-offset] == sorted_keys[offset:])
-      if not len(same):
-        break  # runs are contiguous: none is longer than `offset`
-      first, second = order[same], order[same + offset]
-      distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
-                  + np.bitwise_count(words[first, 1] ^ words[second, 1]))
-      first, second = first[distance <= threshold], second[distance <= threshold]
-      # Skip what earlier bands or offsets joined already: inside a big cluster almost
-      # every pair, so the unions stay ~ the cluster's size.
-      keep = _find_roots(parent, first) != _find_roots(parent, second)
-      for a, b in zip(first[keep].tolist(), second[keep].tolist()):
-        _union(parent, a, b)
-      offset += 1
-  return parent
+def _correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+  mean_x, mean_y = x.mean(1), y.mean(1)
+  x, y = x - mean_x[:, None], y - mean_y[:, None]
+  spread_x, spread_y = np.sqrt((x * x).mean(1)), np.sqrt((y * y).mean(1))
+  flat_x, flat_y = spread_x < _FLAT, spread_y < _FLAT
+  with np.errstate(divide="ignore", invalid="ignore"):
+    ratio = spread_x / spread_y
+    correlation = (x * y).mean(1) / (spread_x * spread_y)
+  # (a copy keeps its brightness and contrast; alike shapes often do not)
+  kept = (np.abs(mean_x - mean_y) <= _MEAN) & (1 / _CONTRAST < ratio) & (ratio < _CONTRAST)
+  score = np.where(kept, correlation, -1.0)
+  flat_alike = flat_x & flat_y & (np.abs(mean_x - mean_y) < 4 * _FLAT)
+  return np.where(flat_x | flat_y, np.where(flat_alike, 1.0, 0.0), score)
 
 
-def _union(parent: np.ndarray, a: int, b: int) -> bool:
-  ra, rb = int(_find_roots(parent, np.array([a]))[0]), int(_find_roots(parent, np.array([b]))[0])
-  if ra == rb:
-    return False
-  parent[max(ra, rb)] = min(ra, rb)
-  return True
+def similarity(a: bytes, b: bytes) -> float:
+  """`similarities` of two stored thumbnails."""
+  thumbnails = np.frombuffer(a + b, np.uint8).reshape(2, -1)
+  return float(similarities(thumbnails, np.array([0]), np.array([1]))[0])
+
+
+def _thumbnail_rows(thumbnails: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+  """(N x SMALL² uint8, N bools: no thumbnail stored) of stored thumbnails."""
+  size = image_hashes.SMALL ** 2
+  blank = np.array([len(t) != size for t in thumbnails], bool)
+  rows = np.frombuffer(b"".join(t if len(t) == size else bytes(size) for t in thumbnails),
+                       np.uint8).reshape(-1, size)
+  return rows, blank
+
+
+def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
+           second: np.ndarray) -> np.ndarray:
+  """Which pairs are confirmed alike: the same thumbnail (also both without one), or a
+  `similarities` score of at least SIMILAR. Every thumbnail check goes through here."""
+  same = (blank[first] == blank[second]) & (thumbnails[first] == thumbnails[second]).all(1)
+  compared = ~same & ~blank[first] & ~blank[second]
+  alike = same.copy()
+  alike[compared] = similarities(thumbnails, first[compared], second[compared]) >= SIMILAR
+  return alike
+
+
+def _band_candidates(words: np.ndarray, positions: np.ndarray, band: int,
+                     threshold: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """Pairs (i < j) of one band, nearest first: hashes with the same bits at `positions`
+  at most `threshold` bits apart, each hash paired with the next WINDOW of its bucket
+  (one array pair an offset). In a bucket the hashes are sorted by one of their words
+  rotated by the band's own amount, so neighbours in that order are likely near in all
+  bits (sorted neighbourhood): a bucket of a million frames costs WINDOW pairs a frame."""
+  key = np.zeros(len(words), np.uint64)
+  for bit in positions.tolist():
+    key = (key << np.uint64(1)) | ((words[:, bit // 64] >> np.uint64(63 - bit % 64))
+                                   & np.uint64(1))
+  word = words[:, band % 2]
+  turn = np.uint64(band * 7 % 63 + 1)
+  within = (word << turn) | (word >> (np.uint64(64) - turn))
+  order = np.argsort((key << np.uint64(64 - BAND_BITS)) | (within >> np.uint64(BAND_BITS)),
+                     kind="stable")
+  sorted_keys = key[order]
+  for offset in range(1, WINDOW + 1):
+    same = np.flatnonzero(sorted_keys[:-offset] == sorted_keys[offset:])
+    if not len(same):
+      return  # buckets are contiguous: none is longer than `offset`
+    first, second = order[same], order[same + offset]
+    distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
+                + np.bitwise_count(words[first, 1] ^ words[second, 1]))
+    near = distance <= threshold
+    yield np.minimum(first, second)[near], np.maximum(first, second)[near]
+
+
+def _joined(label: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+  """Component labels once the pairs `first[k]`, `second[k]` are joined."""
+  count = len(label)
+  graph = scipy.sparse.coo_matrix((np.ones(len(first), np.int8), (label[first], label[second])),
+                                  shape=(count, count))
+  _, components = scipy.sparse.csgraph.connected_components(graph, directed=False)
+  return components[label]
+
+
+@dataclasses.dataclass
+class _Links:
+  """The confirmed pairs (`first[k]` ~ `second[k]`, first < second) among N pictures, their
+  components (`label`) and every pair checked (`checked`, codes first * N + second)."""
+  label: np.ndarray
+  first: np.ndarray
+  second: np.ndarray
+  checked: set
+
+
+def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
+                threshold: int) -> _Links:
+  """Joins pictures whose hashes the bands propose (`_band_candidates`) and whose thumbnails
+  confirm it (`_alike`), band after band. A pair already in one component is not checked,
+  nor one checked before, nor one of a picture that took part in CHECKS checks; the pairs
+  of each offset are checked together (a picture is in at most two): so whatever the
+  clustering, a picture takes part in at most CHECKS + 1 thumbnail checks and 2 BANDS
+  WINDOW hash comparisons, and memory is O(N + checks)."""
+  count = len(words)
+  label = np.arange(count)
+  checks = np.zeros(count, np.int64)
+  checked: set[int] = set()
+  firsts, seconds = [], []
+  for band, positions in enumerate(_band_positions() if count > 1 else []):
+    for first, second in _band_candidates(words, positions, band, threshold):
+      keep = ((label[first] != label[second]) & (checks[first] < CHECKS)
+              & (checks[second] < CHECKS))
+      codes = first[keep] * count + second[keep]
+      new = np.fromiter((code not in checked for code in codes.tolist()), bool, len(codes))
+      first, second = first[keep][new], second[keep][new]
+      if not len(first):
+        continue
+      checked.update(codes[new].tolist())
+      checks += np.bincount(first, minlength=count) + np.bincount(second, minlength=count)
+      alike = _alike(thumbnails, blank, first, second)
+      if alike.any():
+        firsts.append(first[alike])
+        seconds.append(second[alike])
+        label = _joined(label, first[alike], second[alike])
+  empty = [np.empty(0, np.int64)]
+  return _Links(label, np.concatenate(firsts or empty), np.concatenate(seconds or empty),
+                checked)
 
 
 def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[int, int]]:
-  """Index pairs (i < j) joined by `near_components`: each non-root hash with its root."""
-  parent = near_components(hashes, threshold)
-  roots = _find_roots(parent, np.arange(len(parent)))
-  return {(int(r), int(i)) for i, r in enumerate(roots.tolist()) if r != i}
+  """Index pairs (i < j) of hashes at most `threshold` bits apart that the LSH bands propose
+  (module doc): the candidates that thumbnails then confirm or refuse."""
+  words = _as_words(hashes)
+  pairs = set()
+  for band, positions in enumerate(_band_positions() if len(words) > 1 else []):
+    for first, second in _band_candidates(words, positions, band, threshold):
+      pairs.update(zip(first.tolist(), second.tolist()))
+  return pairs
 
 
 def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
          threshold: int = THRESHOLD) -> list[Group]:
   """Every group of duplicates among the images, sorted by their first member.
 
-  Images with the very same pixels are one exact set. One representative per set (and per
-  identical perceptual hash) goes to LSH; each candidate component it proposes is then
-  checked pair by pair against its thumbnails (`similarity`): a member joins a near group
-  only when it is confirmed alike one of the group's members, and the group keeps which
-  pairs were confirmed (`links`) so that `to_drop` never chains A ~ B ~ C into A ~ C."""
+  Images with the very same pixels are one exact set. One representative per set goes to
+  `_near_links`, which joins only pairs whose thumbnails confirm them: a group is a
+  connected component of confirmed pairs. In a cross-split group of at most _ALL_PAIRS
+  sets every pair is checked too, so that `to_drop` sees each copy of a kept member and
+  never chains A ~ B ~ C into A ~ C."""
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
     by_pixels[fingerprint.pixels].append(index)
   sets = list(by_pixels.values())
   representatives = [same[0] for same in sets]
-  by_hash = collections.defaultdict(list)
-  for number, index in enumerate(representatives):
-    by_hash[fingerprints[index].perceptual].append(number)
-  unique = list(by_hash)
-  parent = near_components(unique, threshold)
-  roots = _find_roots(parent, np.arange(len(unique))).tolist()
-  candidates = collections.defaultdict(list)  # root -> numbers of exact sets
-  for position, numbers in enumerate(by_hash.values()):
-    candidates[roots[position]] += numbers
+  thumbnails, blank = _thumbnail_rows([fingerprints[i].thumbnail for i in representatives])
+  links = _near_links(_as_words([fingerprints[i].perceptual for i in representatives]),
+                      thumbnails, blank, threshold)
+  components = collections.defaultdict(list)  # label -> numbers of exact sets
+  for number, label in enumerate(links.label.tolist()):
+    components[label].append(number)
+  first, second = _every_pair_of_small_leaks(components.values(), sets, members, links)
+  alike = _alike(thumbnails, blank, first, second)
+  first = np.concatenate([links.first, first[alike]])
+  second = np.concatenate([links.second, second[alike]])
+  linked = collections.defaultdict(list)  # label -> confirmed pairs of exact-set numbers
+  for a, b in zip(first.tolist(), second.tolist()):
+    linked[int(links.label[a])].append((a, b))
   groups = []
-  for numbers in candidates.values():
-    for component, links in _confirmed(numbers, sets, fingerprints):
-      indices = [i for number in component for i in sets[number]]
-      if len(indices) > 1:
-        groups.append(_group(members, fingerprints, indices, links, sets))
+  for label, numbers in components.items():
+    indices = [i for number in numbers for i in sets[number]]
+    if len(indices) > 1:
+      groups.append(_group(members, fingerprints, indices, linked[label], sets))
   return sorted(groups, key=lambda g: _member_order(g.members[0]))
 
 
-def _confirmed(numbers: list[int], sets: list[list[int]],
-               fingerprints: Sequence[image_hashes.Fingerprint]):
-  """The components of exact sets `numbers` (one LSH candidate component) under confirmed
-  similarity, each with its confirmed pairs (as pairs of exact-set numbers)."""
-  if len(numbers) == 1:
-    return [(numbers, [])]
-  thumbnails = {n: fingerprints[sets[n][0]].thumbnail for n in numbers}
-  parent = {n: n for n in numbers}
-
-  def root(n):
-    while parent[n] != n:
-      n = parent[n]
-    return n
-
-  links = []
-  every_pair = len(numbers) <= _ALL_PAIRS
-  for position, a in enumerate(numbers):
-    for b in numbers[position + 1:]:
-      # A big component (a burst of frames) is checked against what is not joined yet
-      # only: its links then span it, and the work stays ~ its size.
-      if not every_pair and root(a) == root(b):
-        continue
-      if thumbnails[a] == thumbnails[b] or similarity(thumbnails[a], thumbnails[b]) >= SIMILAR:
-        links.append((a, b))
-        parent[max(root(a), root(b))] = min(root(a), root(b))
-  components = collections.defaultdict(list)
-  for n in numbers:
-    components[root(n)].append(n)
-  return [(c, [(a, b) for a, b in links if root(a) == root(c[0])])
-          for c in components.values()]
+def _every_pair_of_small_leaks(components, sets, members, links: _Links):
+  """The pairs of exact sets not checked yet in each component of 2 to _ALL_PAIRS sets
+  whose members are in more than one split."""
+  count = len(links.label)
+  pairs = []
+  for numbers in components:
+    if 1 < len(numbers) <= _ALL_PAIRS and len(
+        {members[i].split for number in numbers for i in sets[number]}) > 1:
+      pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]
+                if a * count + b not in links.checked]
+  pairs = np.array(pairs, np.int64).reshape(-1, 2)
+  return pairs[:, 0], pairs[:, 1]
 
 
 def _group(members, fingerprints, indices, links, sets) -> Group:

@@ -1,8 +1,11 @@
 """One image's fingerprint: what duplicate detection and statistics need to know of it.
 
-* `pixels`: a digest of the decoded pixels and their shape, so two files holding the same
-  picture are exact duplicates whatever their bytes (EXIF added or removed, PNG recompressed,
-  a JPEG's pixels saved as PNG);
+* `pixels`: a digest of the image's size and its pixels at a small decode (`decode_small`:
+  a JPEG's DCT scaled by 1/2 to 1/8 in libjpeg, so its sides stay >= `SMALL_DECODE`; other
+  formats in full), so two files holding the same picture are exact duplicates whatever
+  their bytes (EXIF added or removed, PNG recompressed). A JPEG and a PNG of its pixels are
+  decoded differently, so they are near duplicates, not exact ones; two JPEGs that differ
+  only in detail finer than the small decode (a few pixels) count as exact;
 * `perceptual`: two 64-bit perceptual hashes from `imagehash` (a well-kept library):
   pHash (signs of the low DCT frequencies) and aHash (8x8 means against their mean),
   concatenated into 128 bits. Measured on photo-like images (docs/know_your_data.md): a copy
@@ -16,7 +19,10 @@
 * the stored size and format, for the dataset card's statistics.
 
 A pure function of the bytes: it runs in the build's worker processes, next to the image
-checks, and again on any stored version (`imagesets duplicates`).
+checks, and again on any stored version (`imagesets duplicates`). The small decode is what
+makes it cheap: libjpeg skips most of the inverse DCT and the colour conversion, and
+nothing hashes or resamples the full pixels (0.6 ms against 2.0 ms a 500x375 photo,
+docs/know_your_data.md); the entropy-coded data is still read whole.
 """
 
 import dataclasses
@@ -31,11 +37,12 @@ import simplejpeg
 HASH_BITS = 128  # pHash 64 + aHash 64
 _THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from
 SMALL = 16  # side of the stored thumbnail that confirms near pairs
+SMALL_DECODE = 128  # a JPEG's sides at its small decode are at least this (or the whole image)
 
 
 @dataclasses.dataclass(frozen=True)
 class Fingerprint:
-  pixels: str       # hex digest of the decoded RGB pixels and their shape
+  pixels: str       # hex digest of the image's size and its small decode's RGB pixels
   perceptual: int   # HASH_BITS bits: pHash << 64 | aHash
   height: int
   width: int
@@ -80,11 +87,13 @@ def _beyond_rgb(image: PIL.Image.Image) -> bytes:
 
 
 def _grey(rgb: np.ndarray) -> PIL.Image.Image:
-  """A _THUMBNAIL-square grey thumbnail of `rgb`."""
+  """A _THUMBNAIL-square grey thumbnail of `rgb`, resampled with PIL's antialiased
+  bilinear filter: from a small decode or a full one, a copy gets nearly the same
+  thumbnail (a box filter aliased fine textures, and their hashes drifted apart)."""
   image = PIL.Image.fromarray(rgb)
-  factor = max(1, min(image.size) // (2 * _THUMBNAIL))  # (box-averaged: cheap, no aliasing)
+  factor = max(1, min(image.size) // (4 * _THUMBNAIL))  # (a large PNG: box-reduced first)
   return image.reduce(factor).convert("L").resize((_THUMBNAIL, _THUMBNAIL),
-                                                  PIL.Image.Resampling.BOX)
+                                                  PIL.Image.Resampling.BILINEAR)
 
 
 def _hash_of(thumbnail: PIL.Image.Image) -> int:
@@ -97,24 +106,39 @@ def small_thumbnail(grey: PIL.Image.Image) -> bytes:
   return grey.resize((SMALL, SMALL), PIL.Image.Resampling.BOX).tobytes()
 
 
-def of_bytes(data: bytes) -> Fingerprint:
-  """The fingerprint of encoded image bytes (decodes them once)."""
+def decode_small(data: bytes) -> tuple[np.ndarray, str, bytes, tuple[int, int]]:
+  """(RGB pixels at a small decode, format, what RGB leaves out, (height, width) of the
+  image): a JPEG decoded at the smallest DCT scale whose sides are >= SMALL_DECODE, any
+  other format in full (`decode_rgb`)."""
+  if data[:2] == b"\xff\xd8":
+    height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+    small = simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False,
+                                   min_height=min(height, SMALL_DECODE),
+                                   min_width=min(width, SMALL_DECODE))
+    return small, "jpeg", b"", (height, width)
   rgb, fmt, extra = decode_rgb(data)
-  grey = _grey(rgb)
-  return Fingerprint(_digest(rgb, extra), _hash_of(grey), int(rgb.shape[0]),
-                     int(rgb.shape[1]), fmt, small_thumbnail(grey))
+  return rgb, fmt, extra, rgb.shape[:2]
 
 
-def _digest(rgb: np.ndarray, extra: bytes = b"") -> str:
-  digest = hashlib.sha256(repr(rgb.shape).encode())
+def of_bytes(data: bytes) -> Fingerprint:
+  """The fingerprint of encoded image bytes (one small decode)."""
+  small, fmt, extra, (height, width) = decode_small(data)
+  grey = _grey(small)
+  return Fingerprint(_digest(small, extra, (height, width)), _hash_of(grey), int(height),
+                     int(width), fmt, small_thumbnail(grey))
+
+
+def _digest(rgb: np.ndarray, extra: bytes = b"", size: tuple[int, int] | None = None) -> str:
+  digest = hashlib.sha256(repr(rgb.shape if size is None else (*size, 3)).encode())
   digest.update(np.ascontiguousarray(rgb).data)
   digest.update(extra)
   return digest.hexdigest()[:32]
 
 
 def pixel_digest(data: bytes) -> str:
-  """`Fingerprint.pixels` of encoded image bytes alone: the same for the same decoded
-  pixels, whatever the bytes (EXIF, PNG compression)."""
+  """A digest of the fully decoded pixels of encoded image bytes: the same for the same
+  pixels, whatever the bytes (EXIF, PNG compression, a JPEG's pixels as PNG), and another
+  for any change of a pixel (what `version_diff` needs; `Fingerprint.pixels` is cheaper)."""
   rgb, _, extra = decode_rgb(data)
   return _digest(rgb, extra)
 

@@ -5,10 +5,12 @@ import json
 import random
 import tracemalloc
 
+import numpy as np
 import pytest
 
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
+from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images
@@ -59,7 +61,8 @@ def test_every_kind_of_copy_is_found_and_distinct_photos_are_not_paired():
   assert [[m.file_name for m in g.members] for g in groups] == [
       ["0.jpg", "copy_exact.jpg"], ["1.jpg", "copy_jpeg_q60.jpg"],
       ["2.jpg", "copy_resized_50.jpg"], ["3.jpg", "copy_png.jpg"], ["4.jpg", "copy_crop_5.jpg"]]
-  assert [g.kind for g in groups] == ["exact", "near", "near", "exact", "near"]
+  # (a PNG of a JPEG's pixels is a near copy: fingerprints decode JPEGs small, PNGs in full)
+  assert [g.kind for g in groups] == ["exact", "near", "near", "near", "near"]
   assert [g.cross_split for g in groups] == [False, True, True, True, True]
   assert [g.label_conflict for g in groups] == [False, False, False, False, True]
 
@@ -78,7 +81,7 @@ def test_summary_names_the_leaks_and_json_round_trips():
   members, fingerprints = _planted()
   groups = duplicates.find(members, fingerprints)
   line = duplicates.summary(groups, len(members), show=2)
-  assert line.startswith("duplicates: 5 group(s) (2 exact, 3 near) among 15 images; 4 cross "
+  assert line.startswith("duplicates: 5 group(s) (1 exact, 4 near) among 15 images; 4 cross "
                          "splits (leakage): train/1.jpg = validation/copy_jpeg_q60.jpg; "
                          "train/2.jpg = test/copy_resized_50.jpg; and 2 more")
   assert line.endswith("; 1 label conflict(s)")
@@ -97,16 +100,16 @@ def test_summary_names_the_leaks_and_json_round_trips():
 
 def test_a_near_group_says_which_members_have_the_very_same_pixels():
   pixels = sample_images.photo(150, 200, seed=3)
-  members = [Member("train", "a.jpg", "a"), Member("test", "b.png", "a"),
+  members = [Member("train", "a.jpg", "a"), Member("test", "b.jpg", "a"),
              Member("validation", "c.jpg", "a")]
   fingerprints = [image_hashes.of_bytes(planted_copies.original(pixels)),
-                  image_hashes.of_bytes(planted_copies.png(pixels)),
+                  image_hashes.of_bytes(planted_copies.exact(pixels)),
                   image_hashes.of_bytes(planted_copies.jpeg_q60(pixels))]
   [group] = duplicates.find(members, fingerprints)
   assert group.kind == "near" and [m.split for m in group.members] == ["train", "validation",
                                                                        "test"]
-  assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.png: the same pixels
-  assert group.same_pixels() == ["train/a.jpg = test/b.png"]
+  assert group.exact_sets == ((0, 2),)  # train/a.jpg and test/b.jpg: the same pixels
+  assert group.same_pixels() == ["train/a.jpg = test/b.jpg"]
 
 
 def _fingerprints(pictures, make):
@@ -209,3 +212,84 @@ def test_the_summary_of_a_report_stored_by_a_build(tmp_path):
       json.dumps(duplicates.to_json(groups, 999999)))
   with pytest.raises(duplicates.BadReport, match="num_images 999999 but the version holds"):
     duplicates.stored_summary(tmp_path, splits)
+
+
+# What a picture may cost in thumbnail checks, whatever the clustering (`_near_links`,
+# `_every_pair_of_small_leaks`).
+_CHECKS_A_PICTURE = duplicates.CHECKS + 1 + duplicates._ALL_PAIRS - 1
+
+
+def _counted_checks(monkeypatch) -> list[np.ndarray]:
+  """Every thumbnail check `find` makes, counted per picture (exact-set representative)."""
+  counts = []
+  real = duplicates._alike
+
+  def alike(thumbnails, blank, first, second):
+    counts.append(np.bincount(np.concatenate([first, second]), minlength=len(thumbnails)))
+    return real(thumbnails, blank, first, second)
+
+  monkeypatch.setattr(duplicates, "_alike", alike)
+  return counts
+
+
+def _fingerprinted(made):
+  pictures, fingerprints = [], []
+  for picture, data in made:
+    pictures.append(picture)
+    fingerprints.append(image_hashes.of_bytes(data))
+  return pictures, fingerprints
+
+
+@pytest.fixture(scope="module")
+def crops_of_three_scenes():
+  """2,000 crops and burst frames of three real photos: correlated hashes."""
+  return _fingerprinted(photo_crops.jpegs(2000, seed=7, scenes=3, size=(200, 133)))
+
+
+def test_grouping_crops_of_a_few_scenes_checks_a_bounded_number_of_pairs(
+    monkeypatch, crops_of_three_scenes):
+  # Joining candidates before confirming them made one component of a scene's crops and
+  # checked its pairs: 161,237 checks for 3,000 crops of five scenes (54 a picture).
+  pictures, fingerprints = crops_of_three_scenes
+  counts = _counted_checks(monkeypatch)
+  members = [Member("train" if i % 4 else "test", f"{i}.jpg", p.scene)
+             for i, p in enumerate(pictures)]
+  groups = duplicates.find(members, fingerprints)
+  per_picture = np.sum(counts, axis=0)
+  assert per_picture.max() <= _CHECKS_A_PICTURE
+  assert per_picture.sum() <= 10 * len(pictures)
+  # Only confirmed pairs join: no group mixes scenes, and burst frames are found together.
+  index = {m: i for i, m in enumerate(members)}
+  assert all(g.label_conflict is False for g in groups)
+  group_of = {index[m]: n for n, g in enumerate(groups) for m in g.members}
+  bursts = collections.defaultdict(set)
+  for i, picture in enumerate(pictures):
+    if picture.burst >= 0:
+      bursts[picture.burst].add(group_of.get(i, -1 - i))
+  assert sum(len(groups_of_burst) == 1 for groups_of_burst in bursts.values()) >= 0.8 * len(bursts)
+
+
+def test_one_picture_a_thousand_times_other_bytes_costs_about_one_check_each(monkeypatch):
+  # The same frame re-encoded 1,000 times (other pixels each time): one near group.
+  photo = real_photos.photos()["coffee"]
+  made = ((None, sample_images.encode(np.clip(photo.astype(int) + shift % 7 - 3, 0, 255)
+                                      .astype(np.uint8), "JPEG", quality=50 + shift % 50))
+          for shift in range(1000))
+  _, fingerprints = _fingerprinted(made)
+  assert len({f.pixels for f in fingerprints}) > 100
+  counts = _counted_checks(monkeypatch)
+  [group] = duplicates.find([Member("train", f"{i}.jpg", "a") for i in range(1000)],
+                            fingerprints)
+  assert len(group.members) == 1000
+  assert np.sum(counts) <= 2 * len({f.pixels for f in fingerprints})
+
+
+def test_mostly_alike_pictures_cost_a_bounded_number_of_checks(monkeypatch):
+  # Crops of one texture (documents, X-rays, gravel): hashes close, thumbnails unlike.
+  pictures, fingerprints = _fingerprinted(photo_crops.jpegs(
+      1500, seed=3, scenes=1, size=(96, 96), share_in_bursts=0))
+  counts = _counted_checks(monkeypatch)
+  duplicates.find([Member("train", f"{i}.jpg", "a") for i in range(1500)], fingerprints)
+  per_picture = np.sum(counts, axis=0)
+  assert per_picture.max() <= _CHECKS_A_PICTURE
+  assert per_picture.sum() <= 2 * duplicates.CHECKS * len(pictures)

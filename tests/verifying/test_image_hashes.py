@@ -23,7 +23,12 @@ def test_same_pixels_other_bytes_give_the_same_digest_and_facts():
   with_exif = image_hashes.of_bytes(planted_copies.exact(pixels))
   as_png = image_hashes.of_bytes(planted_copies.png(pixels))
   assert planted_copies.original(pixels) != planted_copies.exact(pixels)
-  assert original.pixels == with_exif.pixels == as_png.pixels
+  assert original.pixels == with_exif.pixels
+  # A PNG of the JPEG's pixels: decoded in full, not at the JPEG's small scale, so a near
+  # copy for the fingerprint; `pixel_digest` (full decodes) still calls them the same.
+  assert as_png.pixels != original.pixels
+  assert (image_hashes.pixel_digest(planted_copies.png(pixels))
+          == image_hashes.pixel_digest(planted_copies.original(pixels)))
   assert (as_png.format, original.format) == ("png", "jpeg")
   assert (original.height, original.width) == pixels.shape[:2]
   assert image_hashes.of_bytes(planted_copies.jpeg_q60(pixels)).pixels != original.pixels
@@ -39,6 +44,17 @@ def test_copies_are_within_the_threshold_and_distinct_photos_far_beyond_it():
   distinct = [image_hashes.distance(a, b) for a, b in itertools.combinations(hashes, 2)]
   assert min(distinct) > duplicates.THRESHOLD + 4
   assert 50 < np.median(distinct) < 80  # of 128 bits: about half differ
+
+
+def test_a_jpeg_is_fingerprinted_at_a_small_decode_with_its_full_size():
+  data = sample_images.jpeg(375, 500, seed=2)
+  small, fmt, _, size = image_hashes.decode_small(data)
+  assert (small.shape, fmt, size) == ((141, 188, 3), "jpeg", (375, 500))  # DCT scaled 3/8
+  fingerprint = image_hashes.of_bytes(data)
+  assert (fingerprint.height, fingerprint.width) == (375, 500)
+  assert image_hashes.decode_small(sample_images.jpeg(100, 120, seed=2))[0].shape == (100, 120, 3)
+  # The same small pixels at another size are another picture.
+  assert fingerprint.pixels != image_hashes._digest(small, b"", (376, 500))
 
 
 def test_fingerprints_round_trip_through_json():
