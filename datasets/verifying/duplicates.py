@@ -1,23 +1,32 @@
 """Groups of duplicate images in a dataset version, within and across splits.
 
-Two images are duplicates when their decoded pixels are identical (`exact`), or when their
-128-bit perceptual hashes (`image_hashes`) differ by at most `THRESHOLD` bits and their
-16x16 thumbnails confirm it (`similarity`) (`near`: the same picture re-encoded, resized,
-converted, cropped by a few percent; on real photos the hashes alone also pair distinct
-textures and skies). Groups are the connected components of those pairs. A group whose members sit in different splits is
-leakage; one whose members carry different labels is a label conflict.
+Two images are duplicates when their fingerprints' pixels are identical (`exact`: the same
+size and the same pixels at the small decode, `image_hashes`), or when their 128-bit
+perceptual hashes differ by at most `THRESHOLD` bits and their 16x16 thumbnails confirm it
+(`similarities`) (`near`: the same picture re-encoded, resized, converted, cropped by a few
+percent; on real photos the hashes alone also pair distinct textures and skies). Groups are
+the connected components of confirmed pairs: a pair the hashes propose and the thumbnails
+refuse joins nothing. A group whose members sit in different splits is leakage; one whose
+members carry different labels is a label conflict.
 
-Finding the near pairs compares no decoded images and not every pair of hashes: it is
+Finding the near pairs compares neither decoded images nor every pair of hashes: it is
 bit-sampling LSH. Each of `BANDS` bands is a fixed, seeded choice of `BAND_BITS` of the
-128 bits; images whose bits agree on a whole band are candidates, checked with the real
-Hamming distance. A pair `d` bits apart agrees on a band with probability
-C(128-d, 14)/C(128, 14): at d = 24 (a 5 % crop) 0.055, so 64 bands find it with
-probability 0.97 (at d <= 16: > 0.999); distinct photos (d ~ 64) agree on a band with
-probability 6e-5, so the candidates checked are ~0.4 % of all pairs. The work is a sort of
-N keys per band plus the candidate checks, all numpy; memory is O(N) (the hashes' 128 bits
-unpacked, one band's keys and candidates: ~600 bytes an image at 60,000; no list of pairs,
-so a cluster of 1,000 copies costs what 1,000 distinct images do), whatever the
-images' sizes (docs/know_your_data.md measures it at 60,000 to 1,000,000 images).
+128 bits; images whose bits agree on a whole band share a bucket. A pair `d` bits apart
+agrees on a band with probability C(128-d, 13)/C(128, 13): at d = 24 (a 5 % crop) 0.058, so
+64 bands propose it with probability 0.98 (d <= 16: > 0.9999; d = 28: 0.89); distinct
+photos (d ~ 64) agree on a band with probability 6e-5.
+
+The work is bounded per image whatever the clustering (one picture 1,000 times, bursts of
+frames, crops of a few scenes, a folder of alike X-rays: real hashes are correlated, and a
+bucket can hold thousands). In a bucket, sorted by a rotated word of the hash, an image is
+paired with its next `WINDOW` neighbours only (sorted neighbourhood); a pair is checked
+(Hamming distance, then thumbnails) unless already in one component, checked before, or of
+an image that took part in `CHECKS` checks. So an image costs at most 2 BANDS WINDOW hash
+comparisons and CHECKS + 1 thumbnail checks, plus, in a cross-split group of at most
+`_ALL_PAIRS` exact sets, one with each other member (`to_drop` needs every copy of a kept
+member). Thumbnail checks are numpy matrix products (about a microsecond a pair); memory is
+O(N) plus the pairs found unlike (docs/know_your_data.md measures 100,000 and 1,000,000
+fingerprints of real-photo crops).
 """
 
 import collections
@@ -47,7 +56,7 @@ BANDS = 64
 BAND_BITS = 13
 WINDOW = 8          # in a band, each image is a candidate with the next WINDOW of its bucket
 CHECKS = 48         # thumbnail checks an image takes part in while groups are joined (+ 1)
-_BATCH = 1 << 15    # pairs whose thumbnails are compared in one numpy step
+_BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
 EXACT, NEAR = "exact", "near"
@@ -161,30 +170,37 @@ def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) 
   Regions whose brightness or contrast differ are not alike (-1), however correlated: on
   real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: about
   a microsecond a pair, in blocks of `_BATCH` pairs."""
-  maps = _centre_maps()
+  maps = _centre_maps().astype(np.float32)
   scores = np.empty(len(first), np.float64)
   for start in range(0, len(first), _BATCH):
     block = slice(start, start + _BATCH)
-    x, y = (thumbnails[side[block]].astype(np.float64) for side in (first, second))
-    x_zoomed, y_zoomed = (x @ maps[0], x @ maps[1]), (y @ maps[0], y @ maps[1])
+    x, y = (thumbnails[side[block]].astype(np.float32) for side in (first, second))
+    x_zoomed, y_zoomed = [_Region(x @ m) for m in maps], [_Region(y @ m) for m in maps]
     scores[block] = np.maximum.reduce([_correlation(x_zoomed[zx], y_zoomed[zy])
                                        for zx, zy in ((0, 0), (1, 0), (0, 1))])
   return scores
 
 
-def _correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-  mean_x, mean_y = x.mean(1), y.mean(1)
-  x, y = x - mean_x[:, None], y - mean_y[:, None]
-  spread_x, spread_y = np.sqrt((x * x).mean(1)), np.sqrt((y * y).mean(1))
-  flat_x, flat_y = spread_x < _FLAT, spread_y < _FLAT
+class _Region:
+  """Central regions (one a row) as their means, spreads and standardised values."""
+
+  def __init__(self, values: np.ndarray):
+    self.mean = values.mean(1)
+    centred = values - self.mean[:, None]
+    self.spread = np.sqrt(np.einsum("ij,ij->i", centred, centred) / values.shape[1])
+    self.flat = self.spread < _FLAT
+    self.standard = centred / np.where(self.flat, 1.0, self.spread)[:, None]
+
+
+def _correlation(x: _Region, y: _Region) -> np.ndarray:
+  correlation = np.einsum("ij,ij->i", x.standard, y.standard) / x.standard.shape[1]
   with np.errstate(divide="ignore", invalid="ignore"):
-    ratio = spread_x / spread_y
-    correlation = (x * y).mean(1) / (spread_x * spread_y)
+    ratio = x.spread / y.spread
   # (a copy keeps its brightness and contrast; alike shapes often do not)
-  kept = (np.abs(mean_x - mean_y) <= _MEAN) & (1 / _CONTRAST < ratio) & (ratio < _CONTRAST)
+  kept = (np.abs(x.mean - y.mean) <= _MEAN) & (1 / _CONTRAST < ratio) & (ratio < _CONTRAST)
   score = np.where(kept, correlation, -1.0)
-  flat_alike = flat_x & flat_y & (np.abs(mean_x - mean_y) < 4 * _FLAT)
-  return np.where(flat_x | flat_y, np.where(flat_alike, 1.0, 0.0), score)
+  flat_alike = x.flat & y.flat & (np.abs(x.mean - y.mean) < 4 * _FLAT)
+  return np.where(x.flat | y.flat, np.where(flat_alike, 1.0, 0.0), score)
 
 
 def similarity(a: bytes, b: bytes) -> float:
@@ -253,7 +269,8 @@ def _joined(label: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndar
 @dataclasses.dataclass
 class _Links:
   """The confirmed pairs (`first[k]` ~ `second[k]`, first < second) among N pictures, their
-  components (`label`) and every pair checked (`checked`, codes first * N + second)."""
+  components (`label`) and the pairs checked and found unlike (`checked`, codes
+  first * N + second)."""
   label: np.ndarray
   first: np.ndarray
   second: np.ndarray
@@ -282,9 +299,9 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
       first, second = first[keep][new], second[keep][new]
       if not len(first):
         continue
-      checked.update(codes[new].tolist())
       checks += np.bincount(first, minlength=count) + np.bincount(second, minlength=count)
       alike = _alike(thumbnails, blank, first, second)
+      checked.update(codes[new][~alike].tolist())  # (an alike pair is in one component)
       if alike.any():
         firsts.append(first[alike])
         seconds.append(second[alike])
@@ -348,8 +365,10 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   for numbers in components:
     if 1 < len(numbers) <= _ALL_PAIRS and len(
         {members[i].split for number in numbers for i in sets[number]}) > 1:
-      pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]
-                if a * count + b not in links.checked]
+      pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]]
+  if pairs:  # (not those checked already)
+    done = links.checked | set((links.first * count + links.second).tolist())
+    pairs = [(a, b) for a, b in pairs if a * count + b not in done]
   pairs = np.array(pairs, np.int64).reshape(-1, 2)
   return pairs[:, 0], pairs[:, 1]
 
@@ -409,7 +428,15 @@ def raise_if_leaking(groups: Sequence[Group], title: str) -> None:
 
 
 def _named(group: Group, limit: int = 3) -> str:
-  names = [printable(f"{m.split}/{m.file_name}") for m in group.members[:limit]]
+  """`limit` members of a group, the first of each split among them (a leak is shown by
+  members of two splits however many copies one split holds), then '(+N)' for the rest."""
+  firsts = {}
+  for position, member in enumerate(group.members):
+    firsts.setdefault(member.split, position)
+  shown = sorted(list(firsts.values())[:limit])
+  shown = sorted(shown + [p for p in range(len(group.members)) if p not in shown]
+                 [:limit - len(shown)])
+  names = [printable(f"{group.members[p].split}/{group.members[p].file_name}") for p in shown]
   more = f" (+{len(group.members) - limit})" if len(group.members) > limit else ""
   return " = ".join(names) + more
 
