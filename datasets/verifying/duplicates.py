@@ -136,21 +136,39 @@ def _as_words(hashes: Sequence[int]) -> np.ndarray:
   return np.array([(h >> 64, h & mask) for h in hashes], dtype=np.uint64).reshape(-1, 2)
 
 
+def _bit_rows(words: np.ndarray) -> np.ndarray:
+  """128 x N uint8: bit b (0 = the high word's highest) of each hash, one row a bit."""
+  return np.ascontiguousarray(
+      np.unpackbits(words.byteswap().view(np.uint8).reshape(-1, 16), axis=1).T)
+
+
 @functools.cache
 def _centre_maps() -> np.ndarray:
-  """(2, SMALL², _COMPARED²): the linear maps from a thumbnail to its central region at
-  zoom 1 and 1 - _CROP (`_central`, applied to each basis image: PIL's resampling of "F"
-  images is linear), so that many pairs are compared as matrix products."""
+  """(2, SMALL, _COMPARED) float32: `_central`'s resampling along one side, at zoom 1 and
+  1 - _CROP. PIL resamples an "F" image linearly and one side after the other, so the map
+  of a thumbnail T to its region is M^T T M, and many pairs are compared as matrix products
+  (the map of each basis row, taken from PIL itself)."""
   side = image_hashes.SMALL
   maps = []
   for zoom in (1.0, 1.0 - _CROP):
+    half = side * _CENTRE * zoom / 2
     rows = []
-    for k in range(side * side):
-      basis = np.zeros(side * side, np.float32)
-      basis[k] = 1.0
-      rows.append(_central(PIL.Image.fromarray(basis.reshape(side, side), "F"), zoom).ravel())
+    for k in range(side):
+      basis = np.zeros((1, side), np.float32)
+      basis[0, k] = 1.0
+      rows.append(np.asarray(PIL.Image.fromarray(basis, "F").resize(
+          (_COMPARED, 1), PIL.Image.Resampling.BILINEAR,
+          box=(side / 2 - half, 0, side / 2 + half, 1))).ravel())
     maps.append(np.stack(rows))
-  return np.stack(maps)
+  return np.stack(maps).astype(np.float32)
+
+
+def _regions(thumbnails: np.ndarray, side_map: np.ndarray) -> "_Region":
+  """The central regions (M^T T M, `_centre_maps`) of B thumbnails, B x SMALL² float32."""
+  count, side, compared = len(thumbnails), image_hashes.SMALL, _COMPARED
+  half = (thumbnails.reshape(count * side, side) @ side_map).reshape(count, side, compared)
+  return _Region((half.transpose(0, 2, 1).reshape(count * compared, side) @ side_map)
+                 .reshape(count, compared * compared))
 
 
 def _central(thumbnail: PIL.Image.Image, zoom: float) -> np.ndarray:
@@ -170,13 +188,16 @@ def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) 
   Regions whose brightness or contrast differ are not alike (-1), however correlated: on
   real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: about
   a microsecond a pair, in blocks of `_BATCH` pairs."""
-  maps = _centre_maps().astype(np.float32)
+  maps = _centre_maps()
   scores = np.empty(len(first), np.float64)
   for start in range(0, len(first), _BATCH):
     block = slice(start, start + _BATCH)
-    x, y = (thumbnails[side[block]].astype(np.float32) for side in (first, second))
-    x_zoomed, y_zoomed = [_Region(x @ m) for m in maps], [_Region(y @ m) for m in maps]
-    scores[block] = np.maximum.reduce([_correlation(x_zoomed[zx], y_zoomed[zy])
+    # (each picture's regions once: neighbours in a bucket share pictures)
+    pictures, where = np.unique(np.concatenate([first[block], second[block]]),
+                                return_inverse=True)
+    zoomed = [_regions(thumbnails[pictures].astype(np.float32), m) for m in maps]
+    x, y = where[:len(where) // 2], where[len(where) // 2:]
+    scores[block] = np.maximum.reduce([_correlation(zoomed[zx].at(x), zoomed[zy].at(y))
                                        for zx, zy in ((0, 0), (1, 0), (0, 1))])
   return scores
 
@@ -184,12 +205,20 @@ def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) 
 class _Region:
   """Central regions (one a row) as their means, spreads and standardised values."""
 
-  def __init__(self, values: np.ndarray):
+  def __init__(self, values: np.ndarray | None = None):
+    if values is None:
+      return
     self.mean = values.mean(1)
     centred = values - self.mean[:, None]
     self.spread = np.sqrt(np.einsum("ij,ij->i", centred, centred) / values.shape[1])
     self.flat = self.spread < _FLAT
     self.standard = centred / np.where(self.flat, 1.0, self.spread)[:, None]
+
+  def at(self, rows: np.ndarray) -> "_Region":
+    taken = _Region()
+    taken.mean, taken.spread, taken.flat, taken.standard = (
+        self.mean[rows], self.spread[rows], self.flat[rows], self.standard[rows])
+    return taken
 
 
 def _correlation(x: _Region, y: _Region) -> np.ndarray:
@@ -222,48 +251,70 @@ def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
            second: np.ndarray) -> np.ndarray:
   """Which pairs are confirmed alike: the same thumbnail (also both without one), or a
   `similarities` score of at least SIMILAR. Every thumbnail check goes through here."""
-  same = (blank[first] == blank[second]) & (thumbnails[first] == thumbnails[second]).all(1)
+  maybe = np.flatnonzero(thumbnails[first, :8].view(np.uint64)[:, 0]
+                         == thumbnails[second, :8].view(np.uint64)[:, 0])  # (cheap first)
+  same = np.zeros(len(first), bool)
+  same[maybe] = (thumbnails[first[maybe]] == thumbnails[second[maybe]]).all(1)
+  same &= blank[first] == blank[second]
   compared = ~same & ~blank[first] & ~blank[second]
   alike = same.copy()
   alike[compared] = similarities(thumbnails, first[compared], second[compared]) >= SIMILAR
   return alike
 
 
-def _band_candidates(words: np.ndarray, positions: np.ndarray, band: int,
+def _band_candidates(words: np.ndarray, bits: np.ndarray, positions: np.ndarray, band: int,
                      threshold: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """Pairs (i < j) of one band, nearest first: hashes with the same bits at `positions`
   at most `threshold` bits apart, each hash paired with the next WINDOW of its bucket
   (one array pair an offset). In a bucket the hashes are sorted by one of their words
   rotated by the band's own amount, so neighbours in that order are likely near in all
   bits (sorted neighbourhood): a bucket of a million frames costs WINDOW pairs a frame."""
-  key = np.zeros(len(words), np.uint64)
-  for bit in positions.tolist():
-    key = (key << np.uint64(1)) | ((words[:, bit // 64] >> np.uint64(63 - bit % 64))
-                                   & np.uint64(1))
+  packed = np.packbits(bits[positions], axis=0)  # (2, N): the band's 13 bits, padded
+  key = (packed[0].astype(np.uint64) << np.uint64(8)) | packed[1]
   word = words[:, band % 2]
   turn = np.uint64(band * 7 % 63 + 1)
   within = (word << turn) | (word >> (np.uint64(64) - turn))
-  order = np.argsort((key << np.uint64(64 - BAND_BITS)) | (within >> np.uint64(BAND_BITS)),
-                     kind="stable")
-  sorted_keys = key[order]
+  order = np.argsort((key << np.uint64(48)) | (within >> np.uint64(16)), kind="stable")
+  sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
   for offset in range(1, WINDOW + 1):
-    same = np.flatnonzero(sorted_keys[:-offset] == sorted_keys[offset:])
-    if not len(same):
+    same = sorted_keys[:-offset] == sorted_keys[offset:]
+    if not same.any():
       return  # buckets are contiguous: none is longer than `offset`
-    first, second = order[same], order[same + offset]
-    distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
-                + np.bitwise_count(words[first, 1] ^ words[second, 1]))
-    near = distance <= threshold
-    yield np.minimum(first, second)[near], np.maximum(first, second)[near]
+    distance = (np.bitwise_count(high[:-offset] ^ high[offset:])
+                + np.bitwise_count(low[:-offset] ^ low[offset:]))
+    at = np.flatnonzero(same & (distance <= threshold))
+    first, second = order[at], order[at + offset]
+    yield np.minimum(first, second), np.maximum(first, second)
 
 
-def _joined(label: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-  """Component labels once the pairs `first[k]`, `second[k]` are joined."""
-  count = len(label)
-  graph = scipy.sparse.coo_matrix((np.ones(len(first), np.int8), (label[first], label[second])),
-                                  shape=(count, count))
-  _, components = scipy.sparse.csgraph.connected_components(graph, directed=False)
-  return components[label]
+class _Components:
+  """Union-find over N pictures, many at a time: `roots` follows parents (halving the
+  paths it walks, then pointing the items at their roots), `join` merges the roots of many pairs at once (their graph's connected
+  components, scipy), each component under its smallest root. Work ~ the pairs, not N."""
+
+  def __init__(self, count: int):
+    self.parent = np.arange(count)
+
+  def roots(self, items: np.ndarray) -> np.ndarray:
+    roots = self.parent[items]
+    while True:
+      up = self.parent[roots]
+      if (up == roots).all():
+        self.parent[items] = roots  # (the items' paths are one step now)
+        return roots
+      self.parent[roots] = self.parent[up]
+      roots = up
+
+  def join(self, first: np.ndarray, second: np.ndarray) -> None:
+    nodes, inverse = np.unique(np.concatenate([self.roots(first), self.roots(second)]),
+                               return_inverse=True)
+    graph = scipy.sparse.coo_matrix(
+        (np.ones(len(first), np.int8), (inverse[:len(first)], inverse[len(first):])),
+        shape=(len(nodes), len(nodes)))
+    _, component = scipy.sparse.csgraph.connected_components(graph, directed=False)
+    smallest = np.full(component.max() + 1, len(self.parent))
+    np.minimum.at(smallest, component, nodes)
+    self.parent[nodes] = smallest[component]
 
 
 @dataclasses.dataclass
@@ -286,38 +337,41 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   clustering, a picture takes part in at most CHECKS + 1 thumbnail checks and 2 BANDS
   WINDOW hash comparisons, and memory is O(N + checks)."""
   count = len(words)
-  label = np.arange(count)
+  bits = _bit_rows(words)
+  components = _Components(count)
   checks = np.zeros(count, np.int64)
   checked: set[int] = set()
   firsts, seconds = [], []
   for band, positions in enumerate(_band_positions() if count > 1 else []):
-    for first, second in _band_candidates(words, positions, band, threshold):
-      keep = ((label[first] != label[second]) & (checks[first] < CHECKS)
-              & (checks[second] < CHECKS))
+    for first, second in _band_candidates(words, bits, positions, band, threshold):
+      keep = ((checks[first] < CHECKS) & (checks[second] < CHECKS)
+              & (components.roots(first) != components.roots(second)))
       codes = first[keep] * count + second[keep]
       new = np.fromiter((code not in checked for code in codes.tolist()), bool, len(codes))
       first, second = first[keep][new], second[keep][new]
       if not len(first):
         continue
-      checks += np.bincount(first, minlength=count) + np.bincount(second, minlength=count)
+      np.add.at(checks, first, 1)
+      np.add.at(checks, second, 1)
       alike = _alike(thumbnails, blank, first, second)
       checked.update(codes[new][~alike].tolist())  # (an alike pair is in one component)
       if alike.any():
         firsts.append(first[alike])
         seconds.append(second[alike])
-        label = _joined(label, first[alike], second[alike])
+        components.join(first[alike], second[alike])
   empty = [np.empty(0, np.int64)]
-  return _Links(label, np.concatenate(firsts or empty), np.concatenate(seconds or empty),
-                checked)
+  return _Links(components.roots(np.arange(count)), np.concatenate(firsts or empty),
+                np.concatenate(seconds or empty), checked)
 
 
 def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[int, int]]:
   """Index pairs (i < j) of hashes at most `threshold` bits apart that the LSH bands propose
   (module doc): the candidates that thumbnails then confirm or refuse."""
   words = _as_words(hashes)
+  bits = _bit_rows(words)
   pairs = set()
   for band, positions in enumerate(_band_positions() if len(words) > 1 else []):
-    for first, second in _band_candidates(words, positions, band, threshold):
+    for first, second in _band_candidates(words, bits, positions, band, threshold):
       pairs.update(zip(first.tolist(), second.tolist()))
   return pairs
 
