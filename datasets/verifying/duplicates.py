@@ -133,7 +133,8 @@ def _band_positions() -> np.ndarray:
 def _as_words(hashes: Sequence[int]) -> np.ndarray:
   """N x 2 uint64 (high, low words) of 128-bit hashes."""
   mask = (1 << 64) - 1
-  return np.array([(h >> 64, h & mask) for h in hashes], dtype=np.uint64).reshape(-1, 2)
+  return np.stack([np.array([h >> 64 for h in hashes], np.uint64),
+                   np.array([h & mask for h in hashes], np.uint64)], axis=1).reshape(-1, 2)
 
 
 def _bit_rows(words: np.ndarray) -> np.ndarray:
@@ -420,11 +421,11 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
     if 1 < len(numbers) <= _ALL_PAIRS and len(
         {members[i].split for number in numbers for i in sets[number]}) > 1:
       pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]]
-  if pairs:  # (not those checked already)
-    done = links.checked | set((links.first * count + links.second).tolist())
-    pairs = [(a, b) for a, b in pairs if a * count + b not in done]
   pairs = np.array(pairs, np.int64).reshape(-1, 2)
-  return pairs[:, 0], pairs[:, 1]
+  codes = pairs[:, 0] * count + pairs[:, 1]
+  fresh = np.fromiter((code not in links.checked for code in codes.tolist()), bool, len(codes))
+  fresh &= ~np.isin(codes, links.first * count + links.second)  # (not those checked already)
+  return pairs[fresh, 0], pairs[fresh, 1]
 
 
 def _group(members, fingerprints, indices, links, sets) -> Group:

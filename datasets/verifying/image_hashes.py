@@ -37,7 +37,7 @@ import simplejpeg
 HASH_BITS = 128  # pHash 64 + aHash 64
 _THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from
 SMALL = 16  # side of the stored thumbnail that confirms near pairs
-SMALL_DECODE = 128  # a JPEG's sides at its small decode are at least this (or the whole image)
+SMALL_DECODE = 64  # a JPEG's sides at its small decode are at least this (or the whole image)
 
 
 @dataclasses.dataclass(frozen=True)
