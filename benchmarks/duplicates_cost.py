@@ -86,7 +86,11 @@ def crop_fingerprints(count: int, work: pathlib.Path) -> list:
   import pickle
   from imagesets.verifying import image_hashes
 
-  cache = work / f"crop_fingerprints_{count}.pickle"
+  import hashlib
+  import inspect
+  recipe = hashlib.sha256((inspect.getsource(_crop_fingerprints)
+                           + inspect.getsource(image_hashes)).encode()).hexdigest()[:12]
+  cache = work / f"crop_fingerprints_{count}_{recipe}.pickle"  # (made again when either changes)
   if not cache.exists():
     parts = 32
     with multiprocessing.get_context("spawn").Pool(2) as pool:

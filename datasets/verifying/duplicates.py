@@ -55,7 +55,8 @@ _ALL_PAIRS = 64     # cross-split groups up to this many exact sets get every pa
 BANDS = 64
 BAND_BITS = 13
 WINDOW = 8          # in a band, each image is a candidate with the next WINDOW of its bucket
-CHECKS = 48         # thumbnail checks an image takes part in while groups are joined (+ 1)
+CHECKS = 96         # thumbnail checks an image takes part in while groups are joined (+ 1)
+_FAR_BITS = 24      # SimHash bits (of 61) past which two thumbnails are not compared
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
@@ -82,9 +83,10 @@ class Member:
 
 @dataclasses.dataclass(frozen=True)
 class Group:
-  kind: str                 # EXACT: every member has the same pixels; NEAR otherwise
+  # EXACT: every member has the same fingerprint pixels (size and small decode); else NEAR
+  kind: str
   members: tuple[Member, ...]  # in split order, then by file name
-  # In a NEAR group, the members that have the very same pixels (positions in `members`).
+  # In a NEAR group, the members with the same fingerprint pixels (positions in `members`).
   exact_sets: tuple[tuple[int, ...], ...] = ()
   # In a NEAR group, the pairs of members (positions) confirmed alike (`similarity`); the
   # group is their connected component, but A ~ B ~ C does not make A a copy of C.
@@ -263,19 +265,54 @@ def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
   return alike
 
 
-def _band_candidates(words: np.ndarray, bits: np.ndarray, positions: np.ndarray, band: int,
+def _thumbnail_keys(thumbnails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(N uint64, N bools): a picture's coarse brightness (3 bits) over a 61-bit SimHash of
+  its standardised central region (signs of seeded random projections), and whether the
+  region is flat. Regions that correlate agree on most SimHash bits: the share of bits two
+  regions differ in estimates the angle between them (a correlation of 0.85 is 32 degrees,
+  about 11 bits of 61), so sorting by it puts alike pictures side by side, and a pair far
+  apart in it need not be compared (`_FAR_BITS`)."""
+  planes = np.random.default_rng(_BAND_SEED).standard_normal(
+      (_COMPARED * _COMPARED, 61)).astype(np.float32)
+  keys = np.empty(len(thumbnails), np.uint64)
+  flat = np.empty(len(thumbnails), bool)
+  weights = np.uint64(1) << np.arange(61, dtype=np.uint64)
+  for start in range(0, len(thumbnails), _BATCH):
+    region = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps()[0])
+    signs = (region.standard @ planes > 0).astype(np.uint64)
+    brightness = np.minimum(region.mean, 255).astype(np.uint64) >> np.uint64(5)
+    keys[start:start + _BATCH] = (brightness << np.uint64(61)) | (signs @ weights)
+    flat[start:start + _BATCH] = region.flat
+  return keys, flat
+
+
+def _far_apart(keys: np.ndarray, flat: np.ndarray, first: np.ndarray,
+               second: np.ndarray) -> np.ndarray:
+  """Pairs whose regions' SimHashes differ in more than _FAR_BITS bits (an angle estimate
+  over 71 degrees: unlike, for a copy's 32 at most the chance is below 1e-4); flat
+  regions (their SimHash is noise) are never far apart."""
+  differ = np.bitwise_count((keys[first] ^ keys[second]) & np.uint64((1 << 61) - 1))
+  return (differ > _FAR_BITS) & ~flat[first] & ~flat[second]
+
+
+def _band_candidates(words: np.ndarray, bits: np.ndarray, within: np.ndarray,
+                     positions: np.ndarray, band: int,
                      threshold: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-  """Pairs (i < j) of one band, nearest first: hashes with the same bits at `positions`
-  at most `threshold` bits apart, each hash paired with the next WINDOW of its bucket
-  (one array pair an offset). In a bucket the hashes are sorted by one of their words
-  rotated by the band's own amount, so neighbours in that order are likely near in all
-  bits (sorted neighbourhood): a bucket of a million frames costs WINDOW pairs a frame."""
+  """Pairs (i < j) of one band: hashes with the same bits at `positions` at most
+  `threshold` bits apart, each paired with the next WINDOW of its bucket (one array pair an
+  offset, nearest in the bucket's order first). A bucket is sorted by `within` (the
+  thumbnails' keys, their SimHash bits rotated by the band's own amount) and then at
+  random, so neighbours are likely alike whatever their hashes (a crowd of one hash:
+  flat frames, one texture) and ties differ from band to band: a bucket of a million
+  frames costs WINDOW pairs a frame."""
   packed = np.packbits(bits[positions], axis=0)  # (2, N): the band's 13 bits, padded
   key = (packed[0].astype(np.uint64) << np.uint64(8)) | packed[1]
-  word = words[:, band % 2]
-  turn = np.uint64(band * 7 % 63 + 1)
-  within = (word << turn) | (word >> (np.uint64(64) - turn))
-  order = np.argsort((key << np.uint64(48)) | (within >> np.uint64(16)), kind="stable")
+  turn = np.uint64(band * 7 % 60 + 1)
+  simhash = within & np.uint64((1 << 61) - 1)
+  rotated = ((simhash << turn) | (simhash >> (np.uint64(61) - turn))) & np.uint64((1 << 61) - 1)
+  ties = np.random.default_rng(band).integers(0, 1 << 16, len(key), dtype=np.uint64)
+  order = np.argsort((key << np.uint64(51)) | ((within >> np.uint64(61)) << np.uint64(48))
+                     | ((rotated >> np.uint64(29)) << np.uint64(16)) | ties)
   sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
   for offset in range(1, WINDOW + 1):
     same = sorted_keys[:-offset] == sorted_keys[offset:]
@@ -326,53 +363,66 @@ class _Links:
   label: np.ndarray
   first: np.ndarray
   second: np.ndarray
-  checked: set
+  checked: np.ndarray
 
 
 def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
                 threshold: int) -> _Links:
   """Joins pictures whose hashes the bands propose (`_band_candidates`) and whose thumbnails
   confirm it (`_alike`), band after band. A pair already in one component is not checked,
-  nor one checked before, nor one of a picture that took part in CHECKS checks; the pairs
-  of each offset are checked together (a picture is in at most two): so whatever the
-  clustering, a picture takes part in at most CHECKS + 1 thumbnail checks and 2 BANDS
-  WINDOW hash comparisons, and memory is O(N + checks)."""
+  nor one whose thumbnails' SimHashes are far apart (`_far_apart`), nor one of a picture
+  that took part in its budget of checks (CHECKS, spread over the bands so that late bands
+  get their turn); the pairs of each offset are checked together (a picture is in at most
+  two): so whatever the clustering, a picture takes part in at most CHECKS + 1 thumbnail
+  checks and 2 BANDS WINDOW hash comparisons, and memory is O(N + checks)."""
   count = len(words)
-  bits = _bit_rows(words)
+  bits, (within, flat) = _bit_rows(words), _thumbnail_keys(thumbnails)
   components = _Components(count)
   checks = np.zeros(count, np.int64)
-  checked: set[int] = set()
+  checked = np.empty(0, np.int64)  # sorted codes of the pairs found unlike
   firsts, seconds = [], []
   for band, positions in enumerate(_band_positions() if count > 1 else []):
-    for first, second in _band_candidates(words, bits, positions, band, threshold):
-      keep = ((checks[first] < CHECKS) & (checks[second] < CHECKS)
+    unlike = [checked]
+    budget = CHECKS * (band + 1) // BANDS  # (spread over the bands: a late band's pairs too)
+    for first, second in _band_candidates(words, bits, within, positions, band, threshold):
+      keep = ((checks[first] < budget) & (checks[second] < budget)
+              & ~_far_apart(within, flat, first, second)
               & (components.roots(first) != components.roots(second)))
       codes = first[keep] * count + second[keep]
-      new = np.fromiter((code not in checked for code in codes.tolist()), bool, len(codes))
-      first, second = first[keep][new], second[keep][new]
+      fresh = ~_among(codes, checked)
+      first, second, codes = first[keep][fresh], second[keep][fresh], codes[fresh]
       if not len(first):
         continue
       np.add.at(checks, first, 1)
       np.add.at(checks, second, 1)
       alike = _alike(thumbnails, blank, first, second)
-      checked.update(codes[new][~alike].tolist())  # (an alike pair is in one component)
+      unlike.append(codes[~alike])  # (an alike pair is in one component)
       if alike.any():
         firsts.append(first[alike])
         seconds.append(second[alike])
         components.join(first[alike], second[alike])
+    checked = np.sort(np.concatenate(unlike), kind="stable")  # (sorted runs: a merge)
   empty = [np.empty(0, np.int64)]
   return _Links(components.roots(np.arange(count)), np.concatenate(firsts or empty),
                 np.concatenate(seconds or empty), checked)
+
+
+def _among(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
+  """Which of `codes` are in `sorted_codes`."""
+  if not len(sorted_codes):
+    return np.zeros(len(codes), bool)
+  at = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
+  return sorted_codes[at] == codes
 
 
 def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[int, int]]:
   """Index pairs (i < j) of hashes at most `threshold` bits apart that the LSH bands propose
   (module doc): the candidates that thumbnails then confirm or refuse."""
   words = _as_words(hashes)
-  bits = _bit_rows(words)
+  bits, within = _bit_rows(words), np.zeros(len(words), np.uint64)
   pairs = set()
   for band, positions in enumerate(_band_positions() if len(words) > 1 else []):
-    for first, second in _band_candidates(words, bits, positions, band, threshold):
+    for first, second in _band_candidates(words, bits, within, positions, band, threshold):
       pairs.update(zip(first.tolist(), second.tolist()))
   return pairs
 
@@ -423,9 +473,8 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
       pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]]
   pairs = np.array(pairs, np.int64).reshape(-1, 2)
   codes = pairs[:, 0] * count + pairs[:, 1]
-  fresh = np.fromiter((code not in links.checked for code in codes.tolist()), bool, len(codes))
-  fresh &= ~np.isin(codes, links.first * count + links.second)  # (not those checked already)
-  return pairs[fresh, 0], pairs[fresh, 1]
+  fresh = ~_among(codes, links.checked) & ~np.isin(codes, links.first * count + links.second)
+  return pairs[fresh, 0], pairs[fresh, 1]  # (not those checked already)
 
 
 def _group(members, fingerprints, indices, links, sets) -> Group:

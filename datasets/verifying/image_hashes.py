@@ -1,8 +1,8 @@
 """One image's fingerprint: what duplicate detection and statistics need to know of it.
 
 * `pixels`: a digest of the image's size and its pixels at a small decode (`decode_small`:
-  a JPEG's DCT scaled by 1/2 to 1/8 in libjpeg, so its sides stay >= `SMALL_DECODE`; other
-  formats in full), so two files holding the same picture are exact duplicates whatever
+  a JPEG's DCT scaled by 1/8, 1/4 or 1/2 in libjpeg, so its shorter side stays >=
+  `SMALL_DECODE`; other formats in full), so two files holding the same picture are exact duplicates whatever
   their bytes (EXIF added or removed, PNG recompressed). A JPEG and a PNG of its pixels are
   decoded differently, so they are near duplicates, not exact ones; two JPEGs that differ
   only in detail finer than the small decode (a few pixels) count as exact;
@@ -14,14 +14,14 @@
   pictures, so together they separate crops from distinct photos better than either alone
   (pHash + wHash separates as well but costs 7x more: pywt);
 * `thumbnail`: a 16x16 grey thumbnail (256 bytes) that confirms a near pair the hashes
-  propose (`duplicates.confirmed`): on real photos the 128 bits alone pair distinct pictures
+  propose (`duplicates.similarities`): on real photos the 128 bits alone pair distinct pictures
   (textures, tiles) about twice in 10,000 pairs;
 * the stored size and format, for the dataset card's statistics.
 
 A pure function of the bytes: it runs in the build's worker processes, next to the image
 checks, and again on any stored version (`imagesets duplicates`). The small decode is what
 makes it cheap: libjpeg skips most of the inverse DCT and the colour conversion, and
-nothing hashes or resamples the full pixels (0.6 ms against 2.0 ms a 500x375 photo,
+nothing hashes or resamples the full pixels (0.7 ms against 2.0 ms a 500x375 photo,
 docs/know_your_data.md); the entropy-coded data is still read whole.
 """
 
@@ -37,7 +37,7 @@ import simplejpeg
 HASH_BITS = 128  # pHash 64 + aHash 64
 _THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from
 SMALL = 16  # side of the stored thumbnail that confirms near pairs
-SMALL_DECODE = 64  # a JPEG's sides at its small decode are at least this (or the whole image)
+SMALL_DECODE = 64  # a JPEG's shorter side at its small decode is at least this (or in full)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,13 +108,16 @@ def small_thumbnail(grey: PIL.Image.Image) -> bytes:
 
 def decode_small(data: bytes) -> tuple[np.ndarray, str, bytes, tuple[int, int]]:
   """(RGB pixels at a small decode, format, what RGB leaves out, (height, width) of the
-  image): a JPEG decoded at the smallest DCT scale whose sides are >= SMALL_DECODE, any
-  other format in full (`decode_rgb`)."""
+  image): a JPEG decoded at the smallest of the DCT scales 1/8, 1/4 and 1/2 whose shorter
+  side stays >= SMALL_DECODE (else in full), any other format in full (`decode_rgb`)."""
   if data[:2] == b"\xff\xd8":
     height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+    # libjpeg-turbo has fast inverse DCTs for 1/2, 1/4 and 1/8 only (its other M/8
+    # scales can be slower than a full decode)
+    factor = next((f for f in (8, 4, 2) if min(height, width) // f >= SMALL_DECODE), 1)
     small = simplejpeg.decode_jpeg(data, colorspace="RGB", strict=False,
-                                   min_height=min(height, SMALL_DECODE),
-                                   min_width=min(width, SMALL_DECODE))
+                                   min_height=-(-height // factor),
+                                   min_width=-(-width // factor))
     return small, "jpeg", b"", (height, width)
   rgb, fmt, extra = decode_rgb(data)
   return rgb, fmt, extra, rgb.shape[:2]
