@@ -31,6 +31,11 @@ CENTRAL_CROP_FRACTION = 0.875
 # `shorter_side` of builds and image checks: 0 stores every image at its original size.
 ORIGINAL_SIZE = 0
 
+# A dataset name of your own (`imagesets build --name`), and a version X.Y.Z as TFDS
+# accepts it (no leading zeros): checked by the command line before TensorFlow loads.
+DATASET_NAME_PATTERN = r"[a-z][a-z0-9_]*"
+VERSION_PATTERN = r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+
 
 def data_dir(path=None) -> str:
   """A TFDS data_dir with "~" expanded (DEFAULT_DATA_DIR when None)."""

@@ -29,6 +29,8 @@ description of its source:
 """
 
 import concurrent.futures
+import contextlib
+import logging
 
 
 from etils import epath
@@ -47,6 +49,8 @@ from imagesets.building import prepared_records
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.progress_lines import log_friendly_stderr
+import imagesets.cli_process as cli_process
+from imagesets.startup import verbose
 
 CANONICAL_PACKAGE = "imagesets."
 
@@ -55,6 +59,40 @@ tfds_internals.check_builder_hooks()  # a TFDS that changed them fails here, by 
 
 def _uses_beam(download_config) -> bool:
   return download_config.beam_options is not None or download_config.beam_runner is not None
+
+
+_LOCAL_RUNNERS = (None, "DirectRunner", "direct", "SwitchingDirectRunner",
+                  "BundleBasedDirectRunner")
+
+
+@contextlib.contextmanager
+def _beam_info_off(download_config):
+  """A command-line build on Beam's local runner (`tfds build ... --beam_pipeline_options=
+  direct_num_workers=2,...`) prints hundreds of Beam INFO lines (every stage, every worker's
+  start, each worker's own lines relayed): in that block, Beam logs warnings and errors
+  only, in this process and in its workers (`default_sdk_harness_log_level`, unless given).
+  Elsewhere (a script's process, a remote runner's workers), or with -v or
+  IMAGESETS_VERBOSE=1, nothing changes."""
+  options = download_config.beam_options if download_config is not None else None
+  if (download_config is None or not _uses_beam(download_config) or verbose()
+      or not cli_process.is_cli_process()):
+    yield
+    return
+  from apache_beam.options import pipeline_options  # (a Beam build: Beam is there)
+  runner = options.view_as(pipeline_options.StandardOptions).runner if options else None
+  if download_config.beam_runner is not None or runner not in _LOCAL_RUNNERS:
+    yield
+    return
+  workers = options.view_as(pipeline_options.WorkerOptions) if options else None
+  if workers is not None and workers.default_sdk_harness_log_level is None:
+    workers.default_sdk_harness_log_level = "WARNING"
+  beam_logger = logging.getLogger("apache_beam")
+  level = beam_logger.level
+  beam_logger.setLevel(logging.WARNING)
+  try:
+    yield
+  finally:
+    beam_logger.setLevel(level)
 
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -72,6 +110,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     return epath.Path(CHECKSUMS_DIRECTORY) / f"{cls.name}.txt"
 
   def download_and_prepare(self, **kwargs):
+    with _beam_info_off(kwargs.get("download_config")):
+      return self._prepare(**kwargs)
+
+  def _prepare(self, **kwargs):
     config = kwargs.get("download_config")
     overwrite = config is not None and config.download_mode.overwrite_dataset
     # A prepared version is only read (and may sit in a read-only folder): no lock.
@@ -92,6 +134,14 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         log_friendly_stderr():
       return super().download_and_prepare(**kwargs)
 
+  def is_prepared(self) -> bool:
+    # TFDS's check warns "Variant folder .../1.0.0 has no dataset_info.json" for a version
+    # folder that does not exist yet (`tfds build`, `tfds.load` and our pipelines ask
+    # before a build): not prepared, nothing to warn about.
+    if not self.data_path.exists():
+      return False
+    return super().is_prepared()
+
   def _log_download_bytes(self) -> None:
     # TFDS prints "Downloading and preparing dataset Unknown size (download: Unknown
     # size, ...)" here: no builder of ours registers sizes. Say what is built, and where.
@@ -107,7 +157,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                               pool=pool, features=self.info.features,
                                               leakage=self._leakage(),
                                               title=self.info.full_name,
-                                              keep_order=getattr(self, "KEEP_ORDER", False))
+                                              keep_order=getattr(self, "KEEP_ORDER", False),
+                                              progress=getattr(self, "PROGRESS", ""))
       try:
         split_infos = self._generate_all_splits(
             dl_manager, sharding.with_min_shards(download_config), use_beam)
@@ -125,6 +176,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           if isinstance(stopped, generation.EmptySplitError) and empty:
             raise stopped.joined(empty) from None
         raise
+      finally:
+        self.generation.close_progress()  # (before the summary or the error is printed)
     report = self.generation.report()
     self._finish_generation(report)
     found = duplicate_report.finish(report, self.data_path, action=self._leakage(),

@@ -202,10 +202,11 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
           "--skip-bad-files`, or \"skip_bad_files\": true in a tfds build --config; "
           "they are then listed in the dataset's metadata."))
     if bad:
-      logging.warning("%s: skipped %d bad file(s):\n%s", self.name, len(bad),
+      logging.warning("%s: skipped %d bad file(s):\n%s", self._source_name(), len(bad),
                       "\n".join(f"  {p.where}: {p.reason}" for p in bad))
     if report.notes:
-      logging.info("%s: re-encoded %d file(s): %s", self.name, len(report.notes), report.notes)
+      logging.info("%s: re-encoded %d file(s): %s", self._source_name(), len(report.notes),
+                   report.notes)
     skipped = {p.where for p in bad} | {m.file_name for m in report.dropped}
     per_class = collections.Counter(class_folders_tree.label_of(path) for path in self._tree.images
                                     if path not in skipped)

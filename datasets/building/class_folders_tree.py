@@ -94,6 +94,9 @@ def keras_scan(root: str, follow_links: bool = False) -> ClassTree:
   root = str(root).rstrip("/")
   if is_remote(root):
     return scan(root, follow_links)
+  if not os.path.isdir(root):
+    raise FileNotFoundError(f"{root!r} is not a folder: give the folder that holds one "
+                            "sub-folder of images per class (root/<class>/<image files>)")
   names = sorted(name for name in os.listdir(root)
                  if not name.startswith(".") and os.path.isdir(os.path.join(root, name)))
   if not names:

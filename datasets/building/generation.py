@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from etils import epath
 import tensorflow_datasets as tfds
+from tqdm import auto as tqdm_auto
 
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
@@ -158,6 +159,14 @@ _CHUNK, _WINDOW_CHUNKS = 64, 3
 _BEFORE_WRITING = ("error", "drop")
 
 
+def _progress_bar(desc: str, total: int, disable: bool = False):
+  """A bar on stderr counting a build's images to its end ("N/M images"); in a command's
+  log (progress_lines.log_friendly_stderr) a line every few seconds and its last state."""
+  return tqdm_auto.tqdm(total=total, desc=desc, unit=" images", leave=True, disable=disable,
+                        dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
+                        "images [{elapsed}<{remaining}, {rate_fmt}]")
+
+
 @dataclasses.dataclass
 class Generation:
   """One build's run of per-example work over all of its splits."""
@@ -174,6 +183,9 @@ class Generation:
   # Write each split in the order its items are given, not TFDS's hashed-key order (the
   # keras cache: its stored order is keras' output order, read back sequentially).
   keep_order: bool = False
+  # What the progress bar over every split's items says (None: no bar); "" for
+  # "building <title>".
+  progress: str | None = ""
   # (split, key, identity) of every example written: what the duplicate report describes,
   # also when TFDS stops a split early (--max_examples_per_split).
   _images: list = dataclasses.field(default_factory=list)
@@ -192,6 +204,10 @@ class Generation:
   _stream_splits: list[str] = dataclasses.field(default_factory=list)
   _stream_owed: int = 0  # outcomes of the split being read from the stream, not taken yet
   _stream_records: bool = False  # the stream makes records (in shard order), not examples
+  # The build's progress bar over the items of every split (made at the first item done;
+  # False once closed) and the items counted on it.
+  _bar: Any = None
+  _counted: int = 0
 
   def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
     """What `_split_generators` returns for one split."""
@@ -211,6 +227,7 @@ class Generation:
     """(key, example) pairs, or with `records` (hashed key, record) pairs in shard order."""
     bad, made = [], 0
     for key, hkey, payload, note, reason, identity in self._outcomes(split, records, share):
+      self._count()
       self._record(key, note, reason)
       if reason is not None:
         bad.append(key)
@@ -225,6 +242,22 @@ class Generation:
     if bad and not made:  # (TFDS would only say "No examples were yielded.")
       dropped = sum(member.split == split for member in self._dropped)
       raise EmptySplitError({split: (bad, dropped)})
+
+  def _count(self) -> None:
+    """One more item done, on the build's progress bar."""
+    if self._bar is False or self.progress is None:
+      return
+    if self._bar is None:
+      total = self._counted + sum(len(items) for items, _ in self._unfinished.values())
+      self._bar = _progress_bar(self.progress or f"building {self.title}".strip(), total)
+    self._counted += 1
+    self._bar.update()
+
+  def close_progress(self) -> None:
+    """Ends the progress bar (its last state stays: how far the build got)."""
+    if self._bar:
+      self._bar.close()
+    self._bar = False
 
   def _work(self, split, records):
     """The work items of `split`: in key order, or in shard order to make records."""
@@ -245,10 +278,14 @@ class Generation:
     work = ((process, None, True, None, key, item) for split in splits
             for items, process in [self._unfinished[split]] for key, item in items)
     where = [split for split in splits for _ in self._unfinished[split][0]]
-    self._fingerprints = {
-        (split, outcome[0]): outcome[-1] for split, outcome in zip(where, parallel_map.ordered_map(
-            _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS))
-        if outcome[-1] is not None}
+    with _progress_bar(f"duplicate check {self.title}".strip(), len(where),
+                       disable=self.progress is None) as bar:
+      self._fingerprints = {}
+      for split, outcome in zip(where, parallel_map.ordered_map(
+          _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):
+        bar.update()
+        if outcome[-1] is not None:
+          self._fingerprints[(split, outcome[0])] = outcome[-1]
     entries = self._members((split, key, identity)
                             for (split, key), identity in self._fingerprints.items())
     groups = duplicates.find([m for _, m, _ in entries], [f for _, _, f in entries])

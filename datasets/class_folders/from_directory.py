@@ -220,6 +220,7 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check, o
                                   options=options, listing=listing, file_format=file_format,
                                   check_registered=False,  # read by path, never by name
                                   keep_order=True,  # keras' order: read back sequentially
+                                  progress=f"caching {directory}" if verbose else None,
                                   about=named_build.About(
                                       description=f"Cache of {directory} for "
                                       "image_dataset_from_directory."))

@@ -33,7 +33,7 @@ from imagesets.building import parallel_map
 from imagesets.building import splits
 
 ABOUT_FILE = "imagesets.toml"
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_NAME = re.compile(constants.DATASET_NAME_PATTERN)
 
 
 class VersionExistsError(ValueError):
@@ -200,13 +200,15 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
           file_format: str = "tfrecord", beam_options=None,
           log: Callable[[str], None] = logging.info,
           listing: class_folders_builder.Listing | None = None,
-          check_registered: bool = True, keep_order: bool = False) -> tfds.core.DatasetBuilder:
+          check_registered: bool = True, keep_order: bool = False,
+          progress: str | None = "") -> tfds.core.DatasetBuilder:
   """Builds `root` as NAME:VERSION into `data_dir`; returns the prepared builder.
 
   `listing`: `class_folders_builder.list_tree(root, options)` when the caller has it (the
   tree is then not walked again). `keep_order`: each split's records in `listing.by_split`
   order, not TFDS's hashed order. `check_registered=False` for builds never loaded by name
-  (a cache): the lookup of registered TFDS names took 0.9 s. Raises VersionExistsError
+  (a cache): the lookup of registered TFDS names took 0.9 s. `progress`: what the build's
+  progress bar says ("": "building NAME/VERSION"; None: no bar). Raises VersionExistsError
   when NAME:VERSION there was built from other content.
   """
   check_name(name, registered=check_registered)
@@ -221,11 +223,11 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
   with parallel_map.frozen_gc():
     return _build(root, name, version, data_dir, options, about, file_format, beam_options,
-                  log, listing, keep_order)
+                  log, listing, keep_order, progress)
 
 
 def _build(root, name, version, data_dir, options, about, file_format, beam_options, log,
-           listing, keep_order):
+           listing, keep_order, progress=""):
   tree = listing.tree
   hashes = fingerprints.file_hashes(root, tree.images)
   content_options = fingerprint_options(options, file_format)
@@ -246,6 +248,7 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
   cls = builder_class(name, version, options, about or read_about(root), fingerprint,
                       listing, content_files, content_options)
   cls.KEEP_ORDER = keep_order
+  cls.PROGRESS = progress
   builder = cls(data_dir=data_dir, file_format=file_format)
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
       beam_options=beam_options))

@@ -9,7 +9,8 @@ team bucket, list and fetch them.
 
 Flags take either spelling, `--data-dir` or TFDS's `--data_dir`. Errors print one line
 (`imagesets: error: ...`) and exit 1, never a traceback (`-v` shows it); usage errors
-print the subcommand's usage and exit 2. Help, usage errors, `list`, `fetch` and
+print the subcommand's usage and exit 2, as `list` of a folder or bucket prefix that does
+not exist (one line, "did you mean" the one beside it). Help, usage errors, `list`, `fetch` and
 `publish` never load TensorFlow (they start in well under a second); `build` and
 `verify` load it when they start their work.
 """
@@ -22,6 +23,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import signal
 import sys
 
@@ -80,6 +82,25 @@ def _positive(text: str) -> int:
   return value
 
 
+def _check_name_and_version(name: str, version: str) -> None:
+  """`build`'s --name and --version as the build would refuse them, before TensorFlow loads
+  (a name taken by a registered TFDS builder is refused by the build)."""
+  if not re.fullmatch(constants.DATASET_NAME_PATTERN, name):
+    fixed = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+    fix = (f"did you mean --name {fixed}?"
+           if re.fullmatch(constants.DATASET_NAME_PATTERN, fixed)
+           else "e.g. --name pets or --name factory_parts")
+    raise UserError(f"dataset name {name!r}: use lower case letters, digits and _, starting "
+                    f"with a letter ({fix})")
+  if not re.fullmatch(constants.VERSION_PATTERN, version):
+    parts = version.strip().lstrip("vV").split(".")
+    fix = "e.g. --version 1.0.0"
+    if 1 <= len(parts) <= 3 and all(part.isdigit() for part in parts):
+      fix = "did you mean --version " + ".".join(
+          str(int(part)) for part in parts + ["0"] * (3 - len(parts))) + "?"
+    raise UserError(f"version {version!r}: expected X.Y.Z, three numbers ({fix})")
+
+
 def _beam_options(text: str | None):
   if not text:
     return None
@@ -109,6 +130,7 @@ def _load_hint(name: str, version: str, data_dir: str, file_format: str) -> list
 def cmd_build(args) -> int:
   # Everything the command line can check is checked before TensorFlow loads or
   # anything is printed or written (argparse has checked the split proportions).
+  _check_name_and_version(args.name, args.version)
   if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
     raise UserError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
   _start_tensorflow()
@@ -251,8 +273,8 @@ def cmd_diff(args) -> int:
 
     data_dir = constants.data_dir(args.data_dir)
     sides = []
-    for text in (args.old, args.new):
-      source = _open_side(text, data_dir)
+    opened = [_open_side(text, data_dir) for text in (args.old, args.new)]  # both, then read
+    for source in opened:
       sides.append((source.builder.info.full_name, [
           version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
           for e in version_examples.every_example(source, "reading")]))
@@ -293,14 +315,29 @@ def _list_local(data_dir: str) -> int:
   return 0
 
 
+def _missing_place(message: str) -> int:
+  """A folder or bucket prefix that does not exist: one line, exit 2 (as a usage error)."""
+  print(f"imagesets: error: {message}", file=sys.stderr)
+  return 2
+
+
 def cmd_list(args) -> int:
-  if args.url is None:
-    return _list_local(constants.data_dir(args.data_dir))
   from imagesets.publishing import listing as listing_lib
 
+  if args.url is None:
+    data_dir = constants.data_dir(args.data_dir)
+    # (The default data dir before a first build is no error: nothing is prepared yet.)
+    gone = args.data_dir != constants.DEFAULT_DATA_DIR and listing_lib.missing(
+        data_dir, f"build into it: imagesets build PATH --name NAME --data-dir {data_dir}")
+    return _missing_place(gone) if gone else _list_local(data_dir)
   if listing_lib.is_local_data_dir(args.url):  # a folder of local builds, not a bucket
     return _list_local(args.url)
   published, unfinished = listing_lib.list_published(args.url)
+  gone = not published and not unfinished and listing_lib.missing(
+      args.url, f"publish into it: imagesets publish NAME:VERSION --data-dir DATA_DIR "
+      f"--to {args.url}")
+  if gone:
+    return _missing_place(gone)
   if not published:
     print(f"no published datasets in {args.url}")
   else:
@@ -375,11 +412,37 @@ class Parser(argparse.ArgumentParser):
           spellings.append(other)
     return super().add_argument(*spellings, **kwargs)
 
+  def _closest(self, word: str) -> tuple[str, argparse.Action] | None:
+    """The shown flag (documented spelling, `--data-dir`) closest to a mistyped one."""
+    shown = {}
+    for action in self._actions:
+      if action.help != argparse.SUPPRESS:
+        for name in action.option_strings:
+          shown.setdefault(name.replace("_", "-") if name.startswith("--") else name, action)
+    word = word.split("=")[0]
+    close = difflib.get_close_matches(word.replace("_", "-") if word.startswith("--") else word,
+                                      list(shown), n=1, cutoff=0.6)
+    return (close[0], shown[close[0]]) if close else None
+
   def suggest(self, word: str) -> str:
     """' (did you mean --x?)' for a mistyped flag, or ''."""
-    flags = [s for action in self._actions for s in action.option_strings]
-    close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
+    close = self._closest(word)
     return f" (did you mean {close[0]}?)" if close else ""
+
+  def check_flags(self, argv: list[str]) -> None:
+    """A usage error naming the first flag this command does not know, and the flag meant,
+    before argparse would report something else first (`--too URL`: a missing --to)."""
+    known = {name for action in self._actions for name in action.option_strings}
+    for i, word in enumerate(argv):
+      if word == "--":
+        return
+      if word.startswith("--") and word.split("=")[0] not in known:
+        close = self._closest(word)
+        shown = [word]
+        if (close and close[1].nargs != 0 and "=" not in word and i + 1 < len(argv)
+            and not argv[i + 1].startswith("-")):
+          shown.append(argv[i + 1])  # the value meant for the flag meant
+        self.error(f"unrecognized argument(s): {' '.join(shown)}{self.suggest(word)}")
 
 
 def _subparsers(top: argparse.ArgumentParser) -> dict[str, Parser]:
@@ -452,7 +515,8 @@ def parser() -> argparse.ArgumentParser:
       "duplicates", help="exact and near-duplicate images of a version, across splits "
       "(leakage) and with other labels (label conflicts)",
       description="Reports the groups of duplicate images of a prepared or published version: "
-      "exact (same decoded pixels) and near (re-encoded, resized, converted, cropped by a few "
+      "exact (same size and pixels at a small decode) and near (re-encoded, resized, converted, "
+      "cropped by a few "
       "percent). Reads the report stored by the build, or computes it from the records.")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]")
   p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
@@ -527,6 +591,8 @@ def parse(argv=None) -> argparse.Namespace:
     close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.5)
     top.error(f"unknown command {word!r}" + (f" (did you mean {close[0]!r}?)" if close else
                                              f"; commands: {', '.join(commands)}"))
+  if word is not None:
+    commands[word].check_flags(argv)
   args, extra = top.parse_known_args(argv)
   if extra:
     sub = commands[args.command]

@@ -23,6 +23,7 @@ import pathlib
 import re
 import tempfile
 import urllib.parse
+import uuid
 from typing import Callable
 
 import fsspec
@@ -382,7 +383,10 @@ class _Callback(fsspec.callbacks.Callback):
 
 def _copy_atomically(source: str, target: str, callback: _Callback) -> None:
   os.makedirs(os.path.dirname(target), exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+  # The permissions a plain copy gives (0o666 & ~umask), so teammates on a shared file
+  # system can read what was published (tempfile.mkstemp would make it owner-only).
+  tmp = os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
   try:
     with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
       while chunk := src.read(CHUNK):

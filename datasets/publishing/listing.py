@@ -2,7 +2,9 @@
 
 import dataclasses
 import datetime
+import difflib
 import json
+import os
 import pathlib
 
 from imagesets import registry
@@ -25,8 +27,7 @@ def list_published(url: str) -> tuple[list[Published], list[versions.Ref]]:
   bucket.check()
   published, unfinished = [], []
   for ref, names in sorted(versions.remote_refs(bucket.list_files()).items(),
-                           key=lambda item: (item[0].name, item[0].config or "",
-                                             tuple(int(x) for x in item[0].version.split(".")))):
+                           key=lambda item: versions.sort_key(item[0])):
     if versions.MARKER not in names:
       unfinished.append(ref)
       continue
@@ -62,14 +63,9 @@ def list_local(data_dir: str) -> list[Built]:
   """The complete prepared versions in a local TFDS data_dir, sorted by name."""
   root = pathlib.Path(data_dir).expanduser()
   found = []
-  for info_path in [*root.glob(f"*/*/{versions.DATASET_INFO}"),
-                    *root.glob(f"*/*/*/{versions.DATASET_INFO}")]:
-    version_dir = info_path.parent
-    parts = version_dir.relative_to(root).parts
-    if (not versions.versions_in([parts[-1]]) or any(p.startswith(".") for p in parts)
-        or not (version_dir / versions.MARKER).exists()):
-      continue
-    ref = versions.Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1])
+  for ref in versions.local_refs(root):
+    version_dir = root / ref.folder
+    info_path = version_dir / versions.DATASET_INFO
     try:
       info = json.loads(info_path.read_text())
       metadata_path = version_dir / "metadata.json"
@@ -80,8 +76,7 @@ def list_local(data_dir: str) -> list[Built]:
     found.append(Built(
         ref, sum(p.stat().st_size for p in version_dir.iterdir() if p.is_file()),
         versions.split_counts(info), built_at.isoformat(), _is_ours(info, metadata)))
-  return sorted(found, key=lambda b: (b.ref.name, b.ref.config or "",
-                                      tuple(int(x) for x in b.ref.version.split("."))))
+  return found  # (in local_refs' order)
 
 
 def is_local_data_dir(url: str) -> bool:
@@ -93,3 +88,30 @@ def is_local_data_dir(url: str) -> bool:
   published = [*root.glob(f"*/*/{versions.MANIFEST}"), *root.glob(f"*/*/*/{versions.MANIFEST}")]
   return not published and bool(list_local(url))
 
+
+def missing(url: str, fix: str) -> str | None:
+  """One line if `url`, a local folder or a bucket prefix, does not exist (a bucket prefix
+  with nothing under it), naming the closest folder or prefix beside it and `fix`; None
+  for one that exists, empty or not (a bucket itself: `Bucket.check`'s errors)."""
+  bucket = bucket_lib.Bucket(url)
+  if bucket.is_local:
+    if os.path.isdir(bucket.root):
+      return None
+    parent = os.path.dirname(bucket.root)
+    beside = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
+  else:
+    bucket.check()
+    if "/" not in bucket.root or bucket.list_files():
+      return None
+    parent = bucket.root.rsplit("/", 1)[0]
+    try:
+      beside = [path.rstrip("/").rsplit("/", 1)[-1]
+                for path in bucket.fs.ls(parent, detail=False)]
+    except Exception:  # pylint: disable=broad-except  (only a hint)
+      beside = []
+  close = difflib.get_close_matches(bucket.root.rsplit("/", 1)[-1], beside, n=1, cutoff=0.6)
+  base = url.rstrip("/")
+  meant = "" if not close else (
+      f" (did you mean {os.path.join(os.path.dirname(base), close[0])}?)" if "://" not in url
+      else f" (did you mean {base.rsplit('/', 1)[0]}/{close[0]}?)")
+  return f"{url} does not exist{meant}; {fix}"

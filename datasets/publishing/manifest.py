@@ -104,8 +104,9 @@ def published(bucket, ref: versions.Ref) -> "Manifest":
   """The manifest of a committed version; PublishError if it is not committed or has none."""
   names = set(versions.files_in(bucket, ref.folder))
   if versions.MARKER not in names:
-    raise versions.PublishError(f"{ref} is not published at {bucket.url}"
-                       + (" (an upload is unfinished: re-run publish)" if names else ""))
+    raise versions.DatasetNotPreparedError(
+        versions.not_found(ref, bucket=bucket)
+        + ("; an upload of it is unfinished: re-run publish" if names else ""))
   if versions.MANIFEST not in names:
     raise versions.PublishError(f"{ref} at {bucket.url_of(ref.folder)} was not published by imagesets "
                        "(no manifest to verify against); load it with tfds directly")

@@ -156,7 +156,7 @@ def open_version(bucket: bucket_lib.Bucket, spec: str, cached: Callable, *,
                              lambda: manifest_lib.published(bucket, resolved))
   except (bucket_lib.BucketError, versions.PublishError) as error:
     if local is None or (isinstance(error, versions.PublishError)
-                         and "is not published" not in str(error)):
+                         and not isinstance(error, versions.DatasetNotPreparedError)):
       raise
     logging.warning("%s: using the manifest cached in %s (the bucket did not give it: %s)",
                     ref, local.parent, error)

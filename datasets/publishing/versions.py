@@ -14,10 +14,13 @@ and verified. A published version is never changed.
 """
 
 import dataclasses
+import difflib
 import json
 import pathlib
 import re
+import shlex
 
+from imagesets import registry
 from imagesets.publishing import bucket as bucket_lib
 
 MANIFEST = "imagesets-manifest.json"
@@ -43,6 +46,11 @@ def is_plain_part(part) -> bool:
 
 class PublishError(RuntimeError):
   """Publishing, listing or fetching was refused or failed; the message says why."""
+
+
+class DatasetNotPreparedError(PublishError, FileNotFoundError):
+  """A name, config or version that is not in a data dir or bucket; the message
+  (`not_found`) says what is there and the command that builds or publishes it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +96,91 @@ def versions_in(names) -> list[str]:
                 key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
+def sort_key(ref: Ref) -> tuple:
+  return (ref.name, ref.config or "", tuple(int(x) for x in (ref.version or "0.0.0").split(".")))
+
+
+def local_refs(data_dir) -> list[Ref]:
+  """The complete prepared versions (dataset_info.json and features.json) in a local TFDS
+  data_dir, sorted by name, config and version."""
+  root = pathlib.Path(data_dir).expanduser()
+  found = []
+  for info_path in [*root.glob(f"*/*/{DATASET_INFO}"), *root.glob(f"*/*/*/{DATASET_INFO}")]:
+    parts = info_path.parent.relative_to(root).parts
+    if (_VERSION.match(parts[-1]) and not any(p.startswith(".") for p in parts)
+        and (info_path.parent / MARKER).exists()):
+      found.append(Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1]))
+  return sorted(found, key=sort_key)
+
+
+def published_refs(bucket: bucket_lib.Bucket, prefix: str = "") -> list[Ref]:
+  """The committed versions (features.json written) in a bucket, under `prefix`, sorted."""
+  return sorted((ref for ref, names in remote_refs(bucket.list_files(prefix)).items()
+                 if MARKER in names), key=sort_key)
+
+
+def build_command(ref: Ref, data_dir, source: str | None = None,
+                  imports: str | None = None) -> str:
+  """The command that prepares `ref` in a local `data_dir`: `tfds build` for this package's
+  builders (or a builder class of module `imports`), `imagesets build` (from `source`, the
+  folder an earlier version was built from) for a folder dataset."""
+  if imports or ref.name in registry.NAMES:
+    config = f" --config {ref.config}" if ref.config else ""
+    return (f"tfds build {ref.name} --imports {imports or 'imagesets'}{config} "
+            f"--data_dir {data_dir}")
+  return (f"imagesets build {shlex.quote(source) if source else 'PATH'} --name {ref.name} "
+          f"--version {ref.version or '1.0.0'} --data-dir {shlex.quote(str(data_dir))}")
+
+
+def _built_from(data_dir: pathlib.Path, refs: list[Ref]) -> str | None:
+  """The source folder the newest of `refs` was built from by `imagesets build`, if any."""
+  for ref in reversed(refs):
+    try:
+      metadata = json.loads((data_dir / ref.folder / "metadata.json").read_text())
+    except (OSError, ValueError):
+      continue
+    if "content_fingerprint" in metadata and isinstance(metadata.get("source"), str):
+      return metadata["source"]
+  return None
+
+
+def not_found(ref: Ref, data_dir=None, bucket: bucket_lib.Bucket | None = None,
+              imports: str | None = None) -> str:
+  """The one-line answer to a name, config or version that is not in a local `data_dir`
+  (or, given `bucket`, not published in it): what is there (its versions of that name, or
+  the names there with the closest one), and the command that builds or publishes it
+  (`imports`: the module of the builder class that builds it, see `build_command`)."""
+  if bucket is not None:
+    # (a prefix with nothing under it, or a folder not made yet: nothing is published there)
+    where, verb, exists = bucket.url, "published", True
+    present = published_refs(bucket)
+    fix = f"publish it: imagesets publish {ref} --data-dir DATA_DIR --to {where}"
+  else:
+    root = pathlib.Path(data_dir).expanduser()
+    where, verb, exists = str(data_dir), "prepared", root.is_dir()
+    present = local_refs(root) if exists else []
+    source = _built_from(root, [r for r in present if r.name == ref.name])
+    fix = f"build it: {build_command(ref, where, source, imports)}"
+  if not exists:
+    action, command = fix.split(" it: ", 1)
+    return f"{where} does not exist: {action} {ref} into it with: {command}"
+  head = (f"{ref} is not {verb} {'at' if bucket else 'in'} {where}" if ref.version
+          else f"no {verb} version of {ref} in {where}")
+  same = [str(r) for r in present if r.name == ref.name]
+  names = sorted({r.name for r in present})
+  if same:
+    there = f"{verb} there: {', '.join(same)}"
+  elif names:
+    there = f"datasets there: {', '.join(names[:20])}{', ...' if len(names) > 20 else ''}"
+  else:
+    there = f"nothing is {verb} there"
+  known = names + ([] if bucket else [n for n in registry.NAMES if n not in names])
+  close = [] if same else difflib.get_close_matches(ref.name, known, n=1, cutoff=0.6)
+  if close and close[0] != ref.name:
+    there += f"; did you mean {close[0]}?"
+  return f"{head} ({there}); {fix}"
+
+
 def default_config(metadata: bytes | None) -> str | None:
   if metadata is None:
     return None
@@ -121,8 +214,7 @@ def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
   """Fills in the default config and the latest prepared version from a local data_dir."""
   dataset_dir = data_dir / ref.name
   if not dataset_dir.is_dir():
-    raise PublishError(f"{dataset_dir} does not exist: build {ref.name} into {data_dir} first "
-                       f"(tfds build ... --data_dir {data_dir})")
+    raise DatasetNotPreparedError(not_found(ref, data_dir))
   config = ref.config
   if config is None:
     metadata = dataset_dir / CONFIG_METADATA
@@ -133,8 +225,10 @@ def resolve_local(ref: Ref, data_dir: pathlib.Path) -> Ref:
   if version is None:
     prepared = [p.parent.name for p in config_dir.glob(f"*/{DATASET_INFO}")]
     if not versions_in(prepared):
-      raise PublishError(f"no prepared version of {Ref(ref.name, config)} in {config_dir}")
+      raise DatasetNotPreparedError(not_found(Ref(ref.name, config), data_dir))
     version = versions_in(prepared)[-1]
+  elif not (config_dir / version / DATASET_INFO).is_file():
+    raise DatasetNotPreparedError(not_found(Ref(ref.name, config, version), data_dir))
   return Ref(ref.name, config, version)
 
 
@@ -181,5 +275,5 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
                if MARKER in names and MANIFEST in names and r.name == ref.name
                and r.config == config]
   if not committed:
-    raise PublishError(f"no published version of {Ref(ref.name, config)} in {bucket.url}")
+    raise DatasetNotPreparedError(not_found(Ref(ref.name, config), bucket=bucket))
   return Ref(ref.name, config, versions_in(committed)[-1]).checked(bucket.url_of(prefix))

@@ -145,7 +145,10 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
         readers=worker_count)
     sampler = grain.SequentialSampler(len(source), grain.NoSharding(), seed=seed)
   else:
+    input_pipeline.sources.check_cache_options(data_dir, cache_dir, cache_limit)
     source = data_source(dataset, split, data_dir)
+    input_pipeline.check_batches(len(source), split, batch_size, num_epochs if train else 1,
+                                 drop_remainder, shard_count)
     sampler = grain.IndexSampler(
         num_records=len(source), shuffle=train, seed=seed if train else None,
         num_epochs=num_epochs if train else 1,

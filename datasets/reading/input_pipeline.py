@@ -8,12 +8,15 @@
 
 What every pipeline does:
 
-* Never downloads or builds: a dataset that is not prepared in `data_dir` raises
-  `DatasetNotPreparedError` with the `tfds build ...` command to run.
+* Never downloads or builds: a name, config or version that is not prepared in `data_dir`
+  (or not published in the bucket) raises `DatasetNotPreparedError`, one line with what is
+  there and the command to run (`versions.not_found`: `tfds build ...` for our builders,
+  `imagesets build PATH ...` for a folder dataset).
 * `data_dir` may be a team bucket (`s3://`, `gs://`, `file://`): the published version is
   streamed shard by shard through a local cache (`cache_dir`, default `fetch`'s; at most
   `cache_limit` bytes, e.g. "20GB", None: keep everything) — see `sources`, `streaming`,
-  `shard_cache` and docs/training_from_a_bucket.md.
+  `shard_cache` and docs/training_from_a_bucket.md. A plain path is read in place, so
+  `cache_dir`/`cache_limit` with one are refused (a published folder: `file:///path`).
 * Reads the stored encoded bytes (`tfds.decode.SkipDecoding`) and decodes them in the
   map step, so a training crop is fused into JPEG decoding (see `preprocess_ops`).
 * Seeded: the file order, the shuffle buffer and every random crop / flip come from
@@ -23,7 +26,8 @@ What every pipeline does:
   worker a disjoint set of shard files (`tfds.ReadConfig(input_context=...)`; ArrayRecord
   builds: every n-th record); pass the
   per-worker batch size (`input_context.get_per_replica_batch_size(global_batch)`).
-* Batches have static shapes in training (`drop_remainder=True`); `dtype=tf.float32`
+* Batches have static shapes in training (`drop_remainder=True`; a split smaller than
+  one batch over `num_epochs` is refused, not an empty epoch); `dtype=tf.float32`
   gives [0, 1] floats, normalized with `mean`/`std` (per channel, in [0, 1] units) when
   given; the conversion runs once per batch.
 * Ends with prefetching to the accelerator when one is visible (and no `input_context`:
@@ -34,6 +38,7 @@ the mask uint8 [H, W, 1] of class ids, 255 = void (also for every padded pixel).
 """
 
 import contextlib
+import dataclasses
 import logging
 import os
 from typing import Optional, Sequence, Union
@@ -42,6 +47,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from imagesets import constants
+from imagesets import registry
+from imagesets.publishing import versions
 from imagesets.reading import preprocess_ops as ops
 from imagesets.reading import sources
 from imagesets.reading import streaming
@@ -53,16 +61,42 @@ Dataset = Union[str, tfds.core.DatasetBuilder]
 DEFAULT_SHUFFLE_BUFFER = 2048
 
 
-class DatasetNotPreparedError(FileNotFoundError):
-  """The dataset version is not in `data_dir`; the message says how to build it."""
+# The name, config or version is not in `data_dir` (or the bucket); the message, one line,
+# says what is there and the command that builds it (`versions.not_found`).
+DatasetNotPreparedError = versions.DatasetNotPreparedError
+
+
+def _ref(builder: tfds.core.DatasetBuilder) -> versions.Ref:
+  config = builder.builder_config.name if builder.builder_config is not None else None
+  return versions.Ref(builder.name, config, str(builder.version))
+
+
+def _imports(builder: tfds.core.DatasetBuilder) -> str:
+  """The module `tfds build --imports` needs for this builder's class."""
+  return "imagesets" if builder.name in registry.NAMES else type(builder).__module__
 
 
 def build_command(builder: tfds.core.DatasetBuilder) -> str:
   """The `tfds build` command that prepares exactly this builder's config in its data_dir."""
-  command = f"tfds build {builder.name} --imports imagesets"
-  if builder.builder_config is not None:
-    command += f" --config {builder.builder_config.name}"
-  return command + f" --data_dir {builder.data_dir_root}"
+  return versions.build_command(dataclasses.replace(_ref(builder), version=None),
+                                builder.data_dir_root, imports=_imports(builder))
+
+
+def _default_data_dir() -> str:
+  return os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or constants.DEFAULT_DATA_DIR)
+
+
+def _tfds_builder(spec: str, data_dir) -> tfds.core.DatasetBuilder:
+  """`tfds.builder(spec)` reading `data_dir`; a name or version that is in neither our code
+  nor `data_dir` is one line (not TFDS's list of every dataset it knows)."""
+  data_dir = data_dir and os.path.expanduser(data_dir)  # TFDS does not expand "~" itself
+  try:
+    return tfds.builder(spec, data_dir=data_dir)
+  except (tfds.core.DatasetNotFoundError, AssertionError) as error:
+    if isinstance(error, AssertionError) and "cannot be loaded at version" not in str(error):
+      raise
+    raise DatasetNotPreparedError(versions.not_found(
+        versions.Ref.parse(spec), data_dir or _default_data_dir())) from None
 
 
 def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=None,
@@ -75,20 +109,19 @@ def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=
   instead of downloading or building anything.
   """
   if isinstance(dataset, tfds.core.DatasetBuilder):
+    sources.check_cache_options(data_dir, cache_dir, cache_limit)
     builder = dataset
   elif sources.is_bucket_url(data_dir):
     return sources.open_source(dataset, str(data_dir), cache_dir=cache_dir,
                                cache_limit=cache_limit).builder
-  else:  # TFDS does not expand "~" itself
-    builder = tfds.builder(dataset, data_dir=data_dir and os.path.expanduser(data_dir))
+  else:
+    sources.check_cache_options(data_dir, cache_dir, cache_limit)
+    builder = _tfds_builder(dataset, data_dir)
   if not builder.is_prepared():
-    config = f"/{builder.builder_config.name}" if builder.builder_config else ""
-    manual = ("\n(source archives already on disk: add --manual_dir DIR_WITH_THEM)"
-              if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
-    raise DatasetNotPreparedError(
-        f"{builder.name}{config} {builder.version} is not prepared in "
-        f"{builder.data_dir_root} (nothing was downloaded). Build it first:\n"
-        f"  {build_command(builder)}{manual}")
+    manual = (" (source archives already on disk: add --manual_dir DIR_WITH_THEM; nothing "
+              "was downloaded)" if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
+    raise DatasetNotPreparedError(versions.not_found(
+        _ref(builder), builder.data_dir_root, imports=_imports(builder)) + manual)
   return builder
 
 
@@ -259,6 +292,35 @@ def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_c
   return prefetch_to_accelerator(ds, prefetch_devices)
 
 
+def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Optional[int],
+                  drop_remainder: bool, num_workers: int = 1) -> None:
+  """Refuses in one line a pipeline that would give not one batch: with `drop_remainder`
+  a last partial batch is dropped, so a split (this worker's share of it) smaller than
+  `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing."""
+  if not drop_remainder or num_epochs is None:
+    return
+  share = num_examples // max(1, num_workers)
+  if share * num_epochs >= batch_size:
+    return
+  workers = f" ({share} for each of {num_workers} workers)" if num_workers > 1 else ""
+  epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
+  raise ValueError(
+      f"split {split!r} has {num_examples} examples{workers}{epochs}, fewer than "
+      f"batch_size={batch_size}: with drop_remainder=True not one batch would come out; give "
+      f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
+
+
+def _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context):
+  if not drop_remainder or num_epochs is None:
+    return
+  try:
+    num_examples = source.builder.info.splits[split].num_examples
+  except Exception:  # pylint: disable=broad-except
+    return  # a split spec TFDS's info cannot count (unknown, malformed): reading it says so
+  check_batches(num_examples, split, batch_size, num_epochs, drop_remainder,
+                input_context.num_input_pipelines if input_context is not None else 1)
+
+
 def _seed_or_random(seed):
   """(seed, deterministic): `None` draws a fresh seed and allows any element order."""
   if seed is None:
@@ -329,6 +391,7 @@ def classification_train(
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
+  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -371,6 +434,7 @@ def classification_eval(
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
+  _check_batches(source, split, batch_size, 1, drop_remainder, input_context)
   image_op = {
       "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
       "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
@@ -421,6 +485,7 @@ def segmentation_train(
     raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
+  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
   geometry = {
       "scale_crop": lambda: ops.compose(ops.random_scale(scale_range, mask_keys=_MASK),
                                         ops.random_crop_or_pad(crop_size, mask_keys=_MASK)),
@@ -465,6 +530,7 @@ def segmentation_eval(
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
+  _check_batches(source, split, batch_size, 1, drop_remainder, input_context)
   geometry = {
       "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),

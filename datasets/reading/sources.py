@@ -43,6 +43,24 @@ def is_bucket_url(data_dir) -> bool:
   return data_dir is not None and "://" in str(data_dir)
 
 
+def check_cache_options(data_dir, cache_dir, cache_limit) -> None:
+  """`cache_dir` and `cache_limit` bound the shard cache of a bucket read; a local data_dir
+  (a plain path, even a folder published to: it is read in place as a TFDS data_dir, with
+  no cache and no check against the manifest) refuses them in one line, never ignores them."""
+  if is_bucket_url(data_dir):
+    return
+  given = [f"{name}={value!r}" for name, value in (("cache_limit", cache_limit),
+                                                    ("cache_dir", cache_dir)) if value is not None]
+  if not given:
+    return
+  folder = os.path.abspath(os.path.expanduser(str(data_dir))) if data_dir else "/path/to/bucket"
+  raise ValueError(
+      f"{' and '.join(given)}: only a bucket read has a cache, and data_dir={data_dir!r} is "
+      "read in place as a local TFDS data dir; for a version published to that folder, read "
+      f"it through the verified, cached path with data_dir='file://{folder}', else leave "
+      f"{' and '.join(g.split('=')[0] for g in given)} out")
+
+
 class _LocalFiles:
   """The reader of a source whose shards are all local files: nothing to fetch or pin."""
 
@@ -115,7 +133,8 @@ def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None
   `input_pipeline.DatasetNotPreparedError` for a local version that is not built."""
   if isinstance(name_or_spec, tfds.core.DatasetBuilder) or not is_bucket_url(data_dir):
     from imagesets.reading import input_pipeline
-    builder = input_pipeline.open_builder(name_or_spec, data_dir)
+    builder = input_pipeline.open_builder(name_or_spec, data_dir, cache_dir=cache_dir,
+                                          cache_limit=cache_limit)
     return Source(builder, pathlib.Path(builder.data_dir))
   return _open_bucket_version(str(name_or_spec), str(data_dir), cache_dir, cache_limit)
 

@@ -86,3 +86,7 @@ def every_example(source: sources.Source, what: str) -> Iterator[Example]:
       for example in examples(source, split):
         yield example
         bar.update()
+    # tqdm shows the last count only if it came a display interval after the one before,
+    # and a bar that is not left shows nothing more at its close: a log would end on the
+    # last count shown (e.g. 91 %), not on the total.
+    bar.refresh()

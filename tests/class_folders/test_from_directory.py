@@ -487,6 +487,17 @@ def test_bad_files_are_named_on_the_first_call_or_skipped(tmp_path, cache):
   assert not any(path.endswith("cut.jpg") for path in ds.file_paths)
 
 
+def test_the_skipped_files_warning_names_the_users_folder(tmp_path, cache, caplog):
+  # Not the cache's internal build name (folder_bad_<options>_<tree>).
+  root = write_tree(tmp_path / "bad", {**small_files(), "cow/cut.jpg": b"junk"})
+  imagesets.image_dataset_from_directory(root, image_size=SIZE, cache_dir=cache,
+                                         skip_bad_files=True, verbose=False)
+  warnings = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+  assert len(warnings) == 1 and "folder_" not in warnings[0], warnings
+  assert warnings[0].startswith(f"{pathlib.Path(root).resolve()}: skipped 1 bad file(s):")
+  assert "cow/cut.jpg" in warnings[0]
+
+
 def test_a_split_left_empty_by_skipped_files_is_named_with_them(tmp_path, cache):
   """With seed 1, keras' validation 17 % of these 6 files is the one bad file alone."""
   files = {f"c/{i}.jpg": sample_images.jpeg(30, 30, seed=i) for i in range(5)}
@@ -615,3 +626,13 @@ def test_the_build_decodes_in_a_tf_data_map_not_per_file(tmp_path, cache, monkey
   assert len(eager) == 1  # cow/cut.jpg
   assert len(list(ds.unbatch())) == len(files) - 1
   assert not any(path.endswith("cut.jpg") for path in ds.file_paths)
+
+
+def test_a_folder_that_does_not_exist_is_one_line_saying_what_to_give(tmp_path, cache):
+  # Issue 37: it was "[Errno 2] No such file or directory", naming no fix.
+  missing = tmp_path / "photoz"
+  with pytest.raises(FileNotFoundError) as error:
+    imagesets.image_dataset_from_directory(missing, image_size=SIZE, cache_dir=cache)
+  assert str(error.value) == (f"{str(missing)!r} is not a folder: give the folder that holds "
+                              "one sub-folder of images per class (root/<class>/<image files>)")
+  assert not cache.exists()  # nothing built or cached

@@ -171,3 +171,19 @@ def test_importing_grain_pipeline_drops_only_grains_jax_notice_of_its_own_thread
   sent, delivered, jax_notices = map(int, out[-3:])
   assert sent > 0 and delivered == sent
   assert jax_notices == 0
+
+
+def test_a_missing_version_bucket_options_on_a_path_and_a_too_small_split_are_one_line(
+    classes, tmp_path):
+  # Issue 37, through the Grain pipelines: the same answers as the tf.data ones.
+  with pytest.raises(ip.DatasetNotPreparedError) as error:
+    gp.classification_eval("pets:9.9.9", batch_size=2, data_dir=str(tmp_path))
+  assert str(error.value) == (
+      f"pets:9.9.9 is not prepared in {tmp_path} (nothing is prepared there); build it: "
+      f"imagesets build PATH --name pets --version 9.9.9 --data-dir {tmp_path}")
+  with pytest.raises(ValueError, match=r"^cache_limit='1GB': only a bucket read has a cache"):
+    gp.classification_train(classes, batch_size=4, cache_limit="1GB")
+  with pytest.raises(ValueError, match=r"^split 'train' has 24 examples, fewer than "
+                     r"batch_size=64: .* give batch_size=24 or less"):
+    gp.classification_train(classes, batch_size=64, num_epochs=1)
+  assert len(_take(gp.classification_train(classes, batch_size=24, num_epochs=1), 2)) == 1

@@ -398,3 +398,85 @@ def test_class_folders_builder_with_jpeg_and_png_files_feeds_the_classification_
   assert batches[0]["image"].shape == (3, 32, 32, 3)
   evaluation = _batches(ip.classification_eval(builder, split=everything, batch_size=16))
   assert evaluation[0]["image"].shape == (16, 224, 224, 3)
+
+
+# Issue 37: a missing name, version or data dir of your own dataset, a path given with bucket
+# options, and a split smaller than one batch, each answered in one line naming the fix.
+
+@pytest.fixture(scope="module")
+def pets(tmp_path_factory):
+  """(data_dir, source folder) of pets:1.0.0, a folder dataset of 20 images built as
+  `imagesets build` builds it (train: 16 images)."""
+  from imagesets.building import class_folders_builder
+  from imagesets.class_folders import named_build
+  from imagesets_testing import sample_images
+  from imagesets_testing.trees import write_tree
+  base = tmp_path_factory.mktemp("pets")
+  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
+                                        sample_images.jpeg(40, 50, seed=i) for i in range(20)})
+  named_build.build(source, "pets", version="1.0.0", data_dir=str(base / "tfds"),
+                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  return base / "tfds", source
+
+
+def _one_line_error(error_class, call) -> str:
+  with pytest.raises(error_class) as error:
+    call()
+  message = str(error.value)
+  assert "\n" not in message and len(message) < 500, message  # not TFDS's list of everything
+  return message
+
+
+def test_a_missing_version_name_or_data_dir_is_one_line_with_what_is_there(pets, tmp_path):
+  data_dir, source = pets
+  common = dict(batch_size=2, image_size=16, data_dir=str(data_dir))
+  for call in (lambda: ip.classification_train("pets:9.9.9", **common),
+               lambda: ip.classification_eval("pets:9.9.9", **common),
+               lambda: ip.segmentation_eval("pets:9.9.9", batch_size=2, data_dir=str(data_dir)),
+               lambda: imagesets.load("pets:9.9.9", "train", str(data_dir))):
+    assert _one_line_error(imagesets.DatasetNotPreparedError, call) == (
+        f"pets:9.9.9 is not prepared in {data_dir} (prepared there: pets:1.0.0); build it: "
+        f"imagesets build {source} --name pets --version 9.9.9 --data-dir {data_dir}")
+  mistyped = _one_line_error(imagesets.DatasetNotPreparedError,
+                             lambda: imagesets.load("petz:1.0.0", "train", str(data_dir)))
+  assert mistyped.startswith(f"petz:1.0.0 is not prepared in {data_dir} (datasets there: "
+                             "pets; did you mean pets?); build it: imagesets build PATH "
+                             "--name petz --version 1.0.0")
+  nowhere = str(tmp_path / "nope")
+  assert _one_line_error(FileNotFoundError, lambda: ip.classification_train(
+      "pets:1.0.0", batch_size=2, data_dir=nowhere)) == (
+          f"{nowhere} does not exist: build pets:1.0.0 into it with: imagesets build PATH "
+          f"--name pets --version 1.0.0 --data-dir {nowhere}")
+  # One of our builders at a version its code does not build: the same answer.
+  assert "tfds build synthetic_images --imports imagesets --config tiny" in _one_line_error(
+      imagesets.DatasetNotPreparedError,
+      lambda: ip.classification_eval("synthetic_images/tiny:9.9.9", **common))
+
+
+def test_bucket_options_with_a_local_data_dir_are_refused_not_ignored(pets):
+  data_dir, _ = pets
+  for options in (dict(cache_limit="lots"), dict(cache_dir="/tmp/c")):
+    message = _one_line_error(ValueError, lambda: ip.classification_train(
+        "pets:1.0.0", batch_size=2, data_dir=str(data_dir), **options))
+    assert f"data_dir='file://{data_dir}'" in message and next(iter(options)) in message
+  builder = tfds.builder_from_directory(str(data_dir / "pets" / "1.0.0"))
+  assert "only a bucket read has a cache" in _one_line_error(
+      ValueError, lambda: ip.classification_eval(builder, batch_size=2, cache_limit="1GB"))
+
+
+def test_a_split_smaller_than_one_batch_is_refused_not_an_empty_epoch(pets):
+  data_dir, _ = pets
+  train = tfds.builder_from_directory(str(data_dir / "pets" / "1.0.0")).info.splits["train"]
+  size = train.num_examples
+  common = dict(data_dir=str(data_dir), image_size=16, seed=0)
+  assert _one_line_error(ValueError, lambda: ip.classification_train(
+      "pets:1.0.0", batch_size=64, num_epochs=1, **common)) == (
+          f"split 'train' has {size} examples, fewer than batch_size=64: with "
+          "drop_remainder=True not one batch would come out; give "
+          f"batch_size={size} or less (or drop_remainder=False)")
+  # Exactly one batch, forever, or the partial batch kept: batches come out.
+  assert len(_batches(ip.classification_train("pets:1.0.0", batch_size=size, num_epochs=1,
+                                              **common))) == 1
+  assert len(_batches(ip.classification_train("pets:1.0.0", batch_size=64, **common), 1)) == 1
+  assert len(_batches(ip.classification_train("pets:1.0.0", batch_size=64, num_epochs=1,
+                                              drop_remainder=False, **common))) == 1

@@ -1,0 +1,107 @@
+"""Issue 37: a name, version, data dir or bucket prefix that is not there, through the
+`imagesets` command as a user runs it: one line saying what is there and the command that
+builds or publishes it (never TFDS's errors, never a silent empty answer)."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import BIN
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
+from imagesets.cli import main as cli
+from imagesets.publishing import publish
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+from publish_helpers import TINY
+
+
+def imagesets(*args) -> subprocess.CompletedProcess:
+  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
+                        text=True, env=dict(os.environ), timeout=120)
+
+
+def error_line(result, status=1) -> str:
+  """The one line of an error (the last of stderr: TensorFlow may log before it)."""
+  assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
+  assert "Traceback" not in result.stderr and "DatasetInfoFileError" not in result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert [line for line in lines if line.startswith("imagesets")] == lines[-1:], result.stderr
+  return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def pets(tmp_path_factory):
+  """(data_dir, source folder, bucket) of pets:1.0.0, a folder dataset as `imagesets build`
+  builds it, also published to a bucket that is a folder."""
+  base = tmp_path_factory.mktemp("lookups")
+  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
+                                        sample_images.jpeg(40, 50, seed=i) for i in range(12)})
+  data_dir = base / "tfds"
+  named_build.build(source, "pets", version="1.0.0", data_dir=str(data_dir),
+                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  publish.publish("pets:1.0.0", str(data_dir), str(base / "bucket"), progress=False)
+  return data_dir, source, base / "bucket"
+
+
+def test_verify_duplicates_and_publish_of_a_missing_version_say_what_is_there(pets):
+  data_dir, source, bucket = pets
+  expected = (f"imagesets: error: pets:9.9.9 is not prepared in {data_dir} (prepared there: "
+              f"pets:1.0.0); build it: imagesets build {source} --name pets --version 9.9.9 "
+              f"--data-dir {data_dir}")
+  assert error_line(imagesets("verify", "pets:9.9.9", "--data-dir", data_dir,
+                              "--source", source)) == expected
+  assert error_line(imagesets("duplicates", "pets:9.9.9", "--data-dir", data_dir)) == expected
+  assert error_line(imagesets("publish", "pets:9.9.9", "--data-dir", data_dir,
+                              "--to", bucket)) == expected
+  assert error_line(imagesets("verify", "petz:1.0.0", "--data-dir", data_dir, "--source",
+                              source)).endswith("(datasets there: pets; did you mean pets?); "
+                                                "build it: imagesets build PATH --name petz "
+                                                f"--version 1.0.0 --data-dir {data_dir}")
+
+
+def test_fetch_of_an_unpublished_version_lists_the_published_ones(pets, tmp_path):
+  _, _, bucket = pets
+  assert error_line(imagesets("fetch", bucket, "pets:1.1.0", "--cache-dir", tmp_path)) == (
+      f"imagesets: error: pets:1.1.0 is not published at {bucket} (published there: "
+      f"pets:1.0.0); publish it: imagesets publish pets:1.1.0 --data-dir DATA_DIR --to {bucket}")
+
+
+def test_diff_opens_both_versions_before_reading_either(pets, monkeypatch, capsys):
+  data_dir, _, _ = pets
+  result = imagesets("diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", data_dir)
+  assert error_line(result, status=2).startswith(
+      f"imagesets: error: pets:9.9.9 is not prepared in {data_dir} (prepared there: pets:1.0.0)")
+  from imagesets.verifying import version_examples
+  read = []
+  monkeypatch.setattr(version_examples, "every_example",
+                      lambda source, what: read.append(source) or iter(()))
+  assert cli.main(["diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", str(data_dir)]) == 2
+  assert read == []  # pets:1.0.0 was not read before pets:9.9.9 was found missing
+  assert "pets:9.9.9 is not prepared" in capsys.readouterr().err
+
+
+def test_list_of_a_folder_that_does_not_exist_is_an_error_an_empty_one_is_not(pets, tmp_path):
+  data_dir, _, bucket = pets
+  typo = data_dir.parent / "tdfs"
+  assert error_line(imagesets("list", "--data-dir", typo), status=2) == (
+      f"imagesets: error: {typo} does not exist (did you mean {data_dir}?); build into it: "
+      f"imagesets build PATH --name NAME --data-dir {typo}")
+  assert error_line(imagesets("list", tmp_path / "nowhere"), status=2).startswith(
+      f"imagesets: error: {tmp_path / 'nowhere'} does not exist; publish into it: ")
+  (tmp_path / "empty").mkdir()
+  for args, said in ((["--data-dir", tmp_path / "empty"], "no prepared datasets in"),
+                     ([tmp_path / "empty"], "no published datasets in")):
+    listed = imagesets("list", *args)
+    assert listed.returncode == 0 and listed.stdout.strip() == f"{said} {tmp_path / 'empty'}"
+
+
+@pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
+def test_list_of_a_bucket_prefix_with_nothing_under_it_is_an_error(bucket_url, tiny_data_dir):
+  publish.publish(TINY, str(tiny_data_dir), bucket_url, progress=False)
+  typo = bucket_url.removesuffix("/tfds") + "/tdfs"
+  assert error_line(imagesets("list", typo), status=2) == (
+      f"imagesets: error: {typo} does not exist (did you mean {bucket_url}?); publish into "
+      f"it: imagesets publish NAME:VERSION --data-dir DATA_DIR --to {typo}")
+  assert imagesets("list", bucket_url).returncode == 0
