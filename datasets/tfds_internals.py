@@ -68,6 +68,7 @@ _file_adapters = _module("tensorflow_datasets.core.file_adapters")
 _shard_utils = _module("tensorflow_datasets.core.utils.shard_utils")
 _dtype_utils = _module("tensorflow_datasets.core.utils.dtype_utils")
 _py_utils = _module("tensorflow_datasets.core.utils.py_utils")
+_tqdm_utils = _module("tensorflow_datasets.core.utils.tqdm_utils")
 _checksums = _module("tensorflow_datasets.core.download.checksums")
 _protos = _module("tensorflow_datasets.proto")
 _tf_example_pb2 = getattr(_protos, "tf_example_pb2", None)
@@ -91,6 +92,14 @@ SplitBuilder = _require(_split_builder and getattr(_split_builder, "SplitBuilder
 classproperty = _require(_py_utils and getattr(_py_utils, "classproperty", None),
                          "classproperty", "core.utils.py_utils.classproperty",
                          "a metaclass property")
+
+
+def progress_bars_on() -> bool:
+  """TFDS's switch for its progress bars (`tfds.display_progress_bar`,
+  `tfds.disable_progress_bar`), which our build's bars follow too."""
+  return bool(_require(_tqdm_utils and getattr(_tqdm_utils, "_active", None) is not None
+                       and _tqdm_utils, "progress_bars_on", "core.utils.tqdm_utils._active",
+                       "show our bars whatever TFDS's switch says")._active)
 
 
 def flatten_nest_dict(nested: dict) -> dict:

@@ -202,3 +202,12 @@ def test_generate_splits_locally_does_what_tfds_generate_splits_does(tmp_path):
   assert ours == theirs, ("imagesets.tfds_internals.generate_splits_locally no longer does what "
                           f"TFDS {tfds.__version__}'s GeneratorBasedBuilder._generate_splits does; "
                           f"fallback: {tfds_internals._RECORDS_FALLBACK}")
+
+
+def test_progress_bars_on_follows_tfds_switch():
+  assert tfds_internals.progress_bars_on()
+  tfds.disable_progress_bar()
+  try:
+    assert not tfds_internals.progress_bars_on()
+  finally:
+    tfds.display_progress_bar(True)

@@ -25,12 +25,15 @@ import dataclasses
 import itertools
 import json
 import os
+import sys
 from typing import Any, Callable, Iterator, Sequence
 
 from etils import epath
 import tensorflow_datasets as tfds
 from tqdm import auto as tqdm_auto
 
+import imagesets.cli_process as cli_process
+import imagesets.tfds_internals as tfds_internals
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import problems as problems_lib
@@ -159,6 +162,13 @@ _CHUNK, _WINDOW_CHUNKS = 64, 3
 _BEFORE_WRITING = ("error", "drop")
 
 
+def shows_progress() -> bool:
+  """Our bars follow TFDS's switch (`tfds.disable_progress_bar()`) and show in a
+  command-line program or on a terminal: a script's log is left as it was."""
+  return tfds_internals.progress_bars_on() and (
+      cli_process.is_cli_process() or sys.stderr.isatty())
+
+
 def _progress_bar(desc: str, total: int, disable: bool = False):
   """A bar on stderr counting a build's images to its end ("N/M images"); in a command's
   log (progress_lines.log_friendly_stderr) a line every few seconds and its last state."""
@@ -247,6 +257,9 @@ class Generation:
     """One more item done, on the build's progress bar."""
     if self._bar is False or self.progress is None:
       return
+    if self._bar is None and not shows_progress():
+      self._bar = False
+      return
     if self._bar is None:
       total = self._counted + sum(len(items) for items, _ in self._unfinished.values())
       self._bar = _progress_bar(self.progress or f"building {self.title}".strip(), total)
@@ -279,7 +292,7 @@ class Generation:
             for items, process in [self._unfinished[split]] for key, item in items)
     where = [split for split in splits for _ in self._unfinished[split][0]]
     with _progress_bar(f"duplicate check {self.title}".strip(), len(where),
-                       disable=self.progress is None) as bar:
+                       disable=self.progress is None or not shows_progress()) as bar:
       self._fingerprints = {}
       for split, outcome in zip(where, parallel_map.ordered_map(
           _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):

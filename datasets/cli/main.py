@@ -327,7 +327,7 @@ def cmd_list(args) -> int:
   if args.url is None:
     data_dir = constants.data_dir(args.data_dir)
     # (The default data dir before a first build is no error: nothing is prepared yet.)
-    gone = args.data_dir != constants.DEFAULT_DATA_DIR and listing_lib.missing(
+    gone = constants.data_dir(args.data_dir) != constants.data_dir(None) and listing_lib.missing(
         data_dir, f"build into it: imagesets build PATH --name NAME --data-dir {data_dir}")
     return _missing_place(gone) if gone else _list_local(data_dir)
   if listing_lib.is_local_data_dir(args.url):  # a folder of local builds, not a bucket
@@ -432,11 +432,17 @@ class Parser(argparse.ArgumentParser):
   def check_flags(self, argv: list[str]) -> None:
     """A usage error naming the first flag this command does not know, and the flag meant,
     before argparse would report something else first (`--too URL`: a missing --to)."""
-    known = {name for action in self._actions for name in action.option_strings}
+    known = {name: action for action in self._actions for name in action.option_strings}
+    value_next = False
     for i, word in enumerate(argv):
       if word == "--":
         return
-      if word.startswith("--") and word.split("=")[0] not in known:
+      if value_next or " " in word:  # (a flag's value, such as a description "-- a --")
+        value_next = False
+        continue
+      if word in known:
+        value_next = known[word].nargs != 0
+      elif word.startswith("--") and word.split("=")[0] not in known:
         close = self._closest(word)
         shown = [word]
         if (close and close[1].nargs != 0 and "=" not in word and i + 1 < len(argv)

@@ -20,6 +20,7 @@ import pathlib
 import re
 import shlex
 
+from imagesets import constants
 from imagesets import registry
 from imagesets.publishing import bucket as bucket_lib
 
@@ -107,7 +108,7 @@ def local_refs(data_dir) -> list[Ref]:
   found = []
   for info_path in [*root.glob(f"*/*/{DATASET_INFO}"), *root.glob(f"*/*/*/{DATASET_INFO}")]:
     parts = info_path.parent.relative_to(root).parts
-    if (_VERSION.match(parts[-1]) and not any(p.startswith(".") for p in parts)
+    if (_VERSION.match(parts[-1]) and all(map(is_plain_part, parts))
         and (info_path.parent / MARKER).exists()):
       found.append(Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1]))
   return sorted(found, key=sort_key)
@@ -116,7 +117,13 @@ def local_refs(data_dir) -> list[Ref]:
 def published_refs(bucket: bucket_lib.Bucket, prefix: str = "") -> list[Ref]:
   """The committed versions (features.json written) in a bucket, under `prefix`, sorted."""
   return sorted((ref for ref, names in remote_refs(bucket.list_files(prefix)).items()
-                 if MARKER in names), key=sort_key)
+                 if MARKER in names and _plain(ref)), key=sort_key)
+
+
+def _plain(ref: "Ref") -> bool:
+  """Whether every part of a ref read from a listing is a plain name (one that may be
+  shown on a terminal and joined to a path)."""
+  return all(is_plain_part(part) for part in (ref.name, ref.config or "x", ref.version or "x"))
 
 
 def build_command(ref: Ref, data_dir, source: str | None = None,
@@ -124,12 +131,50 @@ def build_command(ref: Ref, data_dir, source: str | None = None,
   """The command that prepares `ref` in a local `data_dir`: `tfds build` for this package's
   builders (or a builder class of module `imports`), `imagesets build` (from `source`, the
   folder an earlier version was built from) for a folder dataset."""
-  if imports or ref.name in registry.NAMES:
+  if imports or ref.name in registry.NAMES or _builder_facts(ref.name) is not None:
     config = f" --config {ref.config}" if ref.config else ""
-    return (f"tfds build {ref.name} --imports {imports or 'imagesets'}{config} "
-            f"--data_dir {data_dir}")
+    ours = imports or ("imagesets" if ref.name in registry.NAMES else None)
+    return (f"tfds build {ref.name}{f' --imports {ours}' if ours else ''}{config} "
+            f"--data_dir {shlex.quote(str(data_dir))}")
   return (f"imagesets build {shlex.quote(source) if source else 'PATH'} --name {ref.name} "
           f"--version {ref.version or '1.0.0'} --data-dir {shlex.quote(str(data_dir))}")
+
+
+def _builder_facts(name: str) -> tuple[str, tuple[str, ...]] | None:
+  """(the version it builds, its configs) of a builder class registered with TFDS under
+  `name` (this package's or TFDS's own catalog), None for another name (a folder dataset).
+  Loads TFDS (and so TensorFlow): only for an answer to a dataset that is not there."""
+  if not is_plain_part(name):
+    return None
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    if name in registry.NAMES:
+      import imagesets  # noqa: F401  pylint: disable=import-outside-toplevel
+    cls = tfds.builder_cls(name)
+  except Exception:  # pylint: disable=broad-except  (not a registered builder)
+    return None
+  configs = tuple(config.name for config in getattr(cls, "BUILDER_CONFIGS", None) or ())
+  return str(cls.VERSION), configs
+
+
+def _unbuildable(ref: "Ref", imports: str | None) -> str | None:
+  """Why no command builds `ref` (a version out of the pattern, a config or version the
+  builder class does not make), naming what it does make; None when one does."""
+  if ref.version and not re.fullmatch(constants.VERSION_PATTERN, ref.version):
+    return f"{ref.version} is not a version X.Y.Z (three numbers, no leading zeros)"
+  facts = None if imports else _builder_facts(ref.name)
+  if facts is None:
+    return None
+  version, configs = facts
+  if ref.config and configs and ref.config not in configs:
+    meant = difflib.get_close_matches(ref.config, configs, n=1, cutoff=0) or configs
+    return (f"{ref.name} has no config {ref.config} (its configs: {', '.join(configs)}; "
+            f"did you mean {ref.name}/{meant[0]}?)")
+  if ref.version and ref.version != version:
+    return (f"this code builds {ref.name} {version}, not {ref.version}: install the "
+            f"release that built {ref.version}, or fetch it from the bucket it was "
+            f"published to (imagesets fetch BUCKET {ref})")
+  return None
 
 
 def _built_from(data_dir: pathlib.Path, refs: list[Ref]) -> str | None:
@@ -157,11 +202,15 @@ def not_found(ref: Ref, data_dir=None, bucket: bucket_lib.Bucket | None = None,
     fix = f"publish it: imagesets publish {ref} --data-dir DATA_DIR --to {where}"
   else:
     root = pathlib.Path(data_dir).expanduser()
-    where, verb, exists = str(data_dir), "prepared", root.is_dir()
-    present = local_refs(root) if exists else []
+    where, verb = str(data_dir), "prepared"
+    remote = "://" in where  # (a URL's existence is not this function's to claim)
+    exists = remote or root.is_dir()
+    present = local_refs(root) if exists and not remote else []
     source = _built_from(root, [r for r in present if r.name == ref.name])
-    fix = f"build it: {build_command(ref, where, source, imports)}"
+    fix = _unbuildable(ref, imports) or f"build it: {build_command(ref, where, source, imports)}"
   if not exists:
+    if " it: " not in fix:
+      return f"{where} does not exist; {fix}"
     action, command = fix.split(" it: ", 1)
     return f"{where} does not exist: {action} {ref} into it with: {command}"
   head = (f"{ref} is not {verb} {'at' if bucket else 'in'} {where}" if ref.version

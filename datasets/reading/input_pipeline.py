@@ -95,8 +95,12 @@ def _tfds_builder(spec: str, data_dir) -> tfds.core.DatasetBuilder:
   except (tfds.core.DatasetNotFoundError, AssertionError) as error:
     if isinstance(error, AssertionError) and "cannot be loaded at version" not in str(error):
       raise
+    try:
+      ref = versions.Ref.parse(spec)
+    except versions.PublishError:  # (a spec of TFDS's own: wildcards, namespaces)
+      raise error from None
     raise DatasetNotPreparedError(versions.not_found(
-        versions.Ref.parse(spec), data_dir or _default_data_dir())) from None
+        ref, data_dir or _default_data_dir())) from None
 
 
 def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=None,

@@ -184,3 +184,18 @@ def test_an_empty_split_error_survives_pickling_with_its_splits_and_message():
       "c/3.jpg); test: 1 bad file(s) skipped (c/1.jpg), 2 dropped as copies of images of an "
       "earlier split (leakage=drop); repair or replace them, add images, or change the split "
       "proportions or seed")
+
+
+def test_a_library_build_draws_no_progress_bar_and_follows_tfds_switch(tmp_path, capfd,
+                                                                        monkeypatch):
+  # A script's or a test's build drew a bar of carriage-return redraws into its log, and
+  # tfds.disable_progress_bar() did not stop it.
+  import imagesets  # noqa: F401  (registers the builders)
+  tfds.builder("synthetic_images/tiny", data_dir=str(tmp_path)).download_and_prepare()
+  assert "building synthetic_images" not in capfd.readouterr().err
+  assert not generation.shows_progress()  # (not a command-line program, not a terminal)
+  from imagesets import cli_process
+  monkeypatch.setattr(cli_process, "is_cli_process", lambda: True)
+  assert generation.shows_progress()
+  monkeypatch.setattr(generation.tfds_internals, "progress_bars_on", lambda: False)
+  assert not generation.shows_progress()  # (tfds.disable_progress_bar(): test_tfds_internals)

@@ -105,3 +105,43 @@ def test_list_of_a_bucket_prefix_with_nothing_under_it_is_an_error(bucket_url, t
       f"imagesets: error: {typo} does not exist (did you mean {bucket_url}?); publish into "
       f"it: imagesets publish NAME:VERSION --data-dir DATA_DIR --to {typo}")
   assert imagesets("list", bucket_url).returncode == 0
+
+
+def test_the_command_named_builds_what_was_asked_or_none_is_named(pets, tmp_path):
+  # Review: a config the builder lacks, a version it does not make, a TFDS catalog name and
+  # a version out of the pattern each got a command that fails.
+  data_dir, _, _ = pets
+  said = error_line(imagesets("duplicates", "synthetic_images/small", "--data-dir", data_dir))
+  assert ("synthetic_images has no config small (its configs: default, tiny, variable; did "
+          "you mean synthetic_images/" in said and "tfds build" not in said), said
+  said = error_line(imagesets("duplicates", "synthetic_images/tiny:9.0.0", "--data-dir",
+                              data_dir))
+  assert "this code builds synthetic_images 1.0.0, not 9.0.0" in said and "tfds build" not in said
+  said = error_line(imagesets("duplicates", "mnist:3.0.1", "--data-dir", data_dir))
+  assert said.endswith(f"build it: tfds build mnist --data_dir {data_dir}"), said
+  said = error_line(imagesets("duplicates", "pets:01.0.0", "--data-dir", data_dir))
+  assert "01.0.0 is not a version X.Y.Z" in said and "--version 01.0.0" not in said
+
+
+def test_names_from_a_listing_that_are_not_plain_are_never_shown(pets, tmp_path):
+  # A folder bucket holding a dataset folder named with a newline and a fake message: the
+  # answer stays one line.
+  _, _, bucket = pets
+  evil = tmp_path / "bucket"
+  import shutil
+  shutil.copytree(bucket, evil)
+  shutil.copytree(evil / "pets", evil / "pets\nimagesets: ok, nothing wrong")
+  result = imagesets("fetch", evil, "petz:1.0.0", "--cache-dir", tmp_path / "cache", "--quiet")
+  said = error_line(result)
+  assert "nothing wrong" not in result.stderr and "datasets there: pets;" in said, said
+
+
+def test_the_default_data_dir_spelled_out_is_the_default_data_dir(tmp_path):
+  # Review: `list` said "no prepared datasets" (exit 0) for the default data dir before a
+  # first build, but "does not exist" (exit 2) for the same folder given by its path.
+  env = {**os.environ, "HOME": str(tmp_path)}
+  for args in (["list"], ["list", "--data-dir", tmp_path / "tensorflow_datasets"],
+               ["list", "--data-dir", "~/tensorflow_datasets"]):
+    result = subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, (args, result.stderr)

@@ -93,3 +93,12 @@ def test_build_and_diff_show_progress_to_the_end_in_a_log(tmp_path):
   ends = [line for line in diff.stderr.splitlines()
           if re.match(r"reading pets/1\.0\.0: 100%\|.*\| 30/30 ", line)]
   assert len(ends) == 2, diff.stderr
+
+
+def test_a_flag_value_that_starts_with_dashes_is_a_value_not_a_flag(tmp_path):
+  # `--description "-- holiday photos --"` was refused as an unknown flag by the check that
+  # answers typos (argparse takes such a value: it holds a space).
+  result = imagesets("build", tmp_path / "missing", "--name", "pets",
+                     "--description", "-- holiday photos --")
+  assert result.returncode != 0 and "unrecognized argument" not in result.stderr
+  assert "missing" in result.stderr.strip().splitlines()[-1]
