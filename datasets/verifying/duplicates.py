@@ -147,10 +147,11 @@ def _bit_rows(words: np.ndarray) -> np.ndarray:
 
 @functools.cache
 def _centre_maps() -> np.ndarray:
-  """(2, SMALL, _COMPARED) float32: `_central`'s resampling along one side, at zoom 1 and
-  1 - _CROP. PIL resamples an "F" image linearly and one side after the other, so the map
-  of a thumbnail T to its region is M^T T M, and many pairs are compared as matrix products
-  (the map of each basis row, taken from PIL itself)."""
+  """(2, SMALL, _COMPARED) float32: PIL's bilinear resampling of a thumbnail's central
+  `_CENTRE * zoom` to `_COMPARED` pixels, along one side, at zoom 1 and 1 - _CROP. PIL
+  resamples an "F" image linearly and one side after the other, so the map of a thumbnail
+  T to its region is M^T T M, and many pairs are compared as matrix products (the map of
+  each basis row, taken from PIL itself)."""
   side = image_hashes.SMALL
   maps = []
   for zoom in (1.0, 1.0 - _CROP):
@@ -174,23 +175,14 @@ def _regions(thumbnails: np.ndarray, side_map: np.ndarray) -> "_Region":
                  .reshape(count, compared * compared))
 
 
-def _central(thumbnail: PIL.Image.Image, zoom: float) -> np.ndarray:
-  """The central `_CENTRE * zoom` of a thumbnail, resampled to `_COMPARED` pixels square."""
-  side = thumbnail.width
-  half = side * _CENTRE * zoom / 2
-  box = (side / 2 - half, side / 2 - half, side / 2 + half, side / 2 + half)
-  return np.asarray(thumbnail.resize((_COMPARED, _COMPARED), PIL.Image.Resampling.BILINEAR,
-                                     box=box), np.float64)
-
-
 def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
   """How alike the thumbnails (rows of `image_hashes.SMALL`² grey bytes) of each pair
   `first[k]`, `second[k]` are: the best normalised correlation of their central regions,
   at equal scale or one of them zoomed in by `_CROP` (a copy cropped by a few percent). Two
   flat regions count as alike when their means are close (black frames, placeholders).
   Regions whose brightness or contrast differ are not alike (-1), however correlated: on
-  real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: about
-  a microsecond a pair, in blocks of `_BATCH` pairs."""
+  real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: a
+  few microseconds a pair, in blocks of `_BATCH` pairs."""
   maps = _centre_maps()
   scores = np.empty(len(first), np.float64)
   for start in range(0, len(first), _BATCH):
