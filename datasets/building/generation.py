@@ -253,12 +253,14 @@ class Generation:
       dropped = sum(member.split == split for member in self._dropped)
       raise EmptySplitError({split: (bad, dropped)})
 
+  def _shows_bars(self) -> bool:
+    return self.progress is not None and shows_progress()
+
   def _count(self) -> None:
     """One more item done, on the build's progress bar."""
-    if self._bar is False or self.progress is None:
-      return
-    if self._bar is None and not shows_progress():
+    if self._bar is None and not self._shows_bars():
       self._bar = False
+    if self._bar is False:
       return
     if self._bar is None:
       total = self._counted + sum(len(items) for items, _ in self._unfinished.values())
@@ -292,7 +294,7 @@ class Generation:
             for items, process in [self._unfinished[split]] for key, item in items)
     where = [split for split in splits for _ in self._unfinished[split][0]]
     with _progress_bar(f"duplicate check {self.title}".strip(), len(where),
-                       disable=self.progress is None or not shows_progress()) as bar:
+                       disable=not self._shows_bars()) as bar:
       self._fingerprints = {}
       for split, outcome in zip(where, parallel_map.ordered_map(
           _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):

@@ -15,6 +15,7 @@ and verified. A published version is never changed.
 
 import dataclasses
 import difflib
+import functools
 import json
 import pathlib
 import re
@@ -140,6 +141,7 @@ def build_command(ref: Ref, data_dir, source: str | None = None,
           f"--version {ref.version or '1.0.0'} --data-dir {shlex.quote(str(data_dir))}")
 
 
+@functools.cache  # (`_unbuildable` and `build_command` both ask, for one answer)
 def _builder_facts(name: str) -> tuple[str, tuple[str, ...]] | None:
   """(the version it builds, its configs) of a builder class registered with TFDS under
   `name` (this package's or TFDS's own catalog), None for another name (a folder dataset).
