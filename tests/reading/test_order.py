@@ -1,0 +1,159 @@
+"""The read order's properties, over many random shard layouts, seeds and reader counts."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from imagesets.reading import order as order_lib
+
+
+def _order(rng, mix="shuffle", shuffle=True):
+  takes = rng.integers(0, 30, rng.integers(1, 24))
+  skips = rng.integers(0, 5, len(takes))
+  shards = [order_lib.ShardSlice(f"s-{i:05d}", int(skip), int(take))
+            for i, (skip, take) in enumerate(zip(skips, takes))]
+  return order_lib.Order(shards, seed=int(rng.integers(1000)), shuffle=shuffle, mix=mix)
+
+
+def _epoch_records(order):
+  return collections.Counter((i, r) for i, s in enumerate(order.shards)
+                             for r in range(s.skip, s.skip + s.take))
+
+
+def _read(run, q, reader, start=0, stop=None):
+  return [tuple(row) for row in run.reader_pass(q, reader).rows[start:stop].tolist()]
+
+
+@pytest.mark.parametrize("mix,shuffle", [("shuffle", True), ("interleave", True),
+                                         ("shuffle", False)])
+def test_every_record_once_an_epoch_disjoint_whole_shards_and_reproducible(mix, shuffle):
+  rng = np.random.default_rng(0)
+  for _ in range(60):
+    order = _order(rng, mix, shuffle)
+    readers, window = int(rng.integers(1, 7)), int(rng.integers(1, 5))
+    run = order_lib.Run(order, readers, window, num_epochs=3)
+    for epoch in range(3):
+      seen, owner = collections.Counter(), {}
+      for reader in range(readers):
+        rows = _read(run, epoch, reader)
+        seen.update(rows)
+        for shard, _ in rows:
+          assert owner.setdefault(shard, reader) == reader  # whole shards: one reader each
+        again = order_lib.Run(order, readers, window).reader_pass(epoch, reader)
+        assert again.rows.tolist() == [list(r) for r in rows]
+      assert seen == _epoch_records(order)
+
+
+def test_windows_hold_their_shards_records_and_the_counts_are_known_up_front():
+  rng = np.random.default_rng(1)
+  for _ in range(40):
+    order = _order(rng, "shuffle")
+    plan = order_lib.Run(order, 2, 3).reader_pass(0, 1)
+    start = 0
+    for window, end in zip(plan.windows, plan.window_ends.tolist()):
+      assert len(window) <= 3
+      rows = plan.rows[start:end]
+      assert set(rows[:, 0].tolist()) <= set(window)
+      for shard in window:
+        assert plan.reads_of(shard) == order.shards[shard].take
+      start = end
+
+
+def test_interleave_reads_each_shard_in_stored_order_and_unshuffled_is_stored_order():
+  shards = [order_lib.ShardSlice(f"s{i}", 2, 5) for i in range(6)]
+  plan = order_lib.Run(order_lib.Order(shards, 3, True, "interleave"), 1, 3).reader_pass(0, 0)
+  for shard in range(6):
+    records = plan.rows[plan.rows[:, 0] == shard, 1].tolist()
+    assert records == [2, 3, 4, 5, 6]
+  first = plan.rows[:3, 0].tolist()
+  assert sorted(first) == sorted(plan.windows[0])  # one record of each shard in turn
+  plain = order_lib.Run(order_lib.Order(shards), 2, 2).reader_pass(0, 1)
+  assert plain.windows == ((1, 3), (5,))
+  assert plain.rows[:, 0].tolist() == [1] * 5 + [3] * 5 + [5] * 5
+
+
+def test_epochs_differ_and_seeds_differ():
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 10) for i in range(8)]
+  run = order_lib.Run(order_lib.Order(shards, 0, True), 1, 2)
+  other = order_lib.Run(order_lib.Order(shards, 1, True), 1, 2)
+  assert _read(run, 0, 0) != _read(run, 1, 0)
+  assert _read(run, 0, 0) != _read(other, 0, 0)
+
+
+def _resume(order, readers, window, counts_fraction, rng, after=None, num_epochs=2):
+  """Reads a random part of every reader's passes; returns what was read and the position."""
+  run = order_lib.Run(order, readers, window, after=after, num_epochs=num_epochs)
+  read, at = collections.Counter(), []
+  for reader in range(readers):
+    q = int(rng.integers(0, min(2, run.num_passes)))  # a reader may be a pass ahead
+    for p in range(q):
+      read.update((run.epoch(p),) + row for row in _read(run, p, reader))
+    count = int(len(run.reader_pass(q, reader)) * counts_fraction * rng.random())
+    read.update((run.epoch(q),) + row for row in _read(run, q, reader, 0, count))
+    at.append((q, count))
+  return read, run.position(at), run
+
+
+@pytest.mark.parametrize("first,second,third", [(4, 2, 2), (2, 3, 1), (1, 4, 3), (3, 3, 5)])
+def test_a_position_resumes_on_any_reader_count_reading_every_record_exactly_once(
+    first, second, third):
+  rng = np.random.default_rng(first * 10 + second)
+  for mix in ("shuffle", "interleave"):
+    for _ in range(15):
+      order = _order(rng, mix)
+      window = int(rng.integers(1, 4))
+      read, position, _ = _resume(order, first, window, 1.0, rng)
+      position = order_lib.Position.from_json(position.to_json())  # saved, loaded
+      more, position, _ = _resume(order, second, window + 1, 1.0, rng, after=position)
+      read.update(more)
+      run = order_lib.Run(order, third, window, after=order_lib.Position.from_json(
+          position.to_json()), num_epochs=2)
+      for q in range(run.num_passes):
+        for reader in range(third):
+          read.update((run.epoch(q),) + row for row in _read(run, q, reader))
+      expected = collections.Counter()
+      for epoch in range(2):
+        expected.update((epoch,) + key for key in _epoch_records(order))
+      assert read == expected
+
+
+def test_a_resumed_run_reads_no_shard_whose_records_were_all_read():
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 10) for i in range(8)]
+  order = order_lib.Order(shards, 5, True)
+  run = order_lib.Run(order, 2, 1, num_epochs=1)
+  done = {reader: run.reader_pass(0, reader).windows[0][0] for reader in range(2)}
+  partial = run.reader_pass(0, 1).windows[1][0]
+  position = run.position([(0, 10), (0, 15)])  # reader 0: one shard; reader 1: 1.5
+  resumed = order_lib.Run(order, 3, 2, after=position, num_epochs=1)
+  shards_read = {s for reader in range(3) for s in resumed.reader_pass(0, reader).rows[:, 0].tolist()}
+  assert done[0] not in shards_read and done[1] not in shards_read
+  assert len(shards_read) == 6 and partial in shards_read  # 8 - the 2 read whole
+  assert sum(len(resumed.reader_pass(0, r)) for r in range(3)) == 80 - 25
+
+
+def test_a_position_of_full_epochs_forgets_the_resume_it_came_from():
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(5)]
+  order = order_lib.Order(shards, 5, True)
+  position = order_lib.Run(order, 2, 1).position([(0, 3), (0, 1)])
+  resumed = order_lib.Run(order, 3, 1, after=position)
+  later = resumed.position([(2, 1), (1, 0), (3, 0)])  # all past the 1 pass of leftovers
+  assert later.after is None and later.at == ((1, 1), (0, 0), (2, 0))
+
+
+def test_a_position_of_another_order_or_a_damaged_one_is_refused_in_one_line():
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(5)]
+  position = order_lib.Run(order_lib.Order(shards, 5, True), 2, 1).position([(0, 3), (0, 1)])
+  with pytest.raises(order_lib.PositionError, match="another order"):
+    order_lib.Run(order_lib.Order(shards, 6, True), 2, 1, after=position)
+  data = position.to_json()
+  data["at"] = [[0, 3]]
+  with pytest.raises(order_lib.PositionError, match="edited or damaged"):
+    order_lib.Position.from_json(data)
+  with pytest.raises(order_lib.PositionError, match="not a saved read position"):
+    order_lib.Position.from_json({"readers": 2})
+  data = position.to_json()
+  data["at"] = [[0, 300], [0, 1]]
+  with pytest.raises(order_lib.PositionError, match="which holds"):
+    order_lib.Run(order_lib.Order(shards, 5, True), 2, 1,
+                  after=order_lib.Position.from_json(data))
