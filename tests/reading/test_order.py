@@ -138,7 +138,7 @@ def test_a_position_of_full_epochs_forgets_the_resume_it_came_from():
   position = order_lib.Run(order, 2, 1).position([(0, 3), (0, 1)])
   resumed = order_lib.Run(order, 3, 1, after=position)
   later = resumed.position([(2, 1), (1, 0), (3, 0)])  # all past the 1 pass of leftovers
-  assert later.after is None and later.at == ((1, 1), (0, 0), (2, 0))
+  assert later.after is None and later.at == ((2, 1), (1, 0), (3, 0))  # pass q: epoch q
 
 
 def test_a_position_of_another_order_or_a_damaged_one_is_refused_in_one_line():
