@@ -17,9 +17,15 @@ What every pipeline does:
   `shard_count` (e.g. `jax.process_index()`, `jax.process_count()`) its own part of every
   epoch.
 * A bucket `data_dir` (`s3://`, `gs://`, `file://`; TFRecord or ArrayRecord builds) is
-  streamed instead, through the shard cache (`cache_dir`, `cache_limit`), in the streaming
-  order: each process's shards in a seeded order, records shuffled within windows of
-  shards (`streaming`); iterator states resume it exactly.
+  streamed instead, through the shard cache (`cache_dir`, `cache_limit`), in the read
+  order (`order`): `RecordSource` is the split's records by stored index (finite), and
+  `OrderSampler` owns epochs, shuffling and the partition: each process reads its own
+  shards (`shard_index` of `shard_count`, every n-th), and each of its `worker_count`
+  worker processes reads its own shards of them, in a seeded order per epoch, records
+  shuffled within windows of shards, so each shard is downloaded once an epoch per
+  machine whatever the worker count. Iterator states resume exactly (`set_state`), and
+  `position(loader, state)` gives a position that resumes on another worker count
+  (`start=`).
 * Parses each record and decodes it in Grain's worker processes (`worker_count`; 0 = in
   this process) with `numpy_ops`: the same crop, flip, resize and mask-padding semantics
   as the tf.data pipelines (`input_pipeline`), random draws from Grain's per-record
@@ -28,6 +34,8 @@ What every pipeline does:
   evaluation is one epoch in stored order.
 """
 
+import bisect
+import json
 import logging
 import threading
 
@@ -37,6 +45,9 @@ import tensorflow_datasets as tfds
 from imagesets import tfds_internals
 from imagesets.reading import input_pipeline
 from imagesets.reading import numpy_ops
+from imagesets.reading import order as order_lib
+from imagesets.reading import shard_reads
+from imagesets.reading import sources
 from imagesets.reading import streaming
 
 _absl_logger = logging.getLogger("absl")
@@ -132,29 +143,228 @@ class EvalSegmentation(_Settings, grain.MapTransform):
             "mask": numpy_ops.crop_or_pad(mask, self.size, numpy_ops.MASK_PAD_VALUE)}
 
 
+_GRAIN_HELD = 2   # windows a reader may hold at once: Grain's reading threads straddle one's end
+_ENDLESS = 2**62  # sampler slots when epochs never end
+# The place of the read a sampler just planned, for the source's next read in this thread
+# (Grain calls the sampler, then the source, in one thread): (reader, pass, index) or
+# _PADDING.
+_announced = threading.local()
+_PADDING = ()
+
+
+class RecordSource:
+  """The records of a split of a published version by stored index (`len` is the split's
+  records), for Grain, read through the shard cache. A read planned by `OrderSampler` is
+  read in the order's windows (`shard_reads.PlannedReads`: each shard held until its
+  planned reads are done, the next window downloaded ahead); any other read (a notebook's
+  `source[i]`) holds its one shard for that read. Pickled to Grain's worker processes,
+  where each opens the same cache (shared through its file locks); nothing is downloaded
+  before the first read."""
+
+  def __init__(self, url: str, spec: str, split: str, *, shuffle: bool, seed: int,
+               num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
+               cache_dir=None, cache_limit=None,
+               window_shards: int = streaming.DEFAULT_WINDOW_SHARDS, worker_count: int = 0,
+               start=None):
+    self._args = dict(locals())
+    del self._args["self"]
+    if isinstance(start, order_lib.Position):
+      self._args["start"] = start.to_json()
+    self._open()
+
+  def _open(self):
+    args = self._args
+    self.source = sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
+                                      cache_limit=args["cache_limit"])
+    split = args["split"]
+    self.stored = streaming.split_shards(self.source.builder, split)
+    if len(self.stored) < args["shard_count"]:
+      streaming.check_readers(self.source.builder, split, self.stored, args["shard_count"],
+                              "processes")
+    # This process's shards: every shard_count-th, as TFDS's ReadConfig(input_context).
+    mine = list(range(args["shard_index"], len(self.stored), args["shard_count"]))
+    self.run = streaming.run_for(
+        self.source, split, shuffle=args["shuffle"], seed=args["seed"],
+        readers=max(1, args["worker_count"]), window_shards=args["window_shards"],
+        held=_GRAIN_HELD, num_epochs=args["num_epochs"], start=args["start"],
+        shards=[self.stored[i] for i in mine], what="Grain worker processes of a process")
+    # stored index of the first record of each of this process's shards
+    starts = np.cumsum([0] + [s.take for s in self.stored])
+    self._first = [int(starts[i]) for i in mine]
+    self._mine = {i: k for k, i in enumerate(mine)}   # split shard -> order shard
+    self._starts = starts
+    self._reads: dict[int, shard_reads.PlannedReads] = {}
+    self._lock = threading.Lock()
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+  def __repr__(self) -> str:  # Grain checks a restored state against it
+    args = ", ".join(f"{k}={v!r}" for k, v in sorted(self._args.items()) if k != "start")
+    return f"RecordSource({args})"
+
+  def __len__(self) -> int:
+    return int(self._starts[-1])
+
+  def key(self, shard: int, record: int) -> int:
+    """The stored index of record `record` of this process's shard `shard` (order's)."""
+    return self._first[shard] + record - self.run.order.shards[shard].skip
+
+  def reads(self, reader: int) -> shard_reads.PlannedReads:
+    with self._lock:
+      if reader not in self._reads:
+        self._reads[reader] = shard_reads.PlannedReads(
+            self.source.store(), self.source.file_format, self.run, reader)
+      return self._reads[reader]
+
+  def __getitem__(self, key: int):
+    place = getattr(_announced, "place", None)
+    _announced.place = None
+    if place == _PADDING:
+      return None
+    if place is not None:
+      reader, q, index = place
+      return self.reads(reader).read(q, index)[0]
+    return self._read_once(int(key))
+
+  def _read_once(self, key: int) -> bytes:
+    if not 0 <= key < len(self):
+      raise IndexError(f"record {key} of a split of {len(self)} records")
+    shard = int(np.searchsorted(self._starts, key, side="right")) - 1
+    if shard not in self._mine:
+      raise IndexError(f"record {key} is in a shard of another process "
+                       f"(shard_index={self._args['shard_index']} of {self._args['shard_count']})")
+    order_shard = self._mine[shard]
+    record = self.stored[shard].skip + key - int(self._starts[shard])
+    return self.reads(0).read_once(order_shard, [record])[0]
+
+
+class OrderSampler:
+  """Grain's sampler over a `RecordSource`: slot i is worker i % W's (Grain gives worker
+  w the slots w, w + W, ...), its (i // W)-th record in its reader's passes of the
+  order; a worker's slots past its last record are padding (dropped by `NotPadding`).
+  Each record's random generator is keyed by the seed, the epoch and the record, so the
+  augmentation does not depend on the worker count."""
+
+  def __init__(self, source: RecordSource, worker_count: int, seed: int):
+    self._source, self._workers, self._seed = source, max(1, worker_count), seed
+    self._ends: dict[int, list[int]] = {}   # reader -> cumulative pass lengths so far
+    self._lock = threading.Lock()
+
+  def __repr__(self) -> str:
+    return f"OrderSampler(workers={self._workers}, seed={self._seed}, {self._source!r})"
+
+  def _pass_ends(self, reader: int, slot: int) -> list[int]:
+    run = self._source.run
+    with self._lock:
+      ends = self._ends.setdefault(reader, [])
+      while (not ends or ends[-1] <= slot) and (run.num_passes is None
+                                                 or len(ends) < run.num_passes):
+        ends.append((ends[-1] if ends else 0) + len(run.reader_pass(len(ends), reader)))
+      return list(ends)
+
+  def place(self, reader: int, slot: int) -> tuple[int, int] | None:
+    """(pass, index) of a reader's `slot`-th record; None past its last."""
+    ends = self._pass_ends(reader, slot)
+    q = bisect.bisect_right(ends, slot)
+    if q >= len(ends):
+      return None
+    return q, slot - (ends[q - 1] if q else 0)
+
+  def __len__(self) -> int:
+    run = self._source.run
+    if run.num_passes is None:
+      return _ENDLESS
+    longest = max(self._pass_ends(r, _ENDLESS)[-1] if run.num_passes else 0
+                  for r in range(self._workers))
+    return self._workers * longest
+
+  def __getitem__(self, index: int):
+    if not 0 <= index < len(self):
+      raise IndexError(index)
+    reader, slot = index % self._workers, index // self._workers
+    place = self.place(reader, slot)
+    if place is None:
+      _announced.place = _PADDING
+      return grain.RecordMetadata(index=index, record_key=0)
+    q, at = place
+    shard, record = self._source.run.reader_pass(q, reader).rows[at].tolist()
+    key = self._source.key(shard, record)
+    epoch = self._source.run.epoch(q)
+    rng = np.random.Generator(np.random.Philox(
+        key=[self._seed % 2**64, epoch * len(self._source) + key]))
+    _announced.place = (reader, q, at)
+    return grain.RecordMetadata(index=index, record_key=key, rng=rng)
+
+  def position(self, state) -> dict:
+    """The read position (JSON) of a loader's iterator state (`get_state()`'s bytes)."""
+    data = json.loads(state.decode() if isinstance(state, bytes) else state)
+    workers = max(1, int(data["worker_count"]))
+    if workers != self._workers:
+      raise ValueError(f"a state of {workers} workers given to a sampler of {self._workers}")
+    at = []
+    for reader in range(workers):
+      last = int(data["last_seen_indices"][str(reader)])
+      slot = (last - reader) // workers + 1 if last >= reader else 0
+      place = self.place(reader, slot)
+      if place is None:  # all read
+        q = self._source.run.num_passes - 1
+        place = (q, len(self._source.run.reader_pass(q, reader)))
+      at.append(place)
+    return self._source.run.position(at).to_json()
+
+
+class NotPadding(grain.FilterTransform):
+  """Drops the sampler's padding slots (a worker whose reader has fewer records)."""
+
+  def filter(self, element) -> bool:
+    return element is not None
+
+
+def position(loader, state) -> dict:
+  """The read position of `loader`'s iterator `state` (`iterator.get_state()`), as JSON:
+  give it as `start=` to a loader of the same dataset, split, seed and cache_limit with any
+  `worker_count`, to read every record the state had not read, exactly once."""
+  sampler = loader._sampler
+  if not isinstance(sampler, OrderSampler):
+    raise ValueError("position() is for loaders of a bucket data_dir (a local ArrayRecord "
+                     "build resumes with Grain's own set_state, on the same worker count)")
+  return sampler.position(state)
+
+
 def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num_epochs,
             drop_remainder, shard_index, shard_count, worker_count, cache_dir=None,
-            cache_limit=None):
-  if streaming.is_bucket_url(data_dir):
-    # A bucket: the streaming order (windows of shards, docs/training_from_a_bucket.md),
-    # read position by position; this process's shards only.
-    source = streaming.PositionSource(
+            cache_limit=None, start=None):
+  if sources.is_bucket_url(data_dir):
+    # A bucket: the read order (each worker its own shards, docs/training_from_a_bucket.md),
+    # read by the sampler's plan.
+    source = RecordSource(
         str(data_dir), dataset, split, shuffle=train, seed=seed if train else 0,
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
         shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
-        readers=worker_count)
-    sampler = grain.SequentialSampler(len(source), grain.NoSharding(), seed=seed)
+        worker_count=worker_count, start=start)
+    sampler = OrderSampler(source, worker_count, seed if train else 0)
+    operations = [NotPadding(), transform, grain.Batch(batch_size, drop_remainder)]
+    shard_options = grain.NoSharding()
   else:
-    input_pipeline.sources.check_cache_options(data_dir, cache_dir, cache_limit)
+    if start is not None:
+      raise ValueError("start= resumes a bucket read on another worker count; a local "
+                       "ArrayRecord build resumes with the iterator's set_state")
+    sources.check_cache_options(data_dir, cache_dir, cache_limit)
     source = data_source(dataset, split, data_dir)
     input_pipeline.check_batches(len(source), split, batch_size, num_epochs if train else 1,
                                  drop_remainder, shard_count)
+    shard_options = grain.ShardOptions(shard_index, shard_count, drop_remainder=False)
     sampler = grain.IndexSampler(
         num_records=len(source), shuffle=train, seed=seed if train else None,
-        num_epochs=num_epochs if train else 1,
-        shard_options=grain.ShardOptions(shard_index, shard_count, drop_remainder=False))
+        num_epochs=num_epochs if train else 1, shard_options=shard_options)
+    operations = [transform, grain.Batch(batch_size, drop_remainder)]
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
-                          operations=[transform, grain.Batch(batch_size, drop_remainder)],
+                          operations=operations, shard_options=shard_options,
                           # Local ArrayRecord reads are fast; Grain's default 16 reader
                           # threads cost 16 % more CPU per image fighting the decoder for the GIL.
                           read_options=grain.ReadOptions(num_threads=1, prefetch_buffer_size=256))
@@ -167,15 +377,16 @@ def classification_train(dataset, *, batch_size: int, split: str = "train", data
                          num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
                          shard_count: int = 1, worker_count: int = 0, image_key: str = "image",
                          label_key: str = "label", cache_dir=None,
-                         cache_limit=None):
-  """Shuffled, augmented batches {"image": uint8 [B, S, S, 3], "label": int64 [B]}."""
+                         cache_limit=None, start=None):
+  """Shuffled, augmented batches {"image": uint8 [B, S, S, 3], "label": int64 [B]}.
+  `start`: a `position(loader, state)` to resume from, on any worker count (bucket reads)."""
   transform = TrainClassification(size=image_size, area_range=area_range,
                                   aspect_ratio_range=aspect_ratio_range, flip=flip,
                                   image_key=image_key, label_key=label_key)
   return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=True, seed=seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
                  shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
-                 cache_dir=cache_dir, cache_limit=cache_limit)
+                 cache_dir=cache_dir, cache_limit=cache_limit, start=start)
 
 
 def classification_eval(dataset, *, batch_size: int, split: str = "test", data_dir=None,
@@ -202,7 +413,7 @@ def segmentation_train(dataset="voc_segmentation", *, batch_size: int, split: st
                        drop_remainder: bool = True, shard_index: int = 0, shard_count: int = 1,
                        worker_count: int = 0, image_key: str = "image",
                        mask_key: str = "class_mask", cache_dir=None,
-                       cache_limit=None):
+                       cache_limit=None, start=None):
   """Batches {"image": uint8 [B, H, W, 3], "mask": uint8 [B, H, W, 1]}: random scale,
   pad (image 0, mask 255), random `crop_size` window, flip; same geometry for both."""
   transform = TrainSegmentation(size=crop_size, scale_range=scale_range, flip=flip,
@@ -210,7 +421,7 @@ def segmentation_train(dataset="voc_segmentation", *, batch_size: int, split: st
   return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=True, seed=seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
                  shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
-                 cache_dir=cache_dir, cache_limit=cache_limit)
+                 cache_dir=cache_dir, cache_limit=cache_limit, start=start)
 
 
 def segmentation_eval(dataset="voc_segmentation", *, batch_size: int, split: str = "validation",

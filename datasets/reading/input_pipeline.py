@@ -38,7 +38,6 @@ the mask uint8 [H, W, 1] of class ids, 255 = void (also for every padded pixel).
 """
 
 import contextlib
-import dataclasses
 import logging
 import os
 from typing import Optional, Sequence, Union
@@ -47,8 +46,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets import constants
-from imagesets import registry
 from imagesets.publishing import versions
 from imagesets.reading import preprocess_ops as ops
 from imagesets.reading import sources
@@ -66,67 +63,9 @@ DEFAULT_SHUFFLE_BUFFER = 2048
 DatasetNotPreparedError = versions.DatasetNotPreparedError
 
 
-def _ref(builder: tfds.core.DatasetBuilder) -> versions.Ref:
-  config = builder.builder_config.name if builder.builder_config is not None else None
-  return versions.Ref(builder.name, config, str(builder.version))
-
-
-def _imports(builder: tfds.core.DatasetBuilder) -> str:
-  """The module `tfds build --imports` needs for this builder's class."""
-  return "imagesets" if builder.name in registry.NAMES else type(builder).__module__
-
-
-def build_command(builder: tfds.core.DatasetBuilder) -> str:
-  """The `tfds build` command that prepares exactly this builder's config in its data_dir."""
-  return versions.build_command(dataclasses.replace(_ref(builder), version=None),
-                                builder.data_dir_root, imports=_imports(builder))
-
-
-def _default_data_dir() -> str:
-  return os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or constants.DEFAULT_DATA_DIR)
-
-
-def _tfds_builder(spec: str, data_dir) -> tfds.core.DatasetBuilder:
-  """`tfds.builder(spec)` reading `data_dir`; a name or version that is in neither our code
-  nor `data_dir` is one line (not TFDS's list of every dataset it knows)."""
-  data_dir = data_dir and os.path.expanduser(data_dir)  # TFDS does not expand "~" itself
-  try:
-    return tfds.builder(spec, data_dir=data_dir)
-  except (tfds.core.DatasetNotFoundError, AssertionError) as error:
-    if isinstance(error, AssertionError) and "cannot be loaded at version" not in str(error):
-      raise
-    try:
-      ref = versions.Ref.parse(spec)
-    except versions.PublishError:  # (a spec of TFDS's own: wildcards, namespaces)
-      raise error from None
-    raise DatasetNotPreparedError(versions.not_found(
-        ref, data_dir or _default_data_dir())) from None
-
-
-def open_builder(dataset: Dataset, data_dir: Optional[str] = None, *, cache_dir=None,
-                 cache_limit=None) -> tfds.core.DatasetBuilder:
-  """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
-
-  `data_dir` may be a team bucket URL (`s3://`, `gs://`, `file://`;
-  docs/training_from_a_bucket.md): the builder then describes the published version
-  (read its records through `sources.open_source`). Raises DatasetNotPreparedError
-  instead of downloading or building anything.
-  """
-  if isinstance(dataset, tfds.core.DatasetBuilder):
-    sources.check_cache_options(data_dir, cache_dir, cache_limit)
-    builder = dataset
-  elif sources.is_bucket_url(data_dir):
-    return sources.open_source(dataset, str(data_dir), cache_dir=cache_dir,
-                               cache_limit=cache_limit).builder
-  else:
-    sources.check_cache_options(data_dir, cache_dir, cache_limit)
-    builder = _tfds_builder(dataset, data_dir)
-  if not builder.is_prepared():
-    manual = (" (source archives already on disk: add --manual_dir DIR_WITH_THEM; nothing "
-              "was downloaded)" if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
-    raise DatasetNotPreparedError(versions.not_found(
-        _ref(builder), builder.data_dir_root, imports=_imports(builder)) + manual)
-  return builder
+# A prepared builder, or DatasetNotPreparedError naming the command that builds it.
+open_builder = sources.open_builder
+build_command = sources.build_command
 
 
 # Independent streams derived from the user's seed.

@@ -206,10 +206,13 @@ class ShardCache:
 
   # ------------------------------------------------------------ readers
 
-  def reader(self, window, num_windows: int | None, held: int = 1) -> "Reader":
-    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end),
-    that keeps `held` windows pinned (the current one and held - 1 before it)."""
-    reader = Reader(self, window, num_windows, held)
+  def reader(self, window, num_windows: int | None) -> "Reader":
+    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end)."""
+    return self.register(Reader(self, window, num_windows))
+
+  def register(self, reader):
+    """Counts `reader.wanted()` (SHA-256 of what it holds and reads next) as needed: those
+    shards are evicted last, and never to make room for a download ahead. Held weakly."""
     with self._lock:
       self._readers.add(reader)
     return reader
@@ -393,8 +396,7 @@ class ShardCache:
             f"cache_limit {format_size(self.limit)} leaves no room for {shard.rel} "
             f"({format_size(shard.size)}) in {self.folder}: every shard in it is being read "
             "by this or other processes. Give a larger cache_limit (two windows of shards "
-            "per reader sharing it), fewer processes per cache_dir, or, for Grain's worker "
-            "processes, PositionSource(readers=worker_count).")
+            "per reader sharing it) or fewer processes per cache_dir.")
       with self._lock:
         self._changed.wait(0.2)
 
@@ -469,35 +471,32 @@ class ShardCache:
 
 
 class Reader:
-  """One reader's pass over the cache: window `g` (a list of `Shard`) is `window(g)`.
+  """One reader's pass over the cache, window after window: window `g` (a list of `Shard`)
+  is `window(g)`.
 
-  `enter(g)` pins window g (downloading what is missing), unpins the window before, and
-  downloads window g + 1 ahead (and g + 2 without a limit); nothing is downloaded before
-  the first `enter` (a resumed job or Grain's main process fetch nothing they will not
-  read). Re-entering window 0 (a dataset iterated again) starts over. `close()` (or
-  garbage collection) unpins all.
+  `enter(g)` pins window g (downloading what is missing, with no lock held), unpins the
+  window before, and downloads window g + 1 ahead (and g + 2 without a limit); nothing is
+  downloaded before the first `enter` (a resumed job fetches nothing it will not read).
+  Re-entering a window at or before the current one (a dataset iterated again) starts a
+  new pass. `close()` (or garbage collection) unpins all.
   """
 
-  def __init__(self, cache: ShardCache, window, num_windows: int | None, held: int = 1):
+  def __init__(self, cache: ShardCache, window, num_windows: int | None):
     self._cache, self._window, self._num_windows = cache, window, num_windows
-    self._held = held
     self._lock = threading.Lock()
     self._current: int | None = None
     self._pinned: list[Shard] = []    # the current window's
-    self._behind: list[Shard] = []    # the windows before it still held (held > 1)
     # Set when the reader is closed, or when a read of the current pass failed: the other
     # waits of that pass end at once (with that error). A new pass clears it.
     self._abort = threading.Event()
-    self._closer = weakref.finalize(self, _close, cache, [self._pinned, self._behind],
-                                    self._abort)
+    self._closer = weakref.finalize(self, _close, cache, [self._pinned], self._abort)
 
   def wanted(self) -> set[str]:
-    """SHA-256 of the shards of the held windows and the next one."""
+    """SHA-256 of the shards of the current window and the next one."""
     current = self._current
     if current is None:
       return set()
-    return {shard.sha256 for g in range(current - self._held + 1, current + 2)
-            for shard in self._shards(g)}
+    return {shard.sha256 for g in (current, current + 1) for shard in self._shards(g)}
 
   def _shards(self, g: int) -> list:
     if g < 0 or (self._num_windows is not None and g >= self._num_windows):
@@ -517,40 +516,27 @@ class Reader:
         self._abort.error = None
         self._cache.forget_failures()
       self._current = g
-      # The windows before are read (their files are open or done): their room goes
-      # first, but for the last held - 1 of them (read by parallel readers still).
-      _unpin_all(self._cache, self._behind)
-      if self._held > 1:
-        self._behind.extend(self._pinned)
-        self._pinned.clear()
-      _unpin_all(self._cache, self._pinned)
-      try:
-        paths = self._pin_all(shards, self._pinned)
-      except BaseException as error:
-        # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
-        # parallel calls) end now, with it, before TensorFlow deletes its iterator.
-        if not self._abort.is_set() and isinstance(error, Exception):
-          self._abort.error = error
-        self._abort.set()
-        self._cache.wake_all()
-        raise
+      _unpin_all(self._cache, self._pinned)   # the window before is read
+    pinned = []
+    try:
+      paths = self._pin_all(shards, pinned)   # (no lock held: downloads take their time)
+    except BaseException as error:
+      # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
+      # parallel calls) end now, with it, before TensorFlow deletes its iterator.
+      if not self._abort.is_set() and isinstance(error, Exception):
+        self._abort.error = error
+      self._abort.set()
+      self._cache.wake_all()
+      raise
+    with self._lock:
+      self._pinned.extend(pinned)
+      closed = not self._closer.alive
+    if closed:
+      _unpin_all(self._cache, pinned)
+      raise ReaderClosedError("this pipeline's shard reader was closed")
     ahead = 1 if self._cache.limit is not None else UNLIMITED_READ_AHEAD
     for later in range(g + 1, g + 1 + ahead):  # then the next ones
       self._cache.prefetch(self._shards(later))
-    return paths
-
-  def hold(self, g: int) -> list[pathlib.Path]:
-    """Local paths of window g, one of the `held` - 1 windows before the current one,
-    pinned with them (a pass whose first parallel reads came out of order)."""
-    shards = self._shards(g)
-    with self._lock:
-      if not self._closer.alive:
-        raise ReaderClosedError("this pipeline's shard reader was closed")
-      if self._current is None or not self._current - self._held < g < self._current:
-        raise ValueError(f"window {g} is not held with window {self._current}")
-      pinned = []
-      paths = self._pin_all(shards, pinned)
-      self._behind.extend(pinned)
     return paths
 
   def _pin_all(self, shards, pinned: list) -> list[pathlib.Path]:
@@ -567,22 +553,11 @@ class Reader:
       raise
     return paths
 
-  def visit(self, g: int, index: int, use):
-    """`use(path)` of shard `index` of an older window g, pinned only during the call,
-    without moving the reader back or downloading ahead (a straggling read)."""
-    shard = self._shards(g)[index]
-    self._cache.pin(shard, self._abort)
-    try:
-      return use(self._cache.path(shard))
-    finally:
-      self._cache.unpin(shard)
-
   def finish(self) -> None:
     """The pass is over: unpins the last window (the reader may start another pass)."""
     with self._lock:
       self._current = None
       _unpin_all(self._cache, self._pinned)
-      _unpin_all(self._cache, self._behind)
 
   def close(self) -> None:
     self._closer()

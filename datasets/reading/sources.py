@@ -28,12 +28,16 @@ import re
 
 import tensorflow_datasets as tfds
 
+from imagesets import constants
+from imagesets import registry
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.publishing import fetch as fetch_lib
 from imagesets.publishing import manifest as manifest_lib
 from imagesets.publishing import transfer
 from imagesets.publishing import versions
 from imagesets.reading import shard_cache as shard_cache_lib
+from imagesets.reading import shard_reads
+from imagesets.reading import streaming
 
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")   # TFDS's shard files: ...-00003-of-00016
 
@@ -61,25 +65,6 @@ def check_cache_options(data_dir, cache_dir, cache_limit) -> None:
       f"{' and '.join(g.split('=')[0] for g in given)} out")
 
 
-class _LocalFiles:
-  """The reader of a source whose shards are all local files: nothing to fetch or pin."""
-
-  def __init__(self, folder: pathlib.Path, window):
-    self._folder, self._window = folder, window
-
-  def enter(self, g: int) -> list[pathlib.Path]:
-    return [self._folder / name for name in self._window(g)]
-
-  def visit(self, g: int, index: int, use):
-    return use(self.enter(g)[index])
-
-  def finish(self) -> None:
-    pass
-
-  def close(self) -> None:
-    pass
-
-
 @dataclasses.dataclass
 class Source:
   """A prepared version to read: see the module's docstring."""
@@ -104,25 +89,97 @@ class Source:
     return max(shard.size for shard in self.shards.values())
 
   def window_size_for(self, wanted: int, held: int = 1, readers: int = 1) -> int:
+    """Shards a window may hold so that `readers` readers that each hold `held` windows
+    and download the next fit in `cache_limit`."""
     if self.cache is None:
       return wanted
     return self.cache.window_size_for(wanted, self.largest_shard, held, readers)
 
-  def reader(self, window, num_windows: int | None, held: int = 1, readers: int = 1):
-    """`enter(g)` gives the local paths of window g (`window(g)`: shard names), pinned
-    until the reader is `held` windows further; `close()` when done. `readers`: the
-    processes reading the same windows at once (Grain's workers), for the limit's check."""
+  def check_fits(self, held: int = 1, readers: int = 1) -> None:
+    """Refuses in one line a cache_limit below what `readers` readers holding `held`
+    shards each need."""
+    if self.cache is not None:
+      self.cache.check_fits(self.largest_shard, self.builder.info.full_name, held, readers)
+
+  def store(self):
+    """Shard files by name (`shard_reads`): local, or downloaded and held through the
+    cache. One per reader: it holds that reader's shards."""
     if self.cache is None:
-      return _LocalFiles(self.folder, window)
-    self.cache.check_fits(self.largest_shard, self.builder.info.full_name, held, readers)
-    return self.cache.reader(lambda g: [self.shards[name] for name in window(g)], num_windows,
-                             held)
+      return shard_reads.LocalShards(self.folder)
+    return shard_reads.CachedShards(self.cache, self.shards)
 
   def records(self, split: str, **kwargs):
     """Serialized examples of `split` as tf.data, in stored order unless `shuffle=True`
-    (then the streaming order of `seed`); see `streaming.records` for the arguments."""
-    from imagesets.reading import streaming
+    (then the read order of `seed`); see `streaming.records` for the arguments."""
     return streaming.records(self, split, **kwargs)
+
+
+# The name, config or version is not in `data_dir` (or the bucket); the message, one line,
+# says what is there and the command that builds it (`versions.not_found`).
+DatasetNotPreparedError = versions.DatasetNotPreparedError
+
+
+def _ref(builder: tfds.core.DatasetBuilder) -> versions.Ref:
+  config = builder.builder_config.name if builder.builder_config is not None else None
+  return versions.Ref(builder.name, config, str(builder.version))
+
+
+def _imports(builder: tfds.core.DatasetBuilder) -> str:
+  """The module `tfds build --imports` needs for this builder's class."""
+  return "imagesets" if builder.name in registry.NAMES else type(builder).__module__
+
+
+def build_command(builder: tfds.core.DatasetBuilder) -> str:
+  """The `tfds build` command that prepares exactly this builder's config in its data_dir."""
+  return versions.build_command(dataclasses.replace(_ref(builder), version=None),
+                                builder.data_dir_root, imports=_imports(builder))
+
+
+def _default_data_dir() -> str:
+  return os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or constants.DEFAULT_DATA_DIR)
+
+
+def _tfds_builder(spec: str, data_dir) -> tfds.core.DatasetBuilder:
+  """`tfds.builder(spec)` reading `data_dir`; a name or version that is in neither our code
+  nor `data_dir` is one line (not TFDS's list of every dataset it knows)."""
+  data_dir = data_dir and os.path.expanduser(data_dir)  # TFDS does not expand "~" itself
+  try:
+    return tfds.builder(spec, data_dir=data_dir)
+  except (tfds.core.DatasetNotFoundError, AssertionError) as error:
+    if isinstance(error, AssertionError) and "cannot be loaded at version" not in str(error):
+      raise
+    try:
+      ref = versions.Ref.parse(spec)
+    except versions.PublishError:  # (a spec of TFDS's own: wildcards, namespaces)
+      raise error from None
+    raise DatasetNotPreparedError(versions.not_found(
+        ref, data_dir or _default_data_dir())) from None
+
+
+def open_builder(dataset, data_dir=None, *, cache_dir=None,
+                 cache_limit=None) -> tfds.core.DatasetBuilder:
+  """The prepared builder for `dataset` ("name[/config][:version]" or a builder).
+
+  `data_dir` may be a team bucket URL (`s3://`, `gs://`, `file://`;
+  docs/training_from_a_bucket.md): the builder then describes the published version
+  (read its records through `open_source`). Raises DatasetNotPreparedError
+  instead of downloading or building anything.
+  """
+  if isinstance(dataset, tfds.core.DatasetBuilder):
+    check_cache_options(data_dir, cache_dir, cache_limit)
+    builder = dataset
+  elif is_bucket_url(data_dir):
+    return open_source(dataset, str(data_dir), cache_dir=cache_dir,
+                               cache_limit=cache_limit).builder
+  else:
+    check_cache_options(data_dir, cache_dir, cache_limit)
+    builder = _tfds_builder(dataset, data_dir)
+  if not builder.is_prepared():
+    manual = (" (source archives already on disk: add --manual_dir DIR_WITH_THEM; nothing "
+              "was downloaded)" if builder.MANUAL_DOWNLOAD_INSTRUCTIONS else "")
+    raise DatasetNotPreparedError(versions.not_found(
+        _ref(builder), builder.data_dir_root, imports=_imports(builder)) + manual)
+  return builder
 
 
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
@@ -130,10 +187,9 @@ def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None
   a TFDS builder); `data_dir` a TFDS data_dir (None: TFDS's default) or a bucket URL,
   whose shards are then read through a cache in `cache_dir` (default: `fetch`'s) of at
   most `cache_limit` bytes (an int or "20GB"; None: no limit). Raises
-  `input_pipeline.DatasetNotPreparedError` for a local version that is not built."""
+  `DatasetNotPreparedError` for a local version that is not built."""
   if isinstance(name_or_spec, tfds.core.DatasetBuilder) or not is_bucket_url(data_dir):
-    from imagesets.reading import input_pipeline
-    builder = input_pipeline.open_builder(name_or_spec, data_dir, cache_dir=cache_dir,
+    builder = open_builder(name_or_spec, data_dir, cache_dir=cache_dir,
                                           cache_limit=cache_limit)
     return Source(builder, pathlib.Path(builder.data_dir))
   return _open_bucket_version(str(name_or_spec), str(data_dir), cache_dir, cache_limit)
@@ -177,3 +233,17 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
   for name in stale:  # a version published again with fewer files
     if not name.startswith(".") and (folder / name).is_file() and not (folder / name).is_symlink():
       (folder / name).unlink()
+
+
+def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
+         seed: int | None = None, num_epochs: int | None = 1, cache_dir=None, cache_limit=None,
+         input_context=None, decoders=None):
+  """Plain examples, as `tfds.load(dataset, split=split, data_dir=...)` gives them, of a
+  version published at bucket `data_dir`, streamed. `decoders`: TFDS's (e.g.
+  `{"image": tfds.decode.SkipDecoding()}`); `shuffle`: the read order of `seed`."""
+  source = open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  features = source.builder.info.features
+  ds = streaming.records(source, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+                         input_context=input_context, deterministic=True)
+  return ds.map(lambda record: features.deserialize_example(record, decoders=decoders),
+                num_parallel_calls=-1)  # (tf.data.AUTOTUNE)

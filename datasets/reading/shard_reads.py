@@ -1,0 +1,371 @@
+"""Reading records out of shard files, holding each shard exactly as long as its reads need.
+
+Two stores give shard files by name through one small interface (`pin`, `unpin`,
+`prefetch`): `LocalShards` (a TFDS data_dir or a whole fetched copy: nothing to fetch or
+hold) and `CachedShards` (a version streamed from a bucket through `shard_cache`: `pin`
+downloads what is missing and holds the file against eviction).
+
+`PlannedReads` reads records by their place in the order (`order.Run`): a reader's pass
+says up front how many records of each shard it reads, so a shard is opened (pinned) at its
+first read and closed (unpinned) when that many distinct records of it have been read, and
+opening a window's first shard downloads the reader's next window ahead. A read that is not
+the reader's planned next (a notebook's `source[i]`, the records of a rewound iterator
+behind the windows it left) pins the one shard for that read and never waits for another.
+No lock is held across a download or a file read; nothing depends on how long anything
+took.
+"""
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+import struct
+import threading
+import weakref
+
+import numpy as np
+
+from imagesets.reading import order as order_lib
+from imagesets.reading import shard_cache as shard_cache_lib
+
+
+class LocalShards:
+  """Shard files of a local folder."""
+
+  def __init__(self, folder: pathlib.Path):
+    self.folder = pathlib.Path(folder)
+
+  def pin(self, name: str) -> pathlib.Path:
+    return self.folder / name
+
+  def unpin(self, name: str) -> None:
+    pass
+
+  def prefetch(self, names) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
+
+
+class CachedShards:
+  """Shard files of a published version, through the shard cache: `pin` downloads a shard
+  that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
+  fits the limit without evicting what a reader holds or reads next."""
+
+  def __init__(self, cache: "shard_cache_lib.ShardCache", shards: dict):
+    self._cache, self._shards = cache, shards   # name -> shard_cache.Shard
+    self._lock = threading.Lock()
+    self._pinned: dict[str, int] = {}
+    self._next: set[str] = set()
+    self._abort = threading.Event()
+    cache.register(self)
+    # A dropped pipeline's store (garbage collected) lets its shards go.
+    self._closer = weakref.finalize(self, _unpin_counted, cache, shards, self._pinned,
+                                    self._abort)
+
+  def pin(self, name: str) -> pathlib.Path:
+    path = self._cache.pin(self._shards[name], self._abort)
+    with self._lock:
+      self._pinned[name] = self._pinned.get(name, 0) + 1
+      self._next.discard(name)
+    return path
+
+  def unpin(self, name: str) -> None:
+    with self._lock:
+      self._pinned[name] -= 1
+      if not self._pinned[name]:
+        del self._pinned[name]
+    self._cache.unpin(self._shards[name])
+
+  def prefetch(self, names) -> None:
+    """Downloads `names` ahead, in order, and counts them as read next (evicted last)."""
+    names = list(names)
+    with self._lock:
+      self._next = set(names)
+    self._cache.prefetch([self._shards[name] for name in names])
+
+  def wanted(self) -> set[str]:
+    """SHA-256 of the shards held and of those read next (evicted last)."""
+    with self._lock:
+      names = set(self._pinned) | self._next
+    return {self._shards[name].sha256 for name in names}
+
+  def close(self) -> None:
+    with self._lock:
+      self._closer()
+
+
+def _unpin_counted(cache, shards, pinned: dict, abort) -> None:
+  abort.set()
+  cache.wake_all()
+  for name, count in list(pinned.items()):
+    for _ in range(count):
+      with contextlib.suppress(KeyError):
+        cache.unpin(shards[name])
+  pinned.clear()
+
+
+class TFRecordFile:
+  """Records of a TFRecord file by index (each: u64 length, u32 CRC, data, u32 CRC; the
+  file was checked against its SHA-256, so the CRCs are not checked again)."""
+
+  def __init__(self, path):
+    self._file = open(path, "rb")
+    fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
+    while position < size:
+      offsets.append(position)
+      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
+      position += 16 + length
+    self._offsets = offsets
+
+  def close(self) -> None:
+    self._file.close()
+
+  def read(self, indices) -> list[bytes]:
+    fd, out = self._file.fileno(), []
+    for index in indices:
+      position = self._offsets[index]
+      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
+      out.append(os.pread(fd, length, position + 12))
+    return out
+
+
+def open_records(path, file_format: str):
+  """A shard file's records by index: `.read(indices)`, `.close()`."""
+  if file_format == "array_record":
+    from array_record.python import array_record_module  # optional: ArrayRecord builds only
+    return array_record_module.ArrayRecordReader(str(path), "readahead_buffer_size:0")
+  return TFRecordFile(path)
+
+
+@dataclasses.dataclass
+class _Open:
+  """A shard held for a window of a pass: its file, the records read of it (distinct), the
+  reads under way."""
+
+  name: str
+  records: object
+  expected: int
+  read: np.ndarray      # bool [take]: which of the shard's records were read
+  busy: int = 0
+
+  @property
+  def done(self) -> bool:
+    return int(self.read.sum()) >= self.expected
+
+
+class PlannedReads:
+  """Records of one reader's passes of `run` (see the module docstring). `read(q, index,
+  count)` gives records [index, index + count) of the reader's pass q."""
+
+  def __init__(self, store, file_format: str, run: "order_lib.Run", reader: int):
+    self._store, self._format, self._run, self._reader = store, file_format, run, reader
+    self._lock = threading.Lock()
+    self._open: dict[tuple, _Open] = {}   # (pass, window, shard) -> held shard
+    self._newest: tuple[int, int] | None = None   # (pass, window) of the newest planned read
+    self._done: set[tuple[int, int]] = set()      # windows whose reads were all done
+    self.stats = {"opened": 0, "visits": 0}
+
+  def plan(self, q: int) -> "order_lib.ReaderPass":
+    return self._run.reader_pass(q, self._reader)
+
+  def read(self, q: int, index: int, count: int = 1) -> list[bytes]:
+    plan = self.plan(q)
+    rows = plan.rows[index:index + count]
+    out: list[bytes] = [b""] * len(rows)
+    for start, end in _runs(rows[:, 0]):
+      shard = int(rows[start, 0])
+      window = plan.window_of(index + start)
+      indices = rows[start:end, 1].tolist()
+      for i, record in zip(range(start, end), self._read_shard(q, window, shard, indices)):
+        out[i] = record
+    return out
+
+  def _read_shard(self, q: int, window: int, shard: int, indices) -> list[bytes]:
+    key = (q, window, shard)
+    entry = self._enter(key)
+    if entry is None:  # not the planned next: this shard for this read only
+      return self.read_once(shard, indices)
+    try:
+      return entry.records.read(indices)
+    finally:
+      self._leave(key, entry, indices)
+
+  def _enter(self, key) -> _Open | None:
+    q, window, shard = key
+    with self._lock:
+      entry = self._open.get(key)
+      if entry is not None:
+        entry.busy += 1
+        return entry
+      behind = self._newest is not None and _behind(key[:2], self._newest, self.plan)
+      if behind and key[:2] not in self._done:
+        return None   # a straggler: its window's reads are not all done
+      # A read of a window whose reads were all done (an iterator rewound, a dataset
+      # iterated again) starts the reader's pass over from there.
+      newest = self._newest is None or behind or key[:2] > self._newest
+      if newest:
+        if behind:
+          self._done = {k for k in self._done if k < key[:2]}
+        self._newest = key[:2]
+        self._release(lambda k: k[:2] != self._newest and (
+            behind or _behind(k[:2], self._newest, self.plan)))
+    name = self._run.order.shards[shard].name
+    if newest:  # the window's shards (in parallel) and then the next window's
+      current = [self._run.order.shards[s].name for s in self.plan(q).windows[window]]
+      self._store.prefetch(current + _next_window(self._run, self.plan, q, window))
+    path = self._store.pin(name)   # (no lock held: a download takes its time)
+    records = _opened(path, self._format, self._store, name)
+    slice_ = self._run.order.shards[shard]
+    with self._lock:
+      entry = self._open.get(key)
+      if entry is None:
+        entry = _Open(name, records, self.plan(q).reads_of(shard), np.zeros(slice_.take, bool))
+        self._open[key] = entry
+        self.stats["opened"] += 1
+      else:  # another thread opened it meanwhile
+        records.close()
+        self._store.unpin(name)
+      entry.busy += 1
+      return entry
+
+  def _leave(self, key, entry: _Open, indices) -> None:
+    with self._lock:
+      entry.read[np.asarray(indices) - self._run.order.shards[key[2]].skip] = True
+      entry.busy -= 1
+      if entry.done and not entry.busy and self._open.get(key) is entry:
+        del self._open[key]
+        self._close(entry)
+        if not any(k[:2] == key[:2] for k in self._open):
+          self._done.add(key[:2])
+          newest = self._newest or key[:2]
+          self._done = {k for k in self._done if k[0] >= newest[0] - 1}   # (bounded)
+
+  def _release(self, which) -> None:
+    """Lets go of the shards of the windows `which(key)` no read is using (behind the
+    newest window and the one before: their reads still to come, a straggler's, are read
+    once each). Under the lock."""
+    for key in [k for k in self._open if which(k)]:
+      entry = self._open[key]
+      if not entry.busy:
+        del self._open[key]
+        self._close(entry)
+
+  def _close(self, entry: _Open) -> None:
+    entry.records.close()
+    self._store.unpin(entry.name)
+
+  def read_once(self, shard: int, indices) -> list[bytes]:
+    """Records `indices` of `shard`, pinned for this read only."""
+    name = self._run.order.shards[shard].name
+    with self._lock:
+      self.stats["visits"] += 1
+    path = self._store.pin(name)
+    records = _opened(path, self._format, self._store, name)
+    try:
+      return records.read(indices)
+    finally:
+      records.close()
+      self._store.unpin(name)
+
+  def held(self) -> list[str]:
+    with self._lock:
+      return sorted(entry.name for entry in self._open.values())
+
+  def finish(self) -> None:
+    """The reader's pass is over (or its reads were dropped): lets every shard go that no
+    read is using."""
+    with self._lock:
+      idle = [key for key, entry in self._open.items() if not entry.busy]
+      entries = [self._open.pop(key) for key in idle]
+      self._newest = None
+    for entry in entries:
+      self._close(entry)
+
+  def close(self) -> None:
+    self.finish()
+    self._store.close()
+
+
+class WindowPins:
+  """One reader's windows of `run`, read whole one after another (tf.data's TFRecord
+  readers): `enter(q, w)` pins window w of pass q, lets the window before go (its reads
+  are over: the next window is only entered once they are) and downloads the next window
+  ahead."""
+
+  def __init__(self, store, run: "order_lib.Run", reader: int):
+    self._store, self._run, self._reader = store, run, reader
+    self._lock = threading.Lock()
+    self._held: list[str] = []
+
+  def plan(self, q: int) -> "order_lib.ReaderPass":
+    return self._run.reader_pass(q, self._reader)
+
+  def enter(self, q: int, w: int) -> list[pathlib.Path]:
+    names = [self._run.order.shards[s].name for s in self.plan(q).windows[w]]
+    self.finish()
+    pinned = []
+    try:
+      for name in names:   # (no lock held: downloads take their time)
+        pinned.append((name, self._store.pin(name)))
+    except BaseException:
+      for name, _ in pinned:
+        self._store.unpin(name)
+      raise
+    with self._lock:
+      self._held.extend(names)
+    self._store.prefetch(_next_window(self._run, self.plan, q, w))
+    return [path for _, path in pinned]
+
+  def finish(self) -> None:
+    """The window read is over: lets its shards go."""
+    with self._lock:
+      held, self._held = self._held, []
+    for name in held:
+      self._store.unpin(name)
+
+  def close(self) -> None:
+    self.finish()
+    self._store.close()
+
+
+def _next_window(run, plan, q: int, window: int) -> list[str]:
+  """Names of the shards of the window after window `window` of pass q."""
+  if window + 1 < len(plan(q).windows):
+    shards = plan(q).windows[window + 1]
+  else:
+    passes = run.num_passes
+    if passes is not None and q + 1 >= passes:
+      return []
+    later = plan(q + 1).windows
+    shards = later[0] if later else ()
+  return [run.order.shards[s].name for s in shards]
+
+
+def _opened(path, file_format, store, name):
+  try:
+    return open_records(path, file_format)
+  except BaseException:
+    store.unpin(name)
+    raise
+
+
+def _behind(key: tuple[int, int], newest: tuple[int, int], plan) -> bool:
+  """Whether window `key` (pass, window) is behind `newest` and the window before it."""
+  q, w = key
+  newest_q, newest_w = newest
+  if q == newest_q:
+    return w < newest_w - 1
+  if q == newest_q - 1 and newest_w == 0:
+    return w < len(plan(q).windows) - 1
+  return q < newest_q
+
+
+def _runs(values: np.ndarray):
+  """[start, end) of each run of equal values."""
+  if not len(values):
+    return []
+  edges = np.flatnonzero(np.diff(values)) + 1
+  starts = np.concatenate([[0], edges]).tolist()
+  return list(zip(starts, starts[1:] + [len(values)]))

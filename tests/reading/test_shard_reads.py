@@ -1,0 +1,221 @@
+"""Planned reads against a fake store that counts downloads: schedules, not timings."""
+
+import collections
+import concurrent.futures
+import struct
+
+import numpy as np
+import pytest
+
+from imagesets.reading import order as order_lib
+from imagesets.reading import shard_reads
+
+RECORDS = 6
+
+
+def _record(shard: int, index: int) -> bytes:
+  return f"shard {shard} record {index}".encode()
+
+
+@pytest.fixture
+def shard_files(tmp_path):
+  """12 TFRecord files of 6 records each (framing only: the reader skips the CRCs)."""
+  for shard in range(12):
+    with open(tmp_path / f"s-{shard:05d}", "wb") as f:
+      for index in range(RECORDS):
+        data = _record(shard, index)
+        f.write(struct.pack("<Q", len(data)) + b"\0" * 4 + data + b"\0" * 4)
+  return tmp_path
+
+
+class FakeStore:
+  """A machine's cache of at most `limit` shards, shared by readers (`for_reader()`, each
+  saying what it reads next): pins hold a shard; an unpinned one is evicted (least
+  recently used, shards some reader reads next last) when room is needed; a download
+  ahead happens only if it fits without evicting what is held or read next."""
+
+  def __init__(self, folder, limit: int):
+    self.folder, self.limit = folder, limit
+    self.present: collections.OrderedDict = collections.OrderedDict()
+    self.pins = collections.Counter()
+    self.downloads = collections.Counter()
+    self.readers = []
+    self.most_held = 0
+
+  def for_reader(self):
+    reader = _ReaderStore(self)
+    self.readers.append(reader)
+    return reader
+
+  def wanted(self):
+    return set().union(*(reader.next for reader in self.readers))
+
+  def _room(self, urgent: bool) -> bool:
+    wanted = self.wanted()
+    while len(self.present) >= self.limit:
+      free = [n for n in self.present if not self.pins[n] and (urgent or n not in wanted)]
+      free.sort(key=lambda n: n in wanted)
+      if not free:
+        return False
+      del self.present[free[0]]
+    return True
+
+  def download(self, name: str, urgent: bool) -> None:
+    if name in self.present:
+      return
+    if not self._room(urgent):
+      assert not urgent, f"no room for {name}: held {dict(self.pins)}"
+      return
+    self.present[name] = True
+    self.downloads[name] += 1
+
+  def held(self):
+    return {n for n, count in self.pins.items() if count}
+
+
+class _ReaderStore:
+  """One reader's view of a FakeStore: the store interface of `shard_reads`."""
+
+  def __init__(self, machine: FakeStore):
+    self.machine, self.next = machine, set()
+
+  def pin(self, name):
+    machine = self.machine
+    machine.download(name, urgent=True)
+    machine.present.move_to_end(name)
+    machine.pins[name] += 1
+    machine.most_held = max(machine.most_held, len(machine.held()))
+    return machine.folder / name
+
+  def unpin(self, name):
+    assert self.machine.pins[name] > 0
+    self.machine.pins[name] -= 1
+
+  def prefetch(self, names):
+    self.next = set(names)
+    for name in names:
+      self.machine.download(name, urgent=False)
+
+  def close(self):
+    self.next = set()
+
+
+def _run(readers=1, window=2, epochs=3, shuffle=True, after=None):
+  shards = [order_lib.ShardSlice(f"s-{i:05d}", 0, RECORDS) for i in range(12)]
+  order = order_lib.Order(shards, seed=7, shuffle=shuffle, mix="shuffle")
+  return order_lib.Run(order, readers, window, num_epochs=epochs, after=after)
+
+
+def _expected(run, q, reader, start=0, stop=None):
+  return [_record(s, r) for s, r in run.reader_pass(q, reader).rows[start:stop].tolist()]
+
+
+def test_reads_in_order_download_each_shard_once_an_epoch_and_hold_one_window(shard_files):
+  store = FakeStore(shard_files, limit=4)   # two windows of two shards
+  run = _run()
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  for q in range(3):
+    got = [reads.read(q, i)[0] for i in range(len(run.reader_pass(q, 0)))]
+    assert got == _expected(run, q, 0)
+  assert sum(store.downloads.values()) <= 12 * 3
+  assert max(store.downloads.values()) <= 3
+  assert store.most_held <= 2          # the window read; the next one is only downloaded
+  reads.finish()
+  assert store.held() == set() and reads.stats["visits"] == 0
+
+
+def test_batches_read_across_windows_come_back_in_order(shard_files):
+  store = FakeStore(shard_files, limit=4)
+  run = _run(epochs=1)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  got = reads.read(0, 0, 40) + reads.read(0, 40, 100)
+  assert got == _expected(run, 0, 0)
+  assert store.held() == set()  # every shard's count is done
+
+
+def test_a_straggler_windows_behind_reads_its_shard_once_and_nothing_waits(shard_files):
+  store = FakeStore(shard_files, limit=4)
+  run = _run(epochs=1)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  size, plan = len(run.reader_pass(0, 0)), run.reader_pass(0, 0)
+  late = int(plan.window_ends[0]) - 1   # the last read of window 0 comes after window 3 began
+  got = {}
+  for i in range(size):
+    if i != late:
+      got[i] = reads.read(0, i)[0]
+    if i == int(plan.window_ends[2]):
+      got[late] = reads.read(0, late)[0]
+  assert [got[i] for i in range(size)] == _expected(run, 0, 0)
+  assert reads.stats["visits"] == 1
+  assert store.held() == set()   # window 0 let go when window 2 began, not held for the read
+  # the straggler's shard once more, and at most one shard its room displaced
+  assert sum(store.downloads.values()) <= 12 + 2
+
+
+def test_a_rewound_iterator_reads_again_and_holds_nothing_after_the_pass(shard_files):
+  store = FakeStore(shard_files, limit=4)
+  run = _run(epochs=1)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  first = [reads.read(0, i)[0] for i in range(30)]   # 2.5 windows
+  again = [reads.read(0, i)[0] for i in range(len(run.reader_pass(0, 0)))]
+  assert first == _expected(run, 0, 0, 0, 30) and again == _expected(run, 0, 0)
+  reads.finish()
+  assert store.held() == set()
+  assert reads.stats["visits"] == 0   # a record read again starts the pass over
+  # the 8 shards of the windows begun before the rewind (evicted since) once more
+  assert sum(store.downloads.values()) <= 12 + 8 and max(store.downloads.values()) <= 2
+
+
+def test_random_access_holds_one_shard_for_each_read_only(shard_files):
+  store = FakeStore(shard_files, limit=2)
+  run = _run(epochs=1)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    shard, index = int(rng.integers(12)), int(rng.integers(RECORDS))
+    assert reads.read_once(shard, [index]) == [_record(shard, index)]
+    assert store.held() == set()
+  assert store.most_held == 1
+
+
+def test_workers_each_read_their_own_shards_once_an_epoch_on_one_machine(shard_files):
+  for workers in (2, 3, 4):
+    store = FakeStore(shard_files, limit=2 * 2 * workers)   # per worker: a window + the next
+    run = _run(readers=workers)
+    readers = [shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, w) for w in range(workers)]
+    for q in range(3):
+      got = collections.Counter()
+      sizes = [len(run.reader_pass(q, w)) for w in range(workers)]
+      for i in range(max(sizes)):   # the workers read side by side
+        for w, reads in enumerate(readers):
+          if i < sizes[w]:
+            got[reads.read(q, i)[0]] += 1
+      assert got == collections.Counter(_record(s, r) for s in range(12) for r in range(RECORDS))
+    assert max(store.downloads.values()) <= 3, workers   # each shard at most once an epoch
+
+
+def test_reads_from_threads_in_order_get_their_records_and_let_every_shard_go(shard_files):
+  store = FakeStore(shard_files, limit=12)
+  run = _run(epochs=2)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    for q in range(2):
+      size = len(run.reader_pass(q, 0))
+      got = list(pool.map(lambda i: reads.read(q, i)[0], range(size)))  # noqa: B023
+      assert got == _expected(run, q, 0)
+  reads.finish()
+  assert store.held() == set()
+
+
+def test_a_resumed_run_downloads_only_shards_it_reads(shard_files):
+  run = _run(readers=2, epochs=1)
+  position = run.position([(0, 12), (0, 30)])   # windows of 2 shards, 12 records each
+  resumed = _run(readers=3, epochs=1, after=position)
+  store = FakeStore(shard_files, limit=12)
+  read = []
+  for reader in range(3):
+    reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", resumed, reader)
+    read += [reads.read(0, i)[0] for i in range(len(resumed.reader_pass(0, reader)))]
+  assert len(read) == 72 - 42 and len(set(read)) == len(read)
+  # reader 0 read 1 window whole, reader 1 2 windows and half of a third (two shards begun)
+  assert sum(store.downloads.values()) == 12 - 6   # the 6 shards read whole are not fetched
