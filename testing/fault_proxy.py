@@ -35,6 +35,14 @@ class FaultProxy:
   def url(self) -> str:
     return f"http://127.0.0.1:{self.port}"
 
+  def refuse_next(self, connections: int) -> None:
+    """Refuses the next `connections` connections and cuts the open ones: an outage that
+    starts and ends on requests counted, not on a clock."""
+    self.refuse_left = connections
+    for sock in list(self._open):
+      with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
   def go_down_for(self, seconds: float) -> None:
     """Refuses new connections for `seconds` and cuts the open ones (kept-alive clients)."""
     self.down_until = time.monotonic() + seconds
@@ -49,7 +57,10 @@ class FaultProxy:
       except OSError:
         return
       self.connections += 1
-      if time.monotonic() < self.down_until:
+      refuse = getattr(self, "refuse_left", 0) > 0
+      if refuse:
+        self.refuse_left -= 1
+      if refuse or time.monotonic() < self.down_until:
         self.refused += 1
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         client.close()  # a reset: the server is gone

@@ -143,7 +143,10 @@ class EvalSegmentation(_Settings, grain.MapTransform):
             "mask": numpy_ops.crop_or_pad(mask, self.size, numpy_ops.MASK_PAD_VALUE)}
 
 
-_GRAIN_HELD = 2   # windows a reader may hold at once: Grain's reading threads straddle one's end
+# Windows a reader holds at once: one, read by one thread (grain_pipeline's loaders);
+# two for Grain's default reading threads, which straddle a window's end.
+_HELD_BY_THREADS = {1: 1}
+_HELD = 2
 _ENDLESS = 2**62  # sampler slots when epochs never end
 # The place of the read a sampler just planned, for the source's next read in this thread
 # (Grain calls the sampler, then the source, in one thread): (reader, pass, index) or
@@ -154,7 +157,9 @@ _PADDING = ()
 
 class RecordSource:
   """The records of a split of a published version by stored index (`len` is the split's
-  records), for Grain, read through the shard cache. A read planned by `OrderSampler` is
+  records), for Grain, read through the shard cache. `reading_threads`: Grain's
+  `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
+  reader may hold two windows: the windows are sized for that). A read planned by `OrderSampler` is
   read in the order's windows (`shard_reads.PlannedReads`: each shard held until its
   planned reads are done, the next window downloaded ahead); any other read (a notebook's
   `source[i]`) holds its one shard for that read. Pickled to Grain's worker processes,
@@ -165,7 +170,7 @@ class RecordSource:
                num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
                cache_dir=None, cache_limit=None,
                window_shards: int = streaming.DEFAULT_WINDOW_SHARDS, worker_count: int = 0,
-               start=None):
+               start=None, reading_threads: int = 16):
     self._args = dict(locals())
     del self._args["self"]
     if isinstance(start, order_lib.Position):
@@ -186,7 +191,7 @@ class RecordSource:
     self.run = streaming.run_for(
         self.source, split, shuffle=args["shuffle"], seed=args["seed"],
         readers=max(1, args["worker_count"]), window_shards=args["window_shards"],
-        held=_GRAIN_HELD, num_epochs=args["num_epochs"], start=args["start"],
+        held=_HELD_BY_THREADS.get(args["reading_threads"], _HELD), num_epochs=args["num_epochs"], start=args["start"],
         shards=[self.stored[i] for i in mine], what="Grain worker processes of a process")
     # stored index of the first record of each of this process's shards
     starts = np.cumsum([0] + [s.take for s in self.stored])
@@ -254,6 +259,12 @@ class OrderSampler:
     self._source, self._workers, self._seed = source, max(1, worker_count), seed
     self._ends: dict[int, list[int]] = {}   # reader -> cumulative pass lengths so far
     self._lock = threading.Lock()
+
+  def __getstate__(self):
+    return self._source, self._workers, self._seed
+
+  def __setstate__(self, state):
+    self.__init__(state[0], state[1], state[2])
 
   def __repr__(self) -> str:
     return f"OrderSampler(workers={self._workers}, seed={self._seed}, {self._source!r})"
@@ -346,7 +357,7 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
         str(data_dir), dataset, split, shuffle=train, seed=seed if train else 0,
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
         shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
-        worker_count=worker_count, start=start)
+        worker_count=worker_count, start=start, reading_threads=_READ_OPTIONS.num_threads)
     sampler = OrderSampler(source, worker_count, seed if train else 0)
     operations = [NotPadding(), transform, grain.Batch(batch_size, drop_remainder)]
     shard_options = grain.NoSharding()
@@ -365,9 +376,12 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     operations = [transform, grain.Batch(batch_size, drop_remainder)]
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
                           operations=operations, shard_options=shard_options,
-                          # Local ArrayRecord reads are fast; Grain's default 16 reader
-                          # threads cost 16 % more CPU per image fighting the decoder for the GIL.
-                          read_options=grain.ReadOptions(num_threads=1, prefetch_buffer_size=256))
+                          read_options=_READ_OPTIONS)
+
+
+# Local ArrayRecord reads are fast; Grain's default 16 reader threads cost 16 % more CPU per
+# image fighting the decoder for the GIL (and one thread reads a bucket's windows in order).
+_READ_OPTIONS = grain.ReadOptions(num_threads=1, prefetch_buffer_size=256)
 
 
 def classification_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,

@@ -32,6 +32,8 @@ from imagesets.reading import shard_cache as shard_cache_lib
 class LocalShards:
   """Shard files of a local folder."""
 
+  ahead = 0   # windows downloaded ahead of the one read
+
   def __init__(self, folder: pathlib.Path):
     self.folder = pathlib.Path(folder)
 
@@ -51,12 +53,19 @@ class LocalShards:
 class CachedShards:
   """Shard files of a published version, through the shard cache: `pin` downloads a shard
   that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
-  fits the limit without evicting what a reader holds or reads next."""
+  fits the limit without evicting what a reader holds or reads next, and holds what it
+  downloaded for the reader (no process evicts it before the reader gets to it)."""
 
   def __init__(self, cache: "shard_cache_lib.ShardCache", shards: dict):
     self._cache, self._shards = cache, shards   # name -> shard_cache.Shard
+    self._names = {shard.sha256: name for name, shard in shards.items()}
+    # Windows downloaded ahead of the one read: under a limit one (the room windows are
+    # sized for); without one two, so that downloads that end early start the next ones
+    # instead of idling until the reader moves on (a cold epoch runs at the pool's rate).
+    self.ahead = 1 if cache.limit is not None else shard_cache_lib.UNLIMITED_READ_AHEAD
     self._lock = threading.Lock()
-    self._pinned: dict[str, int] = {}
+    self._pinned: dict[str, int] = {}   # name -> pins: the reader's, and those held ahead
+    self._ahead: set[str] = set()       # names held ahead for the reader
     self._next: set[str] = set()
     self._abort = threading.Event()
     cache.register(self)
@@ -67,23 +76,47 @@ class CachedShards:
   def pin(self, name: str) -> pathlib.Path:
     path = self._cache.pin(self._shards[name], self._abort)
     with self._lock:
+      if self._abort.is_set():
+        self._cache.unpin(self._shards[name])
+        raise shard_cache_lib.ReaderClosedError("this pipeline's shard reader was closed")
       self._pinned[name] = self._pinned.get(name, 0) + 1
       self._next.discard(name)
+      if name in self._ahead:   # the reader's own pin holds it now
+        self._ahead.discard(name)
+        self._release(name)
     return path
 
   def unpin(self, name: str) -> None:
     with self._lock:
-      self._pinned[name] -= 1
-      if not self._pinned[name]:
-        del self._pinned[name]
+      self._release(name)
+
+  def _release(self, name: str) -> None:
+    """One pin of `name` let go. Under the lock."""
+    self._pinned[name] -= 1
+    if not self._pinned[name]:
+      del self._pinned[name]
     self._cache.unpin(self._shards[name])
 
   def prefetch(self, names) -> None:
-    """Downloads `names` ahead, in order, and counts them as read next (evicted last)."""
+    """Downloads `names` ahead, in order, and counts them as read next (evicted last);
+    shards held ahead that are no longer next are let go."""
     names = list(names)
     with self._lock:
       self._next = set(names)
-    self._cache.prefetch([self._shards[name] for name in names])
+      for name in self._ahead - self._next:
+        self._ahead.discard(name)
+        self._release(name)
+    self._cache.prefetch([self._shards[name] for name in names], hold=self._hold)
+
+  def _hold(self, shard) -> bool:
+    """Keeps the cache's pin of `shard`, downloaded ahead, while the reader reads it next."""
+    name = self._names[shard.sha256]
+    with self._lock:
+      if self._abort.is_set() or name not in self._next or name in self._ahead:
+        return False
+      self._ahead.add(name)
+      self._pinned[name] = self._pinned.get(name, 0) + 1
+      return True
 
   def wanted(self) -> set[str]:
     """SHA-256 of the shards held and of those read next (evicted last)."""
@@ -214,7 +247,8 @@ class PlannedReads:
     name = self._run.order.shards[shard].name
     if newest:  # the window's shards (in parallel) and then the next window's
       current = [self._run.order.shards[s].name for s in self.plan(q).windows[window]]
-      self._store.prefetch(current + _next_window(self._run, self.plan, q, window))
+      self._store.prefetch(current + _next_windows(self._run, self.plan, q, window,
+                                                   self._store.ahead))
     path = self._store.pin(name)   # (no lock held: a download takes its time)
     records = _opened(path, self._format, self._store, name)
     slice_ = self._run.order.shards[shard]
@@ -305,6 +339,8 @@ class WindowPins:
   def enter(self, q: int, w: int) -> list[pathlib.Path]:
     names = [self._run.order.shards[s].name for s in self.plan(q).windows[w]]
     self.finish()
+    # The window's shards downloaded at once, then the next window's as room allows.
+    self._store.prefetch(names + _next_windows(self._run, self.plan, q, w, self._store.ahead))
     pinned = []
     try:
       for name in names:   # (no lock held: downloads take their time)
@@ -315,7 +351,6 @@ class WindowPins:
       raise
     with self._lock:
       self._held.extend(names)
-    self._store.prefetch(_next_window(self._run, self.plan, q, w))
     return [path for _, path in pinned]
 
   def finish(self) -> None:
@@ -330,17 +365,17 @@ class WindowPins:
     self._store.close()
 
 
-def _next_window(run, plan, q: int, window: int) -> list[str]:
-  """Names of the shards of the window after window `window` of pass q."""
-  if window + 1 < len(plan(q).windows):
-    shards = plan(q).windows[window + 1]
-  else:
-    passes = run.num_passes
-    if passes is not None and q + 1 >= passes:
-      return []
-    later = plan(q + 1).windows
-    shards = later[0] if later else ()
-  return [run.order.shards[s].name for s in shards]
+def _next_windows(run, plan, q: int, window: int, count: int) -> list[str]:
+  """Names of the shards of the `count` windows after window `window` of pass q."""
+  names = []
+  for _ in range(count):
+    window += 1
+    while window >= len(plan(q).windows):
+      q, window = q + 1, 0
+      if run.num_passes is not None and q >= run.num_passes:
+        return names
+    names += [run.order.shards[s].name for s in plan(q).windows[window]]
+  return names
 
 
 def _opened(path, file_format, store, name):
