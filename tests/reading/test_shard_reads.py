@@ -76,6 +76,8 @@ class FakeStore:
 class _ReaderStore:
   """One reader's view of a FakeStore: the store interface of `shard_reads`."""
 
+  ahead = 1   # windows downloaded ahead
+
   def __init__(self, machine: FakeStore):
     self.machine, self.next = machine, set()
 

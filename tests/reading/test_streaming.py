@@ -791,17 +791,22 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
   first = streamed_examples(url, "train", tmp_path / "c1")
   assert proxy.cut >= 1
   imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c2")  # manifest and small files
-  # The server gone for more connections than the clients' own retries make (3 attempts),
-  # so only the cache's own retry (transfer.Deadline) can bridge it; the outage ends on
-  # connections counted, whenever the pipeline starts.
-  proxy.refuse_next(12)
-  second = streamed_examples(url, "train", tmp_path / "c2")
+  # The server gone for more connections than the clients' own retries make: no download
+  # succeeds while it lasts, so at most 5 are under way (4 downloads, 1 reader), and 30
+  # refusals exceed 5 downloads' client attempts (at most 6 each) before the cache's own
+  # retry (transfer.Deadline) must bridge it. The outage starts and ends on connections
+  # counted, whenever the pipeline starts.
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c2")  # (the listing first)
+  proxy.refuse_next(30)
+  features = source.builder.info.features
+  second = [digest(e) for e in tfds.as_numpy(source.records("train").map(
+      lambda r: features.deserialize_example(r, decoders={"image": tfds.decode.SkipDecoding()})))]
   # Requests met the outage (refused connections) and were retried until it ended: the
   # same examples, in the same order.
   assert second == first and proxy.refused >= 1
   assert first == local_examples(built, "train")
   cache = shard_cache_lib.shared(fetch_lib.cache_root(tmp_path / "c2"))
-  assert cache.stats["retries"] >= 1  # the cache's own retry ran
+  assert cache.stats["retries"] >= 1, (proxy.refused, cache.stats)  # the cache's own retry ran
 
 
 @ONE_FORMAT
