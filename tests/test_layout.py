@@ -207,3 +207,38 @@ def test_the_private_attribute_guard_finds_what_it_is_for(tmp_path):
   assert found == ["class Builder overrides TFDS's _process_pipeline_result", "line 8: ._info_proto",
                    "line 9: ._build_data_dir", "line 10: ._DATASET_REGISTRY",
                    "line 11: ._process_pipeline_result"], found
+
+
+def _function_level_imports(path: pathlib.Path) -> list[str]:
+  """Modules of the package imported inside a function of `path` (a hidden cycle)."""
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      for inner in ast.walk(node):
+        if isinstance(inner, ast.ImportFrom) and inner.module and inner.module.startswith(
+            "imagesets"):
+          found += [f"{inner.module}.{alias.name}" for alias in inner.names]
+        elif isinstance(inner, ast.Import):
+          found += [a.name for a in inner.names if a.name.startswith("imagesets")]
+  return found
+
+
+def test_the_read_path_imports_one_way_with_no_cycle_hidden_in_a_function():
+  hidden = {str(p.relative_to(REPO)): _function_level_imports(p) for p in _modules("reading")}
+  assert {k: v for k, v in hidden.items() if v} == {}
+  graph = {p.stem: {name.split(".")[2] for name in _imports(p)
+                    if name.startswith("imagesets.reading.") and name.count(".") >= 2}
+           for p in _modules("reading")}
+  done, visiting = set(), []
+
+  def visit(module):
+    assert module not in visiting, f"import cycle: {' -> '.join(visiting + [module])}"
+    if module in done or module not in graph:
+      return
+    visiting.append(module)
+    for other in sorted(graph[module]):
+      visit(other)
+    visiting.pop()
+    done.add(module)
+  for module in sorted(graph):
+    visit(module)

@@ -104,6 +104,41 @@ def test_streamed_examples_are_the_local_builds(scheme, built, bucket_servers, t
   assert sorted(sum(parts, [])) == sorted(local_examples(built, "train"))
 
 
+def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, tmp_path,
+                                                                         bucket_reads):
+  # 4 input pipelines stopped part-way through epoch 0, resumed on 2, stopped in epoch 1,
+  # resumed on 3: every record of the two epochs exactly once; the resumed jobs download
+  # nothing they do not read.
+  url = published_to(built, "file", tmp_path)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+
+  def pipelines(count, start=None):
+    return [source.records("train", shuffle=True, seed=2, num_epochs=2, start=start,
+                           input_context=tf.distribute.InputContext(count, i, 1))
+            for i in range(count)]
+
+  def take(datasets, counts, read):
+    taken = []
+    for ds, count in zip(datasets, counts):
+      got = [hashlib.sha256(r).hexdigest() for r in ds.take(count).as_numpy_iterator()]
+      read += got
+      taken.append(len(got))
+    return taken
+  read = []
+  first = pipelines(4)
+  position = streaming.position(first[0], take(first, [10, 3, 25, 0], read))
+  position = json.loads(json.dumps(position.to_json()))  # saved with a checkpoint, loaded
+  second = pipelines(2, position)
+  taken = take(second, [100, 70], read)   # reader 0 into epoch 1
+  position = streaming.position(second[0], taken).to_json()
+  opened = bucket_reads(url)
+  rest = pipelines(3, position)
+  take(rest, [10**6] * 3, read)
+  everything = collections.Counter(read)
+  assert len(everything) == 160 and set(everything.values()) == {2}
+  assert sum(opened.values()) <= NUM_SHARDS * 2
+
+
 def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   kwargs = dict(batch_size=8, image_size=32)
