@@ -8,6 +8,10 @@ fresh process per configuration:
   local           data_dir = the local build
   bucket          data_dir = s3://..., cache_limit=None (cold cache, then everything cached)
   bucket, 1/4     data_dir = s3://..., cache_limit = a quarter of the version
+  Grain, 2 workers, 1/4   grain_pipeline.classification_train(worker_count=2) from the
+                  bucket under a quarter limit: the bytes its processes downloaded, per
+                  epoch, against the version's train shards (each worker reads its own
+                  shards: at most once an epoch per machine)
 
 and reports, per configuration and epoch: images/s (ratio against local disk), the shard
 downloads and bytes downloaded in that epoch; then time to the first batch, the cache
@@ -78,6 +82,8 @@ def child(args) -> None:
   start = time.perf_counter()
   if args.read_only:
     return read_only(args, cache)
+  if args.grain_workers:
+    return grain_row(args, cache)
   ds = imagesets.classification_train(
       SPEC, data_dir=args.data_dir, batch_size=args.batch_size, image_size=224, seed=0,
       num_epochs=args.epochs, cache_dir=cache, shuffle_buffer=args.shuffle_buffer,
@@ -121,6 +127,31 @@ def read_only(args, cache) -> None:
   print(json.dumps({"img_s": epochs, "img_s_all": 800 * len(marks) / (marks[-1] - start)}))
 
 
+def grain_row(args, cache) -> None:
+  """Grain's loader with worker processes under the limit: bytes downloaded, counted by a
+  proxy of this process that all of them (its workers inherit the endpoint) go through."""
+  from imagesets.reading import grain_pipeline
+  from imagesets_testing.fault_proxy import FaultProxy
+  host, port = os.environ["AWS_ENDPOINT_URL"].split("//")[1].split(":")
+  proxy = FaultProxy((host, int(port)))
+  os.environ["AWS_ENDPOINT_URL"] = proxy.url
+  loader = grain_pipeline.classification_train(
+      SPEC, data_dir=args.data_dir, batch_size=args.batch_size, image_size=224, seed=0,
+      num_epochs=args.epochs, worker_count=args.grain_workers, cache_dir=cache,
+      cache_limit=None if args.limit == "none" else int(args.limit))
+  start, images, marks, served = time.perf_counter(), 0, [], [0]
+  for batch in loader:
+    images += len(batch["label"])
+    if images >= 800 * (len(marks) + 1):
+      marks.append(time.perf_counter())
+      served.append(proxy.served)
+  marks.append(time.perf_counter())
+  served.append(proxy.served)
+  epochs = [800 / (b - a) for a, b in zip([start] + marks, marks)][:args.epochs]
+  print(json.dumps({"img_s": epochs, "mib": [(b - a) / 2**20 for a, b in zip(served, served[1:])],
+                    "mib_all": proxy.served / 2**20}))
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--child", action="store_true")
@@ -130,6 +161,7 @@ def main():
   parser.add_argument("--epochs", type=int, default=3)
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--read-only", action="store_true")
+  parser.add_argument("--grain-workers", type=int, default=0)
   parser.add_argument("--server-pid", type=int, default=0)
   parser.add_argument("--rounds", type=int, default=1,
                       help="run the configurations this many times, interleaved, and print "
@@ -198,6 +230,8 @@ def main():
                              "--limit", limit, "--epochs", args.epochs, "--read-only")
         for i, (name, limit) in enumerate([("cache_limit=None", "none"),
                                            ("cache_limit=1/4", size // 4)])}
+    grain = child_runs.run(__file__, "--data-dir", url, "--cache", tmp / "g", "--limit",
+                           size // 4, "--epochs", args.epochs, "--grain-workers", 2)
     base = rows["local disk"]["img_s"]
     epochs = range(args.epochs)
     print("\n| read from | " + " | ".join(f"epoch {e + 1}: img/s (vs local), downloads, MiB"
@@ -215,6 +249,12 @@ def main():
     for name, row in ceilings.items():
       print(f"  {name}: " + ", ".join(f"{x:.0f}" for x in row["img_s"])
             + f"; all epochs {row['img_s_all']:.0f}")
+    print(f"\nGrain, worker_count=2, cache_limit=1/4, from the bucket: img/s per epoch "
+          + ", ".join(f"{x:.0f}" for x in grain["img_s"])
+          + f"; MiB downloaded per epoch (as the main process saw them) "
+          + ", ".join(f"{x:.1f}" for x in grain["mib"])
+          + f"; in all {grain['mib_all']:.1f} MiB = {grain['mib_all'] * 2**20 / train / args.epochs:.3f}"
+          f" x the train shards ({train / 2**20:.1f} MiB) an epoch")
     # The cores are busy in every configuration (training decodes on both), so an epoch
     # that costs more CPU cannot run faster than local disk's CPU over its own.
     print("\nCPU seconds per epoch, training process + S3 server (the most an epoch can "

@@ -33,7 +33,8 @@ def stats(labels: np.ndarray, classes: int = 10) -> str:
 
 def main():
   import tensorflow as tf
-  from imagesets.reading import input_pipeline, streaming
+  from imagesets.reading import input_pipeline
+  from imagesets.reading import order as order_lib
 
   n, classes, num_shards = 50_000, 10, 64
   labels = np.repeat(np.arange(classes), n // classes)        # sorted by label
@@ -43,9 +44,10 @@ def main():
   print("|---|---|---|---|")
   print(f"| global shuffle | {stats(labels[np.random.default_rng(0).permutation(n)])} |")
   for window in (1, 4, 16):
-    plan = streaming.Plan([streaming.Shard(str(i), 0, len(s)) for i, s in enumerate(shards)],
-                          window, True, 0)
-    streamed = np.array([labels[shards[s][r]] for s, r, _ in plan.positions(0)])
+    order = order_lib.Order([order_lib.ShardSlice(str(i), 0, len(s))
+                             for i, s in enumerate(shards)], seed=0, shuffle=True)
+    rows = order_lib.Run(order, 1, window).reader_pass(0, 0).rows
+    streamed = np.array([labels[shards[s][r]] for s, r in rows.tolist()])
     buffered = np.fromiter(tf.data.Dataset.from_tensor_slices(streamed).shuffle(
         input_pipeline.DEFAULT_SHUFFLE_BUFFER, seed=0).as_numpy_iterator(), np.int64)
     print(f"| streamed, window of {window} shard(s) | {stats(streamed)} |")

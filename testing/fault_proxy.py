@@ -25,6 +25,7 @@ class FaultProxy:
     self.connections = 0
     self.refused = 0
     self.cut = 0
+    self.served = 0   # bytes relayed from the server to the clients
     self._server = socket.create_server(("127.0.0.1", 0))
     self.port = self._server.getsockname()[1]
     self._closed = False
@@ -79,7 +80,7 @@ class FaultProxy:
       return
     self._open.update((client, upstream))
     threading.Thread(target=_pump, args=(client, upstream, None, None), daemon=True).start()
-    sent = _pump(upstream, client, limit, self.bytes_per_second)
+    sent = _pump(upstream, client, limit, self.bytes_per_second, self)
     self._open.difference_update((client, upstream))
     if limit is not None and sent >= limit:
       self.cut += 1
@@ -93,7 +94,7 @@ class FaultProxy:
 
 
 def _pump(source: socket.socket, target: socket.socket, limit: int | None,
-          bytes_per_second: float | None) -> int:
+          bytes_per_second: float | None, counter: "FaultProxy | None" = None) -> int:
   sent, start = 0, time.monotonic()
   try:
     while True:
@@ -105,6 +106,8 @@ def _pump(source: socket.socket, target: socket.socket, limit: int | None,
         return limit
       target.sendall(data)
       sent += len(data)
+      if counter is not None:
+        counter.served += len(data)
       if bytes_per_second:
         ahead = sent / bytes_per_second - (time.monotonic() - start)
         if ahead > 0:

@@ -317,16 +317,10 @@ class ShardCache:
         entry[0].close()  # closing drops the shared lock
         self._changed.notify_all()
 
-  def prefetch(self, shards, hold=None) -> None:
+  def prefetch(self, shards) -> None:
     """Downloads `shards` in the background if they fit without evicting what readers
-    still need; a shard that does not fit now is tried again when a reader moves on.
-    `hold(shard)`: called with each shard here, pinned for the caller (who keeps the pin
-    if it returns True): a shard downloaded ahead is then never evicted, by this process
-    or another, before its reader gets to it."""
+    still need; a shard that does not fit now is tried again when a reader moves on."""
     wanted = []
-    for shard in shards:
-      if hold is not None and self._present(shard):
-        self._hold(shard, hold)
     with self._lock:
       for shard in shards:
         # (a shard whose download failed is not tried again: the reader raises that error)
@@ -336,7 +330,7 @@ class ShardCache:
           wanted.append(shard)
     for shard in wanted:
       try:
-        future = self._pool.submit(self._prefetch, shard, hold)
+        future = self._pool.submit(self._prefetch, shard)
       except RuntimeError:  # shutting down: nothing more to read
         self._done(shard)
         continue
@@ -344,14 +338,9 @@ class ShardCache:
         if shard.sha256 in self._in_flight and not future.done():
           self._queued[shard.sha256] = future
 
-  def _hold(self, shard: Shard, hold) -> None:
-    if self._try_pin(shard) and not hold(shard):
-      self.unpin(shard)
-
-  def _prefetch(self, shard: Shard, hold=None) -> None:
+  def _prefetch(self, shard: Shard) -> None:
     try:
-      if self._fetch(shard, urgent=False) and hold is not None:
-        self._hold(shard, hold)
+      self._fetch(shard, urgent=False)
     except Exception as error:  # noqa: BLE001 - the reader raises it when it gets there
       with self._lock:
         self._failed[shard.sha256] = error

@@ -53,19 +53,18 @@ class LocalShards:
 class CachedShards:
   """Shard files of a published version, through the shard cache: `pin` downloads a shard
   that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
-  fits the limit without evicting what a reader holds or reads next, and holds what it
-  downloaded for the reader (no process evicts it before the reader gets to it)."""
+  fits the limit without evicting what a reader of this process holds or reads next (a
+  download ahead holds nothing: under a limit too small for every reader's window and the
+  next, another process may evict it, and it is downloaded again, never waited for)."""
 
   def __init__(self, cache: "shard_cache_lib.ShardCache", shards: dict):
     self._cache, self._shards = cache, shards   # name -> shard_cache.Shard
-    self._names = {shard.sha256: name for name, shard in shards.items()}
     # Windows downloaded ahead of the one read: under a limit one (the room windows are
     # sized for); without one two, so that downloads that end early start the next ones
     # instead of idling until the reader moves on (a cold epoch runs at the pool's rate).
     self.ahead = 1 if cache.limit is not None else shard_cache_lib.UNLIMITED_READ_AHEAD
     self._lock = threading.Lock()
-    self._pinned: dict[str, int] = {}   # name -> pins: the reader's, and those held ahead
-    self._ahead: set[str] = set()       # names held ahead for the reader
+    self._pinned: dict[str, int] = {}
     self._next: set[str] = set()
     self._abort = threading.Event()
     cache.register(self)
@@ -76,47 +75,30 @@ class CachedShards:
   def pin(self, name: str) -> pathlib.Path:
     path = self._cache.pin(self._shards[name], self._abort)
     with self._lock:
-      if self._abort.is_set():
-        self._cache.unpin(self._shards[name])
-        raise shard_cache_lib.ReaderClosedError("this pipeline's shard reader was closed")
-      self._pinned[name] = self._pinned.get(name, 0) + 1
-      self._next.discard(name)
-      if name in self._ahead:   # the reader's own pin holds it now
-        self._ahead.discard(name)
-        self._release(name)
+      closed = self._abort.is_set()
+      if not closed:
+        self._pinned[name] = self._pinned.get(name, 0) + 1
+        self._next.discard(name)
+    if closed:
+      self._cache.unpin(self._shards[name])
+      raise shard_cache_lib.ReaderClosedError("this pipeline's shard reader was closed")
     return path
 
   def unpin(self, name: str) -> None:
     with self._lock:
-      self._release(name)
-
-  def _release(self, name: str) -> None:
-    """One pin of `name` let go. Under the lock."""
-    self._pinned[name] -= 1
-    if not self._pinned[name]:
-      del self._pinned[name]
+      if not self._pinned.get(name):
+        return   # (let go by close() already)
+      self._pinned[name] -= 1
+      if not self._pinned[name]:
+        del self._pinned[name]
     self._cache.unpin(self._shards[name])
 
   def prefetch(self, names) -> None:
-    """Downloads `names` ahead, in order, and counts them as read next (evicted last);
-    shards held ahead that are no longer next are let go."""
+    """Downloads `names` ahead, in order, and counts them as read next (evicted last)."""
     names = list(names)
     with self._lock:
       self._next = set(names)
-      for name in self._ahead - self._next:
-        self._ahead.discard(name)
-        self._release(name)
-    self._cache.prefetch([self._shards[name] for name in names], hold=self._hold)
-
-  def _hold(self, shard) -> bool:
-    """Keeps the cache's pin of `shard`, downloaded ahead, while the reader reads it next."""
-    name = self._names[shard.sha256]
-    with self._lock:
-      if self._abort.is_set() or name not in self._next or name in self._ahead:
-        return False
-      self._ahead.add(name)
-      self._pinned[name] = self._pinned.get(name, 0) + 1
-      return True
+    self._cache.prefetch([self._shards[name] for name in names])
 
   def wanted(self) -> set[str]:
     """SHA-256 of the shards held and of those read next (evicted last)."""
