@@ -57,6 +57,7 @@ class Order:
     if self.mix not in MIXES:
       raise ValueError(f"mix must be one of {MIXES}, not {self.mix!r}")
     object.__setattr__(self, "shards", tuple(self.shards))
+    object.__setattr__(self, "seed", int(self.seed) % 2**63)   # (numpy seeds are >= 0)
 
   @property
   def records_per_epoch(self) -> int:
@@ -154,25 +155,49 @@ class Position:
             "after": None if self.after is None else self.after.to_json()}
 
   @classmethod
-  def from_json(cls, data: dict) -> "Position":
+  def from_json(cls, data, depth: int = 0) -> "Position":
+    """A saved position (untrusted: every field is checked, and its size bounded)."""
+    if not isinstance(data, dict):
+      raise PositionError(f"not a saved read position (a {type(data).__name__}): give what "
+                          "`position()` returned")
     try:
-      after = None if data.get("after") is None else cls.from_json(data["after"])
-      at = tuple((int(p), int(c)) for p, c in data["at"])
-      position = cls(int(data["readers"]), at, int(data["window_shards"]),
-                     str(data["fingerprint"]), after)
-    except (KeyError, TypeError, ValueError) as error:
-      raise PositionError(f"not a saved read position ({error!r}): give what "
+      readers, window, fingerprint = data["readers"], data["window_shards"], data["fingerprint"]
+      at = [tuple(place) for place in data["at"]]
+      after = data.get("after")
+    except (KeyError, TypeError) as error:
+      raise PositionError(f"not a saved read position (no {error}): give what "
                           "`position()` returned") from None
-    if position.readers < 1 or len(at) != position.readers or any(
-        p < 0 or c < 0 for p, c in at):
-      raise PositionError(f"a saved read position with {position.readers} readers has "
-                          f"{len(at)} places {list(at)}: it was edited or damaged")
-    return position
+    numbers = [readers, window, *(n for place in at for n in place)]
+    if not all(type(n) is int for n in numbers) or not isinstance(fingerprint, str):
+      raise PositionError("a saved read position holds something other than whole numbers: "
+                          "it was edited or damaged")
+    if not (1 <= readers <= MAX_READERS and len(at) == readers and window >= 1
+            and all(len(place) == 2 and min(place) >= 0 for place in at)):
+      raise PositionError(f"a saved read position with {readers} readers has {len(at)} "
+                          f"places {at[:8]}: it was edited or damaged")
+    passes = [p for p, _ in at]
+    if max(passes) - min(passes) > MAX_PASS_SPREAD or max(passes) > MAX_PASS:
+      raise PositionError(f"a saved read position has readers in passes {min(passes)} to "
+                          f"{max(passes)}: it was edited or damaged")
+    if after is not None and depth >= MAX_RESUMES:
+      raise PositionError(f"a saved read position resumed more than {MAX_RESUMES} times in "
+                          "one epoch: it was edited or damaged")
+    return cls(readers, tuple(at), window, fingerprint,
+               None if after is None else cls.from_json(after, depth + 1))
+
+
+# Bounds on a saved position (untrusted input), far beyond any real job's.
+MAX_READERS = 1 << 16
+MAX_PASS = 1 << 40
+MAX_PASS_SPREAD = 1000   # readers of a job are a pass or two apart
+MAX_RESUMES = 64         # resumes of one unfinished epoch
 
 
 class Run:
   """The passes of a job of `readers` readers over `order`, resumed from `after` (None: a
-  fresh run from epoch `first_epoch`), up to epoch `num_epochs` (None: no end)."""
+  fresh run from epoch `first_epoch`), up to epoch `num_epochs` (None: no end). Its passes
+  are the leftovers of `after`'s unfinished epochs before `num_epochs`, then the full
+  epochs from `first_full` to `num_epochs`."""
 
   def __init__(self, order: Order, readers: int, window_shards: int, *,
                after: Position | None = None, num_epochs: int | None = None,
@@ -182,6 +207,7 @@ class Run:
     self.order, self.readers, self.window_shards = order, readers, window_shards
     self.after, self.num_epochs = after, num_epochs
     self.level = 0 if after is None else _depth(after) + 1
+    self._passes: dict[tuple[int, int], ReaderPass] = {}   # a few recent ones
     if after is None:
       self.leftovers, self.first_full = [], first_epoch
     else:
@@ -191,14 +217,16 @@ class Run:
             "seed, shuffle or build of the dataset): resume with the arguments it was saved "
             "with, or start without it")
       self.leftovers, self.first_full = _leftovers(order, after)
-      self.leftovers = [(e, p) for e, p in self.leftovers
-                        if num_epochs is None or e < num_epochs]
+    # Leftovers of epochs from num_epochs on stay unread (a position keeps them).
+    self.reachable = sum(1 for e, _ in self.leftovers if num_epochs is None or e < num_epochs)
 
   @property
   def num_passes(self) -> int | None:
     if self.num_epochs is None:
       return None
-    return len(self.leftovers) + max(0, self.num_epochs - self.first_full)
+    if self.reachable < len(self.leftovers):
+      return self.reachable
+    return self.reachable + max(0, self.num_epochs - self.first_full)
 
   def epoch(self, q: int) -> int:
     return self.leftovers[q][0] if q < len(self.leftovers) else (
@@ -207,11 +235,17 @@ class Run:
   def pool(self, q: int):
     return self.leftovers[q][1] if q < len(self.leftovers) else self.order.full_pool()
 
-  @functools.lru_cache(maxsize=64)
   def reader_pass(self, q: int, reader: int) -> ReaderPass:
-    level = self.level if q < len(self.leftovers) else 0
-    return reader_pass(self.order, self.epoch(q), self.pool(q), level, reader, self.readers,
-                       self.window_shards)
+    key = (q, reader)
+    found = self._passes.get(key)
+    if found is None:
+      level = self.level if q < len(self.leftovers) else 0
+      found = reader_pass(self.order, self.epoch(q), self.pool(q), level, reader, self.readers,
+                          self.window_shards)
+      if len(self._passes) >= 4 * self.readers + 8:
+        self._passes.pop(next(iter(self._passes)))
+      self._passes[key] = found
+    return found
 
   def position(self, at) -> Position:
     """The position of this run's readers at `at` [(pass, records read in it)]."""
@@ -227,9 +261,6 @@ class Run:
       at = tuple((self.epoch(p), c) for p, c in at)
     return Position(self.readers, at, self.window_shards, self.order.fingerprint, after)
 
-  def fresh(self) -> bool:
-    return self.after is None and self.first_full == 0
-
 
 def _depth(position: Position) -> int:
   return 0 if position.after is None else 1 + _depth(position.after)
@@ -242,7 +273,8 @@ def _leftovers(order: Order, position: Position):
   reached = max(p for p, _ in position.at)
   passes = max(reached + 1, len(run.leftovers))
   leftovers = []
-  for q in range(passes):
+  # (every reader read the whole of the passes before the lowest one a reader is in)
+  for q in range(min(p for p, _ in position.at), passes):
     pool = [records.copy() for records in run.pool(q)]
     for reader, (p, count) in enumerate(position.at):
       if p < q:

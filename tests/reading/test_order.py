@@ -1,6 +1,7 @@
 """The read order's properties, over many random shard layouts, seeds and reader counts."""
 
 import collections
+import json
 
 import numpy as np
 import pytest
@@ -81,41 +82,67 @@ def test_epochs_differ_and_seeds_differ():
   assert _read(run, 0, 0) != _read(other, 0, 0)
 
 
-def _resume(order, readers, window, counts_fraction, rng, after=None, num_epochs=2):
-  """Reads a random part of every reader's passes; returns what was read and the position."""
-  run = order_lib.Run(order, readers, window, after=after, num_epochs=num_epochs)
+def _stop_somewhere(run, rng):
+  """Reads a random part of a run (a reader may be a pass ahead of another, or at the
+  end); returns what was read and the readers' places."""
   read, at = collections.Counter(), []
-  for reader in range(readers):
-    q = int(rng.integers(0, min(2, run.num_passes)))  # a reader may be a pass ahead
+  passes = run.num_passes
+  for reader in range(run.readers):
+    if not passes:
+      at.append((0, 0))
+      continue
+    q = int(rng.integers(0, min(2, passes)))
     for p in range(q):
       read.update((run.epoch(p),) + row for row in _read(run, p, reader))
-    count = int(len(run.reader_pass(q, reader)) * counts_fraction * rng.random())
+    count = int(rng.integers(0, len(run.reader_pass(q, reader)) + 1))
     read.update((run.epoch(q),) + row for row in _read(run, q, reader, 0, count))
     at.append((q, count))
-  return read, run.position(at), run
+  return read, run.position(at)
 
 
-@pytest.mark.parametrize("first,second,third", [(4, 2, 2), (2, 3, 1), (1, 4, 3), (3, 3, 5)])
-def test_a_position_resumes_on_any_reader_count_reading_every_record_exactly_once(
-    first, second, third):
-  rng = np.random.default_rng(first * 10 + second)
+def _expected(order, epochs):
+  expected = collections.Counter()
+  for epoch in range(epochs):
+    expected.update((epoch,) + key for key in _epoch_records(order))
+  return expected
+
+
+@pytest.mark.parametrize("counts", [(4, 2, 2), (2, 3, 1), (1, 4, 3), (3, 3, 5)])
+def test_a_position_resumes_on_any_reader_count_reading_every_record_exactly_once(counts):
+  rng = np.random.default_rng(sum(counts) * 10 + counts[0])
   for mix in ("shuffle", "interleave"):
-    for _ in range(15):
+    for _ in range(20):
       order = _order(rng, mix)
-      window = int(rng.integers(1, 4))
-      read, position, _ = _resume(order, first, window, 1.0, rng)
-      position = order_lib.Position.from_json(position.to_json())  # saved, loaded
-      more, position, _ = _resume(order, second, window + 1, 1.0, rng, after=position)
-      read.update(more)
-      run = order_lib.Run(order, third, window, after=order_lib.Position.from_json(
-          position.to_json()), num_epochs=2)
+      read, position = collections.Counter(), None
+      for readers in counts[:-1]:   # stopped, saved, loaded, resumed on another count
+        run = order_lib.Run(order, readers, int(rng.integers(1, 4)), after=position,
+                            num_epochs=2)
+        more, position = _stop_somewhere(run, rng)
+        read.update(more)
+        position = order_lib.Position.from_json(json.loads(json.dumps(position.to_json())))
+      run = order_lib.Run(order, counts[-1], 2, after=position, num_epochs=2)
       for q in range(run.num_passes):
-        for reader in range(third):
+        for reader in range(counts[-1]):
           read.update((run.epoch(q),) + row for row in _read(run, q, reader))
-      expected = collections.Counter()
-      for epoch in range(2):
-        expected.update((epoch,) + key for key in _epoch_records(order))
-      assert read == expected
+      assert read == _expected(order, 2)
+
+
+def test_resumes_with_fewer_epochs_then_more_lose_and_repeat_nothing():
+  # A job stopped in epoch 1, restarted with num_epochs=1 (nothing left to read: its
+  # position must not move), restarted again, then extended to 3 epochs.
+  rng = np.random.default_rng(7)
+  for _ in range(40):
+    order = _order(rng)
+    read, position = collections.Counter(), None
+    for readers, epochs in [(2, 2), (3, 1), (1, 1), (2, 3), (3, 2), (2, 4)]:
+      run = order_lib.Run(order, readers, 2, after=position, num_epochs=epochs)
+      more, position = _stop_somewhere(run, rng)
+      read.update(more)
+    run = order_lib.Run(order, 2, 2, after=position, num_epochs=4)
+    for q in range(run.num_passes):
+      for reader in range(2):
+        read.update((run.epoch(q),) + row for row in _read(run, q, reader))
+    assert read == _expected(order, 4)
 
 
 def test_a_resumed_run_reads_no_shard_whose_records_were_all_read():
@@ -157,3 +184,43 @@ def test_a_position_of_another_order_or_a_damaged_one_is_refused_in_one_line():
   with pytest.raises(order_lib.PositionError, match="which holds"):
     order_lib.Run(order_lib.Order(shards, 5, True), 2, 1,
                   after=order_lib.Position.from_json(data))
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda d: d.update(at=[[10**12, 0], [0, 0]]), "passes 0 to"),
+    (lambda d: d.update(readers=True), "whole numbers"),
+    (lambda d: d.update(window_shards=0), "edited or damaged"),
+    (lambda d: d.update(at=[[0, 1.9], [0, 1]]), "whole numbers"),
+    (lambda d: d.update(after=5), "not a saved read position"),
+    (lambda d: d.update(readers=10**9, at=[[0, 0]] * 3), "edited or damaged"),
+])
+def test_an_untrusted_position_is_refused_in_one_line_without_work(edit, match):
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(5)]
+  data = order_lib.Run(order_lib.Order(shards, 5, True), 2, 1).position([(0, 3), (0, 1)]).to_json()
+  edit(data)
+  with pytest.raises(order_lib.PositionError, match=match) as error:
+    order_lib.Position.from_json(data)
+  assert "\n" not in str(error.value)
+  nested = None
+  for _ in range(200):
+    nested = {**order_lib.Run(order_lib.Order(shards, 5, True), 2, 1).position(
+        [(0, 3), (0, 1)]).to_json(), "after": nested}
+  with pytest.raises(order_lib.PositionError, match="resumed more than"):
+    order_lib.Position.from_json(nested)
+  with pytest.raises(order_lib.PositionError, match="a list"):
+    order_lib.Position.from_json([1, 2])
+
+
+def test_a_resume_late_in_a_long_run_costs_no_more_than_one_early():
+  # Only the passes the readers are in are replayed, not every epoch before them.
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(6)]
+  order = order_lib.Order(shards, 5, True)
+  calls = []
+  real = order_lib.reader_pass
+  order_lib.reader_pass = lambda *a, **k: calls.append(a[1]) or real(*a, **k)
+  try:
+    position = order_lib.Run(order, 2, 1).position([(10**6, 3), (10**6 + 1, 1)])
+    order_lib.Run(order, 3, 1, after=position)
+  finally:
+    order_lib.reader_pass = real
+  assert len(calls) <= 2 * 2 and min(calls) == 10**6
