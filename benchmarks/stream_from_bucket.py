@@ -86,8 +86,10 @@ def child(args) -> None:
     return grain_row(args, cache)
   ds = imagesets.classification_train(
       SPEC, data_dir=args.data_dir, batch_size=args.batch_size, image_size=224, seed=0,
-      num_epochs=args.epochs, cache_dir=cache, shuffle_buffer=args.shuffle_buffer,
-      cache_limit=None if args.limit == "none" else int(args.limit))
+      num_epochs=args.epochs, shuffle_buffer=args.shuffle_buffer,
+      # (a local data_dir is read in place: no cache options)
+      **({"cache_dir": cache, "cache_limit": None if args.limit == "none" else int(args.limit)}
+         if "://" in args.data_dir else {}))
   per_epoch = 800 // args.batch_size
   marks, first, counts, cpu = [], None, [shard_cache.process_stats()], []
   for step, _ in enumerate(ds, 1):

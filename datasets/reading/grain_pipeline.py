@@ -35,6 +35,7 @@ What every pipeline does:
 """
 
 import bisect
+import hashlib
 import json
 import logging
 import threading
@@ -148,9 +149,9 @@ class EvalSegmentation(_Settings, grain.MapTransform):
 _HELD_BY_THREADS = {1: 1}
 _HELD = 2
 _ENDLESS = 2**62  # sampler slots when epochs never end
-# The place of the read a sampler just planned, for the source's next read in this thread
-# (Grain calls the sampler, then the source, in one thread): (reader, pass, index) or
-# _PADDING.
+# The read a sampler just planned, for the source's read of that key in this thread (Grain
+# calls the sampler, then the source, in one thread): (key, (reader, pass, index) or
+# _PADDING). A read of another key is not the planned one.
 _announced = threading.local()
 _PADDING = ()
 
@@ -209,8 +210,9 @@ class RecordSource:
     self._open()
 
   def __repr__(self) -> str:  # Grain checks a restored state against it
-    args = ", ".join(f"{k}={v!r}" for k, v in sorted(self._args.items()) if k != "start")
-    return f"RecordSource({args})"
+    args = {**self._args, "start": None if self._args["start"] is None else hashlib.sha256(
+        json.dumps(self._args["start"], sort_keys=True).encode()).hexdigest()[:16]}
+    return f"RecordSource({', '.join(f'{k}={v!r}' for k, v in sorted(args.items()))})"
 
   def __len__(self) -> int:
     return int(self._starts[-1])
@@ -227,8 +229,9 @@ class RecordSource:
       return self._reads[reader]
 
   def __getitem__(self, key: int):
-    place = getattr(_announced, "place", None)
+    announced = getattr(_announced, "place", None)
     _announced.place = None
+    place = announced[1] if announced is not None and announced[0] == key else None
     if place == _PADDING:
       return None
     if place is not None:
@@ -300,7 +303,7 @@ class OrderSampler:
     reader, slot = index % self._workers, index // self._workers
     place = self.place(reader, slot)
     if place is None:
-      _announced.place = _PADDING
+      _announced.place = (0, _PADDING)
       return grain.RecordMetadata(index=index, record_key=0)
     q, at = place
     shard, record = self._source.run.reader_pass(q, reader).rows[at].tolist()
@@ -308,7 +311,7 @@ class OrderSampler:
     epoch = self._source.run.epoch(q)
     rng = np.random.Generator(np.random.Philox(
         key=[self._seed % 2**64, epoch * len(self._source) + key]))
-    _announced.place = (reader, q, at)
+    _announced.place = (key, (reader, q, at))
     return grain.RecordMetadata(index=index, record_key=key, rng=rng)
 
   def position(self, state) -> dict:
@@ -322,9 +325,10 @@ class OrderSampler:
       last = int(data["last_seen_indices"][str(reader)])
       slot = (last - reader) // workers + 1 if last >= reader else 0
       place = self.place(reader, slot)
-      if place is None:  # all read
-        q = self._source.run.num_passes - 1
-        place = (q, len(self._source.run.reader_pass(q, reader)))
+      if place is None:  # all read (or nothing to read: a run of no passes)
+        q = max(0, self._source.run.num_passes - 1)
+        place = (q, len(self._source.run.reader_pass(q, reader))
+                 if self._source.run.num_passes else 0)
       at.append(place)
     return self._source.run.position(at).to_json()
 

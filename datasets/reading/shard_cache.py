@@ -201,6 +201,7 @@ class ShardCache:
     self._queued: dict[str, concurrent.futures.Future] = {}  # read-ahead not started yet
     self._closing = threading.Event()   # set by close(): waits of its downloads end
     self._failed: dict[str, Exception] = {}  # a prefetch's error, for the reader to raise
+    self._orphans: collections.deque = collections.deque()  # unpins of finalizers (`release_later`)
     self._pool = concurrent.futures.ThreadPoolExecutor(max(1, downloads),
                                                        thread_name_prefix="imagesets-shard")
 
@@ -261,6 +262,7 @@ class ShardCache:
     is under way) and pinned until `unpin`. Every wait is bounded and ends at once when
     `abort` is set (the reader was closed, or another of its reads failed)."""
     abort = abort or threading.Event()
+    self.drain_releases()
     while not self._try_pin(shard):
       deadline = time.monotonic() + DOWNLOAD_WAIT_SECONDS
       with self._lock:
@@ -308,6 +310,22 @@ class ShardCache:
       os.utime(self.path(shard))  # recently used: evicted last
     return True
 
+  def release_later(self, shards) -> None:
+    """Unpins `shards` at the cache's next call: for finalizers, which the garbage
+    collector may run in a thread that holds the cache's lock (taking it there would
+    deadlock). Takes no lock."""
+    self._orphans.extend(shards)
+
+  def drain_releases(self) -> None:
+    """Unpins what finalizers left to `release_later`."""
+    while True:
+      try:
+        shard = self._orphans.popleft()
+      except IndexError:
+        return
+      with contextlib.suppress(KeyError):
+        self.unpin(shard)
+
   def unpin(self, shard: Shard) -> None:
     with self._lock:
       entry = self._pins[shard.sha256]
@@ -320,6 +338,7 @@ class ShardCache:
   def prefetch(self, shards) -> None:
     """Downloads `shards` in the background if they fit without evicting what readers
     still need; a shard that does not fit now is tried again when a reader moves on."""
+    self.drain_releases()
     wanted = []
     with self._lock:
       for shard in shards:
@@ -417,6 +436,7 @@ class ShardCache:
   def _make_room(self, size: int, urgent: bool) -> bool:
     """Evicts until `size` more bytes fit; the shards this process's readers read next go
     last, and only for a reader's own request."""
+    self.drain_releases()
     excess = self.used_bytes() + size - self.limit
     if excess <= 0:
       return True
@@ -561,6 +581,8 @@ class Reader:
 
   def close(self) -> None:
     self._closer()
+    self._cache.wake_all()
+    self._cache.drain_releases()
 
 
 def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
@@ -575,10 +597,11 @@ def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
 
 
 def _close(cache: ShardCache, pinned: list[list], abort: threading.Event) -> None:
+  """A reader's finalizer: no lock taken (see `release_later`)."""
   abort.set()
-  cache.wake_all()
   for shards in pinned:
-    _unpin_all(cache, shards)
+    cache.release_later(list(shards))
+    shards.clear()
 
 
 def _unpin_all(cache: ShardCache, pinned: list) -> None:

@@ -15,7 +15,6 @@ No lock is held across a download or a file read; nothing depends on how long an
 took.
 """
 
-import contextlib
 import dataclasses
 import os
 import pathlib
@@ -109,15 +108,17 @@ class CachedShards:
   def close(self) -> None:
     with self._lock:
       self._closer()
+    self._cache.wake_all()   # (waits of this reader end now)
+    self._cache.drain_releases()
 
 
 def _unpin_counted(cache, shards, pinned: dict, abort) -> None:
+  """A store's finalizer (also run by `close`): takes no lock of the cache (the garbage
+  collector may run it in a thread holding one), so the unpins wait for the cache's next
+  call (`ShardCache.release_later`)."""
   abort.set()
-  cache.wake_all()
-  for name, count in list(pinned.items()):
-    for _ in range(count):
-      with contextlib.suppress(KeyError):
-        cache.unpin(shards[name])
+  cache.release_later([shards[name] for name, count in list(pinned.items())
+                       for _ in range(count)])
   pinned.clear()
 
 
@@ -180,6 +181,7 @@ class PlannedReads:
     self._open: dict[tuple, _Open] = {}   # (pass, window, shard) -> held shard
     self._newest: tuple[int, int] | None = None   # (pass, window) of the newest planned read
     self._done: set[tuple[int, int]] = set()      # windows whose reads were all done
+    self._finished: dict[tuple[int, int], int] = {}   # window -> its shards read whole
     self.stats = {"opened": 0, "visits": 0}
 
   def plan(self, q: int) -> "order_lib.ReaderPass":
@@ -215,14 +217,13 @@ class PlannedReads:
         entry.busy += 1
         return entry
       behind = self._newest is not None and _behind(key[:2], self._newest, self.plan)
-      if behind and key[:2] not in self._done:
-        return None   # a straggler: its window's reads are not all done
-      # A read of a window whose reads were all done (an iterator rewound, a dataset
-      # iterated again) starts the reader's pass over from there.
+      if behind and not self._starts_over(key[:2]):
+        return None   # a straggler: read once, its window is let go
       newest = self._newest is None or behind or key[:2] > self._newest
       if newest:
-        if behind:
+        if behind:   # the reader's pass starts over from here
           self._done = {k for k in self._done if k < key[:2]}
+          self._finished = {k: n for k, n in self._finished.items() if k < key[:2]}
         self._newest = key[:2]
         self._release(lambda k: k[:2] != self._newest and (
             behind or _behind(k[:2], self._newest, self.plan)))
@@ -236,15 +237,26 @@ class PlannedReads:
     slice_ = self._run.order.shards[shard]
     with self._lock:
       entry = self._open.get(key)
-      if entry is None:
+      if entry is None and _behind(key[:2], self._newest, self.plan):
+        entry = None   # the reader moved on while this one waited: read it once
+      elif entry is None:
         entry = _Open(name, records, self.plan(q).reads_of(shard), np.zeros(slice_.take, bool))
         self._open[key] = entry
         self.stats["opened"] += 1
-      else:  # another thread opened it meanwhile
-        records.close()
-        self._store.unpin(name)
-      entry.busy += 1
-      return entry
+        records = None
+      if entry is not None:
+        entry.busy += 1
+    if records is not None:   # (not kept: another thread opened it, or read once)
+      records.close()
+      self._store.unpin(name)
+    return entry
+
+  def _starts_over(self, window: tuple[int, int]) -> bool:
+    """Whether a read of `window`, behind the newest one and the one before, starts the
+    reader's pass over from there (an iterator rewound, a dataset iterated again): every
+    read of it was done, or it is more than a pass behind (no straggler is). Under the
+    lock."""
+    return window in self._done or window[0] < self._newest[0] - 1
 
   def _leave(self, key, entry: _Open, indices) -> None:
     with self._lock:
@@ -253,10 +265,13 @@ class PlannedReads:
       if entry.done and not entry.busy and self._open.get(key) is entry:
         del self._open[key]
         self._close(entry)
-        if not any(k[:2] == key[:2] for k in self._open):
-          self._done.add(key[:2])
-          newest = self._newest or key[:2]
-          self._done = {k for k in self._done if k[0] >= newest[0] - 1}   # (bounded)
+        window = key[:2]
+        self._finished[window] = self._finished.get(window, 0) + 1
+        if self._finished[window] == len(self.plan(window[0]).windows[window[1]]):
+          self._done.add(window)   # every shard of it read: a read of it again starts over
+        oldest = (self._newest or window)[0] - 1   # (older ones start over anyway)
+        self._done = {k for k in self._done if k[0] >= oldest}
+        self._finished = {k: n for k, n in self._finished.items() if k[0] >= oldest}
 
   def _release(self, which) -> None:
     """Lets go of the shards of the windows `which(key)` no read is using (behind the
@@ -295,7 +310,7 @@ class PlannedReads:
     with self._lock:
       idle = [key for key, entry in self._open.items() if not entry.busy]
       entries = [self._open.pop(key) for key in idle]
-      self._newest = None
+      self._newest, self._done, self._finished = None, set(), {}
     for entry in entries:
       self._close(entry)
 
@@ -368,8 +383,10 @@ def _opened(path, file_format, store, name):
     raise
 
 
-def _behind(key: tuple[int, int], newest: tuple[int, int], plan) -> bool:
+def _behind(key: tuple[int, int], newest: tuple[int, int] | None, plan) -> bool:
   """Whether window `key` (pass, window) is behind `newest` and the window before it."""
+  if newest is None:
+    return False
   q, w = key
   newest_q, newest_w = newest
   if q == newest_q:

@@ -59,8 +59,8 @@ def run_for(source, split: str, *, shuffle: bool, seed: int | None, readers: int
   order = order_lib.Order(shards, seed or 0, shuffle, mix)
   if isinstance(start, dict):
     start = order_lib.Position.from_json(start)
-  window = (start.window_shards if start is not None
-            else source.window_size_for(window_shards, held=held, readers=readers))
+  # (a position replays its own windows; the rest is read in windows sized for this job)
+  window = source.window_size_for(window_shards, held=held, readers=readers)
   source.check_fits(held, readers)
   return order_lib.Run(order, readers, window, after=start, num_epochs=num_epochs)
 

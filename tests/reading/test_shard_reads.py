@@ -221,3 +221,52 @@ def test_a_resumed_run_downloads_only_shards_it_reads(shard_files):
   assert len(read) == 72 - 42 and len(set(read)) == len(read)
   # reader 0 read 1 window whole, reader 1 2 windows and half of a third (two shards begun)
   assert sum(store.downloads.values()) == 12 - 6   # the 6 shards read whole are not fetched
+
+
+def test_a_window_half_read_is_not_taken_for_a_rewound_one(shard_files):
+  # Stored order: window 0 is shard 0's records, then shard 1's. Shard 0 read whole, the
+  # reader two windows on, then shard 1's reads arrive (another thread's): stragglers,
+  # read once each, not a pass starting over (which would let go of the windows ahead).
+  store = FakeStore(shard_files, limit=12)
+  run = _run(epochs=1, shuffle=False)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  size = len(run.reader_pass(0, 0))
+  order = list(range(6)) + list(range(12, 36)) + list(range(6, 12)) + list(range(36, size))
+  got = {i: reads.read(0, i)[0] for i in order}
+  assert [got[i] for i in range(size)] == _expected(run, 0, 0)
+  assert reads.stats["visits"] == 6 and reads.stats["opened"] == 11
+  assert store.held() == set()   # every shard let go by its count, no finish() needed
+
+
+def test_a_reader_that_moved_on_while_a_shard_downloaded_reads_it_once(shard_files):
+  # The first read of window 0 waits for its download while other reads take the reader
+  # to the pass's end and then read the rest of window 0 (stragglers, once each): that
+  # shard is read once too, not held for reads that already came.
+  store = FakeStore(shard_files, limit=12)
+  run = _run(epochs=1, shuffle=False)
+  view = store.for_reader()
+  reads = shard_reads.PlannedReads(view, "tfrecord", run, 0)
+  pin, meanwhile = view.pin, {}
+
+  def slow_pin(name):
+    if not meanwhile:
+      meanwhile[-1] = None
+      for i in list(range(12, 72)) + list(range(1, 12)):   # elsewhere, while it downloads
+        meanwhile[i] = reads.read(0, i)[0]
+    return pin(name)
+  view.pin = slow_pin
+  got = {0: reads.read(0, 0)[0], **meanwhile}
+  assert [got[i] for i in range(72)] == _expected(run, 0, 0)
+  assert store.held() == set()
+
+
+def test_a_dataset_read_again_after_passes_starts_over_without_visits(shard_files):
+  store = FakeStore(shard_files, limit=4)
+  run = _run(epochs=3)
+  reads = shard_reads.PlannedReads(store.for_reader(), "tfrecord", run, 0)
+  for q in range(3):
+    for i in range(len(run.reader_pass(q, 0))):
+      reads.read(q, i)
+  again = [reads.read(0, i)[0] for i in range(len(run.reader_pass(0, 0)))]
+  assert again == _expected(run, 0, 0) and reads.stats["visits"] == 0
+  assert store.held() == set()
