@@ -132,11 +132,15 @@ def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, 
   taken = take(second, [100, 70], read)   # reader 0 into epoch 1
   position = streaming.position(second[0], taken).to_json()
   opened = bucket_reads(url)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "fresh")  # (counted)
   rest = pipelines(3, position)
   take(rest, [10**6] * 3, read)
   everything = collections.Counter(read)
   assert len(everything) == 160 and set(everything.values()) == {2}
-  assert sum(opened.values()) <= NUM_SHARDS * 2
+  run = rest[0]._imagesets_run  # pylint: disable=protected-access
+  needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
+            for s in run.reader_pass(q, r).rows[:, 0].tolist()}
+  assert set(opened) == needed and set(opened.values()) == {1}   # what it reads, once
 
 
 def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
@@ -1085,7 +1089,7 @@ def _record_ids(loader, iterator=None, batches=None):
 
 @pytest.mark.parametrize("built", ["array_record"], indirect=True)
 def test_a_grain_position_resumes_on_another_worker_count_reading_the_rest_once(
-    built, tmp_path, bucket_reads):
+    built, tmp_path, process_bucket_reads):
   # 4 workers stopped mid-epoch, resumed on 2, stopped again, resumed on 3: every record
   # of the two epochs exactly once, and the resumed jobs download no shard read whole.
   from imagesets.reading import grain_pipeline
@@ -1105,11 +1109,41 @@ def test_a_grain_position_resumes_on_another_worker_count_reading_the_rest_once(
   second = loader(2, position)
   more, iterator = _record_ids(second, batches=40)
   position = grain_pipeline.position(second, iterator.get_state())
-  opened = bucket_reads(url)
-  rest, _ = _record_ids(loader(3, position))
+  downloads = process_bucket_reads(url)
+  kwargs["cache_dir"] = tmp_path / "fresh"   # (the resumed job's downloads, counted)
+  third = loader(3, position)
+  rest, _ = _record_ids(third)
   everything = collections.Counter(read + more + rest)
   assert set(everything) == ids and set(everything.values()) == {2}, everything
   assert len(read) >= 30 * 4 and len(more) >= 40 * 4
+  run = third._sampler._source.run  # pylint: disable=protected-access
+  needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
+            for s in run.reader_pass(q, r).rows[:, 0].tolist()}
+  by_shard = collections.Counter()
+  for (_, shard), count in downloads().items():
+    by_shard[shard] += count
+  assert set(by_shard) == needed and set(by_shard.values()) == {1}   # what it reads, once
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)
+def test_a_source_read_is_planned_only_for_the_key_its_sampler_announced(built, tmp_path):
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  records = raw_records(built, "train")
+  source = grain_pipeline.RecordSource(url, SPEC, "train", shuffle=True, seed=1, num_epochs=1,
+                                       cache_dir=tmp_path / "c")
+  sampler = grain_pipeline.OrderSampler(source, 0, 1)
+  planned = sampler[3]
+  assert source[planned.record_key] == records[planned.record_key]
+  other = sampler[5]   # announced, then a read of another key (a notebook's source[i])
+  key = (other.record_key + 1) % len(source)
+  assert source[key] == records[key]
+  assert source[other.record_key] == records[other.record_key]
+  # A loader's state names its start: a state of one resumed job is refused by another.
+  position = source.run.position([(0, 3)]).to_json()
+  assert repr(grain_pipeline.RecordSource(url, SPEC, "train", shuffle=True, seed=1,
+                                          num_epochs=1, cache_dir=tmp_path / "c",
+                                          start=position)) != repr(source)
 
 
 def raw_records(data_dir, split):
