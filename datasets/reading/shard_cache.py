@@ -6,9 +6,9 @@ version named it, so two servers holding one bucket name never mix, and versions
 share shards share them on disk. Every shard is downloaded by `publishing.transfer`'s
 checked download (size and SHA-256 checked before the rename).
 
-Readers (`Reader`) say the order they read in (windows of shards, `window(g)` for window
-`g` of the run); `Reader.enter(g)` gives the local paths of window g, downloaded and
-pinned, and starts downloading window g + 1. The cache
+Readers (`shard_reads.CachedShards`, one per reader of the read order) pin the shards they
+read and download the next ones ahead (`prefetch`), and say which those are
+(`register`: `wanted()`). The cache
 
 * keeps `<cache>/shards/` at most `limit` bytes (`cache_limit`; downloads in progress
   count at their full size; the versions' small metadata files are outside the limit):
@@ -206,10 +206,6 @@ class ShardCache:
                                                        thread_name_prefix="imagesets-shard")
 
   # ------------------------------------------------------------ readers
-
-  def reader(self, window, num_windows: int | None) -> "Reader":
-    """A reader of windows `window(g)` (lists of `Shard`), g < num_windows (None: no end)."""
-    return self.register(Reader(self, window, num_windows))
 
   def register(self, reader):
     """Counts `reader.wanted()` (SHA-256 of what it holds and reads next) as needed: those
@@ -490,101 +486,6 @@ class ShardCache:
       self._pins.clear()
 
 
-class Reader:
-  """One reader's pass over the cache, window after window: window `g` (a list of `Shard`)
-  is `window(g)`.
-
-  `enter(g)` pins window g (downloading what is missing, with no lock held), unpins the
-  window before, and downloads window g + 1 ahead (and g + 2 without a limit); nothing is
-  downloaded before the first `enter` (a resumed job fetches nothing it will not read).
-  Re-entering a window at or before the current one (a dataset iterated again) starts a
-  new pass. `close()` (or garbage collection) unpins all.
-  """
-
-  def __init__(self, cache: ShardCache, window, num_windows: int | None):
-    self._cache, self._window, self._num_windows = cache, window, num_windows
-    self._lock = threading.Lock()
-    self._current: int | None = None
-    self._pinned: list[Shard] = []    # the current window's
-    # Set when the reader is closed, or when a read of the current pass failed: the other
-    # waits of that pass end at once (with that error). A new pass clears it.
-    self._abort = threading.Event()
-    self._closer = weakref.finalize(self, _close, cache, [self._pinned], self._abort)
-
-  def wanted(self) -> set[str]:
-    """SHA-256 of the shards of the current window and the next one."""
-    current = self._current
-    if current is None:
-      return set()
-    return {shard.sha256 for g in (current, current + 1) for shard in self._shards(g)}
-
-  def _shards(self, g: int) -> list:
-    if g < 0 or (self._num_windows is not None and g >= self._num_windows):
-      return []
-    return self._window(g)
-
-  def enter(self, g: int) -> list[pathlib.Path]:
-    """Local paths of window g's shards, pinned until the reader enters another window."""
-    shards = self._shards(g)
-    with self._lock:
-      if not self._closer.alive:
-        raise ReaderClosedError("this pipeline's shard reader was closed")
-      if self._current is None or g <= self._current:
-        # A new pass (a dataset iterated again): a fresh start, also for shards whose
-        # download failed before (a shard missing while a version was republished).
-        self._abort.clear()
-        self._abort.error = None
-        self._cache.forget_failures()
-      self._current = g
-      _unpin_all(self._cache, self._pinned)   # the window before is read
-    pinned = []
-    try:
-      paths = self._pin_all(shards, pinned)   # (no lock held: downloads take their time)
-    except BaseException as error:
-      # The pipeline fails with this error: reads of it waiting elsewhere (tf.data's
-      # parallel calls) end now, with it, before TensorFlow deletes its iterator.
-      if not self._abort.is_set() and isinstance(error, Exception):
-        self._abort.error = error
-      self._abort.set()
-      self._cache.wake_all()
-      raise
-    with self._lock:
-      self._pinned.extend(pinned)
-      closed = not self._closer.alive
-    if closed:
-      _unpin_all(self._cache, pinned)
-      raise ReaderClosedError("this pipeline's shard reader was closed")
-    ahead = 1 if self._cache.limit is not None else UNLIMITED_READ_AHEAD
-    for later in range(g + 1, g + 1 + ahead):  # then the next ones
-      self._cache.prefetch(self._shards(later))
-    return paths
-
-  def _pin_all(self, shards, pinned: list) -> list[pathlib.Path]:
-    """Local paths of `shards`, downloaded (all at once, in parallel) and pinned, each
-    added to `pinned`; on a failure those pinned here are unpinned again."""
-    self._cache.prefetch(shards)
-    paths = []
-    try:
-      for shard in shards:
-        paths.append(self._cache.pin(shard, self._abort))
-        pinned.append(shard)
-    except BaseException:
-      _unpin_all(self._cache, pinned)
-      raise
-    return paths
-
-  def finish(self) -> None:
-    """The pass is over: unpins the last window (the reader may start another pass)."""
-    with self._lock:
-      self._current = None
-      _unpin_all(self._cache, self._pinned)
-
-  def close(self) -> None:
-    self._closer()
-    self._cache.wake_all()
-    self._cache.drain_releases()
-
-
 def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
   if abort.is_set():
     if getattr(abort, "error", None) is not None:
@@ -594,21 +495,6 @@ def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:
   if time.monotonic() > deadline:
     raise ReaderClosedError(f"gave up {what} after {DOWNLOAD_WAIT_SECONDS:.0f} s: the "
                             "process downloading it is stuck; check the network and retry")
-
-
-def _close(cache: ShardCache, pinned: list[list], abort: threading.Event) -> None:
-  """A reader's finalizer: no lock taken (see `release_later`)."""
-  abort.set()
-  for shards in pinned:
-    cache.release_later(list(shards))
-    shards.clear()
-
-
-def _unpin_all(cache: ShardCache, pinned: list) -> None:
-  for shard in pinned:
-    with contextlib.suppress(KeyError):
-      cache.unpin(shard)
-  pinned.clear()
 
 
 _shared: dict[tuple, ShardCache] = {}

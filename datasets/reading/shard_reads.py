@@ -1,7 +1,7 @@
 """Reading records out of shard files, holding each shard exactly as long as its reads need.
 
-Two stores give shard files by name through one small interface (`pin`, `unpin`,
-`prefetch`): `LocalShards` (a TFDS data_dir or a whole fetched copy: nothing to fetch or
+Two stores give shard files by name through one small interface (`ShardStore`: `pin`,
+`unpin`, `prefetch`): `LocalShards` (a TFDS data_dir or a whole fetched copy: nothing to fetch or
 hold) and `CachedShards` (a version streamed from a bucket through `shard_cache`: `pin`
 downloads what is missing and holds the file against eviction).
 
@@ -20,6 +20,7 @@ import os
 import pathlib
 import struct
 import threading
+import typing
 import weakref
 
 import numpy as np
@@ -28,8 +29,26 @@ from imagesets.reading import order as order_lib
 from imagesets.reading import shard_cache as shard_cache_lib
 
 
+class ShardStore(typing.Protocol):
+  """Shard files by name for one reader: what `PlannedReads` and `WindowPins` read from."""
+
+  ahead: int   # windows to download ahead of the one read
+
+  def pin(self, name: str) -> pathlib.Path:
+    """The local path of shard `name`, downloaded if missing, held until `unpin`."""
+
+  def unpin(self, name: str) -> None:
+    """Lets go of one `pin` of `name`."""
+
+  def prefetch(self, names) -> None:
+    """Starts downloading `names` (read next), as room allows; never waits."""
+
+  def close(self) -> None:
+    """Lets go of everything held."""
+
+
 class LocalShards:
-  """Shard files of a local folder."""
+  """Shard files of a local folder (a `ShardStore`)."""
 
   ahead = 0   # windows downloaded ahead of the one read
 
@@ -50,7 +69,7 @@ class LocalShards:
 
 
 class CachedShards:
-  """Shard files of a published version, through the shard cache: `pin` downloads a shard
+  """Shard files of a published version, through the shard cache (a `ShardStore`): `pin` downloads a shard
   that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
   fits the limit without evicting what a reader of this process holds or reads next (a
   download ahead holds nothing: under a limit too small for every reader's window and the

@@ -88,19 +88,6 @@ class Source:
   def largest_shard(self) -> int:
     return max(shard.size for shard in self.shards.values())
 
-  def window_size_for(self, wanted: int, held: int = 1, readers: int = 1) -> int:
-    """Shards a window may hold so that `readers` readers that each hold `held` windows
-    and download the next fit in `cache_limit`."""
-    if self.cache is None:
-      return wanted
-    return self.cache.window_size_for(wanted, self.largest_shard, held, readers)
-
-  def check_fits(self, held: int = 1, readers: int = 1) -> None:
-    """Refuses in one line a cache_limit below what `readers` readers holding `held`
-    shards each need."""
-    if self.cache is not None:
-      self.cache.check_fits(self.largest_shard, self.builder.info.full_name, held, readers)
-
   def store(self):
     """Shard files by name (`shard_reads`): local, or downloaded and held through the
     cache. One per reader: it holds that reader's shards."""

@@ -60,8 +60,11 @@ def run_for(source, split: str, *, shuffle: bool, seed: int | None, readers: int
   if isinstance(start, dict):
     start = order_lib.Position.from_json(start)
   # (a position replays its own windows; the rest is read in windows sized for this job)
-  window = source.window_size_for(window_shards, held=held, readers=readers)
-  source.check_fits(held, readers)
+  window = window_shards
+  if source.cache is not None:   # windows sized, and the limit checked, for the readers
+    window = source.cache.window_size_for(window_shards, source.largest_shard, held, readers)
+    source.cache.check_fits(source.largest_shard, source.builder.info.full_name, held,
+                            readers)
   return order_lib.Run(order, readers, window, after=start, num_epochs=num_epochs)
 
 
