@@ -34,7 +34,6 @@ What every pipeline does:
   evaluation is one epoch in stored order.
 """
 
-import bisect
 import hashlib
 import json
 import logging
@@ -144,10 +143,6 @@ class EvalSegmentation(_Settings, grain.MapTransform):
             "mask": numpy_ops.crop_or_pad(mask, self.size, numpy_ops.MASK_PAD_VALUE)}
 
 
-# Windows a reader holds at once: one, read by one thread (grain_pipeline's loaders);
-# two for Grain's default reading threads, which straddle a window's end.
-_HELD_BY_THREADS = {1: 1}
-_HELD = 2
 _ENDLESS = 2**62  # sampler slots when epochs never end
 # The read a sampler just planned, for the source's read of that key in this thread (Grain
 # calls the sampler, then the source, in one thread): (key, (reader, pass, index) or
@@ -184,15 +179,17 @@ class RecordSource:
                                       cache_limit=args["cache_limit"])
     split = args["split"]
     self.stored = streaming.split_shards(self.source.builder, split)
-    if len(self.stored) < args["shard_count"]:
-      streaming.check_readers(self.source.builder, split, self.stored, args["shard_count"],
-                              "processes")
+    streaming.check_readers(self.source.builder, split, self.stored, args["shard_count"],
+                            "processes")
     # This process's shards: every shard_count-th, as TFDS's ReadConfig(input_context).
     mine = list(range(args["shard_index"], len(self.stored), args["shard_count"]))
+    # Windows a reader holds at once: one, read by one thread (grain_pipeline's loaders);
+    # two for several reading threads, which straddle a window's end.
+    held = 1 if args["reading_threads"] == 1 else 2
     self.run = streaming.run_for(
         self.source, split, shuffle=args["shuffle"], seed=args["seed"],
         readers=max(1, args["worker_count"]), window_shards=args["window_shards"],
-        held=_HELD_BY_THREADS.get(args["reading_threads"], _HELD), num_epochs=args["num_epochs"], start=args["start"],
+        held=held, num_epochs=args["num_epochs"], start=args["start"],
         shards=[self.stored[i] for i in mine], what="Grain worker processes of a process")
     # stored index of the first record of each of this process's shards
     starts = np.cumsum([0] + [s.take for s in self.stored])
@@ -260,8 +257,6 @@ class OrderSampler:
 
   def __init__(self, source: RecordSource, worker_count: int, seed: int):
     self._source, self._workers, self._seed = source, max(1, worker_count), seed
-    self._ends: dict[int, list[int]] = {}   # reader -> cumulative pass lengths so far
-    self._lock = threading.Lock()
 
   def __getstate__(self):
     return self._source, self._workers, self._seed
@@ -272,40 +267,25 @@ class OrderSampler:
   def __repr__(self) -> str:
     return f"OrderSampler(workers={self._workers}, seed={self._seed}, {self._source!r})"
 
-  def _pass_ends(self, reader: int, slot: int) -> list[int]:
-    run = self._source.run
-    with self._lock:
-      ends = self._ends.setdefault(reader, [])
-      while (not ends or ends[-1] <= slot) and (run.num_passes is None
-                                                 or len(ends) < run.num_passes):
-        ends.append((ends[-1] if ends else 0) + len(run.reader_pass(len(ends), reader)))
-      return list(ends)
-
-  def place(self, reader: int, slot: int) -> tuple[int, int] | None:
-    """(pass, index) of a reader's `slot`-th record; None past its last."""
-    ends = self._pass_ends(reader, slot)
-    q = bisect.bisect_right(ends, slot)
-    if q >= len(ends):
-      return None
-    return q, slot - (ends[q - 1] if q else 0)
-
   def __len__(self) -> int:
     run = self._source.run
     if run.num_passes is None:
       return _ENDLESS
-    longest = max(self._pass_ends(r, _ENDLESS)[-1] if run.num_passes else 0
-                  for r in range(self._workers))
-    return self._workers * longest
+    return self._workers * max(run.length(r) for r in range(self._workers))
+
+  def _padding(self, reader: int, slot: int) -> bool:
+    """Whether a reader's `slot` is past its last record."""
+    run = self._source.run
+    return run.num_passes is not None and slot >= run.length(reader)
 
   def __getitem__(self, index: int):
     if not 0 <= index < len(self):
       raise IndexError(index)
     reader, slot = index % self._workers, index // self._workers
-    place = self.place(reader, slot)
-    if place is None:
+    if self._padding(reader, slot):
       _announced.place = (0, _PADDING)
       return grain.RecordMetadata(index=index, record_key=0)
-    q, at = place
+    q, at = self._source.run.place(reader, slot)
     shard, record = self._source.run.reader_pass(q, reader).rows[at].tolist()
     key = self._source.key(shard, record)
     epoch = self._source.run.epoch(q)
@@ -320,17 +300,14 @@ class OrderSampler:
     workers = max(1, int(data["worker_count"]))
     if workers != self._workers:
       raise ValueError(f"a state of {workers} workers given to a sampler of {self._workers}")
-    at = []
+    run, at = self._source.run, []
     for reader in range(workers):
       last = int(data["last_seen_indices"][str(reader)])
       slot = (last - reader) // workers + 1 if last >= reader else 0
-      place = self.place(reader, slot)
-      if place is None:  # all read (or nothing to read: a run of no passes)
-        q = max(0, self._source.run.num_passes - 1)
-        place = (q, len(self._source.run.reader_pass(q, reader))
-                 if self._source.run.num_passes else 0)
-      at.append(place)
-    return self._source.run.position(at).to_json()
+      if self._padding(reader, slot):   # all read (padding slots past its end)
+        slot = run.length(reader)
+      at.append(run.place(reader, slot))
+    return run.position(at).to_json()
 
 
 class NotPadding(grain.FilterTransform):

@@ -24,10 +24,12 @@ computes the same order, and a saved position means the same records wherever it
   once however often the job was stopped and resumed on however many readers.
 """
 
+import bisect
 import dataclasses
 import functools
 import hashlib
 import json
+import threading
 
 import numpy as np
 
@@ -207,7 +209,10 @@ class Run:
     self.order, self.readers, self.window_shards = order, readers, window_shards
     self.after, self.num_epochs = after, num_epochs
     self.level = 0 if after is None else _depth(after) + 1
+    # (readers of several threads share a run: its caches change under this lock)
+    self._lock = threading.RLock()
     self._passes: dict[tuple[int, int], ReaderPass] = {}   # a few recent ones
+    self._ends: dict[int, list[int]] = {}   # reader -> its passes' cumulative lengths so far
     if after is None:
       self.leftovers, self.first_full = [], first_epoch
     else:
@@ -237,15 +242,42 @@ class Run:
 
   def reader_pass(self, q: int, reader: int) -> ReaderPass:
     key = (q, reader)
-    found = self._passes.get(key)
-    if found is None:
-      level = self.level if q < len(self.leftovers) else 0
-      found = reader_pass(self.order, self.epoch(q), self.pool(q), level, reader, self.readers,
-                          self.window_shards)
-      if len(self._passes) >= 4 * self.readers + 8:
-        self._passes.pop(next(iter(self._passes)))
-      self._passes[key] = found
-    return found
+    with self._lock:
+      found = self._passes.get(key)
+      if found is None:
+        level = self.level if q < len(self.leftovers) else 0
+        found = reader_pass(self.order, self.epoch(q), self.pool(q), level, reader,
+                            self.readers, self.window_shards)
+        if len(self._passes) >= 4 * self.readers + 8:
+          self._passes.pop(next(iter(self._passes)))
+        self._passes[key] = found
+      return found
+
+  def length(self, reader: int) -> int:
+    """How many records the reader reads in the run (a run with an end)."""
+    return self._pass_ends(reader, None)[-1] if self.num_passes else 0
+
+  def place(self, reader: int, n: int) -> tuple[int, int]:
+    """(pass, index) of the reader's n-th record of the run (from 0); for n at its end,
+    (its last pass, that pass's length): (0, 0) for a run of no passes."""
+    ends = self._pass_ends(reader, n)
+    q = bisect.bisect_right(ends, n)
+    if q < len(ends):
+      return q, n - (ends[q - 1] if q else 0)
+    if n > (ends[-1] if ends else 0):
+      raise ValueError(f"reader {reader} reads {ends[-1] if ends else 0} records in this "
+                       f"run, not {n}")
+    return (len(ends) - 1, ends[-1] - (ends[-2] if len(ends) > 1 else 0)) if ends else (0, 0)
+
+  def _pass_ends(self, reader: int, n: int | None) -> list[int]:
+    """The cumulative lengths of the reader's passes, at least until one passes n (None:
+    all of them)."""
+    with self._lock:
+      ends = self._ends.setdefault(reader, [])
+      while ((n is None or not ends or ends[-1] <= n)
+             and (self.num_passes is None or len(ends) < self.num_passes)):
+        ends.append((ends[-1] if ends else 0) + len(self.reader_pass(len(ends), reader)))
+      return list(ends)
 
   def position(self, at) -> Position:
     """The position of this run's readers at `at` [(pass, records read in it)]."""

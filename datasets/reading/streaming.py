@@ -107,17 +107,7 @@ def position(ds: tf.data.Dataset, taken) -> order_lib.Position:
   """The position of readers that have each taken `taken[r]` records of their `records`
   dataset in this run (`ds`: one of them, for the run), to give as `start=`."""
   run = ds._imagesets_run
-  at = []
-  for reader, count in enumerate(taken):
-    q = 0
-    while run.num_passes is None or q < run.num_passes:
-      size = len(run.reader_pass(q, reader))
-      if count < size or (run.num_passes is not None and q == run.num_passes - 1):
-        break
-      count -= size
-      q += 1
-    at.append((q, count))
-  return run.position(at)
+  return run.position([run.place(reader, count) for reader, count in enumerate(taken)])
 
 
 def _weak(reads):

@@ -224,3 +224,16 @@ def test_a_resume_late_in_a_long_run_costs_no_more_than_one_early():
   finally:
     order_lib.reader_pass = real
   assert len(calls) <= 2 * 2 and min(calls) == 10**6
+
+
+def test_a_readers_nth_record_is_placed_in_its_pass_and_the_end_is_its_last_pass():
+  shards = [order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(3)]
+  run = order_lib.Run(order_lib.Order(shards, 5, True), 2, 1, num_epochs=2)
+  sizes = [len(run.reader_pass(q, 0)) for q in range(2)]
+  rows = [(q, i) for q in range(2) for i in range(sizes[q])]
+  assert [run.place(0, n) for n in range(len(rows))] == rows
+  assert run.length(0) == sum(sizes) and run.place(0, sum(sizes)) == (1, sizes[1])
+  with pytest.raises(ValueError, match="reads"):
+    run.place(0, sum(sizes) + 1)
+  nothing = order_lib.Run(order_lib.Order(shards, 5, True), 2, 1, num_epochs=0)
+  assert nothing.length(1) == 0 and nothing.place(1, 0) == (0, 0)
