@@ -157,7 +157,7 @@ def open_builder(dataset, data_dir=None, *, cache_dir=None,
     builder = dataset
   elif is_bucket_url(data_dir):
     return open_source(dataset, str(data_dir), cache_dir=cache_dir,
-                               cache_limit=cache_limit).builder
+                       cache_limit=cache_limit).builder
   else:
     check_cache_options(data_dir, cache_dir, cache_limit)
     builder = _tfds_builder(dataset, data_dir)
