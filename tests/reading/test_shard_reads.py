@@ -270,3 +270,32 @@ def test_a_dataset_read_again_after_passes_starts_over_without_visits(shard_file
   again = [reads.read(0, i)[0] for i in range(len(run.reader_pass(0, 0)))]
   assert again == _expected(run, 0, 0) and reads.stats["visits"] == 0
   assert store.held() == set()
+
+
+def test_no_lock_is_held_across_a_download(shard_files):
+  # A read whose shard is still downloading holds up no read of a shard already here.
+  import threading
+  store = FakeStore(shard_files, limit=12)
+  run = _run(epochs=1, shuffle=False)
+  view = store.for_reader()
+  reads = shard_reads.PlannedReads(view, "tfrecord", run, 0)
+  assert reads.read(0, 0) == _expected(run, 0, 0, 0, 1)   # window 0's first shard open
+  pin, downloading, release = view.pin, threading.Event(), threading.Event()
+
+  def slow_pin(name):
+    if name == "s-00002":   # window 1's first shard: a download that does not end yet
+      downloading.set()
+      assert release.wait(60)
+    return pin(name)
+  view.pin = slow_pin
+  waiting = threading.Thread(target=reads.read, args=(0, 12))
+  waiting.start()
+  assert downloading.wait(60)
+  done = []
+  reader = threading.Thread(target=lambda: done.append(reads.read(0, 1)))
+  reader.start()
+  reader.join(60)
+  finished = not reader.is_alive()
+  release.set()
+  waiting.join(60)
+  assert finished and done == [_expected(run, 0, 0, 1, 2)]

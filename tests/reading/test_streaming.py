@@ -1132,6 +1132,7 @@ def test_a_source_read_is_planned_only_for_the_key_its_sampler_announced(built, 
   records = raw_records(built, "train")
   source = grain_pipeline.RecordSource(url, SPEC, "train", shuffle=True, seed=1, num_epochs=1,
                                        cache_dir=tmp_path / "c")
+  assert len(source) == 160   # finite: the split's records (the sampler owns epochs)
   sampler = grain_pipeline.OrderSampler(source, 0, 1)
   planned = sampler[3]
   assert source[planned.record_key] == records[planned.record_key]
