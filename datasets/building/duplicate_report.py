@@ -1,5 +1,6 @@
-"""What a build does with its duplicates: the closing summary line, the report file and the
-card beside dataset_info.json, and the leakage action (`duplicates.LEAKAGE_ACTIONS`).
+"""What a build does with its duplicates and quality findings: the closing summary line, the
+report files and the card beside dataset_info.json, and the leakage action
+(`duplicates.LEAKAGE_ACTIONS`).
 
 The fingerprints come from the build's workers (`generation`); grouping them takes well
 under a second for thousands of images (docs/know_your_data.md).
@@ -13,6 +14,7 @@ from etils import epath
 from imagesets.building import generation
 from imagesets.verifying import dataset_card
 from imagesets.verifying import duplicates
+from imagesets.verifying import image_quality
 
 
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
@@ -24,19 +26,25 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     return None
   images = report.images  # the examples written (not the dropped, nor those past a cap)
   members = [member for member, _ in images]
-  groups = duplicates.find(members, [fingerprint for _, fingerprint in images])
+  fingerprints = [fingerprint for _, fingerprint in images]
+  groups = duplicates.find(members, fingerprints)
+  findings = image_quality.find(members, fingerprints)
   leaks = [group for group in groups if group.cross_split]
   if action == "error":  # (local builds stopped before writing: `generation`; Beam here)
     duplicates.raise_if_leaking(groups, title)
   directory = epath.Path(data_dir)
   report_json = duplicates.to_json(groups, len(members), report.dropped)
   (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, indent=1))
+  (directory / image_quality.QUALITY_FILE).write_text(
+      json.dumps(image_quality.to_json(findings, len(members)), indent=1))
   (directory / dataset_card.CARD_FILE).write_text(
-      dataset_card.markdown(title, images, groups, report.dropped))
+      dataset_card.markdown(title, images, groups, report.dropped, findings))
   # A warning when a split leaks (`imagesets build` repeats the line as its last).
   (logging.warning if leaks else logging.info)(
-      "%s: %s", title, duplicates.summary(groups, len(members), report.dropped))
+      "%s: %s; %s", title, duplicates.summary(groups, len(members), report.dropped),
+      image_quality.summary(findings))
   return {key: report_json[key] for key in ("num_images", "num_cross_split",
                                              "num_label_conflicts")} | {
       "num_groups": len(groups), "num_dropped": len(report.dropped),
-      "report": duplicates.REPORT_FILE}
+      "report": duplicates.REPORT_FILE,
+      "quality": image_quality.counts(findings), "quality_report": image_quality.QUALITY_FILE}

@@ -1,7 +1,8 @@
 """A version's card (`CARD_FILE`, beside dataset_info.json): what is in it, at a glance.
 
 Per split and class, the number of examples; the distribution of image sizes and formats;
-the duplicate summary (`duplicates`), with every cross-split group and label conflict named.
+the duplicate summary (`duplicates`), with every cross-split group and label conflict named;
+the quality findings (`image_quality`), counted per kind, the first of each named.
 Made from the per-image fingerprints a build computes anyway (`image_hashes`).
 """
 
@@ -10,10 +11,12 @@ from typing import Sequence
 
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
+from imagesets.verifying import image_quality
 
 CARD_FILE = "README.md"
 _SIZE_BINS = (0, 128, 256, 512, 1024, 2048)  # shorter side, pixels
 _LISTED = 20  # groups named in the card; the report file has them all
+_NAMED_FINDINGS = 3  # file names per quality kind in the card
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
@@ -54,7 +57,8 @@ def statistics(images: Sequence[tuple[duplicates.Member, image_hashes.Fingerprin
 
 
 def markdown(title: str, images, groups: Sequence[duplicates.Group],
-             dropped: Sequence[duplicates.Member] = ()) -> str:
+             dropped: Sequence[duplicates.Member] = (),
+             findings: Sequence[image_quality.Finding] = ()) -> str:
   stats = statistics(images)
   classes = sorted({c for per_class in stats["splits"].values() for c in per_class})
   lines = [f"# {title}", "", "## Examples per split and class", ""]
@@ -82,4 +86,13 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
   if dropped:
     lines += [f"Dropped from later splits (leakage=drop): {len(dropped)} example(s), listed "
               "there."]
+  lines += ["", "## Quality", "", _text(image_quality.summary(findings)) + "."]
+  if findings:
+    lines += [""] + _table(["kind", "images", "first (split/file)"], [
+        [kind.replace("_", " "), count, "<br>".join(
+            _text(f"{f.split}/{f.file_name}") for f in
+            [f for f in findings if f.kind == kind][:_NAMED_FINDINGS])]
+        for kind, count in image_quality.counts(findings).items()])
+    lines += ["", f"Every finding and the thresholds: `{image_quality.QUALITY_FILE}`; "
+              "the pictures: `report.html` (`imagesets report`)."]
   return "\n".join(lines) + "\n"

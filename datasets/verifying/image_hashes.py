@@ -16,7 +16,9 @@
 * `thumbnail`: a 16x16 grey thumbnail (256 bytes) that confirms a near pair the hashes
   propose (`duplicates.similarities`): on real photos the 128 bits alone pair distinct pictures
   (textures, tiles) about twice in 10,000 pairs;
-* the stored size and format, for the dataset card's statistics.
+* the stored size and format, for the dataset card's statistics;
+* `quality`: the measures of `image_quality` (brightness, edges, entropy, colour), from
+  the same small decode.
 
 A pure function of the bytes: it runs in the build's worker processes, next to the image
 checks, and again on any stored version (`imagesets duplicates`). The small decode is what
@@ -34,6 +36,8 @@ import numpy as np
 import PIL.Image
 import simplejpeg
 
+from imagesets.verifying import image_quality
+
 HASH_BITS = 128  # pHash 64 + aHash 64
 _THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from
 SMALL = 16  # side of the stored thumbnail that confirms near pairs
@@ -48,16 +52,17 @@ class Fingerprint:
   width: int
   format: str       # "jpeg", "png", ... (lower case, from the bytes)
   thumbnail: bytes = b""  # SMALL x SMALL grey, row major
+  quality: tuple[float, ...] = ()  # image_quality.measure of the small decode
 
   def to_json(self) -> list:
     return [self.pixels, f"{self.perceptual:032x}", self.height, self.width, self.format,
-            self.thumbnail.hex()]
+            self.thumbnail.hex(), list(self.quality)]
 
   @classmethod
   def from_json(cls, row: list) -> "Fingerprint":
-    pixels, perceptual, height, width, fmt, thumbnail = row
+    pixels, perceptual, height, width, fmt, thumbnail, *quality = row
     return cls(pixels, int(perceptual, 16), int(height), int(width), fmt,
-               bytes.fromhex(thumbnail))
+               bytes.fromhex(thumbnail), tuple(float(v) for v in quality[0]) if quality else ())
 
 
 def decode_rgb(data: bytes) -> tuple[np.ndarray, str, bytes]:
@@ -128,7 +133,7 @@ def of_bytes(data: bytes) -> Fingerprint:
   small, fmt, extra, (height, width) = decode_small(data)
   grey = _grey(small)
   return Fingerprint(_digest(small, extra, (height, width)), _hash_of(grey), int(height),
-                     int(width), fmt, small_thumbnail(grey))
+                     int(width), fmt, small_thumbnail(grey), image_quality.measure(small))
 
 
 def _digest(rgb: np.ndarray, extra: bytes = b"", size: tuple[int, int] | None = None) -> str:

@@ -1,0 +1,197 @@
+"""Quality findings: images that are dark, overexposed, blurry, low in information,
+grayscale stored as colour, of an odd aspect ratio, or tiny.
+
+The measures come from the fingerprint's small decode (`image_hashes.decode_small`: no
+other decode), one tuple per image (`measure`, stored in the fingerprint). CleanVision
+(cleanlab/cleanvision, `issue_managers/image_property.py`) is the reference for the
+definitions and default thresholds of the first five and the aspect ratio:
+
+* dark: the 99th percentile of the pixels' perceived brightness
+  (sqrt(.241 R^2 + .691 G^2 + .068 B^2) / 255) is below `DARK` (0.37);
+* overexposed: their 5th percentile is above 1 - `LIGHT` (0.95);
+* blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side, the standard
+  deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
+  neither dark, overexposed nor low in information (its edges are faint for that reason). CleanVision flags 1 - exp(-b / 100) < 0.17,
+  i.e. b < 18.6, but takes b over the whole filtered image, whose 1-pixel frame PIL leaves
+  unfiltered (the picture's own grey values): a blurred bright picture's frame alone keeps b
+  near 30, so it is never flagged. We leave the frame out; on the real photos of the tests,
+  sharp pictures give b of 19 to 82, a Gaussian blur of 1/40 of the side 3 to 18, and one of
+  1/25 of the side 2 to 8, hence the lower threshold;
+* low information: the entropy (bits) of the RGB histogram (PIL's `Image.entropy`) is
+  below `LOW_ENTROPY` (3.0);
+* grayscale stored as colour: the 99th percentile (nearest rank) of a pixel's channel spread (max - min of
+  R, G, B) is at most `GREY_SPREAD` (4 of 255: JPEG rounding), and the image is neither dark
+  nor overexposed (a black or white frame tells nothing of colour). CleanVision flags PIL mode
+  "L" only, which never happens to images stored with three channels;
+* odd aspect ratio: min(w / h, h / w) < `ODD_ASPECT` (0.35), on the stored size;
+* tiny (CleanVision's `odd_size`, on the small side): a shorter side under `TINY_SIDE`
+  (32 px), or sqrt(h * w) under the version's median of it divided by `TINY_RATIO` (5).
+
+Measured on the small decode (shorter side 64-127 px for JPEGs; CleanVision resizes to
+64 px for blur anyway), the percentiles and entropy differ from a full decode's by a few
+hundredths (docs/know_your_data.md, "Quality findings").
+"""
+
+import dataclasses
+import json
+import pathlib
+import statistics as stats_lib
+from typing import Sequence
+
+import numpy as np
+import PIL.Image
+import PIL.ImageFilter
+
+QUALITY_FILE = "quality.json"  # beside duplicates.json: published and fetched with it
+KINDS = ("dark", "overexposed", "blurry", "low_information", "grayscale",
+         "odd_aspect_ratio", "tiny")
+DARK = 0.37
+LIGHT = 0.05
+BLUR_EDGES = 12.0
+BLUR_SIDE = 64
+LOW_ENTROPY = 3.0
+GREY_SPREAD = 4
+ODD_ASPECT = 0.35
+TINY_SIDE = 32
+TINY_RATIO = 5.0
+# measure()'s tuple: (p99 brightness, p5 brightness, edges b, entropy, p99 channel spread)
+FIELDS = ("brightness_p99", "brightness_p5", "edges", "entropy", "channel_spread_p99")
+
+
+def _ranked(values: np.ndarray, shares: Sequence[float]) -> list[float]:
+  """The values at ranks round(share * (n - 1)) (nearest rank: a partition, not a sort)."""
+  ranks = [round(share * (values.size - 1)) for share in shares]
+  parted = np.partition(values, ranks)
+  return [float(parted[rank]) for rank in ranks]
+
+
+def measure(rgb: np.ndarray) -> tuple[float, ...]:
+  """The measures of one image's (small) RGB decode, rounded for storage (`FIELDS`)."""
+  channels = [rgb[..., c] for c in range(3)]
+  spread = (np.maximum(np.maximum(*channels[:2]), channels[2])
+            - np.minimum(np.minimum(*channels[:2]), channels[2]))
+  squares = rgb.reshape(-1, 3).astype(np.float32) ** 2
+  brightness = np.sqrt(squares @ np.float32([0.241, 0.691, 0.068])) / 255
+  p5, p99 = _ranked(brightness, (0.05, 0.99))
+  image = PIL.Image.fromarray(rgb)
+  ratio = max(image.size) / BLUR_SIDE
+  small = image.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio)))
+                       ) if ratio > 1 else image
+  edges = np.asarray(small.convert("L").filter(PIL.ImageFilter.FIND_EDGES), np.float64)
+  edges = edges[1:-1, 1:-1] if min(edges.shape) > 2 else edges  # (the frame is unfiltered)
+  return (round(p99, 4), round(p5, 4), round(float(np.sqrt(edges.var())), 3),
+          round(float(image.entropy()), 4), _ranked(spread.ravel(), (0.99,))[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+  kind: str
+  split: str
+  file_name: str
+  label: str | None
+  score: float  # the value the threshold was applied to (see the module's definitions)
+
+  def to_json(self) -> dict:
+    return {"kind": self.kind, "split": self.split, "file_name": self.file_name,
+            "label": self.label, "score": self.score}
+
+
+def _kinds_of(values: tuple, height: int, width: int, median_side: float) -> dict[str, float]:
+  p99, p5, edges, entropy, spread = values
+  found = {}
+  if p99 < DARK:
+    found["dark"] = p99
+  if 1 - p5 < LIGHT:
+    found["overexposed"] = round(1 - p5, 4)
+  exposed = p99 >= DARK and 1 - p5 >= LIGHT  # (a black or white frame has faint edges, no hue)
+  if edges < BLUR_EDGES and exposed and entropy >= LOW_ENTROPY:
+    found["blurry"] = edges
+  if entropy < LOW_ENTROPY:
+    found["low_information"] = entropy
+  if spread <= GREY_SPREAD and exposed:
+    found["grayscale"] = spread
+  aspect = min(width / height, height / width) if height and width else 0.0
+  if aspect < ODD_ASPECT:
+    found["odd_aspect_ratio"] = round(aspect, 4)
+  side = (height * width) ** 0.5
+  if min(height, width) < TINY_SIDE or side < median_side / TINY_RATIO:
+    found["tiny"] = round(side, 1)
+  return found
+
+
+def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:
+  """Every finding of the images (`duplicates.Member`s and their fingerprints), by kind
+  (`KINDS` order), then split and file name. Images without measures (fingerprints of an
+  older build) are left out of all but the size kinds."""
+  measured = [f.height * f.width for f in fingerprints if f.height and f.width]
+  median_side = stats_lib.median(measured) ** 0.5 if measured else 0.0
+  found = []
+  for member, fingerprint in zip(members, fingerprints):
+    values = fingerprint.quality or (1.0, 0.0, 1e9, 8.0, 255.0)  # (nothing but the size)
+    for kind, score in _kinds_of(values, fingerprint.height, fingerprint.width,
+                                 median_side).items():
+      found.append(Finding(kind, member.split, member.file_name, member.label, score))
+  return sorted(found, key=lambda f: (KINDS.index(f.kind), f.split, f.file_name))
+
+
+def counts(findings: Sequence[Finding]) -> dict[str, int]:
+  """{kind: number of images}, in `KINDS` order, kinds found only."""
+  return {kind: n for kind in KINDS if (n := sum(f.kind == kind for f in findings))}
+
+
+def summary(findings: Sequence[Finding]) -> str:
+  """'no quality findings' or '5 quality findings (3 dark, 2 tiny)' (an image can have two)."""
+  if not findings:
+    return "no quality findings"
+  return (f"{len(findings)} quality finding{'s' if len(findings) != 1 else ''} ("
+          + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts(findings).items())
+          + ")")
+
+
+def to_json(findings: Sequence[Finding], num_images: int) -> dict:
+  """The stored report (`QUALITY_FILE`)."""
+  return {"num_images": num_images, "counts": counts(findings),
+          "thresholds": {"dark": DARK, "light": LIGHT, "blur_edges": BLUR_EDGES,
+                         "blur_side": BLUR_SIDE,
+                         "low_entropy": LOW_ENTROPY, "grey_spread": GREY_SPREAD,
+                         "odd_aspect": ODD_ASPECT, "tiny_side": TINY_SIDE,
+                         "tiny_ratio": TINY_RATIO},
+          "findings": [f.to_json() for f in findings]}
+
+
+class BadQualityReport(ValueError):
+  """A stored quality report that cannot be read (named, with the fix)."""
+
+
+def from_json(report, source: str = QUALITY_FILE) -> list[Finding]:
+  """The findings of a stored report (untrusted: every field checked)."""
+  try:
+    rows = report["findings"]
+    if not isinstance(rows, list):
+      raise TypeError("findings is not a list")
+    findings = []
+    for row in rows:
+      kind, split, name, label, score = (row["kind"], row["split"], row["file_name"],
+                                         row["label"], row["score"])
+      if (kind not in KINDS or not isinstance(split, str) or not isinstance(name, str)
+          or not (label is None or isinstance(label, str))
+          or isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise ValueError(f"bad finding {str(row)[:120]}")
+      findings.append(Finding(kind, split, name, label, float(score)))
+    return findings
+  except (KeyError, TypeError, ValueError) as why:
+    raise BadQualityReport(f"{source}: not a quality report ({why}); recompute it with "
+                           "`imagesets report SPEC --recompute`") from None
+
+
+def read_stored(version_dir) -> list[Finding] | None:
+  """The findings stored beside a version, or None when it has no quality report."""
+  path = pathlib.Path(version_dir) / QUALITY_FILE
+  if not path.exists():
+    return None
+  try:
+    report = json.loads(path.read_text())
+  except ValueError as why:
+    raise BadQualityReport(f"{path}: not JSON ({why}); recompute it with `imagesets report "
+                           "SPEC --recompute`") from None
+  return from_json(report, str(path))

@@ -1,0 +1,70 @@
+"""Planted quality problems made from real photos: one maker per `image_quality` kind.
+
+Each maker takes a real photo's RGB pixels (HxWx3 uint8) and returns the pixels of the
+problem a photo folder really holds: an underexposed frame, a blown-out one, a missed focus,
+a blank frame, a black-and-white scan saved as colour, a panorama strip,
+a thumbnail saved by mistake.
+"""
+
+import numpy as np
+import PIL.Image
+import PIL.ImageFilter
+
+from imagesets_testing import real_photos
+
+
+def dark(pixels: np.ndarray) -> np.ndarray:
+  return (pixels.astype(np.float32) * 0.12).astype(np.uint8)
+
+
+def overexposed(pixels: np.ndarray) -> np.ndarray:
+  return np.clip(pixels.astype(np.float32) * 0.25 + 248, 0, 255).astype(np.uint8)
+
+
+def blurry(pixels: np.ndarray) -> np.ndarray:
+  radius = max(pixels.shape[:2]) / 25
+  return np.asarray(PIL.Image.fromarray(pixels).filter(PIL.ImageFilter.GaussianBlur(radius)))
+
+
+def low_information(pixels: np.ndarray) -> np.ndarray:
+  """A blank frame (a lens cap, a wall): the photo at 0.5 % of its contrast."""
+  mean = pixels.reshape(-1, 3).mean(axis=0)
+  return np.round(pixels * 0.005 + mean * 0.995).astype(np.uint8)
+
+
+def grayscale(pixels: np.ndarray) -> np.ndarray:
+  return np.asarray(PIL.Image.fromarray(pixels).convert("L").convert("RGB"))
+
+
+def odd_aspect_ratio(pixels: np.ndarray) -> np.ndarray:
+  height = pixels.shape[0]
+  return np.ascontiguousarray(pixels[height // 2 - height // 6:height // 2 + height // 6])
+
+
+def tiny(pixels: np.ndarray) -> np.ndarray:
+  return np.asarray(PIL.Image.fromarray(pixels).resize((24, 18), PIL.Image.Resampling.BOX))
+
+
+MAKERS = {"dark": dark, "overexposed": overexposed, "blurry": blurry,
+          "low_information": low_information, "grayscale": grayscale,
+          "odd_aspect_ratio": odd_aspect_ratio, "tiny": tiny}
+
+
+def colour_photos() -> dict[str, np.ndarray]:
+  """The real photos that are in colour (the others are grey scans stored as RGB)."""
+  return {name: pixels for name, pixels in real_photos.photos().items()
+          if not (pixels.max(axis=2) == pixels.min(axis=2)).all()}
+
+
+def tiles(photos: dict[str, np.ndarray], grid: int = 3) -> dict[str, np.ndarray]:
+  """Each photo and its grid x grid tiles, at their own resolution ("name#row,col")."""
+  out = {}
+  for name, pixels in photos.items():
+    out[name] = pixels
+    height, width = pixels.shape[:2]
+    for row in range(grid):
+      for col in range(grid):
+        out[f"{name}#{row},{col}"] = np.ascontiguousarray(
+            pixels[row * height // grid:(row + 1) * height // grid,
+                   col * width // grid:(col + 1) * width // grid])
+  return out

@@ -1,0 +1,134 @@
+"""Quality findings on planted cases made from real photos: each kind found, real photos not
+flagged, the measures of the small decode close to a full decode's, stored reports checked."""
+
+import numpy as np
+import pytest
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+from imagesets.verifying import image_quality
+from imagesets_testing import quality_cases
+from imagesets_testing import real_photos
+from imagesets_testing import sample_images
+
+
+def _find(pictures: dict[str, np.ndarray]) -> dict[str, set[str]]:
+  """{file name: kinds found} of JPEGs of the pictures (quality 90, as a camera's)."""
+  members = [duplicates.Member("train", name, "x") for name in pictures]
+  fingerprints = [image_hashes.of_bytes(sample_images.encode(p, "JPEG", quality=90))
+                  for p in pictures.values()]
+  found = {name: set() for name in pictures}
+  for finding in image_quality.find(members, fingerprints):
+    found[finding.file_name].add(finding.kind)
+  return found
+
+
+def test_each_planted_kind_is_found_on_every_colour_photo_and_the_photos_are_not_flagged():
+  photos = quality_cases.colour_photos()
+  assert len(photos) == 8
+  pictures = dict(photos)
+  for name, pixels in photos.items():
+    for kind, make in quality_cases.MAKERS.items():
+      pictures[f"{name}.{kind}"] = make(pixels)
+  found = _find(pictures)
+  for name in photos:
+    assert found[name] == set(), name  # a real photo, as it was taken
+    for kind in quality_cases.MAKERS:
+      if (name, kind) == ("hubble_deep_field", "blurry"):
+        # a blurred starfield loses its stars' highlights: it is dark, which blur gives way to
+        assert found[f"{name}.{kind}"] == {"dark"}
+        continue
+      assert kind in found[f"{name}.{kind}"], (name, kind, found[f"{name}.{kind}"])
+
+
+def test_planted_kinds_rarely_bring_others():
+  """Only what the planted problem implies: a blown-out or blank frame is low in information."""
+  photos = quality_cases.colour_photos()
+  pictures = {f"{name}.{kind}": make(pixels) for name, pixels in photos.items()
+              for kind, make in quality_cases.MAKERS.items() if name != "hubble_deep_field"}
+  extra = {name: kinds - {name.split(".")[1]} for name, kinds in _find(pictures).items()}
+  assert all(kinds <= {"low_information"} for name, kinds in extra.items()
+             if name.endswith(".overexposed")), extra
+  assert all(not kinds for name, kinds in extra.items()
+             if not name.endswith((".overexposed", ".dark", ".low_information"))), extra
+
+
+def test_grey_scans_stored_as_rgb_are_grayscale_and_nothing_else():
+  grey = {name: pixels for name, pixels in real_photos.photos().items()
+          if name not in quality_cases.colour_photos()}
+  assert len(grey) == 7
+  assert {name: kinds for name, kinds in _find(grey).items()} == {
+      name: {"grayscale"} for name in grey}
+
+
+def test_blur_is_measured_without_the_unfiltered_frame():
+  """A blurred bright picture: PIL's FIND_EDGES leaves a 1-pixel frame of grey values, which
+  alone keeps the edges' deviation near 30 (CleanVision's b, never under its 18.6)."""
+  pixels = quality_cases.blurry(quality_cases.colour_photos()["motorcycle_left"])
+  fingerprint = image_hashes.of_bytes(sample_images.encode(pixels, "JPEG", quality=90))
+  assert fingerprint.quality[2] < image_quality.BLUR_EDGES
+  small = image_hashes.decode_small(sample_images.encode(pixels, "JPEG", quality=90))[0]
+  import PIL.Image, PIL.ImageFilter  # pylint: disable=import-outside-toplevel,multiple-imports
+  image = PIL.Image.fromarray(small)
+  resized = image.resize((64, round(64 * image.height / image.width)))
+  with_frame = np.asarray(resized.convert("L").filter(PIL.ImageFilter.FIND_EDGES), float).std()
+  assert with_frame > 18.6  # what the frame does to CleanVision's measure
+
+
+def test_tiny_is_small_for_its_version_or_under_32_px():
+  photos = quality_cases.colour_photos()
+  members = [duplicates.Member("train", f"{i}", None) for i in range(4)]
+  sizes = [(400, 300), (410, 300), (40, 50), (31, 300)]
+  fingerprints = [image_hashes.Fingerprint("", 0, h, w, "jpeg", b"",
+                                           image_quality.measure(photos["coffee"]))
+                  for h, w in sizes]
+  tiny = {f.file_name for f in image_quality.find(members, fingerprints) if f.kind == "tiny"}
+  assert tiny == {"2", "3"}  # 45 px against a median of ~254: under a fifth; 31 px a side
+
+
+def test_the_small_decode_measures_what_a_full_decode_does():
+  for name, pixels in real_photos.photos().items():
+    data = sample_images.encode(pixels, "JPEG", quality=90)
+    small = image_quality.measure(image_hashes.decode_small(data)[0])
+    full = image_quality.measure(image_hashes.decode_rgb(data)[0])
+    # (a starfield's points of light average out at a scaled decode: its p99 moves most)
+    assert abs(small[0] - full[0]) < 0.1 and abs(small[1] - full[1]) < 0.06, name
+    assert abs(small[3] - full[3]) < 0.5, name  # entropy, bits
+
+
+def test_fingerprints_keep_their_measures_and_older_rows_still_read():
+  data = sample_images.encode(quality_cases.colour_photos()["coffee"], "JPEG", quality=90)
+  fingerprint = image_hashes.of_bytes(data)
+  assert len(fingerprint.quality) == len(image_quality.FIELDS)
+  assert image_hashes.Fingerprint.from_json(fingerprint.to_json()) == fingerprint
+  older = image_hashes.Fingerprint.from_json(fingerprint.to_json()[:6])  # (built before)
+  assert older.quality == () and older.pixels == fingerprint.pixels
+
+
+def test_summary_and_stored_report_round_trip(tmp_path):
+  findings = [image_quality.Finding("dark", "train", "a/1.jpg", "a", 0.1),
+              image_quality.Finding("dark", "test", "a/2.jpg", "a", 0.2),
+              image_quality.Finding("tiny", "train", "b/3.jpg", None, 20.0)]
+  assert image_quality.summary(findings) == "3 quality findings (2 dark, 1 tiny)"
+  assert image_quality.summary([]) == "no quality findings"
+  report = image_quality.to_json(findings, 10)
+  assert image_quality.from_json(report) == findings
+  (tmp_path / image_quality.QUALITY_FILE).write_text(__import__("json").dumps(report))
+  assert image_quality.read_stored(tmp_path) == findings
+  assert image_quality.read_stored(tmp_path / "none") is None
+
+
+@pytest.mark.parametrize("bad", [
+    {}, {"findings": {}}, {"findings": [{"kind": "ugly", "split": "t", "file_name": "f",
+                                         "label": None, "score": 1}]},
+    {"findings": [{"kind": "dark", "split": 1, "file_name": "f", "label": None, "score": 1}]},
+    {"findings": [{"kind": "dark", "split": "t", "file_name": "f", "label": None,
+                   "score": True}]},
+    {"findings": [["dark"]]}])
+def test_a_bad_stored_report_is_refused_in_one_line_naming_it(bad, tmp_path):
+  with pytest.raises(image_quality.BadQualityReport, match=r"^s3://b/quality.json: not a "
+                     r"quality report .*; recompute it with `imagesets report SPEC --recompute`"):
+    image_quality.from_json(bad, "s3://b/quality.json")
+  (tmp_path / image_quality.QUALITY_FILE).write_text("{not json")
+  with pytest.raises(image_quality.BadQualityReport, match="not JSON"):
+    image_quality.read_stored(tmp_path)
