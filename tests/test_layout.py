@@ -102,10 +102,21 @@ def test_only_the_door_reaches_tfds_private_names():
 
 
 def test_what_the_build_imports_from_verifying_never_imports_the_read_path_or_publishing():
-  # building/ fingerprints and groups images with these; they must stay light and one-way.
-  used = sorted({name.split(".")[2] for path in _modules("building") for name in _imports(path)
-                 if name.startswith("imagesets.verifying.")})
-  assert used == ["dataset_card", "duplicates", "image_hashes"]
+  # building/ fingerprints and groups images and writes the version's page with these, and
+  # what they import in turn; they must stay light and one-way.
+  def verifying_imports(paths):
+    return {name.split(".")[2] for path in paths for name in _imports(path)
+            if name.startswith("imagesets.verifying.")}
+
+  used = verifying_imports(_modules("building"))
+  assert sorted(used) == ["dataset_card", "duplicates", "image_hashes", "image_quality", "report_page",
+                          "version_examples", "version_report"]
+  while True:  # everything they import, transitively
+    more = used | verifying_imports(PACKAGE / "verifying" / f"{m}.py" for m in used)
+    if more == used:
+      break
+    used = more
+  assert "version_diff" in used
   forbidden = ["imagesets.reading", "imagesets.publishing", "imagesets.building",
                "imagesets.cli", *(f"imagesets.{name}" for name in BUILDERS)]
   for module in used:

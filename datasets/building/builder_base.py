@@ -18,6 +18,7 @@ description of its source:
   (also where `tfds build --register_checksums` writes them). A line with size 0 is a
   published sha256 whose size is not yet known: `registered_files` has it, TFDS's
   `url_infos` does not (`downloads` checks those files itself).
+* The page: a local build writes the version's HTML page (`report_page`) beside its card.
 * Generation: `self.generation` runs per-example work locally (worker pool) or on
   Beam when the build has Beam options, and gathers the problems and notes of the
   whole build; `_finish_generation` raises them as one error or records them.
@@ -49,6 +50,9 @@ from imagesets.building import prepared_records
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.progress_lines import log_friendly_stderr
+from imagesets.verifying import report_page
+from imagesets.verifying import version_examples
+from imagesets.verifying import version_report
 import imagesets.cli_process as cli_process
 from imagesets.startup import verbose
 
@@ -132,7 +136,22 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # Logs (CI, nohup) get a line per bar every few seconds, not carriage returns.
     with build_lock.hold(self.data_path, name=f"{self.info.full_name}"), \
         log_friendly_stderr():
-      return super().download_and_prepare(**kwargs)
+      prepared = super().download_and_prepare(**kwargs)
+      if self._writes_page():
+        self._write_page()
+      return prepared
+
+  def _write_page(self) -> None:
+    """The version's page (`report_page.PAGE_FILE`) beside its card, from the records just
+    written and the reports the build stored (one read of the version; docs/know_your_data.md
+    says what it costs). A build killed before it leaves the version without a page:
+    `imagesets report` makes one."""
+    folder = epath.Path(self.data_path)
+    page = version_report.content(version_examples.Folder.at(folder),
+                                  fingerprint=self._leakage() != "off")
+    size = version_report.write(page, folder / report_page.PAGE_FILE)
+    logging.info("%s: %s (%.1f MiB)", self.info.full_name, folder / report_page.PAGE_FILE,
+                 size / 2**20)
 
   def is_prepared(self) -> bool:
     # TFDS's check warns "Variant folder .../1.0.0 has no dataset_info.json" for a version
@@ -211,6 +230,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _leakage(self) -> str:
     """What to do about images in more than one split (duplicates.LEAKAGE_ACTIONS)."""
     return "warn"
+
+  def _writes_page(self) -> bool:
+    """Whether a build writes the version's page (not for the caches of pixels keras'
+    one call keeps: nobody reads a page of those, and its callers wait for the build)."""
+    return True
 
   def _reads_remote_files(self) -> bool:
     """True when per-example work reads a bucket: threads then, not forked processes."""

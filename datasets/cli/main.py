@@ -16,7 +16,6 @@ not exist (one line, "did you mean" the one beside it). Help, usage errors, `lis
 """
 
 import argparse
-import collections
 import datetime
 import difflib
 import json
@@ -26,6 +25,7 @@ import pathlib
 import re
 import signal
 import sys
+import time
 
 from imagesets import constants
 from imagesets import startup
@@ -136,7 +136,7 @@ def cmd_build(args) -> int:
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
-  from imagesets.verifying import duplicates
+  from imagesets.verifying import duplicates, image_quality
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
@@ -154,9 +154,12 @@ def cmd_build(args) -> int:
   counts = _examples(examples)
   converted = info.metadata.get("num_converted_files", 0)
   skipped = info.metadata.get("skipped_files", {})
-  found = duplicates.stored_summary(pathlib.Path(data_dir) / info.name / str(info.version),
-                                    examples)
+  version_dir = pathlib.Path(data_dir) / info.name / str(info.version)
+  found = duplicates.stored_summary(version_dir, examples)
   found = f"; {found} ({duplicates.REPORT_FILE})" if found else ""  # (none: --leakage off)
+  findings = image_quality.read_stored(version_dir)
+  if findings is not None:
+    found += f"; {image_quality.summary(findings)} ({image_quality.QUALITY_FILE})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
   for line in named_build.skipped_lines(skipped):
@@ -181,26 +184,13 @@ def cmd_verify(args) -> int:
   return 0 if report.ok else 1
 
 
-def _version_images(source) -> list:
-  """(duplicates.Member, fingerprint) of every example of a version (decodes each image)."""
-  from imagesets.verifying import duplicates, image_hashes, version_examples
-
-  images, count = [], collections.Counter()
-  for example in version_examples.every_example(source, "fingerprinting"):
-    count[example.split] += 1
-    name = example.file_name or f"{example.split}[{count[example.split] - 1}]"
-    images.append((duplicates.Member(example.split, name, example.label),
-                   image_hashes.of_bytes(example.image)))
-  return images
-
-
 def cmd_duplicates(args) -> int:
   _start_tensorflow()
   from imagesets.reading import sources
   from imagesets.verifying import duplicates, version_examples
 
   data_dir = constants.data_dir(args.data_dir)
-  version = version_examples.open_version(args.spec, data_dir)
+  version = sources.open_version(args.spec, data_dir)
   stored = version_examples.folder(version) / duplicates.REPORT_FILE
   origin = ""
   if stored.exists() and not args.recompute:
@@ -216,7 +206,7 @@ def cmd_duplicates(args) -> int:
         args.spec) + (f" --data-dir {data_dir}" if remote else ""))
     origin = " (report stored by the publisher)" if remote else ""
   else:  # built before duplicates were recorded, or by another tool
-    images = _version_images(version)
+    images = version_examples.fingerprints(version)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
     report, dropped = duplicates.to_json(groups, len(images)), []
   failed = int(any({"leakage": g.cross_split, "conflict": g.label_conflict,
@@ -243,24 +233,24 @@ def cmd_duplicates(args) -> int:
 def _open_side(text: str, data_dir: str):
   """The `Source` of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
   `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
-  from imagesets.verifying import version_examples
+  from imagesets.reading import sources
 
   location, _, spec = text.rstrip("/").rpartition("/")
   if "://" not in text and not text.startswith(("/", "~", ".")):
     if not (location and os.path.isdir(location)):
-      return version_examples.open_version(text, data_dir)
+      return sources.open_version(text, data_dir)
     try:  # a relative DATA_DIR/NAME:VERSION (a folder here), else NAME/CONFIG:VERSION
       return _open_side(os.path.join(".", text), data_dir)
     except Exception:  # pylint: disable=broad-except
-      return version_examples.open_version(text, data_dir)
+      return sources.open_version(text, data_dir)
   parent, _, name = location.rpartition("/")
   try:
-    return version_examples.open_version(spec, location)
+    return sources.open_version(spec, location)
   except Exception:  # pylint: disable=broad-except
     if not parent:
       raise
     try:  # DATA_DIR/NAME/CONFIG:VERSION
-      return version_examples.open_version(f"{name}/{spec}", parent)
+      return sources.open_version(f"{name}/{spec}", parent)
     except Exception:  # pylint: disable=broad-except
       pass
     raise
@@ -289,6 +279,26 @@ def cmd_diff(args) -> int:
   else:
     print("\n".join(version_diff.summary(result, sides[0][0], sides[1][0], show=args.show)))
   return 0 if result.same else 1
+
+
+def cmd_report(args) -> int:
+  _start_tensorflow()
+  from imagesets.verifying import version_report
+
+  data_dir = constants.data_dir(args.data_dir)
+  opened = _open_side(args.spec, data_dir)
+  against = _open_side(args.against, data_dir) if args.against else None
+  info = opened.builder.info
+  out = args.out or (f"{info.name}-{info.version}"
+                     + (f"-vs-{against.builder.info.version}" if against else "") + ".html")
+  if os.path.isdir(out):
+    out = os.path.join(out, f"{info.name}-{info.version}.html")
+  started = time.perf_counter()
+  size = version_report.write(
+      version_report.content(opened, against=against, recompute=args.recompute), out)
+  print(f"{out}: {size / 2**20:.1f} MiB, made in {time.perf_counter() - started:.1f} s "
+        f"(open it in a browser: file://{os.path.abspath(out)})")
+  return 0
 
 
 def cmd_publish(args) -> int:
@@ -551,6 +561,24 @@ def parser() -> argparse.ArgumentParser:
                  help="list up to N file names per kind and split")
   p.add_argument("--json", action="store_true", help="print the differences as JSON")
   p.set_defaults(run=cmd_diff)
+
+  p = commands.add_parser(
+      "report", help="one self-contained HTML page of a version: counts, examples per class, "
+      "duplicate groups, quality findings, and the changes since another version",
+      description="Writes one HTML file (thumbnails inlined, no network) for a prepared or "
+      "published version; builds write one beside their card (report.html).",
+      epilog="example:\n  imagesets report pets:1.1.0 --against pets:1.0.0\n"
+      "  imagesets report s3://team/tfds/pets:1.1.0 --out pets.html")
+  p.add_argument("spec", metavar="NAME[/CONFIG]:VERSION",
+                 help="as diff's OLD: in --data-dir, or DATA_DIR_OR_URL/NAME[/CONFIG]:VERSION")
+  p.add_argument("--against", metavar="OLD", help="show what changed since this version")
+  p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
+                 help="local TFDS data dir or bucket URL (default: %(default)s)")
+  p.add_argument("--out", metavar="FILE",
+                 help="where to write the page (default: NAME-VERSION[-vs-OLD].html here)")
+  p.add_argument("--recompute", action="store_true",
+                 help="fingerprint the images even if the build stored its reports")
+  p.set_defaults(run=cmd_report)
 
   p = commands.add_parser("publish", help="upload a prepared version, verified, committed last")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",

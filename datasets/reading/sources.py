@@ -182,6 +182,17 @@ def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None
   return _open_bucket_version(str(name_or_spec), str(data_dir), cache_dir, cache_limit)
 
 
+def open_version(spec: str, data_dir) -> Source:
+  """The `Source` of `name[/config]:x.y.z` in `data_dir`: a local build read in place, a
+  bucket's (s3://, gs://, file://) through the cache."""
+  if is_bucket_url(data_dir):
+    return open_source(spec, str(data_dir))
+  data_dir = pathlib.Path(data_dir).expanduser()
+  ref = versions.resolve_local(versions.Ref.parse(spec), data_dir)
+  folder = data_dir / ref.folder
+  return Source(tfds.builder_from_directory(str(folder)), folder)
+
+
 def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
   limit = shard_cache_lib.parse_size(cache_limit)
   bucket = bucket_lib.Bucket(url)

@@ -2,11 +2,12 @@
 split, source file name (where the builder keeps one), label name and the stored image bytes
 (not decoded).
 
-A version is `name[/config]:x.y.z` in a data dir: a local TFDS data dir, or a bucket URL
-(s3://, gs://, file://) whose shards stream through the bounded shard cache, one window at a
-time (`reading.sources`, the read side's one entry point), never copied whole.
+A version is a `sources.Source` (`sources.open_version`: a spec in a local TFDS data dir, or
+in a bucket whose shards stream through the bounded shard cache, one window at a time, never
+copied whole) or a `Folder` read in place (a build's own, just written).
 """
 
+import collections
 import dataclasses
 import pathlib
 from typing import Iterator
@@ -14,8 +15,8 @@ from typing import Iterator
 import tensorflow_datasets as tfds
 
 from imagesets import progress_lines
-from imagesets.publishing import versions
-from imagesets.reading import sources
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
 
 FILE_NAME_FEATURES = ("file_name", "image_id")  # class folders and flowers; VOC
 
@@ -28,22 +29,26 @@ class Example:
   image: bytes
 
 
-def open_version(spec: str, data_dir: str) -> sources.Source:
-  """The version's `Source`: a local build read in place, a bucket's through the cache."""
-  if sources.is_bucket_url(data_dir):
-    return sources.open_source(spec, str(data_dir))
-  data_dir = pathlib.Path(data_dir).expanduser()
-  ref = versions.resolve_local(versions.Ref.parse(spec), data_dir)
-  folder = data_dir / ref.folder
-  return sources.Source(tfds.builder_from_directory(str(folder)), folder)
+@dataclasses.dataclass(frozen=True)
+class Folder:
+  """A prepared version read in place: what `examples` needs of a `sources.Source`
+  (`sources.open_version` opens one from a spec, local or in a bucket)."""
+
+  builder: tfds.core.DatasetBuilder
+  folder: pathlib.Path
+  streamed: bool = False
+
+  @classmethod
+  def at(cls, path) -> "Folder":
+    return cls(tfds.builder_from_directory(str(path)), pathlib.Path(path))
 
 
-def folder(source: sources.Source) -> pathlib.Path:
+def folder(source) -> pathlib.Path:
   """Where the version's small files (dataset_info.json, duplicates.json, ...) are."""
   return source.folder
 
 
-def examples(source: sources.Source, split: str) -> Iterator[Example]:
+def examples(source, split: str) -> Iterator[Example]:
   """Every example of `split`, in stored order."""
   builder = source.builder
   features = builder.info.features
@@ -68,11 +73,11 @@ def examples(source: sources.Source, split: str) -> Iterator[Example]:
         bytes(row["image"]))
 
 
-def splits(source: sources.Source) -> list[str]:
+def splits(source) -> list[str]:
   return list(source.builder.info.splits)
 
 
-def every_example(source: sources.Source, what: str) -> Iterator[Example]:
+def every_example(source, what: str) -> Iterator[Example]:
   """The examples of every split, with a progress bar on stderr (a line every few seconds
   in a log) saying `what` is done with them."""
   import tqdm  # pylint: disable=import-outside-toplevel
@@ -90,3 +95,24 @@ def every_example(source: sources.Source, what: str) -> Iterator[Example]:
     # and a bar that is not left shows nothing more at its close: a log would end on the
     # last count shown (e.g. 91 %), not on the total.
     bar.refresh()
+
+
+def name_of(example: Example, position: int) -> str:
+  """The example's name on reports: its source file name, else `split[position]` (its
+  position in the split's stored order)."""
+  return example.file_name if example.file_name is not None else f"{example.split}[{position}]"
+
+
+def numbered(source, what: str) -> Iterator[tuple[str, Example]]:
+  """(`name_of`, example) of every example of every split (`every_example`)."""
+  count = collections.Counter()
+  for example in every_example(source, what):
+    count[example.split] += 1
+    yield name_of(example, count[example.split] - 1), example
+
+
+def fingerprints(source) -> list:
+  """(duplicates.Member, fingerprint) of every example of a version (one small decode each)."""
+  return [(duplicates.Member(example.split, name, example.label),
+           image_hashes.of_bytes(example.image))
+          for name, example in numbered(source, "fingerprinting")]

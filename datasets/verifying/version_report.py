@@ -1,0 +1,278 @@
+"""The page of a version (`report_page`), local or from a bucket, optionally against an older one.
+
+What it reads: the duplicate and quality reports the build stored beside the version
+(`duplicates.json`, `quality.json`; checked as untrusted input), else, for a version built
+without them or whose builder keeps no file names (its reports then name examples by build
+keys, not by what a reader sees), every image's fingerprint (one small decode each). Then
+one pass over the version's records makes the thumbnails: the sampled grid (per class, the
+`GRID_PER_CLASS` examples with the smallest hash of split and name, kept in a heap as the
+pass goes) and the pictures of the first groups, findings and changes (`report_page`'s
+bounds). A diff (`version_diff`) reads both versions whole (a full decode of each image, as
+`imagesets diff`), and the older one again for the pictures of what left.
+"""
+
+import collections
+import dataclasses
+import hashlib
+import heapq
+import json
+import os
+import pathlib
+import tempfile
+import time
+
+import tensorflow_datasets as tfds
+
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_quality
+from imagesets.verifying import report_page
+from imagesets.verifying import version_diff
+from imagesets.verifying import version_examples
+
+Key = tuple[str, str]  # (split, name): `version_examples.name_of`
+
+
+def _has_names(source) -> bool:
+  features = source.builder.info.features
+  return any(key in features for key in version_examples.FILE_NAME_FEATURES)
+
+
+def _stored(source, recompute: bool):
+  """(groups, findings, num_images) from the reports stored with the version, or None."""
+  if recompute or not _has_names(source):
+    return None
+  folder = version_examples.folder(source)
+  if not (folder / duplicates.REPORT_FILE).is_file():
+    return None
+  findings = image_quality.read_stored(folder)
+  if findings is None:
+    return None
+  path = folder / duplicates.REPORT_FILE
+  try:
+    report = json.loads(path.read_text())
+  except ValueError as why:
+    raise duplicates.BadReport(f"{path}: not JSON ({why}); run imagesets report SPEC "
+                               "--recompute to read the images instead") from None
+  counts = {name: split.num_examples for name, split in source.builder.info.splits.items()}
+  groups, _ = duplicates.from_json(report, str(path), counts)
+  return groups, findings, report["num_images"]
+
+
+def _computed(source):
+  images = version_examples.fingerprints(source)
+  members = [member for member, _ in images]
+  fingerprints = [fingerprint for _, fingerprint in images]
+  return (duplicates.find(members, fingerprints), image_quality.find(members, fingerprints),
+          len(images))
+
+
+def _rank(key: Key) -> bytes:
+  return hashlib.sha256(f"{key[0]}/{key[1]}".encode("utf-8", "surrogateescape")).digest()
+
+
+@dataclasses.dataclass
+class _Pass:
+  """One read of a version: thumbnails of the `wanted` examples, the sampled grid, counts."""
+
+  wanted: set
+  with_content: bool = False  # also key nameless examples by content (a diff's names)
+  pictures: dict = dataclasses.field(default_factory=dict)  # Key -> data URI
+  counts: dict = dataclasses.field(
+      default_factory=lambda: collections.defaultdict(collections.Counter))
+  grid: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
+
+  def read(self, source, what: str, grid: bool = True) -> "_Pass":
+    for name, example in version_examples.numbered(source, what):
+      label = "-" if example.label is None else example.label
+      self.counts[example.split][label] += 1
+      keys = [(example.split, name)]
+      if self.with_content and example.file_name is None:
+        keys.append((example.split, version_diff.Entry.of(
+            example.split, None, example.label, example.image).name))
+      uri = None
+      for key in keys:
+        if key in self.wanted:
+          uri = uri or report_page.thumbnail(example.image)
+          self.pictures[key] = uri
+      if grid:
+        heap, rank = self.grid[label], _rank(keys[0])
+        # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks
+        entry = (bytes(255 - b for b in rank), keys[0], example.label)
+        if len(heap) < report_page.GRID_PER_CLASS:
+          heapq.heappush(heap, entry + (uri or report_page.thumbnail(example.image),))
+        elif entry[0] > heap[0][0]:
+          heapq.heapreplace(heap, entry + (uri or report_page.thumbnail(example.image),))
+    return self
+
+  def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
+    return {label: [report_page.Picture(key[0], key[1], example_label, uri)
+                    for _, key, example_label, uri in sorted(heap, reverse=True)]
+            for label, heap in sorted(self.grid.items())}
+
+
+def _group_view(group: duplicates.Group, pictured: bool) -> tuple[list[Key], report_page.Listed]:
+  members = group.members
+  keys = [(m.split, m.file_name) for m in members[:report_page.PER_GROUP]] if pictured else []
+  flags = tuple(f for f, on in (("leak", group.cross_split), ("conflict", group.label_conflict))
+                if on)
+  title = (f"{group.kind}: {len(members)} images in {', '.join(group.splits)}"
+           + (f" with labels {', '.join(sorted({str(m.label) for m in members}))}"
+              if group.label_conflict else ""))
+  names = [duplicates.printable(f"{m.split}/{m.file_name} [{m.label}]") for m in members]
+  names += [f"same pixels: {same}" for same in group.same_pixels()]
+  listed = report_page.Listed(title, [report_page.Picture(m.split, m.file_name, m.label)
+                                      for m in members[:len(keys)]], names, flags)
+  return keys, listed
+
+
+def _finding_views(findings) -> list[report_page.Listed]:
+  views = []
+  for kind in image_quality.KINDS:
+    of_kind = [f for f in findings if f.kind == kind]
+    if of_kind:
+      views.append(report_page.Listed(
+          f"{kind.replace('_', ' ')}: {len(of_kind)}",
+          [report_page.Picture(f.split, f.file_name, f.label, note=f"{f.score:g}")
+           for f in of_kind[:report_page.PER_KIND]],
+          [duplicates.printable(f"{f.split}/{f.file_name} [{f.label}] {f.score:g}")
+           for f in of_kind]))
+  return views
+
+
+_OLD_SIDE = ("removed", "moved_out")
+
+
+def _change_views(result: version_diff.Diff):
+  """Per split, the kinds with changes; the keys wanted from the new and the old version."""
+  splits, new_keys, old_keys = [], set(), set()
+  for split, changes in result.splits.items():
+    kinds = []
+    for kind in version_diff.KINDS:
+      items = changes[kind]
+      if not items:
+        continue
+      pictures = []
+      for item in items[:report_page.PER_KIND]:
+        note = " ".join(filter(None, [
+            f"was {item['old_label']}" if "old_label" in item else "",
+            f"was {item['old_file_name']}" if "old_file_name" in item else "",
+            f"to {item['to']}" if "to" in item else "",
+            f"from {item['from']}" if "from" in item else ""]))
+        picture = report_page.Picture(split, item["file_name"], item["label"], note=note,
+                                      old=kind in _OLD_SIDE)
+        (old_keys if kind in _OLD_SIDE else new_keys).add((split, item["file_name"]))
+        if kind == "changed":
+          old_keys.add((split, item["file_name"]))
+          pictures.append((dataclasses.replace(picture, note="before", old=True),
+                           dataclasses.replace(picture, note="after")))
+        else:
+          pictures.append(picture)
+      names = [duplicates.printable(f"{split}/{item['file_name']} [{item['label']}]")
+               for item in items]
+      kinds.append(report_page.Listed(f"{kind.replace('_', ' ')}: {len(items)}", pictures,
+                                      names))
+    line = (f"{split}: " + ", ".join(f"{len(changes[k])} {k.replace('_', ' ')}"
+                                     for k in version_diff.KINDS if changes[k])
+            + f"; {changes['unchanged']} unchanged")
+    splits.append((line, kinds))
+  return splits, new_keys, old_keys
+
+
+def _entries(source) -> list[version_diff.Entry]:
+  return [version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
+          for e in version_examples.every_example(source, "reading")]
+
+
+def content(source, *, against=None, recompute: bool = False,
+            fingerprint: bool = True) -> report_page.Content:
+  """The page of `source` (a `sources.Source` or `version_examples.Folder`), with the
+  changes since `against` (another). `fingerprint=False`: no duplicates or findings unless
+  the build stored them (a build with leakage "off" asked for no fingerprint work)."""
+  started = time.perf_counter()
+  info = source.builder.info
+  for version in (source, against):
+    image = version.builder.info.features["image"] if version else None
+    if version and not isinstance(image, tfds.features.Image):
+      raise ValueError(f"{version.builder.info.full_name} stores its images as "
+                       f"{type(image).__name__} (raw pixels of keras' one call), not as image "
+                       "files: it has no page; build the folder with `imagesets build` for one")
+  stored = _stored(source, recompute)
+  if stored is None and not fingerprint:
+    groups, findings, num_images = [], [], 0
+  else:
+    groups, findings, num_images = stored or _computed(source)
+  groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))
+  wanted, views = set(), []
+  for position, group in enumerate(groups):
+    keys, listed = _group_view(group, position < report_page.GROUPS_PICTURED)
+    wanted.update(keys)
+    views.append(listed)
+  finding_views = _finding_views(findings)
+  wanted.update((p.split, p.name) for view in finding_views for p in view.pictures)
+  diff = diff_summary = None
+  old_keys = set()
+  if against is not None:
+    result = version_diff.diff(_entries(against), _entries(source))
+    diff, new_keys, old_keys = _change_views(result)
+    wanted |= new_keys
+    diff_summary = version_diff.summary(result, against.builder.info.full_name,
+                                        info.full_name)[0]
+  read = _Pass(wanted, with_content=against is not None).read(source, "thumbnails of")
+  pictures = dict(read.pictures)
+  if diff is not None:  # the old version's pictures: "removed", "moved out", a "before"
+    old = _Pass(old_keys, with_content=True).read(against, "thumbnails of", grid=False
+                                                 ) if old_keys else _Pass(set())
+    diff = [(line, [_pictured(kind, pictures, old.pictures) for kind in kinds])
+            for line, kinds in diff]
+  examples = sum(sum(c.values()) for c in read.counts.values())
+  if stored is None and not fingerprint:
+    summary = quality = "not looked for (built with leakage \"off\": `imagesets report` finds them)"
+    origin = "not looked for"
+  else:
+    summary = duplicates.summary(groups, num_images)
+    quality = (image_quality.summary(findings) + f" among {num_images} images (definitions and "
+               "thresholds: docs/know_your_data.md, \"Quality findings\").")
+    origin = "stored by the build" if stored else "computed from the records"
+  facts = [f"{examples} examples in "
+           f"{len(read.counts)} split(s), {len({c for per in read.counts.values() for c in per})}"
+           f" class(es); duplicates and quality findings {origin}.",
+           f"Thumbnails at most {report_page.THUMBNAIL} px; page made in "
+           f"{time.perf_counter() - started:.1f} s."]
+  return report_page.Content(
+      title=info.full_name, facts=facts,
+      counts={split: dict(counter) for split, counter in read.counts.items()},
+      grid=read.grid_pictures(),
+      groups=[_pictured(view, pictures, {}) for view in views], groups_summary=summary,
+      findings=[_pictured(view, pictures, {}) for view in finding_views],
+      findings_summary=quality,
+      diff=diff,
+      diff_summary=diff_summary or "")
+
+
+def _pictured(kind: report_page.Listed, new_pictures: dict, old_pictures: dict
+              ) -> report_page.Listed:
+  """A change kind with each picture from its side's version."""
+  def side(picture):
+    pictures = old_pictures if picture.old else new_pictures
+    return dataclasses.replace(picture, uri=pictures.get((picture.split, picture.name)))
+  return dataclasses.replace(kind, pictures=[
+      (side(item[0]), side(item[1])) if isinstance(item, tuple) else side(item)
+      for item in kind.pictures])
+
+
+def write(page: report_page.Content, path) -> int:
+  """Writes the page to `path` whole or not at all (a temporary file renamed); its size."""
+  path = pathlib.Path(path)
+  text = report_page.render(page).encode("utf-8")
+  fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+  try:
+    with os.fdopen(fd, "wb") as out:
+      out.write(text)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # (mkstemp's file is the owner's only)
+    os.replace(temporary, path)
+  except BaseException:
+    os.unlink(temporary)
+    raise
+  return len(text)

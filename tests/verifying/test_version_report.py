@@ -1,0 +1,220 @@
+"""A version's page as a person sees it: rendered by headless Chromium (Debian's `chromium`,
+installed by .ci/run; skipped with the reason where absent), every group and finding on it,
+the changes against an older version with the pictures of both sides, bounded sizes, names
+from the user's folder escaped, bad stored reports refused."""
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import PIL.Image
+import pytest
+
+from conftest import BIN
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_quality
+from imagesets.verifying import report_page
+from imagesets.verifying import version_examples
+from imagesets.verifying import version_report
+from imagesets_testing import photo_crops
+from imagesets_testing import planted_copies
+from imagesets_testing import quality_cases
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
+
+CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser")
+                 if shutil.which(name)), None)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium package is not installed (.ci/run installs it "
+    "with apt-get when it may)")
+ODD_NAME = "cats/<img src=x onerror=alert(1)> & co.jpg"  # a name HTML would run
+
+
+def _jpeg(pixels) -> bytes:
+  return sample_images.encode(pixels, "JPEG", quality=90)
+
+
+def _files(count: int = 60) -> dict[str, bytes]:
+  """Crops of real scenes in three classes, each quality case planted once, an exact copy,
+  a re-encoded copy under another label, and a file whose name is HTML."""
+  crops = [p.pixels for p in photo_crops.pictures(count + 1, scenes=15, size=(240, 180),
+                                                  share_in_bursts=0)]
+  files = {f"{('boats', 'cats', 'rockets')[i % 3]}/img_{i:03d}.jpg": _jpeg(pixels)
+           for i, pixels in enumerate(crops[:count])}
+  photos = quality_cases.colour_photos()
+  for (kind, make), name in zip(quality_cases.MAKERS.items(), photos):
+    files[f"boats/{name}_{kind}.jpg"] = _jpeg(make(photos[name]))
+  files["cats/copy_of_img_001.jpg"] = planted_copies.exact(crops[1])        # cats/img_001
+  files["rockets/relabelled_img_000.jpg"] = planted_copies.jpeg_q60(crops[0])  # a boat
+  files[ODD_NAME] = _jpeg(crops[count])
+  return files
+
+
+def _build(root, data_dir, version="1.0.0"):
+  options = class_folders_builder.ClassFoldersConfig(name="pets")
+  return named_build.build(root, "pets", version=version, data_dir=str(data_dir),
+                           options=options)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("page")
+  root = write_tree(tmp / "tree", _files())
+  _build(root, tmp / "d")
+  return tmp, pathlib.Path(root), tmp / "d" / "pets" / "1.0.0"
+
+
+def _dom(path: pathlib.Path) -> str:
+  result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--dump-dom", path.as_uri()], capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return result.stdout
+
+
+def _screenshot(path: pathlib.Path, out: pathlib.Path) -> np.ndarray:
+  result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", "--window-size=1200,3000",
+                           f"--screenshot={out}", path.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0 and out.exists(), result.stderr[-2000:]
+  return np.asarray(PIL.Image.open(out).convert("RGB"))
+
+
+def _text(dom: str) -> str:
+  """The page's text as a browser shows it (tags dropped, entities decoded)."""
+  import html  # pylint: disable=import-outside-toplevel
+  return html.unescape(re.sub(r"<[^>]+>", " ", dom))
+
+
+@needs_chromium
+def test_the_page_built_with_the_version_shows_every_group_and_finding(built):
+  tmp, _, version = built
+  page = version / report_page.PAGE_FILE
+  assert page.is_file()
+  dom = _dom(page)
+  text = _text(dom)
+  report = json.loads((version / duplicates.REPORT_FILE).read_text())
+  quality = json.loads((version / image_quality.QUALITY_FILE).read_text())
+  assert len(report["groups"]) >= 2 and quality["findings"]
+  for group in report["groups"]:
+    for member in group["members"]:
+      assert member["file_name"] in text, member
+  found = {(f["kind"], f["file_name"]) for f in quality["findings"]}
+  for kind in quality_cases.MAKERS:
+    name = next(n for n in version_examples_names(version) if n.endswith(f"_{kind}.jpg"))
+    assert (kind, name) in found
+  for finding in quality["findings"]:
+    assert finding["file_name"] in text
+  assert "leak" in text or "conflict" in text
+  # every picture is inlined: the page names nothing outside itself
+  assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", dom)
+  shot = _screenshot(page, tmp / "page.png")
+  grey = shot.mean(axis=2)
+  assert (grey < 200).mean() > 0.05 and grey.std() > 30  # not a blank page
+  assert (shot.std(axis=2) > 20).mean() > 0.01  # colour: the thumbnails were drawn
+
+
+def version_examples_names(version: pathlib.Path) -> list[str]:
+  source = version_examples.Folder.at(version)
+  return [name for name, _ in version_examples.numbered(source, "listing")]
+
+
+def test_names_from_the_folder_are_escaped(built):
+  _, _, version = built
+  page = (version / report_page.PAGE_FILE).read_text()
+  assert "<img src=x onerror" not in page
+  assert "&lt;img src=x onerror=alert(1)&gt; &amp; co.jpg" in page
+
+
+@needs_chromium
+def test_report_against_an_older_version_shows_the_changes_with_both_sides(built, tmp_path):
+  _, root, _ = built
+  tree = tmp_path / "tree"
+  shutil.copytree(root, tree)
+  (tree / "boats" / "img_003.jpg").unlink()                                   # removed
+  (tree / "cats" / "img_004.jpg").rename(tree / "rockets" / "img_004.jpg")    # relabelled
+  (tree / "boats" / "img_006.jpg").write_bytes(_jpeg(np.flipud(np.asarray(    # changed
+      PIL.Image.open(tree / "boats" / "img_006.jpg")))))
+  (tree / "cats" / "new.jpg").write_bytes(_jpeg(quality_cases.colour_photos()["chelsea"]))
+  data_dir = tmp_path / "d"
+  shutil.copytree(built[2].parent, data_dir / "pets")  # 1.0.0 as built
+  _build(str(tree), data_dir, version="1.1.0")
+  out = tmp_path / "page.html"
+  result = subprocess.run([str(BIN / "imagesets"), "report", "pets:1.1.0", "--against",
+                           "pets:1.0.0", "--data-dir", str(data_dir), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.startswith(f"{out}: ") and "MiB, made in" in result.stdout
+  dom = _dom(out)
+  text = _text(dom)
+  for line in ("added: 1", "removed: 1", "changed: 1", "relabelled: 1"):
+    assert line in text, line
+  for name in ("boats/img_003.jpg", "rockets/img_004.jpg", "boats/img_006.jpg", "cats/new.jpg"):
+    assert name in text
+  # the removed example's picture comes from the older version; a change shows both
+  removed = dom[dom.index("removed: 1"):]
+  removed = removed[:removed.index("</div></div>")]
+  assert "<img" in removed and "not shown" not in removed
+  changed = dom[dom.index("changed: 1"):]
+  changed = changed[:changed.index('class="group"') if 'class="group"' in changed else None]
+  assert changed.count("<img") >= 2 and "before" in changed and "after" in changed
+
+
+def test_sizes_stay_bounded_and_every_group_is_listed(tmp_path):
+  """130 pictures each with an exact copy: every group named, pictures for the first
+  GROUPS_PICTURED only, PER_GROUP each at most."""
+  pictures = [p.pixels for p in photo_crops.pictures(130, seed=3, size=(96, 72),
+                                                     share_in_bursts=0)]
+  files = {}
+  for i, pixels in enumerate(pictures):
+    files[f"a/{i:03d}.jpg"] = planted_copies.original(pixels)
+    files[f"b/{i:03d}_copy.jpg"] = planted_copies.exact(pixels)
+  root = write_tree(tmp_path / "tree", files)
+  options = class_folders_builder.ClassFoldersConfig(name="many")
+  named_build.build(root, "many", data_dir=str(tmp_path / "d"), options=options)
+  version = tmp_path / "d" / "many" / "1.0.0"
+  page = (version / report_page.PAGE_FILE).read_text()
+  report = json.loads((version / duplicates.REPORT_FILE).read_text())
+  groups = page.split('<h2 id="duplicates">')[1].split('<h2 id="quality">')[0]
+  assert groups.count('<div class="group">') == len(report["groups"]) > report_page.GROUPS_PICTURED
+  assert groups.count("<img") <= report_page.GROUPS_PICTURED * report_page.PER_GROUP
+  for group in report["groups"]:
+    for member in group["members"]:
+      assert member["file_name"] in page
+  grid = page.split('<h2 id="examples">')[1].split('<h2 id="duplicates">')[0]
+  assert grid.count("<img") <= 2 * report_page.GRID_PER_CLASS
+  assert page.count("<img") <= (2 * report_page.GRID_PER_CLASS + report_page.GROUPS_PICTURED
+                                * report_page.PER_GROUP
+                                + len(image_quality.KINDS) * report_page.PER_KIND)
+
+
+def test_a_tampered_stored_report_is_refused_naming_it(built, tmp_path):
+  _, _, version = built
+  copy = tmp_path / "pets" / "1.0.0"
+  shutil.copytree(version, copy)
+  (copy / image_quality.QUALITY_FILE).write_text(json.dumps({"findings": [{"kind": "evil"}]}))
+  with pytest.raises(image_quality.BadQualityReport, match=rf"^{copy}/quality.json: not a "
+                     "quality report"):
+    version_report.content(version_examples.Folder.at(copy))
+  # --recompute reads the images instead
+  page = version_report.content(version_examples.Folder.at(copy), recompute=True)
+  assert page.findings and "computed from the records" in page.facts[0]
+
+
+def test_a_keras_pixel_cache_has_no_page_and_says_why(tmp_path):
+  pytest.importorskip("keras")
+  from imagesets.class_folders import from_directory  # pylint: disable=import-outside-toplevel
+  root = write_tree(tmp_path / "tree", {f"{c}/{i}.jpg": _jpeg(p.pixels) for i, (c, p) in
+                                        enumerate(zip("abab", photo_crops.pictures(4)))})
+  from_directory.image_dataset_from_directory(root, image_size=(32, 32), batch_size=2,
+                                              cache_dir=str(tmp_path / "cache"), verbose=False)
+  versions = list((tmp_path / "cache").rglob("dataset_info.json"))
+  assert versions and not list((tmp_path / "cache").rglob(report_page.PAGE_FILE))
+  with pytest.raises(ValueError, match="raw pixels of keras' one call"):
+    version_report.content(version_examples.Folder.at(versions[0].parent))
