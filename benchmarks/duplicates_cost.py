@@ -4,9 +4,10 @@
                                          [--repeats 3] [--trees distinct,crops]
                                          [--grouping 100000,1000000]
 
-1. Builds each tree of `--images` photos with `leakage="off"` (no fingerprints) and
-   `"warn"` (the default: every image fingerprinted in the workers, grouped, report and
-   card written), each build in a fresh process, interleaved `--repeats` times; medians of
+1. Builds each tree of `--images` photos with `leakage="off"` (no fingerprints, no page),
+   `"warn"` (the default: every image fingerprinted in the workers, its quality measured,
+   grouped, report, card and page written) and "warn+no page" (the default without its
+   page, `report.html`), each build in a fresh process, interleaved `--repeats` times; medians of
    the build's wall time (after TensorFlow started), of the whole process's wall time (what
    `imagesets build` takes) and of the CPU time of the build and its workers. Trees:
    `distinct`, benchmarks/flowers_build.make_tree (500x375 photo-like JPEGs, all distinct);
@@ -33,12 +34,19 @@ import tracemalloc
 import child_runs
 import flowers_build
 
+NO_PAGE = "warn+no page"
+VARIANTS = ("off", NO_PAGE, "warn")  # leakage off; the default without its page; the default
 
-def child_build(tree: str, work: str, leakage: str) -> dict:
+
+def child_build(tree: str, work: str, variant: str) -> dict:
+  from imagesets.building import builder_base
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
 
-  data_dir = pathlib.Path(work) / f"data_{leakage}"
+  leakage = variant.split("+")[0]
+  if variant == NO_PAGE:  # the build as it is but for its page (report.html)
+    builder_base.ImageSetBuilder._writes_page = lambda self: False
+  data_dir = pathlib.Path(work) / f"data_{variant}"
   shutil.rmtree(data_dir, ignore_errors=True)
   options = class_folders_builder.ClassFoldersConfig(name="bench", leakage=leakage)
   before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -151,7 +159,7 @@ def main():
   flowers_build.make_tree(trees["distinct"], args.images)
   make_crops_tree(trees["crops"], args.images)
   for name in [t for t in args.trees.split(",") if t]:
-    runs = {"off": [], "warn": []}
+    runs = {variant: [] for variant in VARIANTS}
     for _ in range(args.repeats):
       for leakage in runs:
         start = time.perf_counter()
@@ -169,7 +177,8 @@ def main():
       print(f"| {leakage} | {m['build_s']:.2f} | {m['process_s']:.2f} | {m['cpu_s']:.2f} |")
     for key, what in (("build_s", "build wall"), ("process_s", "whole process wall"),
                       ("cpu_s", "CPU")):
-      print(f"{what}: warn / off = {medians['warn'][key] / medians['off'][key]:.2f}")
+      print(f"{what}: " + ", ".join(f"{v} / off = {medians[v][key] / medians['off'][key]:.2f}"
+                                    for v in VARIANTS[1:]))
   print("\n| images (real-photo crops) | grouping s | peak MiB | groups | grouped | largest |")
   print("|---:|---:|---:|---:|---:|---:|")
   for count in [int(c) for c in args.grouping.split(",") if c]:

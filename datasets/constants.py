@@ -28,6 +28,10 @@ CROP_AREA_RANGE = (0.08, 1.0)
 CROP_ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
 CENTRAL_CROP_FRACTION = 0.875
 
+# A version's page (`verifying.report_page`), beside its card: published and fetched with
+# the version, not downloaded by a job that streams it (nothing reads it to train).
+PAGE_FILE = "report.html"
+
 # `shorter_side` of builds and image checks: 0 stores every image at its original size.
 ORIGINAL_SIZE = 0
 

@@ -191,6 +191,7 @@ def file_adapter(file_format):
 # the parameters we rely on (checked by `check_builder_hooks`, run by the contract tests
 # and by `builder_base` when it is imported).
 BUILDER_HOOKS = {
+    "_download_and_prepare": ("self", "dl_manager", "download_config"),
     "_generate_splits": ("self", "dl_manager", "download_config"),
     "_example_writer": ("self",),
     "_get_filename_template": ("self", "split_name"),

@@ -37,8 +37,10 @@ def grayscale(pixels: np.ndarray) -> np.ndarray:
 
 
 def odd_aspect_ratio(pixels: np.ndarray) -> np.ndarray:
-  height = pixels.shape[0]
-  return np.ascontiguousarray(pixels[height // 2 - height // 6:height // 2 + height // 6])
+  """A panorama strip across the middle, 4:1."""
+  height, width = pixels.shape[:2]
+  strip = max(1, width // 4)
+  return np.ascontiguousarray(pixels[(height - strip) // 2:(height + strip) // 2])
 
 
 def tiny(pixels: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ description of its source:
 import concurrent.futures
 import contextlib
 import logging
+import pathlib
 
 
 from etils import epath
@@ -136,21 +137,24 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # Logs (CI, nohup) get a line per bar every few seconds, not carriage returns.
     with build_lock.hold(self.data_path, name=f"{self.info.full_name}"), \
         log_friendly_stderr():
-      prepared = super().download_and_prepare(**kwargs)
-      if self._writes_page():
-        self._write_page()
-      return prepared
+      return super().download_and_prepare(**kwargs)
+
+  def _download_and_prepare(self, dl_manager, download_config):
+    super()._download_and_prepare(dl_manager, download_config)
+    if (self._writes_page() and self._leakage() != "off"
+        and not class_folders_tree.is_remote(self.data_path)):
+      self._write_page()
 
   def _write_page(self) -> None:
     """The version's page (`report_page.PAGE_FILE`) beside its card, from the records just
     written and the reports the build stored (one read of the version; docs/know_your_data.md
-    says what it costs). A build killed before it leaves the version without a page:
-    `imagesets report` makes one."""
-    folder = epath.Path(self.data_path)
-    page = version_report.content(version_examples.Folder.at(folder),
-                                  fingerprint=self._leakage() != "off")
+    says what it costs; none with leakage "off", which asks for no extra work). Written in
+    TFDS's unfinished folder (`data_path` until the build returns), before dataset_info.json
+    and the rename that commits the version: a version never exists without its page."""
+    folder = pathlib.Path(self.data_path)
+    page = version_report.content(version_examples.Folder(self, folder))
     size = version_report.write(page, folder / report_page.PAGE_FILE)
-    logging.info("%s: %s (%.1f MiB)", self.info.full_name, folder / report_page.PAGE_FILE,
+    logging.info("%s: %s (%.1f MiB)", self.info.full_name, report_page.PAGE_FILE,
                  size / 2**20)
 
   def is_prepared(self) -> bool:

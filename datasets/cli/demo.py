@@ -9,6 +9,7 @@ out: shapes, dtypes, the label histogram and throughput.
 """
 
 import collections
+import pathlib
 import time
 
 import numpy as np
@@ -18,6 +19,8 @@ from imagesets import constants
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
 from imagesets.verifying import duplicates
+from imagesets.verifying import image_quality
+from imagesets.verifying import report_page
 
 
 def main(argv=None) -> None:
@@ -40,11 +43,15 @@ def main(argv=None) -> None:
   builder = tfds.builder(name, data_dir=args.data_dir)
   started = time.perf_counter()
   builder.download_and_prepare()
-  # The build's closing duplicate summary (also when this version was built before).
+  # The build's closing summaries (also when this version was built before), and its page.
   found = duplicates.stored_summary(
       builder.data_dir, {split: s.num_examples for split, s in builder.info.splits.items()})
+  findings = image_quality.read_stored(builder.data_dir)
+  page = pathlib.Path(builder.data_dir) / report_page.PAGE_FILE
   print(f"prepared {name} {builder.version} in {builder.data_dir} "
-        f"({time.perf_counter() - started:.1f} s)" + (f"; {found}" if found else ""))
+        f"({time.perf_counter() - started:.1f} s)" + (f"; {found}" if found else "")
+        + (f"; {image_quality.summary(findings)}" if findings is not None else "")
+        + (f"; its page: {page}" if page.exists() else ""))
 
   image_size = (args.image_size or builder.info.features["image"].shape[0]
                 or constants.IMAGE_SIZE)

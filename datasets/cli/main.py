@@ -293,6 +293,8 @@ def cmd_report(args) -> int:
                      + (f"-vs-{against.builder.info.version}" if against else "") + ".html")
   if os.path.isdir(out):
     out = os.path.join(out, f"{info.name}-{info.version}.html")
+  if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+    raise UserError(f"--out {out}: no such folder {os.path.dirname(os.path.abspath(out))}")
   started = time.perf_counter()
   size = version_report.write(
       version_report.content(opened, against=against, recompute=args.recompute), out)

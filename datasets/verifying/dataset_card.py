@@ -94,5 +94,5 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
             [f for f in findings if f.kind == kind][:_NAMED_FINDINGS])]
         for kind, count in image_quality.counts(findings).items()])
     lines += ["", f"Every finding and the thresholds: `{image_quality.QUALITY_FILE}`; "
-              "the pictures: `report.html` (`imagesets report`)."]
+              "the pictures: `report.html` beside this card (local builds) or `imagesets report`."]
   return "\n".join(lines) + "\n"

@@ -617,12 +617,19 @@ def _member(row, splits) -> Member:
 
 
 def _positions(rows, size: int, width: int | None) -> tuple[tuple[int, ...], ...]:
+  """Rows of positions in a group of `size`: pairs (`width` 2, links), or disjoint sets of
+  distinct members (exact_sets: a member is in one at most, so they hold `size` at most)."""
   if not isinstance(rows, list):
     raise TypeError("exact_sets/links are not lists")
+  seen = set()
   for row in rows:
     if (not isinstance(row, list) or (width and len(row) != width)
         or not all(type(p) is int and 0 <= p < size for p in row)):
       raise IndexError(f"positions {printable(repr(row))[:40]} outside the group of {size}")
+    if width is None:
+      if len(set(row)) != len(row) or seen & set(row):
+        raise ValueError(f"exact set {printable(repr(row))[:40]} repeats a member")
+      seen |= set(row)
   return tuple(tuple(row) for row in rows)
 
 
@@ -634,13 +641,19 @@ def _parsed(report, splits):
     raise TypeError("num_images is not a count")
   if splits is not None and num_images != sum(splits.values()):
     raise ValueError(f"num_images {num_images} but the version holds {sum(splits.values())}")
-  groups = []
+  groups, grouped = [], set()
   for row in report["groups"]:
     if not isinstance(row, dict) or row.get("kind") not in (EXACT, NEAR):
       raise ValueError("a group's kind is not exact or near")
     members = tuple(_member(m, splits) for m in row["members"])
     if len(members) < 2:
       raise ValueError("a group of fewer than two members")
+    names = {(m.split, m.file_name) for m in members}
+    if len(names) != len(members) or grouped & names:
+      raise ValueError("an image is in two groups, or twice in one")
+    grouped |= names
+    if len(grouped) > num_images:
+      raise ValueError(f"more images in groups than the {num_images} of the version")
     groups.append(Group(row["kind"], members, _positions(row.get("exact_sets", []), len(members),
                                                          None),
                         _positions(row.get("links", []), len(members), 2)))

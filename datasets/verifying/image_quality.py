@@ -9,7 +9,8 @@ definitions and default thresholds of the first five and the aspect ratio:
 * dark: the 99th percentile of the pixels' perceived brightness
   (sqrt(.241 R^2 + .691 G^2 + .068 B^2) / 255) is below `DARK` (0.37);
 * overexposed: their 5th percentile is above 1 - `LIGHT` (0.95);
-* blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side, the standard
+* blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side (grey first, then
+  resized: CleanVision resizes the colour image), the standard
   deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
   neither dark, overexposed nor low in information (its edges are faint for that reason). CleanVision flags 1 - exp(-b / 100) < 0.17,
   i.e. b < 18.6, but takes b over the whole filtered image, whose 1-pixel frame PIL leaves
@@ -54,33 +55,50 @@ GREY_SPREAD = 4
 ODD_ASPECT = 0.35
 TINY_SIDE = 32
 TINY_RATIO = 5.0
+# What each kind's score is (the value its threshold was applied to).
+SCORES = {"dark": "p99 brightness", "overexposed": "1 - p5 brightness", "blurry": "edges",
+          "low_information": "entropy", "grayscale": "channel spread",
+          "odd_aspect_ratio": "aspect", "tiny": "sqrt(h*w) px"}
 # measure()'s tuple: (p99 brightness, p5 brightness, edges b, entropy, p99 channel spread)
 FIELDS = ("brightness_p99", "brightness_p5", "edges", "entropy", "channel_spread_p99")
 
 
-def _ranked(values: np.ndarray, shares: Sequence[float]) -> list[float]:
+def _ranked(values: np.ndarray, shares: Sequence[float]) -> list:
   """The values at ranks round(share * (n - 1)) (nearest rank: a partition, not a sort)."""
   ranks = [round(share * (values.size - 1)) for share in shares]
   parted = np.partition(values, ranks)
-  return [float(parted[rank]) for rank in ranks]
+  return [parted[rank] for rank in ranks]
+
+
+# 1000 x the brightness weights x the squares of 0..255 (integers: the same on every CPU;
+# at most 65,025,000, an int32)
+_WEIGHTED_SQUARES = [np.arange(256, dtype=np.int32) ** 2 * weight for weight in (241, 691, 68)]
+
+
+def _deviation(values: np.ndarray) -> float:
+  """The standard deviation of integers, summed exactly (no float summation order)."""
+  n, total = values.size, int(values.sum(dtype=np.int64))
+  squares = int((values.astype(np.int64) ** 2).sum())
+  return float(np.sqrt(max(0, n * squares - total * total))) / n
 
 
 def measure(rgb: np.ndarray) -> tuple[float, ...]:
-  """The measures of one image's (small) RGB decode, rounded for storage (`FIELDS`)."""
-  channels = [rgb[..., c] for c in range(3)]
-  spread = (np.maximum(np.maximum(*channels[:2]), channels[2])
-            - np.minimum(np.minimum(*channels[:2]), channels[2]))
-  squares = rgb.reshape(-1, 3).astype(np.float32) ** 2
-  brightness = np.sqrt(squares @ np.float32([0.241, 0.691, 0.068])) / 255
-  p5, p99 = _ranked(brightness, (0.05, 0.99))
+  """The measures of one image's (small) RGB decode, rounded for storage (`FIELDS`).
+  Integer arithmetic wherever the result is stored, so it is the same on every machine."""
+  red, green, blue = (rgb[..., c] for c in range(3))
+  spread = np.maximum(np.maximum(red, green), blue) - np.minimum(np.minimum(red, green), blue)
+  brightness = (_WEIGHTED_SQUARES[0][red] + _WEIGHTED_SQUARES[1][green]
+                + _WEIGHTED_SQUARES[2][blue]).ravel()  # 1000 x (255 x brightness)^2
+  p5, p99 = (float(np.sqrt(int(v) / 1000)) / 255 for v in _ranked(brightness, (0.05, 0.99)))
   image = PIL.Image.fromarray(rgb)
+  grey = image.convert("L")
   ratio = max(image.size) / BLUR_SIDE
-  small = image.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio)))
-                       ) if ratio > 1 else image
-  edges = np.asarray(small.convert("L").filter(PIL.ImageFilter.FIND_EDGES), np.float64)
+  if ratio > 1:
+    grey = grey.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio))))
+  edges = np.asarray(grey.filter(PIL.ImageFilter.FIND_EDGES))
   edges = edges[1:-1, 1:-1] if min(edges.shape) > 2 else edges  # (the frame is unfiltered)
-  return (round(p99, 4), round(p5, 4), round(float(np.sqrt(edges.var())), 3),
-          round(float(image.entropy()), 4), _ranked(spread.ravel(), (0.99,))[0])
+  return (round(p99, 4), round(p5, 4), round(_deviation(edges), 3),
+          round(float(image.entropy()), 4), float(_ranked(spread.ravel(), (0.99,))[0]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +158,11 @@ def counts(findings: Sequence[Finding]) -> dict[str, int]:
 
 
 def summary(findings: Sequence[Finding]) -> str:
-  """'no quality findings' or '5 quality findings (3 dark, 2 tiny)' (an image can have two)."""
+  """'no quality findings' or '5 quality findings: 3 dark, 2 tiny' (an image can have two)."""
   if not findings:
     return "no quality findings"
-  return (f"{len(findings)} quality finding{'s' if len(findings) != 1 else ''} ("
-          + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts(findings).items())
-          + ")")
+  return (f"{len(findings)} quality finding{'s' if len(findings) != 1 else ''}: "
+          + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts(findings).items()))
 
 
 def to_json(findings: Sequence[Finding], num_images: int) -> dict:

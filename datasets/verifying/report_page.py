@@ -9,10 +9,12 @@ added, removed, changed (old and new side by side), relabelled, renamed, moved).
 Self-contained: thumbnails are inlined JPEG data URIs, the style is inline, there is no
 script and no link to anything outside the file, so it opens from disk, from a bucket's
 browser or as an e-mail attachment. Every name on it comes from a user's folder or a
-bucket and is HTML-escaped. Its size is bounded whatever the version's: pictures are
+bucket and is HTML-escaped. Its pictures are bounded whatever the version's size:
 `THUMBNAIL` px, at most `GRID_PER_CLASS` per class for `GRID_CLASSES` classes, `PER_GROUP`
 per group for the first `GROUPS_PICTURED` groups, `PER_KIND` per finding kind and per
-change kind; every other group, finding and change is listed by name (folded).
+change kind. Every group member, finding and change is also listed by name (folded), so
+the text grows with them: about 35 bytes each (a version whose every image is grey lists
+every image once).
 """
 
 import dataclasses
@@ -22,9 +24,10 @@ import io
 
 import PIL.Image
 
+from imagesets import constants
 from imagesets.verifying import image_hashes
 
-PAGE_FILE = "report.html"  # beside the card: published and fetched with it
+PAGE_FILE = constants.PAGE_FILE  # beside the card: published and fetched with it
 THUMBNAIL = 96       # px, the longer side
 THUMBNAIL_QUALITY = 70
 GRID_PER_CLASS = 8
@@ -36,10 +39,14 @@ _CHART_CLASSES = 60  # bars drawn; the table below the chart has every class
 _SPLIT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948")
 
 
-def thumbnail(image: bytes) -> str:
+def thumbnail(image: bytes) -> str | None:
   """A data URI of a JPEG at most THUMBNAIL px a side of encoded image bytes (from the
-  fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode)."""
-  small, _, _, _ = image_hashes.decode_small(image)
+  fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), or
+  None for bytes that do not decode (a page is drawn whatever one image holds)."""
+  try:
+    small, _, _, _ = image_hashes.decode_small(image)
+  except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
+    return None
   picture = PIL.Image.fromarray(small)
   picture.thumbnail((THUMBNAIL, THUMBNAIL), PIL.Image.Resampling.BILINEAR)
   out = io.BytesIO()
@@ -82,7 +89,9 @@ class Content:
 
 
 def _e(text) -> str:
-  return html.escape(str(text), quote=True)
+  """Text as HTML: escaped, and valid UTF-8 whatever it holds (a file name that was not
+  UTF-8 reaches us with surrogate escapes: they are shown as \\udcXX)."""
+  return html.escape(str(text).encode("utf-8", "backslashreplace").decode("utf-8"), quote=True)
 
 
 _STYLE = """
@@ -184,7 +193,9 @@ def render(content: Content) -> str:
            _count_table(content.counts),
            f"<h2 id=\"examples\">Examples of each class</h2><p>Up to {GRID_PER_CLASS} per class, "
            "sampled by a hash of split and file name (the same every time)"
-           + (f"; the first {GRID_CLASSES} classes" if len(content.grid) > GRID_CLASSES else "")
+           + (f"; the first {GRID_CLASSES} classes by name"
+              if len({c for per in content.counts.values() for c in per}) > GRID_CLASSES
+              else "")
            + ".</p>"]
   for label, pictures in list(content.grid.items())[:GRID_CLASSES]:
     parts.append(f"<h3>{_e(label)}</h3><div class=\"row\">"

@@ -19,7 +19,6 @@ import json
 import os
 import pathlib
 import tempfile
-import time
 
 import tensorflow_datasets as tfds
 
@@ -30,6 +29,7 @@ from imagesets.verifying import version_diff
 from imagesets.verifying import version_examples
 
 Key = tuple[str, str]  # (split, name): `version_examples.name_of`
+NO_LABEL = "(no label)"  # the class of examples without a label (VOC)
 
 
 def _has_names(source) -> bool:
@@ -55,6 +55,15 @@ def _stored(source, recompute: bool):
                                "--recompute to read the images instead") from None
   counts = {name: split.num_examples for name, split in source.builder.info.splits.items()}
   groups, _ = duplicates.from_json(report, str(path), counts)
+  # (a stored report is untrusted: its findings must fit the version they describe)
+  quality_path = folder / image_quality.QUALITY_FILE
+  strays = [f for f in findings if f.split not in counts]
+  if strays or len(findings) > sum(counts.values()) * len(image_quality.KINDS):
+    raise image_quality.BadQualityReport(
+        f"{quality_path}: not a quality report of this version ("
+        + (f"split {strays[0].split!r} is not one of its splits" if strays else
+           f"{len(findings)} findings for {sum(counts.values())} examples")
+        + "); recompute it with `imagesets report SPEC --recompute`")
   return groups, findings, report["num_images"]
 
 
@@ -76,14 +85,17 @@ class _Pass:
 
   wanted: set
   with_content: bool = False  # also key nameless examples by content (a diff's names)
+  grid_labels: frozenset | None = None  # the classes the grid shows (None: every one)
   pictures: dict = dataclasses.field(default_factory=dict)  # Key -> data URI
   counts: dict = dataclasses.field(
       default_factory=lambda: collections.defaultdict(collections.Counter))
   grid: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
+  seen: int = 0  # examples offered to the grid (the heap's tie-break: equal ranks never
+                 # compare their labels or bytes)
 
   def read(self, source, what: str, grid: bool = True) -> "_Pass":
     for name, example in version_examples.numbered(source, what):
-      label = "-" if example.label is None else example.label
+      label = NO_LABEL if example.label is None else example.label
       self.counts[example.split][label] += 1
       keys = [(example.split, name)]
       if self.with_content and example.file_name is None:
@@ -94,20 +106,30 @@ class _Pass:
         if key in self.wanted:
           uri = uri or report_page.thumbnail(example.image)
           self.pictures[key] = uri
-      if grid:
+      if grid and (self.grid_labels is None or label in self.grid_labels):
+        if label not in self.grid and len(self.grid) == report_page.GRID_CLASSES:
+          # labels not known up front (no ClassLabel): keep the first classes by name only
+          last = max(self.grid)
+          if label > last:
+            continue
+          del self.grid[last]
         heap, rank = self.grid[label], _rank(keys[0])
-        # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks
-        entry = (bytes(255 - b for b in rank), keys[0], example.label)
+        # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks,
+        # holding the encoded images (thumbnails are made for the kept ones only)
+        entry = (bytes(255 - b for b in rank), -self.seen, keys[0], example.label,
+                 example.image)
+        self.seen += 1
         if len(heap) < report_page.GRID_PER_CLASS:
-          heapq.heappush(heap, entry + (uri or report_page.thumbnail(example.image),))
+          heapq.heappush(heap, entry)
         elif entry[0] > heap[0][0]:
-          heapq.heapreplace(heap, entry + (uri or report_page.thumbnail(example.image),))
+          heapq.heapreplace(heap, entry)
     return self
 
   def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
-    return {label: [report_page.Picture(key[0], key[1], example_label, uri)
-                    for _, key, example_label, uri in sorted(heap, reverse=True)]
-            for label, heap in sorted(self.grid.items())}
+    return {label: [report_page.Picture(key[0], key[1], example_label,
+                                        self.pictures.get(key) or report_page.thumbnail(image))
+                    for _, _, key, example_label, image in sorted(heap, reverse=True)]
+            for label, heap in sorted(self.grid.items())[:report_page.GRID_CLASSES]}
 
 
 def _group_view(group: duplicates.Group, pictured: bool) -> tuple[list[Key], report_page.Listed]:
@@ -132,7 +154,8 @@ def _finding_views(findings) -> list[report_page.Listed]:
     if of_kind:
       views.append(report_page.Listed(
           f"{kind.replace('_', ' ')}: {len(of_kind)}",
-          [report_page.Picture(f.split, f.file_name, f.label, note=f"{f.score:g}")
+          [report_page.Picture(f.split, f.file_name, f.label,
+                               note=f"{image_quality.SCORES[kind]} {f.score:g}")
            for f in of_kind[:report_page.PER_KIND]],
           [duplicates.printable(f"{f.split}/{f.file_name} [{f.label}] {f.score:g}")
            for f in of_kind]))
@@ -183,12 +206,9 @@ def _entries(source) -> list[version_diff.Entry]:
           for e in version_examples.every_example(source, "reading")]
 
 
-def content(source, *, against=None, recompute: bool = False,
-            fingerprint: bool = True) -> report_page.Content:
+def content(source, *, against=None, recompute: bool = False) -> report_page.Content:
   """The page of `source` (a `sources.Source` or `version_examples.Folder`), with the
-  changes since `against` (another). `fingerprint=False`: no duplicates or findings unless
-  the build stored them (a build with leakage "off" asked for no fingerprint work)."""
-  started = time.perf_counter()
+  changes since `against` (another)."""
   info = source.builder.info
   for version in (source, against):
     image = version.builder.info.features["image"] if version else None
@@ -197,10 +217,7 @@ def content(source, *, against=None, recompute: bool = False,
                        f"{type(image).__name__} (raw pixels of keras' one call), not as image "
                        "files: it has no page; build the folder with `imagesets build` for one")
   stored = _stored(source, recompute)
-  if stored is None and not fingerprint:
-    groups, findings, num_images = [], [], 0
-  else:
-    groups, findings, num_images = stored or _computed(source)
+  groups, findings, num_images = stored or _computed(source)
   groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))
   wanted, views = set(), []
   for position, group in enumerate(groups):
@@ -217,7 +234,13 @@ def content(source, *, against=None, recompute: bool = False,
     wanted |= new_keys
     diff_summary = version_diff.summary(result, against.builder.info.full_name,
                                         info.full_name)[0]
-  read = _Pass(wanted, with_content=against is not None).read(source, "thumbnails of")
+  label = info.features["label"] if "label" in info.features else None
+  names = getattr(label, "names", None)  # a ClassLabel's: the grid's classes known up front
+  grid_labels = frozenset(sorted(names)[:report_page.GRID_CLASSES]) if names else None
+  read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels)
+  for split in info.splits:  # (every split and class counted, also those with no example)
+    read.counts[split].update({name: 0 for name in names or ()})
+  read.read(source, "thumbnails of")
   pictures = dict(read.pictures)
   if diff is not None:  # the old version's pictures: "removed", "moved out", a "before"
     old = _Pass(old_keys, with_content=True).read(against, "thumbnails of", grid=False
@@ -225,19 +248,15 @@ def content(source, *, against=None, recompute: bool = False,
     diff = [(line, [_pictured(kind, pictures, old.pictures) for kind in kinds])
             for line, kinds in diff]
   examples = sum(sum(c.values()) for c in read.counts.values())
-  if stored is None and not fingerprint:
-    summary = quality = "not looked for (built with leakage \"off\": `imagesets report` finds them)"
-    origin = "not looked for"
-  else:
-    summary = duplicates.summary(groups, num_images)
-    quality = (image_quality.summary(findings) + f" among {num_images} images (definitions and "
-               "thresholds: docs/know_your_data.md, \"Quality findings\").")
-    origin = "stored by the build" if stored else "computed from the records"
+  summary = duplicates.summary(groups, num_images)
+  quality = (image_quality.summary(findings) + f" among {num_images} images (definitions and "
+             "thresholds: docs/know_your_data.md, \"Quality findings\").")
+  origin = "stored by the build" if stored else "computed from the records"
   facts = [f"{examples} examples in "
            f"{len(read.counts)} split(s), {len({c for per in read.counts.values() for c in per})}"
            f" class(es); duplicates and quality findings {origin}.",
-           f"Thumbnails at most {report_page.THUMBNAIL} px; page made in "
-           f"{time.perf_counter() - started:.1f} s."]
+           f"Thumbnails at most {report_page.THUMBNAIL} px."]  # (no time: a rebuild's page
+  # is byte for byte the same, as the rest of the version)
   return report_page.Content(
       title=info.full_name, facts=facts,
       counts={split: dict(counter) for split, counter in read.counts.items()},

@@ -62,7 +62,7 @@ def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp
       f"; duplicates: 2 group(s) (1 exact, 1 near) among 10 images; 1 cross splits (leakage): "
       f"{home}/cat/0.jpg = {other}/{leak}; 1 label conflict(s) (duplicates.json); "
       # (the generated photos are smooth colour fields: one has too few edges for a photo)
-      "1 quality finding (1 blurry) (quality.json)")
+      "1 quality finding: 1 blurry (quality.json)")
   version = tmp_path / "d" / "pets" / "1.0.0"
   report = json.loads((version / duplicates.REPORT_FILE).read_text())
   assert sorted((g["kind"], g["cross_split"], g["label_conflict"]) for g in report["groups"]) == [

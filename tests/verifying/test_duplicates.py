@@ -182,7 +182,14 @@ def test_a_stored_report_is_checked_and_names_are_printable():
   bad = [{**report, "num_images": 99}, {**report, "groups": [{"kind": "near", "members": [
       {"split": "train", "file_name": "a", "label": "a", "extra": 1}] * 2}]},
          {k: v for k, v in report.items() if k != "num_images"},
-         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0, 99]]}]}]
+         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0, 99]]}]},
+         # a member repeated: each repeat would print the member's name again (a page of
+         # 100 MB from a report of 300 KB)
+         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0] * 1000]}]},
+         {**report, "groups": [{**report["groups"][1], "exact_sets": [[0, 1], [1, 0]]}]},
+         {**report, "groups": [report["groups"][1]] * 2},  # an image in two groups
+         {**report, "groups": [{**report["groups"][1],
+                                "members": report["groups"][1]["members"] * 2}]}]
   for broken in bad:
     with pytest.raises(duplicates.BadReport, match=r"^s3://b/pets/duplicates.json: unreadable "
                        r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):

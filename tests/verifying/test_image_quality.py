@@ -109,7 +109,7 @@ def test_summary_and_stored_report_round_trip(tmp_path):
   findings = [image_quality.Finding("dark", "train", "a/1.jpg", "a", 0.1),
               image_quality.Finding("dark", "test", "a/2.jpg", "a", 0.2),
               image_quality.Finding("tiny", "train", "b/3.jpg", None, 20.0)]
-  assert image_quality.summary(findings) == "3 quality findings (2 dark, 1 tiny)"
+  assert image_quality.summary(findings) == "3 quality findings: 2 dark, 1 tiny"
   assert image_quality.summary([]) == "no quality findings"
   report = image_quality.to_json(findings, 10)
   assert image_quality.from_json(report) == findings
