@@ -39,13 +39,12 @@ VARIANTS = ("off", NO_PAGE, "warn")  # leakage off; the default without its page
 
 
 def child_build(tree: str, work: str, variant: str) -> dict:
-  from imagesets.building import builder_base
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
 
   leakage = variant.split("+")[0]
   if variant == NO_PAGE:  # the build as it is but for its page (report.html)
-    builder_base.ImageSetBuilder._writes_page = lambda self: False
+    class_folders_builder.ClassFoldersBuilder._writes_page = lambda self: False
   data_dir = pathlib.Path(work) / f"data_{variant}"
   shutil.rmtree(data_dir, ignore_errors=True)
   options = class_folders_builder.ClassFoldersConfig(name="bench", leakage=leakage)

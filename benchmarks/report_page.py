@@ -71,9 +71,9 @@ def main():
     groups = html.split('<h2 id="duplicates">')[1].split('<h2 id="quality">')[0]
     pictured = sum(1 for g in page.groups if g.pictures)
     findings = sum(len(kind.names) for kind in page.findings)
+    listed = groups.count('<div class="group">')
     print(f"| {count:,} | {tree_mb:.0f} | {built:.1f} | {alone:.1f} | {written / 1e6:.2f} | "
-          f"{len(re.findall('<img', html))} | {groups.count('class=\"group\"')} ({pictured}) "
-          f"| {findings} |", flush=True)
+          f"{len(re.findall('<img', html))} | {listed} ({pictured}) | {findings} |", flush=True)
   print(f"(bounds: {report_page.GRID_PER_CLASS} a class, {report_page.PER_GROUP} a group for "
         f"the first {report_page.GROUPS_PICTURED} groups, {report_page.PER_KIND} a kind)")
 

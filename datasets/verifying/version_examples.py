@@ -48,11 +48,28 @@ def folder(source) -> pathlib.Path:
   return source.folder
 
 
+_BATCH = 256  # rows taken from tf.data at a time: its per-element cost is paid per batch
+
+
+def _rows(dataset, keys: list[str]) -> Iterator[dict]:
+  """The rows of a tf.data dataset (batched, then split here) or of a data source."""
+  if not hasattr(dataset, "as_numpy_iterator"):  # an ArrayRecord data source: rows already
+    yield from iter(dataset)
+    return
+  dataset = dataset.map(lambda row: {key: row[key] for key in keys})
+  for batch in dataset.batch(_BATCH).as_numpy_iterator():
+    for i in range(len(batch[keys[0]])):
+      yield {key: batch[key][i] for key in keys}
+
+
 def examples(source, split: str) -> Iterator[Example]:
   """Every example of `split`, in stored order."""
   builder = source.builder
   features = builder.info.features
-  decoders = {"image": tfds.decode.SkipDecoding()}
+  # no image of the example is decoded (VOC's masks neither): the bytes are what we compare
+  decoders = {key: tfds.decode.SkipDecoding() for key, feature in features.items()
+              if isinstance(feature, tfds.features.Image)}
+  decoders.setdefault("image", tfds.decode.SkipDecoding())
   if source.streamed:
     dataset = source.records(split).map(
         lambda r: features.deserialize_example(r, decoders=decoders))
@@ -62,8 +79,8 @@ def examples(source, split: str) -> Iterator[Example]:
     dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False)
   label = features["label"] if "label" in features else None
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)
-  rows = dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator") else iter(dataset)
-  for row in rows:
+  keys = ["image"] + [key for key in ("label", name_key) if key and key in features]
+  for row in _rows(dataset, keys):
     value = row.get("label") if label is not None else None
     yield Example(
         split,

@@ -114,7 +114,7 @@ def test_the_build_fingerprints_its_images_report_and_card_beside_dataset_info(
   assert "## Examples per split and class" in card and "png 16" in card, card
   assert "1 group(s) (1 exact, 0 near) among 16 images; 1 cross splits" in card, card
   assert said == ["synthetic_images/tiny/1.0.0: duplicates: 1 group(s) (1 exact, 0 near) "
-                  "among 16 images; 1 cross splits (leakage): train/0 = test/0"], said
+                  "among 16 images; 1 cross splits (leakage): train/0 = test/0; no quality findings"], said
 
 
 def test_shards_are_the_bytes_of_the_builder_yielding_its_examples_to_tfds(tmp_path):
