@@ -28,8 +28,8 @@ definitions and default thresholds of the first five and the aspect ratio:
 * tiny (CleanVision's `odd_size`, on the small side): a shorter side under `TINY_SIDE`
   (32 px), or sqrt(h * w) under the version's median of it divided by `TINY_RATIO` (5).
 
-Measured on the small decode (shorter side 64-127 px for JPEGs; CleanVision resizes to
-64 px for blur anyway), the percentiles and entropy differ from a full decode's by a few
+Measured on the small decode (shorter side 64-127 px for JPEGs, other formats box-reduced
+to that; CleanVision resizes to 64 px for blur anyway), the percentiles and entropy differ from a full decode's by a few
 hundredths (docs/know_your_data.md, "Quality findings").
 """
 
@@ -55,6 +55,7 @@ GREY_SPREAD = 4
 ODD_ASPECT = 0.35
 TINY_SIDE = 32
 TINY_RATIO = 5.0
+SCALE_SIDE = 64  # image_hashes.SMALL_DECODE: the shorter side measures are taken at, at least
 # What each kind's score is (the value its threshold was applied to).
 SCORES = {"dark": "p99 brightness", "overexposed": "1 - p5 brightness", "blurry": "edges",
           "low_information": "entropy", "grayscale": "channel spread",
@@ -84,7 +85,13 @@ def _deviation(values: np.ndarray) -> float:
 
 def measure(rgb: np.ndarray) -> tuple[float, ...]:
   """The measures of one image's (small) RGB decode, rounded for storage (`FIELDS`).
-  Integer arithmetic wherever the result is stored, so it is the same on every machine."""
+  Integer arithmetic wherever the result is stored, so it is the same on every machine.
+  A larger decode (a PNG is decoded in full) is first box-reduced by an integer factor to a
+  shorter side of `SCALE_SIDE` to 2x that, the scale a JPEG's small decode has: the same
+  measures for the same picture whatever its format, at the same cost."""
+  factor = min(rgb.shape[:2]) // SCALE_SIDE
+  if factor >= 2:
+    rgb = np.asarray(PIL.Image.fromarray(rgb).reduce(factor))
   red, green, blue = (rgb[..., c] for c in range(3))
   spread = np.maximum(np.maximum(red, green), blue) - np.minimum(np.minimum(red, green), blue)
   brightness = (_WEIGHTED_SQUARES[0][red] + _WEIGHTED_SQUARES[1][green]

@@ -2,6 +2,7 @@
 flagged, the measures of the small decode close to a full decode's, stored reports checked."""
 
 import numpy as np
+import PIL.Image
 import pytest
 
 from imagesets.verifying import duplicates
@@ -132,3 +133,20 @@ def test_a_bad_stored_report_is_refused_in_one_line_naming_it(bad, tmp_path):
   (tmp_path / image_quality.QUALITY_FILE).write_text("{not json")
   with pytest.raises(image_quality.BadQualityReport, match="not JSON"):
     image_quality.read_stored(tmp_path)
+
+
+def test_a_png_is_measured_at_the_scale_of_a_jpegs_small_decode(monkeypatch):
+  """A PNG is decoded in full; its measures are taken box-reduced to a JPEG small decode's
+  scale (shorter side 64-127 px): the same picture measures the same in both formats, and
+  a large PNG costs what a JPEG does (the pixels ranked are counted)."""
+  photo = np.asarray(PIL.Image.fromarray(quality_cases.colour_photos()["coffee"]).resize(
+      (1200, 800), PIL.Image.Resampling.BICUBIC))
+  ranked = []
+  partition = image_quality._ranked  # pylint: disable=protected-access
+  monkeypatch.setattr(image_quality, "_ranked",
+                      lambda values, shares: ranked.append(values.size) or partition(values, shares))
+  png = image_hashes.of_bytes(sample_images.encode(photo, "PNG")).quality
+  assert ranked and max(ranked) <= 128 * 192  # (not the 960,000 pixels of the PNG)
+  jpeg = image_hashes.of_bytes(sample_images.encode(photo, "JPEG", quality=95)).quality
+  assert abs(png[0] - jpeg[0]) < 0.03 and abs(png[1] - jpeg[1]) < 0.03
+  assert abs(png[3] - jpeg[3]) < 0.3 and abs(png[2] - jpeg[2]) < 3
