@@ -236,9 +236,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     return "warn"
 
   def _writes_page(self) -> bool:
-    """Whether a build writes the version's page (not for the caches of pixels keras'
-    one call keeps: nobody reads a page of those, and its callers wait for the build)."""
-    return True
+    """Whether a build writes the version's page: when its examples have an "image" stored
+    as an image file (not keras' one-call caches of raw pixels: nobody reads a page of
+    those, and their callers wait for the build)."""
+    features = self.info.features
+    return "image" in features and isinstance(features["image"], tfds.features.Image)
 
   def _reads_remote_files(self) -> bool:
     """True when per-example work reads a bucket: threads then, not forked processes."""

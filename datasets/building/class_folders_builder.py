@@ -192,9 +192,6 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _leakage(self) -> str:
     return self.options.leakage or "warn"
 
-  def _writes_page(self) -> bool:
-    return not self.options.keras_image
-
   def _finish_generation(self, report: generation.Report) -> None:
     options = self.options
     bad = report.problems

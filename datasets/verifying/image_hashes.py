@@ -28,8 +28,10 @@ docs/know_your_data.md); the entropy-coded data is still read whole.
 """
 
 import dataclasses
+import functools
 import hashlib
 import io
+import warnings
 
 import imagehash
 import numpy as np
@@ -101,7 +103,17 @@ def _grey(rgb: np.ndarray) -> PIL.Image.Image:
                                                   PIL.Image.Resampling.BILINEAR)
 
 
+@functools.cache
+def _scipy_imported_quietly() -> None:
+  """imagehash's pHash imports scipy.fftpack on its first call, and scipy.special adds a
+  process-wide warnings filter on import: imported here under catch_warnings, so that a
+  fingerprint taken in the caller's process (the page of a version) changes nothing of it."""
+  with warnings.catch_warnings():
+    import scipy.fftpack  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
 def _hash_of(thumbnail: PIL.Image.Image) -> int:
+  _scipy_imported_quietly()
   bits = np.concatenate([imagehash.phash(thumbnail).hash.ravel(),
                          imagehash.average_hash(thumbnail).hash.ravel()])
   return int(np.packbits(bits).tobytes().hex(), 16)

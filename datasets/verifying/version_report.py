@@ -211,11 +211,12 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
   changes since `against` (another)."""
   info = source.builder.info
   for version in (source, against):
-    image = version.builder.info.features["image"] if version else None
+    features = version.builder.info.features if version else {}
+    image = features["image"] if "image" in features else None
     if version and not isinstance(image, tfds.features.Image):
-      raise ValueError(f"{version.builder.info.full_name} stores its images as "
-                       f"{type(image).__name__} (raw pixels of keras' one call), not as image "
-                       "files: it has no page; build the folder with `imagesets build` for one")
+      raise ValueError(f"{version.builder.info.full_name} stores no image files (its "
+                       f"\"image\" is {type(image).__name__}: raw pixels of keras' one call, or "
+                       "none): it has no page; build the folder with `imagesets build` for one")
   stored = _stored(source, recompute)
   groups, findings, num_images = stored or _computed(source)
   groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))

@@ -38,8 +38,9 @@ def test_publish_list_fetch(bucket_url, tiny_data_dir, tmp_path):
   published = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
   assert published.returncode == 0, published.stderr
   assert f"published {TINY} to " in published.stdout
-  # The card, the duplicate report, 8 shards, the manifest and the 2 commit files.
-  assert "13 object(s) uploaded and verified" in published.stdout
+  # The card, the duplicate and quality reports, the page, 8 shards, the manifest and the 2
+  # commit files.
+  assert "15 object(s) uploaded and verified" in published.stdout
   # The progress bar counts bytes (tqdm with unit B, scaled).
   assert f"publish {TINY}: 100%" in published.stderr and "B/s" in published.stderr
 

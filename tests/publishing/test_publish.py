@@ -119,7 +119,7 @@ def test_stock_tfds_reads_gs_with_tensorflows_own_client(bucket_servers, tensorf
   urls = [f"gs://{servers.BUCKET}/{tmp_path.name}-{i}/tfds" for i in range(3)]
   quiet_publish(TINY, tiny_data_dir, urls[0])
   kill_publisher_after(4, TINY, tiny_data_dir, urls[1], tmp_path)
-  kill_publisher_after(13, TINY, tiny_data_dir, urls[2], tmp_path)
+  kill_publisher_after(15, TINY, tiny_data_dir, urls[2], tmp_path)
   result = subprocess.run([sys.executable, "-c", STOCK_TFDS_ON_GS, *urls], capture_output=True,
                           text=True, cwd=tmp_path, env={**os.environ, **tensorflow_gcs_env},
                           timeout=300)
@@ -155,9 +155,10 @@ def test_identical_republish_is_a_no_op_and_different_content_is_refused(
 
 
 # Upload order: .config/metadata.json, the version's data files by name (README.md, the
-# card; duplicates.json, the build's duplicate report; 8 shards), manifest,
-# dataset_info.json, features.json: 13 is killed at the last, the commit marker.
-@pytest.mark.parametrize("uploads", [4, 13])
+# card; duplicates.json and quality.json, the build's reports; report.html, its page; 8
+# shards), manifest, dataset_info.json, features.json: 15 is killed at the last, the
+# commit marker.
+@pytest.mark.parametrize("uploads", [4, 15])
 def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
     uploads, bucket_url, tiny_data_dir, tmp_path):
   kill_publisher_after(uploads, TINY, tiny_data_dir, bucket_url, tmp_path)
@@ -177,7 +178,7 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
 
   result = quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert result.status == "published"
-  assert result.reused == min(uploads - 1, 10)  # verified data files are not uploaded again
+  assert result.reused == min(uploads - 1, 12)  # verified data files are not uploaded again
   data_dir = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(data_dir) == examples(tiny_data_dir)
 
@@ -302,8 +303,8 @@ def test_uploads_are_verified_by_the_store_checksum_or_read_back(bucket_url, tin
                       lambda self, rel: read_back.append(rel) or sha256(self, rel))
   quiet_publish(TINY, tiny_data_dir, bucket_url)
   # Both servers report checksums of what they received; a folder is read back: the card,
-  # the duplicate report, 8 shards, the manifest, dataset_info.json and features.json.
-  expected = 0 if bucket_url.startswith(("s3:", "gs:")) else 13
+  # the two reports, the page, 8 shards, the manifest, dataset_info.json and features.json.
+  expected = 0 if bucket_url.startswith(("s3:", "gs:")) else 15
   assert len(read_back) == expected
 
 
@@ -326,10 +327,10 @@ def test_an_object_damaged_in_transit_stops_the_publish(bucket_url, tiny_data_di
     quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert listing.list_published(bucket_url)[0] == []
   monkeypatch.setattr(bucket_lib.Bucket, "upload", upload)
-  # The re-run keeps the 8 verified files uploaded before (the card, the duplicate report,
-  # shards test 0-3, train 0-1) and replaces the damaged one.
+  # The re-run keeps the 10 verified files uploaded before (the card, the two reports, the
+  # page, shards test 0-3, train 0-1) and replaces the damaged one.
   result = quiet_publish(TINY, tiny_data_dir, bucket_url)
-  assert (result.reused, result.uploaded) == (8, 5)
+  assert (result.reused, result.uploaded) == (10, 5)
   data_dir = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(data_dir) == examples(tiny_data_dir)
 

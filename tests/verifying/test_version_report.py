@@ -223,7 +223,7 @@ def test_a_keras_pixel_cache_has_no_page_and_says_why(tmp_path):
                                               cache_dir=str(tmp_path / "cache"), verbose=False)
   versions = list((tmp_path / "cache").rglob("dataset_info.json"))
   assert versions and not list((tmp_path / "cache").rglob(report_page.PAGE_FILE))
-  with pytest.raises(ValueError, match="raw pixels of keras' one call"):
+  with pytest.raises(ValueError, match="raw pixels of keras. one call"):
     version_report.content(version_examples.Folder.at(versions[0].parent))
 
 
