@@ -19,8 +19,6 @@ with the score; precision = true / all flags.
 import argparse
 import collections
 
-import numpy as np
-
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 from imagesets.verifying import image_quality
@@ -29,23 +27,16 @@ from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
 
-def _tiles(pixels: np.ndarray, grid: int) -> list[np.ndarray]:
-  height, width = pixels.shape[:2]
-  return [np.ascontiguousarray(pixels[r * height // grid:(r + 1) * height // grid,
-                                      c * width // grid:(c + 1) * width // grid])
-          for r in range(grid) for c in range(grid)]
-
-
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--grid", type=int, default=3)
   parser.add_argument("--quality", type=int, default=90)
   args = parser.parse_args()
   pictures, planted = {}, {}  # name -> pixels; name -> planted kind
+  tiles = real_photos.tiles(args.grid)
   for name, pixels in real_photos.photos().items():
     pictures[name] = pixels
-    for i, tile in enumerate(_tiles(pixels, args.grid)):
-      pictures[f"{name}#{i}"] = tile
+    pictures.update({key: tile for key, tile in tiles.items() if key.startswith(f"{name}#")})
     grey = (pixels.max(axis=2) == pixels.min(axis=2)).all()
     for kind, make in quality_cases.MAKERS.items():
       if not (grey and kind == "grayscale"):

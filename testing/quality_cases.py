@@ -57,16 +57,3 @@ def colour_photos() -> dict[str, np.ndarray]:
   return {name: pixels for name, pixels in real_photos.photos().items()
           if not (pixels.max(axis=2) == pixels.min(axis=2)).all()}
 
-
-def tiles(photos: dict[str, np.ndarray], grid: int = 3) -> dict[str, np.ndarray]:
-  """Each photo and its grid x grid tiles, at their own resolution ("name#row,col")."""
-  out = {}
-  for name, pixels in photos.items():
-    out[name] = pixels
-    height, width = pixels.shape[:2]
-    for row in range(grid):
-      for col in range(grid):
-        out[f"{name}#{row},{col}"] = np.ascontiguousarray(
-            pixels[row * height // grid:(row + 1) * height // grid,
-                   col * width // grid:(col + 1) * width // grid])
-  return out

@@ -17,10 +17,11 @@ def photos() -> dict[str, np.ndarray]:
           for path in sorted(_FOLDER.glob("*.jpg"))}
 
 
-def tiles(grid: int = 3) -> dict[str, np.ndarray]:
-  """Each photo cut into grid x grid tiles ("name#row,col"): more, smaller distinct pictures."""
+def tiles(grid: int = 3, of: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+  """Each photo (of `of`, default all) cut into grid x grid tiles ("name#row,col"): more,
+  smaller distinct pictures."""
   cut = {}
-  for name, pixels in photos().items():
+  for name, pixels in (photos() if of is None else of).items():
     height, width = pixels.shape[:2]
     for row in range(grid):
       for col in range(grid):
