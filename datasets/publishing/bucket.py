@@ -287,6 +287,27 @@ class Bucket:
       tmp.flush()
       self.upload(tmp.name, rel)
 
+  def create(self, rel: str, data: bytes) -> bool:
+    """Writes `data` at `rel` only if no object is there (the stores' conditional write:
+    S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`, a folder's `link`, which fails on an
+    existing name): True when this call created it, False when one was there already. Of
+    two callers at once, exactly one gets True. The object is read back: a store that
+    ignored the condition (an older S3 clone) and let a second writer replace it makes
+    the caller whose bytes are not there see False."""
+    with self._translated("create", rel):
+      if self.is_local:
+        created = _link_whole(data, self._path(rel))
+      else:
+        try:
+          self.fs.pipe_file(self._path(rel), data, mode="create")
+          created = True
+        except (FileExistsError, OSError):
+          if not self.fs.exists(self._path(rel)):
+            raise  # (not the condition: a real failure)
+          created = False
+        self.fs.invalidate_cache(self._path(rel))
+    return created and self.read_bytes(rel) == data
+
   def info(self, rel: str) -> ObjectInfo:
     with self._translated("look up", rel):
       info = self.fs.info(self._path(rel))
@@ -379,6 +400,24 @@ class _Callback(fsspec.callbacks.Callback):
     if delta > 0 and self._progress:
       self._progress(delta)
     self._reported += max(delta, 0)
+
+
+def _link_whole(data: bytes, target: str) -> bool:
+  """Creates `target` holding `data`, whole, only if it does not exist: a temporary file
+  written first, then hard-linked to the name (link never replaces, unlike rename)."""
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  tmp = os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+  try:
+    with os.fdopen(fd, "wb") as out:
+      out.write(data)
+    os.link(tmp, target)
+    return True
+  except FileExistsError:
+    return False
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
 
 
 def _copy_atomically(source: str, target: str, callback: _Callback) -> None:

@@ -1,14 +1,21 @@
 """Publish a prepared TFDS version from a local data_dir to a team bucket.
 
-Every data file is uploaded and verified, then the manifest, `dataset_info.json` and last
-`features.json`, the commit marker (`versions`): a reader never sees a half-published
-version. A killed publish is resumed by running it again; a published version is never
-changed.
+First the version is claimed: `versions.CLAIM`, naming the content, written with the
+store's conditional write (`Bucket.create`), so of two builds published under one version
+number at once exactly one uploads anything; the other is refused in one line, and the
+same build re-run resumes its own claim. Then every data file is uploaded and verified,
+then the manifest, `dataset_info.json` and last `features.json`, the commit marker
+(`versions`): a reader never sees a half-published version, nor objects of two builds. A
+killed publish is resumed by running it again; a published version is never changed.
 """
 
 import dataclasses
 import datetime
+import hashlib
+import json
+import os
 import pathlib
+import socket
 import tempfile
 from typing import Callable
 
@@ -74,6 +81,52 @@ def _publish_config_metadata(bucket, ref: versions.Ref, data_dir: pathlib.Path) 
         f"tfds.load('{ref.name}') resolves to for everyone")
 
 
+def _refuse_other_content(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
+  """The version is committed: identical content is a no-op (returns), other is refused."""
+  manifest_bytes = versions.read_or_none(bucket, f"{ref.folder}/{versions.MANIFEST}")
+  if manifest_bytes is None:
+    raise versions.PublishError(f"{ref} already exists at {bucket.url_of(ref.folder)} (not published "
+                       "by imagesets: no manifest); refusing to change it")
+  published = manifest_lib.Manifest.from_bytes(manifest_bytes, bucket.url_of(ref.folder))
+  if published.content() != local.content():
+    raise versions.PublishError(
+        f"{ref} is already published at {bucket.url_of(ref.folder)} with different "
+        f"content ({_differences(published, local)}); published versions are immutable: "
+        "bump the version to publish new data")
+
+
+def _content_digest(local: manifest_lib.Manifest) -> str:
+  return hashlib.sha256(json.dumps(local.content(), sort_keys=True).encode()).hexdigest()
+
+
+def _claim(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
+  """Claims the version for this content before anything is uploaded (see the module)."""
+  rel = f"{ref.folder}/{versions.CLAIM}"
+  digest = _content_digest(local)
+  now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  mine = json.dumps({"content": digest, "by": f"{socket.gethostname()} pid {os.getpid()}",
+                     "at": now}).encode()
+  if bucket.create(rel, mine):
+    return
+  held = versions.read_or_none(bucket, rel) or b""
+  try:
+    claim = json.loads(held)
+    ours = isinstance(claim, dict) and claim.get("content") == digest
+  except ValueError:
+    claim, ours = {}, False
+  if ours:
+    return  # the same content: this build (or an identical one) resumes
+  if versions.MARKER in versions.files_in(bucket, ref.folder):  # committed meanwhile
+    _refuse_other_content(bucket, ref, local)
+    return
+  who = (f" (claimed {str(claim.get('at'))[:40]} by {str(claim.get('by'))[:80]})"
+         if isinstance(claim, dict) else "")
+  raise versions.PublishError(
+      f"{ref} is being published to {bucket.url_of(ref.folder)} by another build with other "
+      f"content{who}; one version number holds one build: bump the version, or, if that "
+      f"publish died and its build is to be dropped, delete {bucket.url_of(rel)} and re-run")
+
+
 def publish(spec: str, data_dir, url: str, *, progress: bool = True,
             log: Callable[[str], None] = lambda message: None) -> PublishResult:
   """Publishes one prepared version from a local TFDS data_dir to a bucket URL.
@@ -89,26 +142,21 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   bucket.check()
 
   remote_files = versions.files_in(bucket, ref.folder)
+  if versions.MARKER not in remote_files:
+    _claim(bucket, ref, local)
+    remote_files = versions.files_in(bucket, ref.folder)  # (what is there once claimed)
   if versions.MARKER in remote_files:
-    manifest_bytes = versions.read_or_none(bucket, f"{ref.folder}/{versions.MANIFEST}")
-    if manifest_bytes is None:
-      raise versions.PublishError(f"{ref} already exists at {bucket.url_of(ref.folder)} (not published "
-                         "by imagesets: no manifest); refusing to change it")
-    published = manifest_lib.Manifest.from_bytes(manifest_bytes, bucket.url_of(ref.folder))
-    if published.content() != local.content():
-      raise versions.PublishError(
-          f"{ref} is already published at {bucket.url_of(ref.folder)} with different "
-          f"content ({_differences(published, local)}); published versions are immutable: "
-          "bump the version to publish new data")
+    _refuse_other_content(bucket, ref, local)
     _publish_config_metadata(bucket, ref, data_dir)
     log(f"{ref} is already published at {bucket.url_of(ref.folder)} with identical content; "
         "nothing to do")
     return PublishResult(ref, bucket.url_of(ref.folder), "unchanged")
 
   _publish_config_metadata(bucket, ref, data_dir)
-  # Leftovers of an interrupted run of other content would sit next to the new files.
+  # Leftovers of an interrupted run of other content (before claims) would sit next to the
+  # new files.
   stale = [f"{ref.folder}/{name}" for name in remote_files
-           if name not in local.files and name != versions.MANIFEST]
+           if name not in local.files and name not in (versions.MANIFEST, versions.CLAIM)]
   bucket.delete(stale)
 
   local.published_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -33,6 +33,9 @@ MARKER = "features.json"
 DATASET_INFO = "dataset_info.json"
 COMMIT_FILES = (DATASET_INFO, MARKER)  # uploaded in this order, after everything else
 CONFIG_METADATA = ".config/metadata.json"
+# Written first, with the stores' conditional write, by the one publish of a version that
+# may upload it: it names the content (`publish._claim`); another build is refused.
+CLAIM = ".imagesets-claim.json"
 
 _SPEC = re.compile(r"^(?P<name>[a-z0-9_]+)(?:/(?P<config>[\w.-]+))?(?::(?P<version>\d+\.\d+\.\d+))?$")
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")

@@ -57,7 +57,8 @@ def test_bucket_layout_is_a_tfds_data_dir(bucket_url, tiny_data_dir):
   local = {p.relative_to(tiny_data_dir).as_posix(): p.stat().st_size
            for p in (tiny_data_dir / "synthetic_images").rglob("*") if p.is_file()}
   manifest = listed.pop(f"{FOLDER}/{versions.MANIFEST}")
-  assert listed == local and manifest > 0
+  claim = listed.pop(f"{FOLDER}/{versions.CLAIM}")  # (hidden: TFDS never looks at it)
+  assert listed == local and manifest > 0 and claim > 0
   assert store.read_bytes("synthetic_images/.config/metadata.json") == \
       b'{"default_config_name": "default"}'
 
@@ -164,7 +165,9 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
   kill_publisher_after(uploads, TINY, tiny_data_dir, bucket_url, tmp_path)
   store = bucket_lib.Bucket(bucket_url)
   partial = store.list_files(FOLDER)
-  assert len(partial) == uploads - 1 and f"{FOLDER}/{versions.MARKER}" not in partial
+  # (the claim, then the uploads before the one killed)
+  assert len(partial) == uploads and f"{FOLDER}/{versions.MARKER}" not in partial
+  assert f"{FOLDER}/{versions.CLAIM}" in partial
 
   published, unfinished = listing.list_published(bucket_url)
   assert published == [] and unfinished == [versions.Ref.parse(TINY)]
@@ -192,7 +195,7 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
   assert not store.exists(junk)
   (item,), _ = listing.list_published(bucket_url)
   assert set(store.list_files(FOLDER)) == {f"{FOLDER}/{n}" for n in item.manifest.files} | {
-      f"{FOLDER}/{versions.MANIFEST}"}
+      f"{FOLDER}/{versions.MANIFEST}", f"{FOLDER}/{versions.CLAIM}"}
   shard = "synthetic_images-train.tfrecord-00000-of-00004"
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
 
