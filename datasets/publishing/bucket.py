@@ -22,6 +22,7 @@ import os
 import pathlib
 import re
 import tempfile
+import time
 import urllib.parse
 import uuid
 from typing import Callable
@@ -42,6 +43,9 @@ REMOTE_SCHEMES = ("s3", "gs")
 # Environment variables whose values must never appear in a message.
 _SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                "GOOGLE_OAUTH_ACCESS_TOKEN")
+
+
+_CONFLICT_RETRIES = 5  # S3 409 ConditionalRequestConflict: competing conditional writes
 
 
 class BucketError(RuntimeError):
@@ -291,22 +295,30 @@ class Bucket:
     """Writes `data` at `rel` only if no object is there (the stores' conditional write:
     S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`, a folder's `link`, which fails on an
     existing name): True when this call created it, False when one was there already. Of
-    two callers at once, exactly one gets True. The object is read back: a store that
-    ignored the condition (an older S3 clone) and let a second writer replace it makes
-    the caller whose bytes are not there see False."""
+    two callers at once, exactly one gets True (on a store that honours the condition;
+    the object is read back, and a publisher checks its claim again before committing)."""
     with self._translated("create", rel):
       if self.is_local:
         created = _link_whole(data, self._path(rel))
       else:
-        try:
-          self.fs.pipe_file(self._path(rel), data, mode="create")
-          created = True
-        except (FileExistsError, OSError):
-          if not self.fs.exists(self._path(rel)):
-            raise  # (not the condition: a real failure)
-          created = False
-        self.fs.invalidate_cache(self._path(rel))
+        created = self._create_remote(rel, data)
     return created and self.read_bytes(rel) == data
+
+  def _create_remote(self, rel: str, data: bytes) -> bool:
+    for attempt in range(_CONFLICT_RETRIES):
+      try:
+        self.fs.pipe_file(self._path(rel), data, mode="create")
+        return True
+      except (FileExistsError, OSError) as error:
+        self.fs.invalidate_cache(self._path(rel))
+        if self.fs.exists(self._path(rel)):
+          return False
+        # S3 answers 409 ConditionalRequestConflict while a competing conditional write of
+        # the name is in flight: ask again, the name then exists or is free
+        if "ConditionalRequestConflict" not in str(error) or attempt == _CONFLICT_RETRIES - 1:
+          raise  # (not the condition: a real failure)
+        time.sleep(0.2 * (attempt + 1))
+    return False
 
   def info(self, rel: str) -> ObjectInfo:
     with self._translated("look up", rel):
@@ -404,7 +416,9 @@ class _Callback(fsspec.callbacks.Callback):
 
 def _link_whole(data: bytes, target: str) -> bool:
   """Creates `target` holding `data`, whole, only if it does not exist: a temporary file
-  written first, then hard-linked to the name (link never replaces, unlike rename)."""
+  written first, then hard-linked to the name (link never replaces, unlike rename). A file
+  system without hard links (vfat, many SMB and FUSE mounts) gets the name created with
+  O_EXCL and then written (exclusive too; a crash mid-write can leave it partial)."""
   os.makedirs(os.path.dirname(target), exist_ok=True)
   tmp = os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
   fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -415,6 +429,20 @@ def _link_whole(data: bytes, target: str) -> bool:
     return True
   except FileExistsError:
     return False
+  except OSError as error:
+    if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                           errno.ENOSYS):
+      raise
+    try:
+      fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                   0o666)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "wb") as out:
+      out.write(data)
+      out.flush()
+      os.fsync(out.fileno())
+    return True
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.unlink(tmp)

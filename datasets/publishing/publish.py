@@ -99,6 +99,25 @@ def _content_digest(local: manifest_lib.Manifest) -> str:
   return hashlib.sha256(json.dumps(local.content(), sort_keys=True).encode()).hexdigest()
 
 
+_MAX_CLAIM = 4096  # bytes: a claim is a line of JSON; anything larger is not one of ours
+
+
+def _held_claim(bucket, rel: str) -> dict:
+  """The claim at `rel` as a dict ({} when absent, too large or not ours: untrusted)."""
+  try:
+    if bucket.info(rel).size > _MAX_CLAIM:
+      return {}
+    claim = json.loads(bucket.read_bytes(rel))
+  except (FileNotFoundError, ValueError, RecursionError):
+    return {}
+  return claim if isinstance(claim, dict) else {}
+
+
+def _shown(value) -> str:
+  """A claim's field for a message: printable characters only, short."""
+  return "".join(c if c.isprintable() else "?" for c in str(value))[:80]
+
+
 def _claim(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
   """Claims the version for this content before anything is uploaded (see the module)."""
   rel = f"{ref.folder}/{versions.CLAIM}"
@@ -108,23 +127,31 @@ def _claim(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
                      "at": now}).encode()
   if bucket.create(rel, mine):
     return
-  held = versions.read_or_none(bucket, rel) or b""
-  try:
-    claim = json.loads(held)
-    ours = isinstance(claim, dict) and claim.get("content") == digest
-  except ValueError:
-    claim, ours = {}, False
-  if ours:
+  claim = _held_claim(bucket, rel)
+  if claim.get("content") == digest:
     return  # the same content: this build (or an identical one) resumes
   if versions.MARKER in versions.files_in(bucket, ref.folder):  # committed meanwhile
     _refuse_other_content(bucket, ref, local)
     return
-  who = (f" (claimed {str(claim.get('at'))[:40]} by {str(claim.get('by'))[:80]})"
-         if isinstance(claim, dict) else "")
+  _refuse_claimed(bucket, ref, rel, claim)
+
+
+def _refuse_claimed(bucket, ref: versions.Ref, rel: str, claim: dict) -> None:
+  who = (f" (claimed {_shown(claim.get('at'))} by {_shown(claim.get('by'))})"
+         if claim.get("at") and claim.get("by") else "")
   raise versions.PublishError(
       f"{ref} is being published to {bucket.url_of(ref.folder)} by another build with other "
       f"content{who}; one version number holds one build: bump the version, or, if that "
       f"publish died and its build is to be dropped, delete {bucket.url_of(rel)} and re-run")
+
+
+def _still_claimed(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
+  """Before the commit: the claim is still this content's (a store that ignored the
+  condition, or a claim deleted by hand while this publish ran, is caught here)."""
+  rel = f"{ref.folder}/{versions.CLAIM}"
+  claim = _held_claim(bucket, rel)
+  if claim.get("content") != _content_digest(local):
+    _refuse_claimed(bucket, ref, rel, claim)
 
 
 def publish(spec: str, data_dir, url: str, *, progress: bool = True,
@@ -155,8 +182,10 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   _publish_config_metadata(bucket, ref, data_dir)
   # Leftovers of an interrupted run of other content (before claims) would sit next to the
   # new files.
+  # Hidden names are never a version's files (`describe_local` skips them): the claim, and
+  # another publisher's temporary files of a folder bucket, stay.
   stale = [f"{ref.folder}/{name}" for name in remote_files
-           if name not in local.files and name not in (versions.MANIFEST, versions.CLAIM)]
+           if name not in local.files and name != versions.MANIFEST and not name.startswith(".")]
   bucket.delete(stale)
 
   local.published_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -174,6 +203,8 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
     entries = {**local.files, versions.MANIFEST: manifest_entry}
     with progress_bars.byte_bar(total, f"publish {ref}", progress) as bar:
       for name in to_upload + [versions.MANIFEST, *versions.COMMIT_FILES]:
+        if name == versions.MANIFEST:
+          _still_claimed(bucket, ref, local)
         rel = f"{ref.folder}/{name}"
         bucket.upload(str(sources[name]), rel, progress=bar.update)
         if not _verified(bucket, rel, entries[name], sources[name]):

@@ -5,6 +5,7 @@ The interleavings are made by running the second publisher at a chosen point of 
 (no sleeps), and two `imagesets publish` processes are started together as well."""
 
 import hashlib
+import json
 import pathlib
 import shutil
 import subprocess
@@ -47,10 +48,19 @@ def _files_of(data_dir: pathlib.Path) -> dict[str, str]:
 
 
 def _only_objects_of(url: str, data_dir: pathlib.Path) -> None:
-  """Every object of the version is the build's file of that name (or ours: manifest, claim)."""
+  """Every object of the version is the build's file of that name, and the manifest and the
+  claim name the build's content."""
   objects, files = _objects(url), _files_of(data_dir)
   ours = {versions.MANIFEST, versions.CLAIM}
   assert {name: digest for name, digest in objects.items() if name not in ours} == files
+  store, ref = bucket_lib.Bucket(url), versions.Ref.parse(TINY)
+  local = publish.manifest_lib.describe_local(ref, data_dir / FOLDER)
+  if versions.MANIFEST in objects:
+    published = publish.manifest_lib.Manifest.from_bytes(
+        store.read_bytes(f"{FOLDER}/{versions.MANIFEST}"), url)
+    assert published.content() == local.content()
+  claim = json.loads(store.read_bytes(f"{FOLDER}/{versions.CLAIM}"))
+  assert claim["content"] == publish._content_digest(local)  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("bucket_url", ["s3", "gs", "file"], indirect=True)
@@ -130,3 +140,47 @@ def test_two_publishers_started_together_one_wins(bucket_url, tiny_data_dir, oth
   _only_objects_of(bucket_url, winner)
   assert subprocess.run([str(BIN / "imagesets"), "publish", TINY, "--data-dir", str(winner),
                          "--to", bucket_url, "--quiet"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("bucket_url", ["s3", "file"], indirect=True)
+def test_a_claim_lost_while_uploading_stops_before_the_commit(bucket_url, tiny_data_dir,
+                                                             monkeypatch):
+  """A claim replaced while this publish uploads (deleted by hand and taken by another build,
+  or a store that ignores the condition): checked again before the manifest, refused."""
+  store = bucket_lib.Bucket(bucket_url)
+  upload = bucket_lib.Bucket.upload
+  claim = f"{FOLDER}/{versions.CLAIM}"
+
+  def replaced_on_first_upload(self, local_path, rel, progress=None):
+    monkeypatch.setattr(bucket_lib.Bucket, "upload", upload)
+    store.write_bytes(claim, b'{"content": "another build", "at": "now", "by": "them"}')
+    return upload(self, local_path, rel, progress)
+
+  monkeypatch.setattr(bucket_lib.Bucket, "upload", replaced_on_first_upload)
+  with pytest.raises(versions.PublishError, match=OTHER_CONTENT + r" \(claimed now by them\)"):
+    _quiet(tiny_data_dir, bucket_url)
+  assert not store.exists(f"{FOLDER}/{versions.MARKER}")
+  assert not store.exists(f"{FOLDER}/{versions.MANIFEST}")
+
+
+def test_a_folder_without_hard_links_still_creates_exclusively(tmp_path, monkeypatch):
+  def no_links(*args):
+    raise PermissionError(1, "Operation not permitted")  # (vfat, SMB, FUSE mounts)
+  monkeypatch.setattr(bucket_lib.os, "link", no_links)
+  store = bucket_lib.Bucket(str(tmp_path / "bucket"))
+  assert store.create("v/claim", b"first") and not store.create("v/claim", b"second")
+  assert store.read_bytes("v/claim") == b"first"
+  assert sorted(p.name for p in (tmp_path / "bucket" / "v").iterdir()) == ["claim"]
+
+
+@pytest.mark.parametrize("claim", [
+    b'{"content": "x", "at": "\\u001b[31mnow", "by": "them\\nimagesets: ok"}',
+    b"[" * 100_000 + b"]" * 100_000,  # (deeper than json's recursion limit)
+    b'{"content": "x", "by": "' + b"y" * 10_000 + b'"}'])
+def test_a_hostile_claim_is_refused_in_one_printable_line(claim, tiny_data_dir, tmp_path):
+  url = str(tmp_path / "bucket")
+  bucket_lib.Bucket(url).write_bytes(f"{FOLDER}/{versions.CLAIM}", claim)
+  with pytest.raises(versions.PublishError, match=OTHER_CONTENT) as error:
+    _quiet(tiny_data_dir, url)
+  message = str(error.value)
+  assert message.isprintable() and len(message) < 600
