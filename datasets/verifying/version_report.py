@@ -12,13 +12,14 @@ bounds). A diff (`version_diff`) reads both versions whole (a full decode of eac
 """
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import heapq
 import json
 import os
 import pathlib
-import tempfile
+import uuid
 
 import tensorflow_datasets as tfds
 
@@ -281,18 +282,16 @@ def _pictured(kind: report_page.Listed, new_pictures: dict, old_pictures: dict
 
 
 def write(page: report_page.Content, path) -> int:
-  """Writes the page to `path` whole or not at all (a temporary file renamed); its size."""
+  """Writes the page to `path` whole or not at all (a uniquely named temporary file beside
+  it, renamed: as `transfer.write_atomically`, which this layer may not import); its size."""
   path = pathlib.Path(path)
   text = report_page.render(page).encode("utf-8")
-  fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+  temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
   try:
-    with os.fdopen(fd, "wb") as out:
-      out.write(text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # (mkstemp's file is the owner's only)
+    temporary.write_bytes(text)  # (a plain file's permissions, as every file of a version)
     os.replace(temporary, path)
   except BaseException:
-    os.unlink(temporary)
+    with contextlib.suppress(FileNotFoundError):
+      temporary.unlink()
     raise
   return len(text)
