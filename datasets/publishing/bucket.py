@@ -354,6 +354,19 @@ class Bucket:
       else:
         self.fs.get_file(self._path(rel), local_path, callback=callback)
 
+  def copy(self, src_rel: str, dst_rel: str) -> None:
+    """Copies the object at `src_rel` to `dst_rel` inside the store, no byte through this
+    machine: S3 CopyObject, a GCS rewrite, a folder's hard link (the two names then share
+    their bytes: fine for published objects, which are replaced, never written in place).
+    The destination appears whole or not at all; FileNotFoundError if the source is gone."""
+    with self._translated(f"copy {self.url_of(src_rel)} to", dst_rel):
+      if self.is_local:
+        _link_atomically(self._path(src_rel), self._path(dst_rel))
+      else:
+        # (cp_file: the one-object copy fsspec's `copy` ends in, without its path
+        # expansion and directory probes)
+        self.fs.cp_file(self._path(src_rel), self._path(dst_rel))
+
   def copy_to(self, rel: str, out, progress: ProgressFn | None = None,
               size: int | None = None) -> None:
     """Writes the object's bytes into the open binary file `out`, chunk by chunk
@@ -414,13 +427,25 @@ class _Callback(fsspec.callbacks.Callback):
     self._reported += max(delta, 0)
 
 
+# A file system that cannot hard-link here: none at all (vfat, many SMB and FUSE mounts),
+# another device, or Linux's protected_hardlinks refusing a teammate's file.
+_NO_HARD_LINK = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS)
+
+
+def _temporary_beside(target: str) -> str:
+  """A new unique hidden name in `target`'s folder (made if missing). Hidden, so neither
+  TFDS nor a version's listing counts it and no publish deletes it as stale (another
+  publisher may be writing it)."""
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  return os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
+
+
 def _link_whole(data: bytes, target: str) -> bool:
   """Creates `target` holding `data`, whole, only if it does not exist: a temporary file
   written first, then hard-linked to the name (link never replaces, unlike rename). A file
   system without hard links (vfat, many SMB and FUSE mounts) gets the name created with
   O_EXCL and then written (exclusive too; a crash mid-write can leave it partial)."""
-  os.makedirs(os.path.dirname(target), exist_ok=True)
-  tmp = os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
+  tmp = _temporary_beside(target)
   fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
   try:
     with os.fdopen(fd, "wb") as out:
@@ -430,8 +455,7 @@ def _link_whole(data: bytes, target: str) -> bool:
   except FileExistsError:
     return False
   except OSError as error:
-    if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
-                           errno.ENOSYS):
+    if error.errno not in _NO_HARD_LINK:
       raise
     try:
       fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
@@ -449,16 +473,35 @@ def _link_whole(data: bytes, target: str) -> bool:
 
 
 def _copy_atomically(source: str, target: str, callback: _Callback) -> None:
-  os.makedirs(os.path.dirname(target), exist_ok=True)
   # The permissions a plain copy gives (0o666 & ~umask), so teammates on a shared file
   # system can read what was published (tempfile.mkstemp would make it owner-only).
-  tmp = os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
+  tmp = _temporary_beside(target)
   fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
   try:
     with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
       while chunk := src.read(CHUNK):
         dst.write(chunk)
         callback.relative_update(len(chunk))
+    os.replace(tmp, target)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+    raise
+
+
+def _link_atomically(source: str, target: str) -> None:
+  """Gives the file `source` the name `target` too: a hard link at a hidden temporary
+  name, renamed over `target`, so `target` is never a partial file. Where no hard link can
+  be made (`_NO_HARD_LINK`, or the file's link limit), a copy made the same way."""
+  tmp = _temporary_beside(target)
+  try:
+    os.link(source, tmp)
+  except OSError as error:
+    if error.errno not in (*_NO_HARD_LINK, errno.EMLINK):
+      raise  # (a missing source included: FileNotFoundError)
+    _copy_atomically(source, target, _Callback(None))
+    return
+  try:
     os.replace(tmp, target)
   except BaseException:
     with contextlib.suppress(FileNotFoundError):

@@ -100,9 +100,10 @@ def describe_local(ref: versions.Ref, version_dir: pathlib.Path) -> Manifest:
   return Manifest(dataset=str(ref), files=files, splits=splits)
 
 
-def published(bucket, ref: versions.Ref) -> "Manifest":
-  """The manifest of a committed version; PublishError if it is not committed or has none."""
-  names = set(versions.files_in(bucket, ref.folder))
+def published(bucket, ref: versions.Ref, names: set[str] | None = None) -> "Manifest":
+  """The manifest of a committed version; PublishError if it is not committed or has none.
+  `names`: the files of its folder when the caller has listed them already (else listed)."""
+  names = set(versions.files_in(bucket, ref.folder)) if names is None else names
   if versions.MARKER not in names:
     raise versions.DatasetNotPreparedError(
         versions.not_found(ref, bucket=bucket)

@@ -3,10 +3,13 @@
 First the version is claimed: `versions.CLAIM`, naming the content, written with the
 store's conditional write (`Bucket.create`), so of two builds published under one version
 number at once exactly one uploads anything; the other is refused in one line, and the
-same build re-run resumes its own claim. Then every data file is uploaded and verified,
-then the manifest, `dataset_info.json` and last `features.json`, the commit marker
-(`versions`): a reader never sees a half-published version, nor objects of two builds. A
-killed publish is resumed by running it again; a published version is never changed.
+same build re-run resumes its own claim. Then every data file is uploaded and verified
+(one that another committed version of the dataset holds byte for byte, by its manifest,
+is copied server-side from it instead and verified the same way: uploads are proportional
+to the change), then the manifest, `dataset_info.json` and last `features.json`, the
+commit marker (`versions`): a reader never sees a half-published version, nor objects of
+two builds. A killed publish is resumed by running it again; a published version is never
+changed.
 """
 
 import dataclasses
@@ -32,7 +35,8 @@ class PublishResult:
   status: str          # "published" or "unchanged"
   uploaded: int = 0    # objects uploaded in this run
   reused: int = 0      # objects found already uploaded and verified (resumed run)
-  num_bytes: int = 0   # bytes uploaded in this run
+  num_bytes: int = 0   # bytes uploaded in this run (copies not counted: none passed here)
+  copied: int = 0      # objects copied server-side from other versions, and verified
 
 
 def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict, local_path) -> bool:
@@ -53,6 +57,79 @@ def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict, local_path) -> b
   if info.multipart_etag and bucket_lib.s3_multipart_etag(local_path) == info.multipart_etag:
     return True
   return bucket.sha256(rel) == entry["sha256"]
+
+
+def _other_versions(bucket, ref: versions.Ref) -> tuple[dict[versions.Ref, set[str]],
+                                                        dict[str, int]]:
+  """({version: its file names} of the other committed versions with a manifest of `ref`'s
+  dataset and config, newest first; {rel: size} of their objects), from one listing."""
+  listed = bucket.list_files(ref.folder.rsplit("/", 1)[0])
+  # A source is `<other.folder>/<name>`, no part of it unchecked: name and config are ref's,
+  # remote_refs keeps versions matching X.Y.Z, and the manifest's names pass check_name.
+  found = {other: names for other, names in versions.remote_refs(listed).items()
+           if (other.name, other.config) == (ref.name, ref.config) and other != ref
+           and {versions.MARKER, versions.MANIFEST} <= names}
+  return dict(sorted(found.items(), key=lambda item: versions.sort_key(item[0]),
+                     reverse=True)), listed
+
+
+def _source_manifest(bucket, other: versions.Ref, names: set[str],
+                     log) -> manifest_lib.Manifest | None:
+  """`other`'s manifest, or None (said in `log`) where it cannot be read or is forged: every
+  name in it was checked (`Manifest.from_bytes`) before any is joined to a path."""
+  try:
+    return manifest_lib.published(bucket, other, names)
+  except (versions.PublishError, bucket_lib.BucketError, FileNotFoundError) as error:
+    log(f"not copying from {other}: {error}")
+    return None
+
+
+def _copy_sources(bucket, ref: versions.Ref, wanted: set[tuple[int, str]],
+                  log) -> dict[tuple[int, str], str]:
+  """{(size, sha256): rel of an object that another committed version's manifest says holds
+  it}, for what of `wanted` has one. Manifests are read newest version first, each at most
+  once, and none once everything wanted has a source; an object counts only where the
+  listing shows it with that size. The bucket's word is no proof: copies are verified."""
+  found: dict[tuple[int, str], str] = {}
+  others, listed = _other_versions(bucket, ref)
+  for other, names in others.items():
+    if wanted <= found.keys():
+      break
+    manifest = _source_manifest(bucket, other, names, log)
+    for name, content in (manifest.content() if manifest else {}).items():
+      rel = f"{other.folder}/{name}"
+      if content in wanted and listed.get(rel) == content[0]:
+        found.setdefault(content, rel)
+  return found
+
+
+def _copied(bucket, source: str, rel: str, entry: dict, local_path, log) -> bool:
+  """Whether `source` was copied to `rel` server-side and verified like an upload; False
+  (said in `log`) leaves `rel` to the upload, which replaces whatever the copy left."""
+  try:
+    bucket.copy(source, rel)
+  except (bucket_lib.BucketError, FileNotFoundError) as error:
+    log(f"could not copy {bucket.url_of(source)} to {bucket.url_of(rel)} ({error}); "
+        "uploading it")
+    return False
+  if _verified(bucket, rel, entry, local_path):
+    return True
+  log(f"{bucket.url_of(rel)}, copied from {bucket.url_of(source)}, does not match "
+      f"{local_path}; uploading it")
+  return False
+
+
+def _copy_from_other_versions(bucket, ref: versions.Ref, local: manifest_lib.Manifest,
+                              names: list[str], version_dir: pathlib.Path, log) -> list[str]:
+  """Those of `names` (data files still to upload) copied server-side from another
+  committed version of the dataset holding the same size and SHA-256, and verified."""
+  if not names:
+    return []  # (a resumed run with everything verified: not even a listing)
+  content = local.content()
+  sources = _copy_sources(bucket, ref, {content[name] for name in names}, log)
+  return [name for name in names if content[name] in sources and _copied(
+      bucket, sources[content[name]], f"{ref.folder}/{name}", local.files[name],
+      version_dir / name, log)]
 
 
 def _differences(old: manifest_lib.Manifest, new: manifest_lib.Manifest, limit=5) -> str:
@@ -160,6 +237,8 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
 
   Idempotent and resumable: objects already uploaded and verified by an interrupted
   run are kept; an identical published version is a no-op; a different one is refused.
+  A data file that another committed version of the dataset holds (same size and SHA-256,
+  under any name) is copied server-side rather than uploaded, then verified as an upload.
   """
   data_dir = pathlib.Path(data_dir).expanduser()
   ref = versions.resolve_local(versions.Ref.parse(spec), data_dir)
@@ -193,6 +272,8 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   reused = [n for n in data_files if n in remote_files and _verified(
       bucket, f"{ref.folder}/{n}", local.files[n], version_dir / n)]
   to_upload = [n for n in data_files if n not in reused]
+  copied = _copy_from_other_versions(bucket, ref, local, to_upload, version_dir, log)
+  to_upload = [n for n in to_upload if n not in copied]
   total = sum(local.files[n]["size"] for n in to_upload + list(versions.COMMIT_FILES))
   with tempfile.TemporaryDirectory() as tmp:
     manifest_path = pathlib.Path(tmp) / versions.MANIFEST
@@ -211,6 +292,8 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
           raise versions.PublishError(f"{bucket.url_of(rel)} does not match {sources[name]} after "
                              "upload (size or checksum); re-run to upload it again")
   log(f"published {ref} to {bucket.url_of(ref.folder)}: {len(to_upload) + 3} object(s) "
-      f"uploaded and verified, {len(reused)} reused from an interrupted run")
+      f"uploaded and verified, {len(copied)} copied server-side from other versions, "
+      f"{len(reused)} reused from an interrupted run")
   return PublishResult(ref, bucket.url_of(ref.folder), "published",
-                       uploaded=len(to_upload) + 3, reused=len(reused), num_bytes=total)
+                       uploaded=len(to_upload) + 3, reused=len(reused), num_bytes=total,
+                       copied=len(copied))

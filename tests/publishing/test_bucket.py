@@ -3,6 +3,7 @@
 import errno
 import hashlib
 import os
+import pathlib
 import socket
 import threading
 import time
@@ -41,6 +42,55 @@ def test_objects_round_trip_in_every_kind_of_bucket(bucket_url, tmp_path):
   assert not store.exists("a/missing") and store.exists("a/blob")
   store.delete(["a/blob"])
   assert store.list_files() == {"a/b/empty": 0}
+
+
+def test_copy_makes_a_whole_object_inside_the_bucket(bucket_url):
+  store = bucket_lib.Bucket(bucket_url)
+  data = os.urandom(1 << 20)
+  store.write_bytes("a/blob", data)
+  store.write_bytes("b/blob", b"an older object of that name")
+  store.copy("a/blob", "b/blob")  # (replaces the destination, as an upload would)
+  store.copy("a/blob", "c/new")
+  assert store.read_bytes("b/blob") == store.read_bytes("c/new") == store.read_bytes("a/blob")
+  assert store.sha256("c/new") == hashlib.sha256(data).hexdigest()
+  if store.scheme != "file":  # a new object whose checksum the store computed (verifiable)
+    assert store.info("c/new").md5 == hashlib.md5(data).digest()
+  else:  # the same bytes under a second name, no temporary left beside it
+    root = pathlib.Path(store.root)
+    assert os.path.samefile(root / "a/blob", root / "c/new")
+  with pytest.raises(FileNotFoundError):
+    store.copy("a/missing", "d/blob")
+  assert store.list_files() == {"a/blob": len(data), "b/blob": len(data), "c/new": len(data)}
+
+
+@pytest.mark.parametrize("failure", [errno.EXDEV, errno.EPERM, errno.EMLINK],
+                         ids=["EXDEV", "EPERM", "EMLINK"])
+def test_a_folder_that_cannot_hard_link_copies_through_a_temporary(failure, tmp_path,
+                                                                   monkeypatch):
+  # (another device; no hard links, or a teammate's file under protected_hardlinks; the
+  # file's link limit)
+  def no_link(*args):
+    raise OSError(failure, os.strerror(failure))
+  monkeypatch.setattr(bucket_lib.os, "link", no_link)
+  store = bucket_lib.Bucket(str(tmp_path / "bucket"))
+  store.write_bytes("a/blob", b"shard bytes")
+  store.copy("a/blob", "b/blob")
+  assert store.read_bytes("b/blob") == b"shard bytes"
+  assert not os.path.samefile(tmp_path / "bucket/a/blob", tmp_path / "bucket/b/blob")
+  assert os.listdir(tmp_path / "bucket/b") == ["blob"]
+
+
+def test_a_failed_folder_copy_leaves_no_file_and_says_so_in_one_line(tmp_path, monkeypatch):
+  store = bucket_lib.Bucket(str(tmp_path / "bucket"))
+  store.write_bytes("a/blob", b"shard bytes")
+
+  def rename_fails(*args):
+    raise OSError(errno.EIO, "Input/output error")
+  monkeypatch.setattr(bucket_lib.os, "replace", rename_fails)
+  with pytest.raises(bucket_lib.BucketError, match=f"^cannot copy {store.url}/a/blob to "
+                     f"{store.url}/b/blob: OSError: .*Input/output error"):
+    store.copy("a/blob", "b/blob")
+  assert os.listdir(tmp_path / "bucket/b") == []  # neither the name nor a temporary
 
 
 def test_urls_and_paths():
