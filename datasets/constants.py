@@ -31,6 +31,9 @@ CENTRAL_CROP_FRACTION = 0.875
 # A version's page (`verifying.report_page`), beside its card: published and fetched with
 # the version, not downloaded by a job that streams it (nothing reads it to train).
 PAGE_FILE = "report.html"
+# The folder of a version's record index (`building.record_index`): what a later version is
+# built on; published and fetched with the version, not downloaded by a job that streams it.
+RECORD_INDEX_FOLDER = "record_index"
 
 # `shorter_side` of builds and image checks: 0 stores every image at its original size.
 ORIGINAL_SIZE = 0

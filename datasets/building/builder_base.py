@@ -19,6 +19,8 @@ description of its source:
   published sha256 whose size is not yet known: `registered_files` has it, TFDS's
   `url_infos` does not (`downloads` checks those files itself).
 * The page: a local build writes the version's HTML page (`report_page`) beside its card.
+* Record index: a builder with RECORD_INDEX writes what each shard holds (`record_index`),
+  so that a later version can be built on this one (`incremental`).
 * Generation: `self.generation` runs per-example work locally (worker pool) or on
   Beam when the build has Beam options, and gathers the problems and notes of the
   whole build; `_finish_generation` raises them as one error or records them.
@@ -48,6 +50,7 @@ from imagesets.building import duplicate_report
 from imagesets.building import generation
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
+from imagesets.building import record_index
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.progress_lines import log_friendly_stderr
@@ -102,6 +105,9 @@ def _beam_info_off(download_config):
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """GeneratorBasedBuilder with imagesets' registration and shard-count rules."""
+
+  # Write `record_index` beside the shards: what a later version is built on (`incremental`).
+  RECORD_INDEX = False
 
   def __init_subclass__(cls, skip_registration=False, **kwargs):
     canonical = cls.__module__.startswith(CANONICAL_PACKAGE)
@@ -184,7 +190,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                               progress=getattr(self, "PROGRESS", ""))
       try:
         split_infos = self._generate_all_splits(
-            dl_manager, sharding.with_min_shards(download_config), use_beam)
+            dl_manager, sharding.with_min_shards(download_config, self._min_shards()),
+            use_beam)
       except Exception as stopped:
         # TFDS can stop before every split ran (e.g. a split without one good example).
         # If bad items caused it, check the rest too, so that one error names every bad
@@ -201,13 +208,34 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         raise
       finally:
         self.generation.close_progress()  # (before the summary or the error is printed)
-    report = self.generation.report()
+    report = self._with_kept(self.generation.report())
     self._finish_generation(report)
     found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
                                     title=self.info.full_name)
     if found is not None and self.info.metadata is not None:
       self.info.metadata["duplicates"] = found
+    if self.RECORD_INDEX and not use_beam:
+      self._write_record_index(split_infos)
     return split_infos
+
+  def _with_kept(self, report: generation.Report) -> generation.Report:
+    """The build's report with what it kept of a version it was built on (none here)."""
+    return report
+
+  def _index_rows(self, split: str) -> list[list]:
+    """[key, size, fingerprint json] of each record of `split`, in shard order."""
+    return self.generation.written(split)
+
+  def _write_record_index(self, split_infos) -> None:
+    """`record_index` of every shard of every split whose records this build listed."""
+    for info in split_infos:
+      rows = self._index_rows(info.name)
+      if len(rows) != info.num_examples:  # (a split TFDS wrote itself: no index)
+        continue
+      start = 0
+      for shard_name, length in zip(info.filenames, info.shard_lengths):
+        record_index.write(self.data_path, shard_name, info.name, rows[start:start + length])
+        start += length
 
   def _generate_examples(self):
     # Abstract in TFDS; every builder of ours makes its splits with `self.generation` in
@@ -234,6 +262,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _leakage(self) -> str:
     """What to do about images in more than one split (duplicates.LEAKAGE_ACTIONS)."""
     return "warn"
+
+  def _min_shards(self) -> int:
+    """The fewest shards per split (`sharding.floor`)."""
+    return sharding.MIN_SHARDS
 
   def _writes_page(self) -> bool:
     """Whether a build writes the version's page: when its examples have an "image" stored

@@ -22,7 +22,9 @@ import tensorflow_datasets as tfds
 from imagesets.building import builder_base
 from imagesets.building import class_folders_examples
 from imagesets.building import class_folders_tree
+from imagesets.building import fingerprints
 from imagesets.building import generation
+from imagesets.building import incremental
 from imagesets.building import keras_pixels
 from imagesets.building import problems
 from imagesets.building import splits
@@ -52,6 +54,13 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
   # Images in more than one split: "" or "warn" reports them, "error" stops, "drop" keeps the
   # earliest split's copies only (duplicates.LEAKAGE_ACTIONS; only "drop" changes the bytes).
   leakage: str = ""
+  # What a file's split is a hash of (splits.SPLIT_KEYS): "" or "path" (every version built
+  # before this option), "content" (renames and relabels never move a photo between splits).
+  split_key: str = ""
+  # > 0: at least this many shards per split, none under sharding.MIN_SHARD_BYTES: a
+  # version built on it (`incremental`) then rewrites a small part of a split per
+  # relabelled or removed photo. 0: sharding.MIN_SHARDS.
+  min_shards: int = 0
 
   def __post_init__(self):
     # "~/photos" in a --config JSON reaches us unexpanded (no shell in between).
@@ -59,6 +68,7 @@ class ClassFoldersConfig(tfds.core.BuilderConfig):
       self.root = os.path.expanduser(self.root)
     if self.leakage and self.leakage not in duplicates.LEAKAGE_ACTIONS:
       raise ValueError(f"leakage={self.leakage!r}: use one of {', '.join(duplicates.LEAKAGE_ACTIONS)}")
+    splits.check_split_key(self.split_key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,11 +80,23 @@ class Listing:
   by_split: dict[str, list[str]]  # split -> relative paths, sorted
 
 
-def list_tree(root: str, options: ClassFoldersConfig) -> Listing:
-  """Walks `root` once and assigns each image to its split by `options`."""
+def list_tree(root: str, options: ClassFoldersConfig,
+              hashes: dict[str, str] | None = None) -> Listing:
+  """Walks `root` once and assigns each image to its split by `options`; a content split
+  key reads every file, unless their `fingerprints.file_hashes` are given."""
   tree = class_folders_tree.scan(root, follow_links=options.follow_links)
-  return Listing(tree, splits.assign(tree.images, options.split_proportions, options.seed,
-                                     exact_sizes=options.exact_split_sizes))
+  return Listing(tree, assign(root, tree, options, hashes))
+
+
+def assign(root: str, tree: class_folders_tree.ClassTree, options: ClassFoldersConfig,
+           hashes: dict[str, str] | None = None) -> dict[str, list[str]]:
+  """{split: sorted relative paths} of the tree's images by `options`' split recipe."""
+  keys = None
+  if splits.check_split_key(options.split_key) == splits.CONTENT:
+    hashes = hashes if hashes is not None else fingerprints.file_hashes(root, tree.images)
+    keys = {path: splits.content_key(hashes[path]) for path in tree.images}
+  return splits.assign(tree.images, options.split_proportions, options.seed,
+                       exact_sizes=options.exact_split_sizes, keys=keys)
 
 
 def features(class_names: list[str], keras_image: dict | None = None
@@ -104,6 +126,8 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
   OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
   LISTING: Listing | None = None  # the tree of OPTIONS.root, when the caller listed it already
+  # A version built on another (named builds): what it keeps of that one, what it makes.
+  PLAN: incremental.Plan | None = None
 
   @property
   def options(self) -> ClassFoldersConfig:
@@ -148,15 +172,35 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if empty:
       raise ValueError(f"split(s) {empty} get no images from {len(tree.images)} in "
                        f"{self._root}: add images or change the split proportions.")
-    return {
-        name: self.generation.examples(
-            name, [(path, class_folders_examples.work_item(
-                self._root, path, options.shorter_side, options.image_size,
-                options.keras_image or None))
-                   for path in paths],
-            self._process(paths))
-        for name, paths in by_split.items()
-    }
+    return {name: self._split(name, paths) for name, paths in by_split.items()}
+
+  def _split(self, name: str, paths: list[str]):
+    """What `_split_generators` returns for one split: its files made into examples, or,
+    built on a base (`PLAN`), only the files the base has no record of."""
+    options, plan = self.options, self.PLAN and self.PLAN.splits[name]
+    made = plan.new if plan else paths
+    split = self.generation.examples(
+        name, [(path, class_folders_examples.work_item(
+            self._root, path, options.shorter_side, options.image_size,
+            options.keras_image or None))
+               for path in made],
+        self._process(made))
+    if plan:
+      split.writer = incremental.writer(plan, self.PLAN.base.version_dir,
+                                        lambda: self.generation.written(name))
+    return split
+
+  def _with_kept(self, report: generation.Report) -> generation.Report:
+    if self.PLAN is None:
+      return report
+    return dataclasses.replace(
+        report, images=[*report.images, *self.PLAN.kept_images()],
+        notes=dict(sorted({**self.PLAN.kept_notes(), **report.notes}.items())))
+
+  def _index_rows(self, split: str) -> list[list]:
+    if self.PLAN is None:
+      return super()._index_rows(split)
+    return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
   def _process(self, paths):
     """The per-file work of a split. keras' pixels of a local tree whose items are made in
@@ -192,6 +236,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _leakage(self) -> str:
     return self.options.leakage or "warn"
 
+  def _min_shards(self) -> int:
+    return self.options.min_shards or super()._min_shards()
+
   def _finish_generation(self, report: generation.Report) -> None:
     options = self.options
     bad = report.problems
@@ -224,4 +271,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         "num_converted_files": len(report.notes),
         "converted_files": report.notes,
         "ignored_files": self._tree.ignored,
+        # The recipe's later parts, recorded when set (versions before them: path, 4).
+        **{name: getattr(options, name) for name in ("split_key", "min_shards")
+           if getattr(options, name)},
     })

@@ -200,6 +200,9 @@ class Generation:
   # also when TFDS stops a split early (--max_examples_per_split).
   _images: list = dataclasses.field(default_factory=list)
   _dropped: list = dataclasses.field(default_factory=list)
+  # split -> [key, record size, fingerprint json or None] of each record made, in the order
+  # of its split's records (what `record_index` stores).
+  _written: dict = dataclasses.field(default_factory=dict)
   # (split, key) -> identity of every item, once `_fingerprint_first` ran (else None).
   _fingerprints: dict | None = None
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
@@ -246,6 +249,9 @@ class Generation:
         identity = identity or (self._fingerprints or {}).get((split, key))
         if identity is not None:  # (before the yield: TFDS may take no more)
           self._images.append((split, key, identity))
+        if records:
+          self._written.setdefault(split, []).append(
+              (key, len(payload), identity[2].to_json() if identity and identity[2] else None))
         made += 1
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
@@ -335,6 +341,10 @@ class Generation:
     return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
             for split, key, (file_name, value, fingerprint) in images
             if fingerprint is not None]
+
+  def written(self, split: str) -> list[list]:
+    """[key, size, fingerprint json or None] of each record made for `split`, in order."""
+    return [list(row) for row in self._written.get(split, ())]
 
   def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     """Every written example's member and fingerprint."""

@@ -125,6 +125,9 @@ class LocalSplit:
   def __init__(self, examples, records, planned: Callable[[], int] | None = None):
     self._examples, self._records = examples, records
     self.planned = planned
+    # (records, filename template, file format) -> SplitInfo: a split that writes its own
+    # shards (`incremental`: a version built on another); None: `write_split`.
+    self.writer = None
 
   def __iter__(self):
     return self._examples()
@@ -178,7 +181,7 @@ class _Spill:
   def __iter__(self) -> Iterator[bytes]:
     count = size = 0
     for path in self._adopted:
-      for record in _tfrecords(path):
+      for record in tfrecords(path):
         count, size = count + 1, size + len(record)
         yield record
     if self._adopted and (count, size) != self._adopted_total:  # (a length misread in a
@@ -256,7 +259,7 @@ def _unique(split, records, hkeys):
     yield hkey, record
 
 
-_TFRECORD = "tfrecord"  # the one format `_write_planned` reads back (`_tfrecords`)
+_TFRECORD = "tfrecord"  # the one format `_write_planned` reads back (`tfrecords`)
 
 
 def _is_tfrecord(file_format) -> bool:
@@ -319,7 +322,7 @@ def _sized(records, sizes):
     yield hkey, record
 
 
-def _tfrecords(path) -> Iterator[bytes]:
+def tfrecords(path) -> Iterator[bytes]:
   """The records of a TFRecord file this build wrote (its framing: length, CRC, data, CRC);
   a file cut short (a disk that filled, a file truncated under the build) or a length past
   its end is an error, never a short record written on with a new CRC."""
@@ -441,6 +444,9 @@ class RecordSplitBuilder(tfds_internals.SplitBuilder):
       return super().submit_split_generation(split_name, generator, filename_template,
                                              disable_shuffling, nondeterministic_order)
     planned = None
+    if isinstance(generator, LocalSplit) and generator.writer is not None:
+      info = generator.writer(generator.records(), filename_template, ours["file_format"])
+      return _Done(lambda: info)
     if isinstance(generator, LocalSplit):
       records, planned = generator.records(), generator.planned
     else:

@@ -29,7 +29,9 @@ from imagesets import constants
 from imagesets.building import class_folders_builder
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
+from imagesets.building import incremental
 from imagesets.building import parallel_map
+from imagesets.building import sharding
 from imagesets.building import splits
 
 ABOUT_FILE = "imagesets.toml"
@@ -133,13 +135,19 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
   unset_later = {name for name in _ADDED_LATER if not getattr(options, name)}
   if options.leakage != "drop":  # warn, error, off: the same examples are stored
     unset_later.add("leakage")
+  if options.split_key == splits.PATH:
+    unset_later.add("split_key")
+  if options.min_shards == sharding.MIN_SHARDS:
+    unset_later.add("min_shards")
   return {**{field.name: getattr(options, field.name)
              for field in dataclasses.fields(class_folders_builder.ClassFoldersConfig)
              if field.name not in inherited | {"root"} | unset_later},
           "file_format": file_format}
 
 
-_ADDED_LATER = ("image_size", "leakage", "keras_image")  # issues 22, 27 (leakage counts only as "drop"), 29
+# Issues 22, 27 (leakage counts only as "drop"), 29, 40 (split_key counts unless "path",
+# min_shards unless sharding.MIN_SHARDS: what versions recording none of them used).
+_ADDED_LATER = ("image_size", "leakage", "keras_image", "split_key", "min_shards")
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:
@@ -195,13 +203,21 @@ def skipped_lines(skipped: dict[str, str]) -> list[str]:
   return lines
 
 
+# What `build(..., versioned=True)` (`imagesets build`) gives a dataset's first version, and
+# every version built on one that recorded it: splits by content (a renamed or relabelled
+# photo never changes split), at least 32 shards per split (a relabel rewrites ~1/32 of it).
+LATEST_RECIPE = {"split_key": splits.CONTENT, "min_shards": 32}
+LATEST, FULL = "latest", None  # `build(from_version=)`: the latest version below, or none
+
+
 def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None = None,
           options: class_folders_builder.ClassFoldersConfig | None = None, about: About | None = None,
           file_format: str = "tfrecord", beam_options=None,
           log: Callable[[str], None] = logging.info,
           listing: class_folders_builder.Listing | None = None,
           check_registered: bool = True, keep_order: bool = False,
-          progress: str | None = "") -> tfds.core.DatasetBuilder:
+          progress: str | None = "", versioned: bool = False,
+          from_version: str | None = FULL) -> tfds.core.DatasetBuilder:
   """Builds `root` as NAME:VERSION into `data_dir`; returns the prepared builder.
 
   `listing`: `class_folders_builder.list_tree(root, options)` when the caller has it (the
@@ -210,6 +226,12 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   (a cache): the lookup of registered TFDS names took 0.9 s. `progress`: what the build's
   progress bar says ("": "building NAME/VERSION"; None: no bar). Raises VersionExistsError
   when NAME:VERSION there was built from other content.
+
+  `versioned` (`imagesets build`): one of a line of versions. Options that leave the split
+  recipe unset (split_key "", min_shards 0) get the recipe the version recorded (a rebuild),
+  else the base's, else LATEST_RECIPE; a record index is written; and with `from_version`
+  (LATEST or "X.Y.Z" in `data_dir`) the version is built on that one (`incremental`), or,
+  when it cannot be, in full, saying why.
   """
   check_name(name, registered=check_registered)
   tfds.core.Version(version)  # raises on a malformed version
@@ -218,18 +240,63 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
                                 name=name, root=root)
   splits.validate(options.split_proportions)  # before anything is read, printed or written
   data_dir = constants.data_dir(data_dir)
-  listing = listing or class_folders_builder.list_tree(root, options)
+  tree = listing.tree if listing else class_folders_tree.scan(root, follow_links=options.follow_links)
   # Hashing and building allocate per file: with the objects of TensorFlow, Keras and
   # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
   with parallel_map.frozen_gc():
+    hashes = fingerprints.file_hashes(root, tree.images)
+    base = None
+    if versioned:
+      base = _base(data_dir, name, version, from_version, options, beam_options, log)
+      options = _with_recipe(options, pathlib.Path(data_dir) / name / version, base)
+    listing = listing or class_folders_builder.Listing(
+        tree, class_folders_builder.assign(root, tree, options, hashes))
     return _build(root, name, version, data_dir, options, about, file_format, beam_options,
-                  log, listing, keep_order, progress)
+                  log, listing, keep_order, progress, hashes, versioned, base)
+
+
+def _base(data_dir, name, version, from_version, options, beam_options, log):
+  """The version this one is built on (`incremental.Base`), or None (a full build)."""
+  if from_version is FULL or (pathlib.Path(data_dir) / name / version / "dataset_info.json"
+                              ).exists():
+    return None
+  dataset_dir = pathlib.Path(data_dir) / name
+  if from_version == LATEST:
+    from_version = incremental.latest_before(dataset_dir, version)
+    if from_version is None:
+      return None  # the first version
+  elif from_version not in incremental.versions_in(dataset_dir):
+    raise ValueError(f"{name}:{from_version} is not built in {data_dir} (built: "
+                     f"{', '.join(incremental.versions_in(dataset_dir)) or 'none'}): name one "
+                     "of those to build on, or build in full")
+  why = ("Beam builds make every example" if beam_options is not None else
+         "leakage 'drop' decides over every photo at once" if options.leakage == "drop" else "")
+  if not why:
+    try:
+      return incremental.load(dataset_dir / from_version)
+    except incremental.NotABase as error:
+      why = str(error)
+  log(f"building {name}:{version} in full, not on {name}:{from_version}: {why}")
+  return None
+
+
+def _with_recipe(options, version_dir: pathlib.Path, base):
+  """`options` with the split recipe of `build(versioned=True)` where they leave it unset."""
+  if options.split_key or options.min_shards:
+    return options
+  if (version_dir / "dataset_info.json").exists():
+    recorded = _stored_metadata(version_dir)
+  elif base is not None:
+    recorded = base.options
+  else:
+    recorded = LATEST_RECIPE
+  return dataclasses.replace(options, **{key: recorded.get(key, type(value)())
+                                         for key, value in LATEST_RECIPE.items()})
 
 
 def _build(root, name, version, data_dir, options, about, file_format, beam_options, log,
-           listing, keep_order, progress=""):
+           listing, keep_order, progress, hashes, versioned, base):
   tree = listing.tree
-  hashes = fingerprints.file_hashes(root, tree.images)
   content_options = fingerprint_options(options, file_format)
   fingerprint = fingerprints.content(root, tree.images, content_options, hashes=hashes)
   content_files = {path: digest[:_FILE_HASH_CHARS] for path, digest in hashes.items()}
@@ -243,12 +310,21 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
           f"(a higher version number), or delete {version_dir} first.")
     log(f"{name}:{version} is already built from this content in {data_dir}: nothing to do.")
     return tfds.builder_from_directory(version_dir)
+  plan = None
+  if base is not None:
+    try:
+      plan = incremental.plan(base, listing.by_split, hashes, tree.class_names, content_options,
+                              fingerprints_needed=(options.leakage or "warn") != "off")
+    except incremental.NotABase as why:
+      log(f"building {name}:{version} in full, not on {base.spec}: {why}")
   log(f"building {name}:{version}: {len(tree.images)} images in {len(tree.class_names)} class "
-      f"folders of {root}, into {version_dir}")
+      f"folders of {root}, into {version_dir}" + (f"; {plan.summary()}" if plan else ""))
   cls = builder_class(name, version, options, about or read_about(root), fingerprint,
                       listing, content_files, content_options)
   cls.KEEP_ORDER = keep_order
   cls.PROGRESS = progress
+  cls.RECORD_INDEX = versioned
+  cls.PLAN = plan
   builder = cls(data_dir=data_dir, file_format=file_format)
   builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
       beam_options=beam_options))

@@ -82,6 +82,12 @@ def _positive(text: str) -> int:
   return value
 
 
+def _version(text: str) -> str:
+  if not re.fullmatch(constants.VERSION_PATTERN, text):
+    raise argparse.ArgumentTypeError(f"{text!r}: a version is X.Y.Z, e.g. 1.0.0")
+  return text
+
+
 def _check_name_and_version(name: str, version: str) -> None:
   """`build`'s --name and --version as the build would refuse them, before TensorFlow loads
   (a name taken by a registered TFDS builder is refused by the build)."""
@@ -141,14 +147,17 @@ def cmd_build(args) -> int:
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
       skip_bad_files=args.skip_bad_files, image_size=args.image_size,
-      leakage=args.leakage or "", shorter_side=args.shorter_side)
+      leakage=args.leakage or "", shorter_side=args.shorter_side,
+      split_key=args.split_key or "")
   data_dir = constants.data_dir(args.data_dir)
   about = named_build.read_about(args.path, description=args.description,
                                  citation=args.citation, homepage=args.homepage)
   builder = named_build.build(
       args.path, args.name, version=args.version, data_dir=data_dir, options=options,
       about=about, file_format=args.file_format,
-      beam_options=_beam_options(args.beam_pipeline_options), log=print)
+      beam_options=_beam_options(args.beam_pipeline_options), log=print, versioned=True,
+      from_version=(named_build.FULL if args.full else
+                    args.from_version or named_build.LATEST))
   info = builder.info
   examples = {split: s.num_examples for split, s in info.splits.items()}
   counts = _examples(examples)
@@ -488,7 +497,9 @@ def parser() -> argparse.ArgumentParser:
       "split=\"train\", data_dir=os.path.expanduser(\"~/tensorflow_datasets\")))'\n\n"
       "Card fields may also come from PATH/imagesets.toml (description, citation, "
       "homepage).\nRebuilding NAME:VERSION from the same content is a no-op; from other "
-      "content it is refused, saying what changed.")
+      "content it is refused, saying what changed.\nA new version is built on the latest "
+      "version below it in the data dir: photos unchanged since then keep their records and "
+      "shards; --full builds every photo again.")
   p.add_argument("path", metavar="PATH", help="folder with one sub-folder of images per class")
   p.add_argument("--name", required=True, help="dataset name: lower case, digits, _")
   p.add_argument("--version", default="1.0.0", help="X.Y.Z (default: %(default)s)")
@@ -510,6 +521,15 @@ def parser() -> argparse.ArgumentParser:
                  help="the same picture in two splits: warn (default: named in the closing "
                  "summary, the card and duplicates.json), error (stop), drop (keep the "
                  "earliest split's copy: train, validation, test), off (no duplicate check)")
+  p.add_argument("--from", dest="from_version", metavar="X.Y.Z", type=_version,
+                 help="build on this version in the data dir (default: the latest version "
+                 "below --version)")
+  p.add_argument("--full", action="store_true",
+                 help="build every photo again instead of building on an earlier version")
+  p.add_argument("--split-key", choices=["content", "path"], default=None,
+                 help="what a photo's split is a hash of: content (default for new datasets:"
+                 " renaming or relabelling a photo never moves it between splits) or path "
+                 "(versions built before; a version built on one keeps its recipe)")
   p.add_argument("--description")
   p.add_argument("--citation", help="BibTeX")
   p.add_argument("--homepage")

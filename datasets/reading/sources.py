@@ -214,11 +214,12 @@ def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
 
 def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
                     folder: pathlib.Path) -> None:
-  """Everything but the shards and the page into `folder`, checked, so that TFDS can make
+  """Everything but the shards, the page and the record index into `folder`, checked, so that TFDS can make
   a builder of it; the commit files last (their presence says the others are there)."""
   transfer.remove_stale_parts(folder, recursive=True)  # a killed job's
   small = [name for name in manifest.files
-           if not _SHARD.search(name) and name != constants.PAGE_FILE]
+           if not _SHARD.search(name) and name != constants.PAGE_FILE
+           and not name.startswith(constants.RECORD_INDEX_FOLDER + "/")]
   for name in sorted(small, key=lambda n: n in versions.COMMIT_FILES):
     path, entry = folder / name, manifest.files[name]
     if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:

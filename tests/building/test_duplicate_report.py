@@ -53,8 +53,10 @@ def _build(root, data_dir, leakage=""):
 
 def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp_path):
   root, home, other, leak = _tree(tmp_path)
+  # (the tree plants its leak by the path split key: versions before split keys)
   result = subprocess.run([str(BIN / "imagesets"), "build", root, "--name", "pets",
-                           "--splits", "train=0.5,test=0.5", "--data-dir", tmp_path / "d"],
+                           "--splits", "train=0.5,test=0.5", "--data-dir", tmp_path / "d",
+                           "--split-key", "path"],
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr
   closing = result.stdout.strip().splitlines()[-2]

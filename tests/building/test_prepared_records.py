@@ -261,14 +261,14 @@ def test_planned_shards_misframed_by_a_bad_length_are_an_error(tmp_path):
 @pytest.mark.parametrize("cut", [1, 13, 60, 111])  # into the last CRC, data, header
 def test_a_shard_read_back_cut_short_is_an_error_not_a_short_record(tmp_path, cut):
   path = _tfrecord_file(tmp_path, 3)
-  assert list(prepared_records._tfrecords(path)) == [bytes([i]) * 100 for i in range(3)]  # pylint: disable=protected-access
+  assert list(prepared_records.tfrecords(path)) == [bytes([i]) * 100 for i in range(3)]
   data = path.read_bytes()
   path.write_bytes(data[:-cut])
   with pytest.raises(OSError, match="planned.tfrecord is cut short"):
-    list(prepared_records._tfrecords(path))  # pylint: disable=protected-access
+    list(prepared_records.tfrecords(path))
   path.write_bytes(struct.pack("<Q", 1 << 62) + data[8:])  # a length past the end
   with pytest.raises(OSError, match="planned.tfrecord is cut short"):
-    list(prepared_records._tfrecords(path))  # pylint: disable=protected-access
+    list(prepared_records.tfrecords(path))
 
 
 def _version_files(cache: pathlib.Path) -> dict[str, bytes]:
@@ -291,8 +291,8 @@ def test_keras_cache_shards_written_as_planned_equal_the_spilled_ones(
   call = dict(image_size=(20, 24), validation_split=0.25, subset="both", seed=3,
               skip_bad_files=True, verbose=False)
   read_back, spilled = [], []
-  real_tfrecords, real_add = prepared_records._tfrecords, prepared_records._Spill.add  # pylint: disable=protected-access
-  monkeypatch.setattr(prepared_records, "_tfrecords",
+  real_tfrecords, real_add = prepared_records.tfrecords, prepared_records._Spill.add  # pylint: disable=protected-access
+  monkeypatch.setattr(prepared_records, "tfrecords",
                       lambda path: read_back.append(path) or real_tfrecords(path))
   monkeypatch.setattr(prepared_records._Spill, "add",  # pylint: disable=protected-access
                       lambda self, record: spilled.append(record) or real_add(self, record))

@@ -240,7 +240,7 @@ def test_an_array_record_build_suggests_what_reads_it():
 def test_list_of_a_local_folder_shows_its_builds_not_a_bucket_verdict(tmp_path):
   # A new user's first try: build a folder, then list the data dir by its path.
   from imagesets_testing import sample_images
-  for i in range(20):
+  for i in range(30):
     path = tmp_path / "tree" / f"c{i % 2}" / f"{i}.jpg"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(sample_images.jpeg(30, 40, seed=i))
@@ -254,4 +254,4 @@ def test_list_of_a_local_folder_shows_its_builds_not_a_bucket_verdict(tmp_path):
   cells = row.split()
   assert cells[:3] == ["newcomer", "-", "1.0.0"] and cells[-1] == "imagesets"
   assert cells[4] in ("KiB", "B") and "train=" in row and "not by imagesets" not in row
-  assert sum(int(part.split("=")[1]) for part in row.split() if "=" in part) == 20
+  assert sum(int(part.split("=")[1]) for part in row.split() if "=" in part) == 30

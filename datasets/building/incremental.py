@@ -1,0 +1,327 @@
+"""A version built on an earlier version of the same dataset: only what changed is made.
+
+The base is a prepared version in the same data dir, built locally with the same options
+(its `record_index` says what each shard holds; its metadata, each photo's SHA-256 prefix).
+For each split of the new tree (the split recipe is the base's, so nothing moves):
+
+* a record is kept when its photo is still in the tree with the same bytes, in the same
+  split, and its label keeps its id (class ids come from the sorted class folders: a new
+  class sorting before an old one renumbers it, and its records are made again);
+* a base shard whose records are all kept becomes a shard of the new version byte for
+  byte (a hard link, a copy where the file system has none); a shard with some kept records
+  is rewritten in its place with exactly those records, their bytes copied, in their order;
+  a shard with none is left out;
+* every other photo (added, edited, relabelled) is made by the workers as in a full build,
+  fingerprinted, and written in TFDS's hashed-key order into new shards after the kept
+  ones, each about as large as the base split's average shard.
+
+The result is an ordinary TFDS version folder, the same bytes for the same base and tree.
+Its example order differs from a full build's of the same tree (kept shards first, in the
+base's order, then the new ones): docs/incremental_versions.md.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+from typing import Callable, Iterable
+
+import tensorflow_datasets as tfds
+
+import imagesets.tfds_internals as tfds_internals
+from imagesets.building import class_folders_tree
+from imagesets.building import prepared_records
+from imagesets.building import record_index
+from imagesets.verifying import duplicates
+from imagesets.verifying import image_hashes
+
+# The formats whose shards can be rewritten from their records (`_read_records`).
+FORMATS = ("tfrecord", "array_record")
+# A stored photo hash is a prefix of its SHA-256 (named_build's `content_files`).
+HASH_CHARS = 16
+
+
+class NotABase(ValueError):
+  """A version that cannot be built on; the message says why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+  name: str                                  # its file name in the base version
+  records: list[tuple[str, int, list | None]]  # (key, size, fingerprint json) in order
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+  """What a new version needs of the version it is built on."""
+
+  version_dir: pathlib.Path
+  version: str
+  class_names: list[str]
+  files: dict[str, str]          # relative path -> SHA-256 prefix (every file of its tree)
+  options: dict                  # the options that change the bytes (`content_options`)
+  converted: dict[str, str]      # relative path -> why it was re-encoded
+  splits: dict[str, list[Shard]]
+
+  @property
+  def spec(self) -> str:
+    return f"{self.version_dir.parent.name}:{self.version}"
+
+
+def versions_in(dataset_dir: pathlib.Path) -> list[str]:
+  """The prepared versions in a dataset's folder, lowest first."""
+  if not dataset_dir.is_dir():
+    return []
+  found = []
+  for child in dataset_dir.iterdir():
+    try:
+      version = tfds.core.Version(child.name)
+    except ValueError:
+      continue
+    if (child / "dataset_info.json").is_file():
+      found.append(version)
+  return [str(v) for v in sorted(found)]
+
+
+def latest_before(dataset_dir: pathlib.Path, version: str) -> str | None:
+  """The highest prepared version below `version`, or None."""
+  lower = [v for v in versions_in(dataset_dir)
+           if tfds.core.Version(v) < tfds.core.Version(version)]
+  return lower[-1] if lower else None
+
+
+def load(version_dir: pathlib.Path) -> Base:
+  """The base at `version_dir`; NotABase saying why it cannot be one."""
+  spec = f"{version_dir.parent.name}:{version_dir.name}"
+  try:
+    info = json.loads((version_dir / "dataset_info.json").read_text())
+    metadata = json.loads((version_dir / "metadata.json").read_text())
+  except (OSError, ValueError) as why:
+    raise NotABase(f"{spec} is not a prepared version here ({why})") from None
+  files, options = metadata.get("content_files"), metadata.get("content_options")
+  if not (isinstance(files, dict) and isinstance(options, dict)):
+    raise NotABase(f"{spec} records no file list (built before imagesets recorded one)")
+  file_format = info.get("fileFormat", "tfrecord")
+  if file_format not in FORMATS:
+    raise NotABase(f"{spec} is stored as {file_format}; versions are built on "
+                   f"{' or '.join(FORMATS)} only")
+  splits = {}
+  for split in info.get("splits", []):
+    name = split.get("name")
+    lengths = [int(n) for n in split.get("shardLengths", [])]
+    template = tfds.core.ShardedFileTemplate(
+        data_dir=version_dir, template=split.get("filepathTemplate") or None,
+        dataset_name=info["name"], split=name, filetype_suffix=file_format)
+    shards = []
+    for shard_name, length in zip(sorted(template.sharded_filenames(len(lengths))), lengths):
+      try:
+        records = record_index.read(version_dir, shard_name, name)
+      except record_index.RecordIndexError as why:
+        raise NotABase(f"{spec} has no usable record index ({why}); versions built before "
+                       "imagesets wrote one, or on Beam, have none") from None
+      if len(records) != length:
+        raise NotABase(f"{spec}: the record index of {shard_name} lists {len(records)} "
+                       f"records, dataset_info.json {length}")
+      shards.append(Shard(shard_name, records))
+    splits[name] = shards
+  return Base(version_dir, version_dir.name, list(metadata.get("class_names", [])),
+              {str(k): str(v) for k, v in files.items()}, options,
+              dict(metadata.get("converted_files") or {}), splits)
+
+
+@dataclasses.dataclass
+class SplitPlan:
+  """What one split of the new version keeps of the base and what it makes."""
+
+  split: str
+  shards: list[tuple[Shard, list[int]]]   # base shards kept in part or whole: kept positions
+  new: list[str]                          # relative paths the workers make
+  target_bytes: int                       # about the size of each new shard
+  layout: list[list[list]] = dataclasses.field(default_factory=list)  # rows per shard written
+
+  @property
+  def kept(self) -> int:
+    return sum(len(positions) for _, positions in self.shards)
+
+  @property
+  def linked(self) -> int:
+    return sum(len(positions) == len(shard.records) for shard, positions in self.shards)
+
+
+@dataclasses.dataclass
+class Plan:
+  base: Base
+  splits: dict[str, SplitPlan]
+
+  def kept_images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
+    """(member, fingerprint) of every kept record that has a fingerprint."""
+    images = []
+    for plan in self.splits.values():
+      for shard, positions in plan.shards:
+        for position in positions:
+          key, _, fingerprint = shard.records[position]
+          if fingerprint is not None:
+            images.append((duplicates.Member(plan.split, key, class_folders_tree.label_of(key)),
+                           image_hashes.Fingerprint.from_json(fingerprint)))
+    return images
+
+  def kept_notes(self) -> dict[str, str]:
+    """The base's re-encoding notes of the photos whose records are kept."""
+    kept = {shard.records[p][0] for plan in self.splits.values()
+            for shard, positions in plan.shards for p in positions}
+    return {path: note for path, note in self.base.converted.items() if path in kept}
+
+  def summary(self) -> str:
+    """'kept 19,800 of 20,000 photos (30 of 32 shards as they are, 1 rewritten); 200 to make'"""
+    kept = sum(p.kept for p in self.splits.values())
+    old = sum(len(s.records) for shards in self.base.splits.values() for s in shards)
+    linked = sum(p.linked for p in self.splits.values())
+    rewritten = sum(len(p.shards) for p in self.splits.values()) - linked
+    shards = sum(len(shards) for shards in self.base.splits.values())
+    new = sum(len(p.new) for p in self.splits.values())
+    return (f"built on {self.base.spec}: kept {kept:,} of its {old:,} photos ({linked} of its "
+            f"{shards} shards as they are, {rewritten} rewritten); {new:,} to make")
+
+
+def differing_options(base: Base, options: dict) -> list[str]:
+  """'seed 0 -> 1' for each option that differs from the base's."""
+  options = json.loads(json.dumps(options))  # (as stored: tuples become lists)
+  return [f"{key} {base.options.get(key)!r} -> {options.get(key)!r}"
+          for key in sorted(options.keys() | base.options.keys())
+          if options.get(key) != base.options.get(key)]
+
+
+def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
+         class_names: list[str], options: dict, fingerprints_needed: bool) -> Plan:
+  """What to keep and what to make; NotABase when the base's options differ, its splits
+  are not the new tree's, or it lacks fingerprints the new build needs."""
+  differ = differing_options(base, options)
+  if differ:
+    raise NotABase(f"{base.spec} was built with other options ({', '.join(differ)})")
+  if set(base.splits) != set(by_split):
+    raise NotABase(f"{base.spec} has splits {sorted(base.splits)}, this build "
+                   f"{sorted(by_split)}")
+  old_ids = {name: i for i, name in enumerate(base.class_names)}
+  new_ids = {name: i for i, name in enumerate(class_names)}
+  plans = {}
+  for split, paths in by_split.items():
+    wanted = set(paths)
+    kept_keys, shards = set(), []
+    for shard in base.splits[split]:
+      positions = []
+      for position, (key, _, fingerprint) in enumerate(shard.records):
+        label = class_folders_tree.label_of(key)
+        if (key in wanted and base.files.get(key) == hashes[key][:HASH_CHARS]
+            and old_ids.get(label) == new_ids.get(label)):
+          if fingerprints_needed and fingerprint is None:
+            raise NotABase(f"{base.spec} was built with --leakage off: its photos have no "
+                           "fingerprints to check the new ones against")
+          positions.append(position)
+      if positions:
+        shards.append((shard, positions))
+        kept_keys.update(shard.records[p][0] for p in positions)
+    old = base.splits[split]
+    size = sum(r[1] for shard in old for r in shard.records)
+    plans[split] = SplitPlan(split, shards, [p for p in paths if p not in kept_keys],
+                             max(1, size // max(1, len(old))))
+  return Plan(base, plans)
+
+
+def writer(plan: SplitPlan, version_dir: pathlib.Path, rows: Callable[[], list[list]]):
+  """`prepared_records.LocalSplit.writer` of a split planned on a base: writes the kept and
+  rewritten shards and the new records' shards, and sets `plan.layout`. `rows`: the new
+  records' index rows (the build's `Generation.written`), once all are taken."""
+
+  def write(records: Iterable[tuple[int, bytes]], filename_template, file_format):
+    file_format = tfds.core.FileFormat(file_format).value
+    new = [record for _, record in records]  # (small: what changed since the base)
+    new_rows = rows()
+    if len(new_rows) != len(new):
+      raise AssertionError(f"{plan.split}: {len(new)} records made, {len(new_rows)} listed")
+    counts = _new_shard_counts(len(new), sum(map(len, new)), plan.target_bytes)
+    total = len(plan.shards) + len(counts)
+    if not total:
+      raise AssertionError("No examples were yielded.")
+    path_of = lambda i: filename_template.sharded_filepath(shard_index=i, num_shards=total)
+    lengths, layout = [], []
+    for index, (shard, positions) in enumerate(plan.shards):
+      source = version_dir / shard.name
+      if len(positions) == len(shard.records):
+        _check_whole(source, shard, file_format)
+        _link_or_copy(source, path_of(index))
+      else:
+        kept = _read_records(source, shard, positions, file_format)
+        _write(path_of(index), kept, file_format)
+      lengths.append(len(positions))
+      layout.append([list(shard.records[p]) for p in positions])
+    start = 0
+    for offset, count in enumerate(counts):
+      _write(path_of(len(plan.shards) + offset), new[start:start + count], file_format)
+      lengths.append(count)
+      layout.append(new_rows[start:start + count])
+      start += count
+    plan.layout = layout
+    return tfds.core.SplitInfo(name=plan.split, shard_lengths=lengths,
+                               num_bytes=sum(row[1] for rows_ in layout for row in rows_),
+                               filename_template=filename_template)
+
+  return write
+
+
+def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
+  """Records per new shard: about `target` bytes each, split by count as TFDS splits."""
+  if not count:
+    return []
+  shards = min(count, max(1, round(size / target)))
+  return [count * (i + 1) // shards - count * i // shards for i in range(shards)]
+
+
+_TFRECORD_FRAMING = 16  # bytes around each record: length, its CRC, the record's CRC
+
+
+def _check_whole(path: pathlib.Path, shard: Shard, file_format: str) -> None:
+  """A base shard taken whole still holds what its index says (count and bytes)."""
+  if file_format == "tfrecord":
+    expected = sum(size + _TFRECORD_FRAMING for _, size, _ in shard.records)
+    found = path.stat().st_size
+  else:
+    expected, found = len(shard.records), _array_record_reader(path).num_records()
+  if found != expected:
+    raise NotABase(f"{path} does not hold what its record index lists ({found} != {expected}): "
+                   "it changed after its build; build with --full")
+
+
+def _read_records(path: pathlib.Path, shard: Shard, positions: list[int],
+                  file_format: str) -> list[bytes]:
+  """The records at `positions` of a base shard, checked against its index's sizes."""
+  if file_format == "tfrecord":
+    records = list(prepared_records.tfrecords(path))
+  else:
+    records = list(_array_record_reader(path).read_all())
+  if [len(r) for r in records] != [size for _, size, _ in shard.records]:
+    raise NotABase(f"{path} does not hold what its record index lists: it changed after its "
+                   "build; build with --full")
+  return [records[p] for p in positions]
+
+
+def _array_record_reader(path):
+  from array_record.python import array_record_module  # (an array_record build has it)
+  return array_record_module.ArrayRecordReader(os.fspath(path))
+
+
+def _write(path, records: list[bytes], file_format: str) -> None:
+  adapter = tfds_internals.file_adapter(file_format)
+  record_keys = adapter.write_examples(path, ((None, record) for record in records))
+  if record_keys:  # (formats with an index; not ours today)
+    raise NotImplementedError(f"{file_format}: shards with index files")
+
+
+def _link_or_copy(source: pathlib.Path, target) -> None:
+  """The base's shard as the new version's: the same bytes, no second copy on disk where
+  the file system allows (versions are never written after their build)."""
+  target = pathlib.Path(os.fspath(target))
+  try:
+    os.link(source, target)
+  except OSError:
+    shutil.copyfile(source, target)

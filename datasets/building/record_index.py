@@ -1,0 +1,70 @@
+"""What every shard of a version holds, beside it: the index a later version is built on.
+
+`INDEX_FOLDER/<shard file name>.json` per shard, written by every local build: the shard's
+split and, in the shard's order, each record's key (a class-folder photo's relative path),
+its size in bytes and its image's fingerprint (`image_hashes.Fingerprint.to_json`, or null
+when the build fingerprinted nothing). A version built on this one (`incremental`) reads it
+to keep unchanged shards byte for byte, to rewrite only the shards of removed, edited or
+relabelled photos, and to check new photos against every old one without decoding them.
+
+One file per shard, not one per version: a shard kept by the next version keeps an index
+file of the same bytes (the file names no other shard), so publishing that version copies
+it like the shard; only the new shards' index files are new bytes.
+
+Plain JSON (sorted keys, no compression): the same records give the same bytes on every
+machine. Files read back are checked like untrusted input (`read`): an index is only a
+plan, and a wrong one makes a build stop and say so, never write a wrong version.
+"""
+
+import json
+import pathlib
+import re
+
+from imagesets.constants import RECORD_INDEX_FOLDER
+
+INDEX_FOLDER = RECORD_INDEX_FOLDER
+FORMAT = 1
+_MAX_BYTES = 256 << 20  # an index file larger than this is not one of ours
+_SHARD_NAME = re.compile(r"[^/\\\0]+-\d{5}-of-\d{5}")
+
+
+class RecordIndexError(ValueError):
+  """An index file that is missing, unreadable or not as a build writes it."""
+
+
+def path_of(version_dir, shard_name: str) -> pathlib.Path:
+  return pathlib.Path(version_dir) / INDEX_FOLDER / f"{shard_name}.json"
+
+
+def write(version_dir, shard_name: str, split: str, records: list[list]) -> None:
+  """Writes the index of one shard: `records` are [key, size, fingerprint json or None]."""
+  path = path_of(version_dir, shard_name)
+  path.parent.mkdir(exist_ok=True)
+  path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records},
+                             sort_keys=True, separators=(",", ":")))
+
+
+def read(version_dir, shard_name: str, split: str) -> list[tuple[str, int, list | None]]:
+  """The records of one shard as (key, size, fingerprint json or None), checked."""
+  if not _SHARD_NAME.fullmatch(shard_name):
+    raise RecordIndexError(f"{shard_name!r} is not a shard file name")
+  path = path_of(version_dir, shard_name)
+  try:
+    if path.stat().st_size > _MAX_BYTES:
+      raise RecordIndexError(f"{path}: larger than any index a build writes")
+    raw = json.loads(path.read_text())
+  except FileNotFoundError:
+    raise RecordIndexError(f"{path} is missing") from None
+  except (ValueError, RecursionError, UnicodeDecodeError) as why:
+    raise RecordIndexError(f"{path}: not JSON ({why})") from None
+  if not (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("split") == split
+          and isinstance(raw.get("records"), list)):
+    raise RecordIndexError(f"{path}: not the index of a {split!r} shard in format {FORMAT}")
+  records = []
+  for row in raw["records"]:
+    if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and row[0]
+            and type(row[1]) is int and row[1] > 0  # pylint: disable=unidiomatic-typecheck
+            and (row[2] is None or isinstance(row[2], list))):
+      raise RecordIndexError(f"{path}: a record row is not [key, size, fingerprint]: {row!r:.200}")
+    records.append((row[0], row[1], row[2]))
+  return records
