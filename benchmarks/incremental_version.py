@@ -30,13 +30,16 @@ import child_runs
 NAME = "bench"
 
 
-def child_build(tree: str, data_dir: str, version: str, full: str) -> dict:
+def child_build(tree: str, data_dir: str, version: str, full: str, leakage: str) -> dict:
+  from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
 
+  options = class_folders_builder.ClassFoldersConfig(name=NAME, leakage=leakage)
   start = time.perf_counter()
   builder = named_build.build(tree, NAME, version=version, data_dir=data_dir, versioned=True,
                               from_version=named_build.FULL if full == "1" else named_build.LATEST,
-                              log=lambda line: print(line, file=sys.stderr), progress=None)
+                              log=lambda line: print(line, file=sys.stderr), progress=None,
+                              options=options)
   made = sum(len(builder.generation.written(split)) for split in builder.info.splits)
   return {"build_s": time.perf_counter() - start, "made": made}
 
@@ -88,6 +91,8 @@ def main() -> None:
   parser.add_argument("--images", type=int, default=20000)
   parser.add_argument("--new", type=float, default=0.01)
   parser.add_argument("--work", default="/tmp/incremental_bench")
+  parser.add_argument("--leakage", default="warn", choices=["warn", "off"],
+                      help="off: no fingerprints, duplicate report nor page (their cost)")
   args = parser.parse_args()
   work = pathlib.Path(args.work)
   old_tree, new_tree = work / f"tree_{args.images}", work / f"tree_{args.images}_grown"
@@ -107,9 +112,9 @@ def main() -> None:
     result = child_runs.run(script, *child_args)
     return {**result, "process_s": time.perf_counter() - start}
 
-  base = timed("build", old_tree, data, "1.0.0", "0")
-  incremental = timed("build", new_tree, data, "1.1.0", "0")
-  full = timed("build", new_tree, data_full, "1.1.0", "1")
+  base = timed("build", old_tree, data, "1.0.0", "0", args.leakage)
+  incremental = timed("build", new_tree, data, "1.1.0", "0", args.leakage)
+  full = timed("build", new_tree, data_full, "1.1.0", "1", args.leakage)
   v1, v2 = data / NAME / "1.0.0", data / NAME / "1.1.0"
   size = version_bytes(v2)
 
@@ -121,9 +126,17 @@ def main() -> None:
   moved = child_runs.run(script, "stream", bucket, work / "cache", "1.1.0")
   old_shards, new_shards = shard_digests(v1), shard_digests(v2)
   unseen = {d: s for d, s in new_shards.items() if d not in old_shards}
+  # 1.2.0: one photo relabelled (moved to another class folder), one removed.
+  photos = sorted(new_tree.rglob("*.jpg"))
+  other = next(p for p in sorted(new_tree.iterdir()) if p.name != photos[0].parent.name)
+  photos[0].rename(other / photos[0].name)
+  photos[len(photos) // 2].unlink()
+  relabel = timed("build", new_tree, data, "1.2.0", "0", args.leakage)
+  relabel_published = publish.publish(f"{NAME}:1.2.0", data, bucket, progress=False)
+  relabel_size = version_bytes(data / NAME / "1.2.0")
 
-  print(f"{args.images:,} photos + {added:,} new ({args.new:.0%}), {time.strftime('%Y-%m-%d')}, "
-        f"{os.cpu_count()} cores")
+  print(f"{args.images:,} photos + {added:,} new ({args.new:.0%}), leakage {args.leakage}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores")
   print(f"  full build of 1.0.0:       {base['process_s']:7.1f} s process, "
         f"{base['build_s']:6.1f} s build, {base['made']:,} made")
   print(f"  1.1.0 built on 1.0.0:      {incremental['process_s']:7.1f} s process, "
@@ -138,6 +151,10 @@ def main() -> None:
   print(f"  trainer 1.0.0 -> 1.1.0: {moved['shard_downloads']} shard downloads "
         f"({moved['shard_bytes'] / 2**20:.1f} MiB); shards new in 1.1.0: {len(unseen)} "
         f"({sum(unseen.values()) / 2**20:.1f} MiB); 1.0.0 took {first['shard_downloads']}")
+  print(f"  1.2.0 (a relabel and a removal) on 1.1.0: {relabel['process_s']:.1f} s process, "
+        f"{relabel['build_s']:.1f} s build, {relabel['made']} made; publish: "
+        f"{relabel_published.num_bytes / 2**20:.1f} MiB uploaded of {relabel_size / 2**20:.1f} "
+        f"MiB ({relabel_published.num_bytes / relabel_size:.1%})")
   print(json.dumps({"base": base, "incremental": incremental, "full": full,
                     "uploaded": published.num_bytes, "version_bytes": size,
                     "moved": moved, "unseen": len(unseen)}))

@@ -226,6 +226,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """[key, size, fingerprint json] of each record of `split`, in shard order."""
     return self.generation.written(split)
 
+  def _index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
+    """The index file of shard `position` of `split` when it is another version's shard
+    kept whole (its index is then the same bytes); None here."""
+    return None
+
   def _write_record_index(self, split_infos) -> None:
     """`record_index` of every shard of every split whose records this build listed."""
     for info in split_infos:
@@ -233,8 +238,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       if len(rows) != info.num_examples:  # (a split TFDS wrote itself: no index)
         continue
       start = 0
-      for shard_name, length in zip(info.filenames, info.shard_lengths):
-        record_index.write(self.data_path, shard_name, info.name, rows[start:start + length])
+      for position, (shard_name, length) in enumerate(zip(info.filenames, info.shard_lengths)):
+        record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
+                           same_as=self._index_of_kept_shard(info.name, position))
         start += length
 
   def _generate_examples(self):

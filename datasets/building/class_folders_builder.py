@@ -202,6 +202,11 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
       return super()._index_rows(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
+  def _index_of_kept_shard(self, split: str, position: int):
+    if self.PLAN is None:
+      return None
+    return self.PLAN.index_of_kept_shard(split, position)
+
   def _process(self, paths):
     """The per-file work of a split. keras' pixels of a local tree whose items are made in
     the listing's order (the keras cache, `KEEP_ORDER`): decoded ahead by a tf.data map

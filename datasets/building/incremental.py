@@ -166,6 +166,17 @@ class Plan:
                            image_hashes.Fingerprint.from_json(fingerprint)))
     return images
 
+  def index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
+    """The base's index file of the new version's shard `position` of `split`, when that
+    shard is a base shard kept whole (`record_index.write(same_as=)`); else None."""
+    shards = self.splits[split].shards
+    if position >= len(shards):
+      return None  # a new shard
+    shard, positions = shards[position]
+    if len(positions) != len(shard.records):
+      return None  # rewritten
+    return record_index.path_of(self.base.version_dir, shard.name)
+
   def kept_notes(self) -> dict[str, str]:
     """The base's re-encoding notes of the photos whose records are kept."""
     kept = {shard.records[p][0] for plan in self.splits.values()

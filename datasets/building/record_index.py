@@ -17,8 +17,10 @@ plan, and a wrong one makes a build stop and say so, never write a wrong version
 """
 
 import json
+import os
 import pathlib
 import re
+import shutil
 
 from imagesets.constants import RECORD_INDEX_FOLDER
 
@@ -36,10 +38,19 @@ def path_of(version_dir, shard_name: str) -> pathlib.Path:
   return pathlib.Path(version_dir) / INDEX_FOLDER / f"{shard_name}.json"
 
 
-def write(version_dir, shard_name: str, split: str, records: list[list]) -> None:
-  """Writes the index of one shard: `records` are [key, size, fingerprint json or None]."""
+def write(version_dir, shard_name: str, split: str, records: list[list],
+          same_as: pathlib.Path | None = None) -> None:
+  """Writes the index of one shard: `records` are [key, size, fingerprint json or None].
+  `same_as`: an index file of these very records (a base's shard kept whole), linked or
+  copied instead of written again (the same bytes)."""
   path = path_of(version_dir, shard_name)
   path.parent.mkdir(exist_ok=True)
+  if same_as is not None:
+    try:
+      os.link(same_as, path)
+    except OSError:
+      shutil.copyfile(same_as, path)
+    return
   path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records},
                              sort_keys=True, separators=(",", ":")))
 

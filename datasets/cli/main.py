@@ -491,7 +491,8 @@ def parser() -> argparse.ArgumentParser:
   p = commands.add_parser(
       "build", help="build a class-per-folder tree as dataset NAME:VERSION",
       description="Builds PATH/<class>/**/<image> (local or gs://, s3://) as a TFDS dataset "
-      "of its own name: validated, split by a seeded hash of each path, byte-reproducible.",
+      "of its own name: validated, split by a seeded hash of each photo's content, "
+      "byte-reproducible.",
       epilog="example:\n  imagesets build ~/photos/pets --name pets --version 1.0.0\n"
       "  python -c 'import os, tensorflow_datasets as tfds; print(tfds.load(\"pets:1.0.0\", "
       "split=\"train\", data_dir=os.path.expanduser(\"~/tensorflow_datasets\")))'\n\n"

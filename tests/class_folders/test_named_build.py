@@ -13,7 +13,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import BIN, beam_download_config, records_by_split
+from conftest import BIN, beam_download_config, records_by_split, shard_bytes
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -217,3 +217,31 @@ def test_a_build_runs_frozen_from_its_file_hashes_on_and_thaws_after(tree, tmp_p
   named_build.build(tree, "frozen", data_dir=str(tmp_path), options=options)
   assert seen and seen[0] > 0
   assert gc.get_freeze_count() == 0
+
+
+def test_split_key_and_min_shards_count_in_the_fingerprint_only_when_not_the_old_ones():
+  def options(**fields):
+    return named_build.fingerprint_options(
+        class_folders_builder.ClassFoldersConfig(name="a", **fields), "tfrecord")
+  assert options() == options(split_key="path") == options(min_shards=4)
+  assert options(split_key="content", min_shards=32) == {
+      **options(), "split_key": "content", "min_shards": 32}
+
+
+def test_imagesets_builds_are_the_class_folders_builds_of_its_recipe(tree, tmp_path):
+  """`imagesets build` (versioned) writes what the stock-CLI builder writes with
+  split_key "content" and min_shards 32, shard for shard; without them, other splits."""
+  named = named_build.build(tree, "pets", data_dir=tmp_path / "named", versioned=True,
+                            options=class_folders.ClassFoldersConfig(name="pets",
+                                                                     skip_bad_files=True))
+  assert named.info.metadata["split_key"] == "content" and named.info.metadata["min_shards"] == 32
+  recipe = dict(named_build.LATEST_RECIPE)
+  stock = class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="pets", root=tree, skip_bad_files=True, **recipe), data_dir=tmp_path / "stock")
+  stock.download_and_prepare()
+  assert records_by_split(named.data_path) == records_by_split(stock.data_path)
+  assert sorted(shard_bytes(named.data_path).values()) == sorted(
+      shard_bytes(stock.data_path).values())
+  by_path = named_build.build(tree, "pets", data_dir=tmp_path / "path", options=(
+      class_folders.ClassFoldersConfig(name="pets", skip_bad_files=True)))
+  assert records_by_split(by_path.data_path) != records_by_split(named.data_path)

@@ -1174,3 +1174,58 @@ def test_a_source_reads_a_split_in_stored_order_local_or_streamed(built, tmp_pat
   assert got == expected and len(got) == 40
   labels = [e.features.feature["label"].int64_list.value[0] for e in got]
   assert labels == [label for _, label in local_examples(built, "test")]
+
+
+def test_a_trainer_moving_to_a_version_built_on_its_last_downloads_only_the_new_shards(
+    bucket_servers, tmp_path, monkeypatch):
+  """pets:1.1.0 built on 1.0.0 (photos added, one removed) and both published to the S3
+  server: a trainer that read 1.0.0 downloads, for 1.1.0, exactly the shards 1.0.0 did not
+  have (counted at the download), and reads 1.1.0 as stock TFDS reads the local build."""
+  from imagesets.class_folders import named_build
+  from imagesets_testing import photo_crops
+
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+
+  def add(count, seed, prefix):
+    for i, (picture, data) in enumerate(photo_crops.jpegs(count, seed=seed, size=(200, 150))):
+      (root / picture.scene).mkdir(parents=True, exist_ok=True)
+      (root / picture.scene / f"{prefix}_{i:03d}.jpg").write_bytes(data)
+
+  def build(version):
+    return named_build.build(root, "pets", version=version, data_dir=str(data_dir),
+                             versioned=True, from_version=named_build.LATEST)
+
+  add(150, seed=21, prefix="img")
+  build("1.0.0")
+  add(3, seed=22, prefix="new")
+  sorted(root.rglob("img_*.jpg"))[0].unlink()
+  build("1.1.0")
+  url = f"s3://{servers.BUCKET}/{uuid.uuid4().hex[:12]}/tfds"
+  for version in ("1.0.0", "1.1.0"):
+    publish.publish(f"pets:{version}", data_dir, url, progress=False)
+  downloads = []
+  checked = shard_cache_lib.transfer.checked_download
+  monkeypatch.setattr(shard_cache_lib.transfer, "checked_download",
+                      lambda bucket, rel, target, entry, **kwargs: (
+                          "tfrecord-" in rel and downloads.append(entry["sha256"]),
+                          checked(bucket, rel, target, entry, **kwargs))[1])
+  shas = lambda version: {hashlib.sha256(p.read_bytes()).hexdigest() for p in
+                          (data_dir / "pets" / version).glob("*.tfrecord-*")}
+
+  def read(version):
+    spec = f"pets:{version}"
+    local = tfds.builder_from_directory(str(data_dir / "pets" / version))
+    for split in local.info.splits:
+      streamed = imagesets.load(spec, split, url, cache_dir=tmp_path / "cache",
+                                decoders={"image": tfds.decode.SkipDecoding()})
+      stock = local.as_dataset(split, decoders={"image": tfds.decode.SkipDecoding()})
+      assert (sorted(digest(e) for e in tfds.as_numpy(streamed))
+              == sorted(digest(e) for e in tfds.as_numpy(stock)))
+
+  read("1.0.0")
+  assert sorted(downloads) == sorted(shas("1.0.0"))
+  downloads.clear()
+  read("1.1.0")
+  new = shas("1.1.0") - shas("1.0.0")
+  assert 0 < len(new) <= 4  # a new shard per split at most, and the one that lost a photo
+  assert sorted(downloads) == sorted(new)
