@@ -184,9 +184,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
             self._root, path, options.shorter_side, options.image_size,
             options.keras_image or None))
                for path in made],
-        self._process(made))
+        self._process(made), kept=plan.kept if plan else 0)
     if plan:
-      split.writer = incremental.writer(plan, self.PLAN.base.version_dir,
+      split.writer = incremental.writer(plan, self.PLAN.base,
                                         lambda: self.generation.written(name))
     return split
 

@@ -203,6 +203,7 @@ class Generation:
   # split -> [key, record size, fingerprint json or None] of each record made, in the order
   # of its split's records (what `record_index` stores).
   _written: dict = dataclasses.field(default_factory=dict)
+  _kept: dict = dataclasses.field(default_factory=dict)  # split -> records not made here
   # (split, key) -> identity of every item, once `_fingerprint_first` ran (else None).
   _fingerprints: dict | None = None
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
@@ -222,8 +223,11 @@ class Generation:
   _bar: Any = None
   _counted: int = 0
 
-  def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process):
-    """What `_split_generators` returns for one split."""
+  def examples(self, split: str, items: Sequence[tuple[str, Item]], process: Process,
+               kept: int = 0):
+    """What `_split_generators` returns for one split; `kept`: the split's records that
+    are not made here (a version built on another), so no bad item leaves it empty."""
+    self._kept[split] = kept
     if self.use_beam:
       if self.leakage == "drop":  # (Beam's "error" stops once the pipeline is done)
         raise ValueError("leakage='drop' needs a local build (not Beam): build locally, or "
@@ -255,7 +259,8 @@ class Generation:
         made += 1
         yield (hkey, payload) if records else (key, payload)
     del self._unfinished[split]
-    if bad and not made:  # (TFDS would only say "No examples were yielded.")
+    # (TFDS would only say "No examples were yielded.")
+    if bad and not made and not self._kept.get(split):
       dropped = sum(member.split == split for member in self._dropped)
       raise EmptySplitError({split: (bad, dropped)})
 

@@ -21,16 +21,17 @@ base's order, then the new ones): docs/incremental_versions.md.
 """
 
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
-import shutil
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import tensorflow_datasets as tfds
 
 import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
+from imagesets.building import linked_files
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.verifying import duplicates
@@ -50,6 +51,7 @@ class NotABase(ValueError):
 class Shard:
   name: str                                  # its file name in the base version
   records: list[tuple[str, int, list | None]]  # (key, size, fingerprint json) in order
+  sha256: str                                # of its bytes, as its index says
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,13 +94,24 @@ def latest_before(dataset_dir: pathlib.Path, version: str) -> str | None:
 
 
 def load(version_dir: pathlib.Path) -> Base:
-  """The base at `version_dir`; NotABase saying why it cannot be one."""
+  """The base at `version_dir`; NotABase saying why it cannot be one. Its files are read
+  like untrusted input: anything not as a build writes it makes it no base."""
   spec = f"{version_dir.parent.name}:{version_dir.name}"
   try:
     info = json.loads((version_dir / "dataset_info.json").read_text())
     metadata = json.loads((version_dir / "metadata.json").read_text())
-  except (OSError, ValueError) as why:
+  except (OSError, ValueError, RecursionError) as why:
     raise NotABase(f"{spec} is not a prepared version here ({why})") from None
+  try:
+    return _parsed(version_dir, spec, info, metadata)
+  except (ValueError, TypeError, KeyError, AttributeError) as why:
+    if isinstance(why, NotABase):
+      raise
+    raise NotABase(f"{spec}: its dataset_info.json or metadata.json is not as a build "
+                   f"writes it ({type(why).__name__}: {why})") from None
+
+
+def _parsed(version_dir, spec, info, metadata) -> Base:
   files, options = metadata.get("content_files"), metadata.get("content_options")
   if not (isinstance(files, dict) and isinstance(options, dict)):
     raise NotABase(f"{spec} records no file list (built before imagesets recorded one)")
@@ -106,9 +119,14 @@ def load(version_dir: pathlib.Path) -> Base:
   if file_format not in FORMATS:
     raise NotABase(f"{spec} is stored as {file_format}; versions are built on "
                    f"{' or '.join(FORMATS)} only")
+  class_names = metadata.get("class_names")
+  converted = metadata.get("converted_files") or {}
+  if not (isinstance(class_names, list) and all(isinstance(n, str) for n in class_names)
+          and isinstance(converted, dict)):
+    raise NotABase(f"{spec}: its metadata.json lists no class names")
   splits = {}
-  for split in info.get("splits", []):
-    name = split.get("name")
+  for split in info["splits"]:
+    name = split["name"]
     lengths = [int(n) for n in split.get("shardLengths", [])]
     template = tfds.core.ShardedFileTemplate(
         data_dir=version_dir, template=split.get("filepathTemplate") or None,
@@ -116,18 +134,18 @@ def load(version_dir: pathlib.Path) -> Base:
     shards = []
     for shard_name, length in zip(sorted(template.sharded_filenames(len(lengths))), lengths):
       try:
-        records = record_index.read(version_dir, shard_name, name)
+        index = record_index.read(version_dir, shard_name, name)
       except record_index.RecordIndexError as why:
         raise NotABase(f"{spec} has no usable record index ({why}); versions built before "
                        "imagesets wrote one, or on Beam, have none") from None
-      if len(records) != length:
-        raise NotABase(f"{spec}: the record index of {shard_name} lists {len(records)} "
-                       f"records, dataset_info.json {length}")
-      shards.append(Shard(shard_name, records))
+      if len(index.records) != length:
+        raise NotABase(f"{spec}: the record index of {shard_name} lists "
+                       f"{len(index.records)} records, dataset_info.json {length}")
+      shards.append(Shard(shard_name, index.records, index.sha256))
     splits[name] = shards
-  return Base(version_dir, version_dir.name, list(metadata.get("class_names", [])),
+  return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
-              dict(metadata.get("converted_files") or {}), splits)
+              {str(k): str(v) for k, v in converted.items()}, splits)
 
 
 @dataclasses.dataclass
@@ -239,18 +257,28 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
   return Plan(base, plans)
 
 
-def writer(plan: SplitPlan, version_dir: pathlib.Path, rows: Callable[[], list[list]]):
-  """`prepared_records.LocalSplit.writer` of a split planned on a base: writes the kept and
+def writer(plan: SplitPlan, base: Base, rows: Callable[[], list[list]]):
+  """`prepared_records.LocalSplit.writer` of a split planned on `base`: writes the kept and
   rewritten shards and the new records' shards, and sets `plan.layout`. `rows`: the new
   records' index rows (the build's `Generation.written`), once all are taken."""
+  version_dir = base.version_dir
+  label_ids = {name: i for i, name in enumerate(base.class_names)}
 
   def write(records: Iterable[tuple[int, bytes]], filename_template, file_format):
     file_format = tfds.core.FileFormat(file_format).value
-    new = [record for _, record in records]  # (small: what changed since the base)
+    new = prepared_records.spill(filename_template.data_dir)  # (memory bounded)
+    try:
+      for _, record in records:
+        new.add(record)
+      return _write_all(new, filename_template, file_format)
+    finally:
+      new.discard()
+
+  def _write_all(new, filename_template, file_format):
     new_rows = rows()
-    if len(new_rows) != len(new):
-      raise AssertionError(f"{plan.split}: {len(new)} records made, {len(new_rows)} listed")
-    counts = _new_shard_counts(len(new), sum(map(len, new)), plan.target_bytes)
+    if len(new_rows) != new.count:
+      raise AssertionError(f"{plan.split}: {new.count} records made, {len(new_rows)} listed")
+    counts = _new_shard_counts(new.count, new.size, plan.target_bytes)
     total = len(plan.shards) + len(counts)
     if not total:
       raise AssertionError("No examples were yielded.")
@@ -259,16 +287,16 @@ def writer(plan: SplitPlan, version_dir: pathlib.Path, rows: Callable[[], list[l
     for index, (shard, positions) in enumerate(plan.shards):
       source = version_dir / shard.name
       if len(positions) == len(shard.records):
-        _check_whole(source, shard, file_format)
-        _link_or_copy(source, path_of(index))
+        _check_bytes(source, shard)
+        linked_files.link_or_copy(source, path_of(index))
       else:
-        kept = _read_records(source, shard, positions, file_format)
+        kept = _read_records(source, shard, positions, file_format, label_ids)
         _write(path_of(index), kept, file_format)
       lengths.append(len(positions))
       layout.append([list(shard.records[p]) for p in positions])
-    start = 0
+    start, made = 0, iter(new)
     for offset, count in enumerate(counts):
-      _write(path_of(len(plan.shards) + offset), new[start:start + count], file_format)
+      _write(path_of(len(plan.shards) + offset), itertools.islice(made, count), file_format)
       lengths.append(count)
       layout.append(new_rows[start:start + count])
       start += count
@@ -288,32 +316,45 @@ def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
   return [count * (i + 1) // shards - count * i // shards for i in range(shards)]
 
 
-_TFRECORD_FRAMING = 16  # bytes around each record: length, its CRC, the record's CRC
+def _check_bytes(path: pathlib.Path, shard: Shard) -> None:
+  """A base shard still has the bytes its index was written with (a changed byte of a
+  record, of any size, stops the build before it is copied into another version)."""
+  if record_index.sha256_of(path) != shard.sha256:
+    raise NotABase(f"{path} is not the shard its record index describes (other bytes): it "
+                   "changed after its build; build with --full")
 
 
-def _check_whole(path: pathlib.Path, shard: Shard, file_format: str) -> None:
-  """A base shard taken whole still holds what its index says (count and bytes)."""
-  if file_format == "tfrecord":
-    expected = sum(size + _TFRECORD_FRAMING for _, size, _ in shard.records)
-    found = path.stat().st_size
-  else:
-    expected, found = len(shard.records), _array_record_reader(path).num_records()
-  if found != expected:
-    raise NotABase(f"{path} does not hold what its record index lists ({found} != {expected}): "
-                   "it changed after its build; build with --full")
+def _read_records(path: pathlib.Path, shard: Shard, positions: list[int], file_format: str,
+                  label_ids: dict[str, int]) -> Iterator[bytes]:
+  """The records at `positions` of a base shard (its bytes checked first), each checked
+  against its index row as it is read: its size, the file name the row names, and the
+  label id the base gave that class."""
+  _check_bytes(path, shard)
+  wanted = set(positions)
+  records = (prepared_records.tfrecords(path) if file_format == "tfrecord"
+             else _array_record_reader(path).read_all())
+  count = 0
+  for position, record in enumerate(records):
+    if position >= len(shard.records) or len(record) != shard.records[position][1]:
+      raise NotABase(f"{path} does not hold the records its index lists; build with --full")
+    count += 1
+    if position in wanted:
+      key = shard.records[position][0]
+      found = _name_and_label(record)
+      if found != (key, label_ids.get(class_folders_tree.label_of(key))):
+        raise NotABase(f"{path}: record {position} is {found}, its record index says {key}: "
+                       "the index does not describe the shard; build with --full")
+      yield record
+  if count != len(shard.records):
+    raise NotABase(f"{path} does not hold the records its index lists; build with --full")
 
 
-def _read_records(path: pathlib.Path, shard: Shard, positions: list[int],
-                  file_format: str) -> list[bytes]:
-  """The records at `positions` of a base shard, checked against its index's sizes."""
-  if file_format == "tfrecord":
-    records = list(prepared_records.tfrecords(path))
-  else:
-    records = list(_array_record_reader(path).read_all())
-  if [len(r) for r in records] != [size for _, size, _ in shard.records]:
-    raise NotABase(f"{path} does not hold what its record index lists: it changed after its "
-                   "build; build with --full")
-  return [records[p] for p in positions]
+def _name_and_label(record: bytes) -> tuple[str | None, int | None]:
+  """The file name and label id of a class-folder example's serialized record."""
+  features = tfds_internals.Example.FromString(record).features.feature
+  names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
+  return (names[0].decode("utf-8", "surrogateescape") if len(names) == 1 else None,
+          labels[0] if len(labels) == 1 else None)
 
 
 def _array_record_reader(path):
@@ -321,18 +362,8 @@ def _array_record_reader(path):
   return array_record_module.ArrayRecordReader(os.fspath(path))
 
 
-def _write(path, records: list[bytes], file_format: str) -> None:
+def _write(path, records: Iterable[bytes], file_format: str) -> None:
   adapter = tfds_internals.file_adapter(file_format)
   record_keys = adapter.write_examples(path, ((None, record) for record in records))
   if record_keys:  # (formats with an index; not ours today)
     raise NotImplementedError(f"{file_format}: shards with index files")
-
-
-def _link_or_copy(source: pathlib.Path, target) -> None:
-  """The base's shard as the new version's: the same bytes, no second copy on disk where
-  the file system allows (versions are never written after their build)."""
-  target = pathlib.Path(os.fspath(target))
-  try:
-    os.link(source, target)
-  except OSError:
-    shutil.copyfile(source, target)

@@ -206,6 +206,12 @@ class _Spill:
       self._path.unlink(missing_ok=True)
 
 
+def spill(directory: epath.PathLike) -> _Spill:
+  """Records kept in arrival order, in memory up to MEMORY_LIMIT, beyond it in one file in
+  `directory` (`add`, `count`, `size`, iterate once, `discard`)."""
+  return _Spill(directory, MEMORY_LIMIT)
+
+
 def write_split(split: str, records: Iterable[tuple[int, bytes]], filename_template,
                 shard_config, file_format, *, writer=None,
                 planned: Callable[[], int] | None = None) -> Callable[[], tfds.core.SplitInfo]:

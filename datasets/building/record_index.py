@@ -1,7 +1,7 @@
 """What every shard of a version holds, beside it: the index a later version is built on.
 
 `INDEX_FOLDER/<shard file name>.json` per shard, written by every local build: the shard's
-split and, in the shard's order, each record's key (a class-folder photo's relative path),
+split, its SHA-256 and, in the shard's order, each record's key (a class-folder photo's relative path),
 its size in bytes and its image's fingerprint (`image_hashes.Fingerprint.to_json`, or null
 when the build fingerprinted nothing). A version built on this one (`incremental`) reads it
 to keep unchanged shards byte for byte, to rewrite only the shards of removed, edited or
@@ -16,60 +16,88 @@ machine. Files read back are checked like untrusted input (`read`): an index is 
 plan, and a wrong one makes a build stop and say so, never write a wrong version.
 """
 
+import dataclasses
+import hashlib
 import json
 import os
 import pathlib
 import re
-import shutil
+import stat
 
+from imagesets.building import linked_files
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER
 FORMAT = 1
 _MAX_BYTES = 256 << 20  # an index file larger than this is not one of ours
 _SHARD_NAME = re.compile(r"[^/\\\0]+-\d{5}-of-\d{5}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class RecordIndexError(ValueError):
   """An index file that is missing, unreadable or not as a build writes it."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardIndex:
+  sha256: str                                   # of the shard file's bytes
+  records: list[tuple[str, int, list | None]]   # (key, size, fingerprint json or None)
+
+
 def path_of(version_dir, shard_name: str) -> pathlib.Path:
   return pathlib.Path(version_dir) / INDEX_FOLDER / f"{shard_name}.json"
 
 
+def sha256_of(path) -> str:
+  with open(path, "rb") as shard:
+    return hashlib.file_digest(shard, "sha256").hexdigest()
+
+
 def write(version_dir, shard_name: str, split: str, records: list[list],
           same_as: pathlib.Path | None = None) -> None:
-  """Writes the index of one shard: `records` are [key, size, fingerprint json or None].
-  `same_as`: an index file of these very records (a base's shard kept whole), linked or
-  copied instead of written again (the same bytes)."""
+  """Writes the index of one shard (which is written): `records` are [key, size,
+  fingerprint json or None], and the shard's SHA-256 goes with them. `same_as`: an index
+  file of this very shard (a base's shard kept whole), linked or copied instead (the same
+  bytes)."""
   path = path_of(version_dir, shard_name)
   path.parent.mkdir(exist_ok=True)
   if same_as is not None:
-    try:
-      os.link(same_as, path)
-    except OSError:
-      shutil.copyfile(same_as, path)
+    linked_files.link_or_copy(same_as, path)
     return
-  path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records},
+  path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records,
+                              "sha256": sha256_of(pathlib.Path(version_dir) / shard_name)},
                              sort_keys=True, separators=(",", ":")))
 
 
-def read(version_dir, shard_name: str, split: str) -> list[tuple[str, int, list | None]]:
-  """The records of one shard as (key, size, fingerprint json or None), checked."""
+def _read_regular_file(path: pathlib.Path) -> bytes:
+  """The bytes of `path` if it is a regular file (no symlink) of at most _MAX_BYTES."""
+  descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+  with os.fdopen(descriptor, "rb") as opened:
+    status = os.fstat(opened.fileno())
+    if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_BYTES:
+      raise RecordIndexError(f"{path}: not a file an index is ({status.st_size} bytes)")
+    data = opened.read(_MAX_BYTES + 1)
+  if len(data) > _MAX_BYTES:
+    raise RecordIndexError(f"{path}: larger than any index a build writes")
+  return data
+
+
+def read(version_dir, shard_name: str, split: str) -> ShardIndex:
+  """The index of one shard, checked like untrusted input."""
   if not _SHARD_NAME.fullmatch(shard_name):
     raise RecordIndexError(f"{shard_name!r} is not a shard file name")
   path = path_of(version_dir, shard_name)
   try:
-    if path.stat().st_size > _MAX_BYTES:
-      raise RecordIndexError(f"{path}: larger than any index a build writes")
-    raw = json.loads(path.read_text())
+    raw = json.loads(_read_regular_file(path))
   except FileNotFoundError:
     raise RecordIndexError(f"{path} is missing") from None
-  except (ValueError, RecursionError, UnicodeDecodeError) as why:
+  except OSError as why:  # (a symlink: ELOOP)
+    raise RecordIndexError(f"{path}: {why.strerror or why}") from None
+  except (ValueError, RecursionError) as why:
     raise RecordIndexError(f"{path}: not JSON ({why})") from None
   if not (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("split") == split
-          and isinstance(raw.get("records"), list)):
+          and isinstance(raw.get("records"), list) and isinstance(raw.get("sha256"), str)
+          and _SHA256.fullmatch(raw["sha256"])):
     raise RecordIndexError(f"{path}: not the index of a {split!r} shard in format {FORMAT}")
   records = []
   for row in raw["records"]:
@@ -78,4 +106,4 @@ def read(version_dir, shard_name: str, split: str) -> list[tuple[str, int, list 
             and (row[2] is None or isinstance(row[2], list))):
       raise RecordIndexError(f"{path}: a record row is not [key, size, fingerprint]: {row!r:.200}")
     records.append((row[0], row[1], row[2]))
-  return records
+  return ShardIndex(raw["sha256"], records)

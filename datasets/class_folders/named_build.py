@@ -151,10 +151,12 @@ _ADDED_LATER = ("image_size", "leakage", "keras_image", "split_key", "min_shards
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:
+  """A prepared version's metadata.json; {} when it has none (or none that is readable)."""
   try:
-    return json.loads((version_dir / "metadata.json").read_text())
-  except FileNotFoundError:
+    stored = json.loads((version_dir / "metadata.json").read_text())
+  except (OSError, ValueError, RecursionError):
     return {}
+  return stored if isinstance(stored, dict) else {}
 
 
 def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
@@ -249,6 +251,11 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
     if versioned:
       base = _base(data_dir, name, version, from_version, options, beam_options, log)
       options = _with_recipe(options, pathlib.Path(data_dir) / name / version, base)
+      earlier = incremental.latest_before(pathlib.Path(data_dir) / name, version)
+      if earlier and splits.check_split_key(options.split_key) == splits.PATH:
+        log(f"{name}:{version} splits by path, as {name}:{earlier}: a renamed or relabelled "
+            "photo may change split (--full --split-key content: by content from this "
+            "version on, a new draw of the splits)")
     listing = listing or class_folders_builder.Listing(
         tree, class_folders_builder.assign(root, tree, options, hashes))
     return _build(root, name, version, data_dir, options, about, file_format, beam_options,
@@ -281,17 +288,24 @@ def _base(data_dir, name, version, from_version, options, beam_options, log):
 
 
 def _with_recipe(options, version_dir: pathlib.Path, base):
-  """`options` with the split recipe of `build(versioned=True)` where they leave it unset."""
-  if options.split_key or options.min_shards:
-    return options
+  """`options` with each part of the split recipe they leave unset ("" or 0) as recorded
+  by the version itself when it is built (a rebuild), else by its base, else by the latest
+  version below it in the data dir (built in full, its line keeps its recipe: nothing
+  moves), else LATEST_RECIPE (a dataset's first version, or `split_key="content"` asked
+  for: the whole recipe of today). Nothing recorded is the recipe of versions before
+  recipes were recorded: path, sharding.MIN_SHARDS."""
   if (version_dir / "dataset_info.json").exists():
     recorded = _stored_metadata(version_dir)
   elif base is not None:
     recorded = base.options
   else:
-    recorded = LATEST_RECIPE
-  return dataclasses.replace(options, **{key: recorded.get(key, type(value)())
-                                         for key, value in LATEST_RECIPE.items()})
+    earlier = incremental.latest_before(version_dir.parent, version_dir.name)
+    recorded = _stored_metadata(version_dir.parent / earlier) if earlier else LATEST_RECIPE
+  if options.split_key == splits.CONTENT and recorded.get("split_key") != splits.CONTENT:
+    recorded = LATEST_RECIPE  # (moving a line to the content key: today's recipe whole)
+  unset = {key: recorded.get(key, type(value)()) for key, value in LATEST_RECIPE.items()
+           if not getattr(options, key)}
+  return dataclasses.replace(options, **unset)
 
 
 def _build(root, name, version, data_dir, options, about, file_format, beam_options, log,

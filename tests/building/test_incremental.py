@@ -14,6 +14,8 @@ import tensorflow_datasets as tfds
 import imagesets  # noqa: F401
 from imagesets.building import class_folders_builder
 from imagesets.building import incremental
+from imagesets.building import linked_files
+from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.class_folders import named_build
 from imagesets.verifying import round_trip
@@ -44,15 +46,21 @@ def build(root, data_dir, version, **kwargs):
                            **kwargs)
 
 
-def examples(version_dir: pathlib.Path) -> dict[str, set]:
-  """{split: {(file name, label, image bytes)}} as stock TFDS reads the version."""
+def examples(version_dir: pathlib.Path) -> dict[str, list]:
+  """{split: sorted [(file name, label, image bytes)]} as stock TFDS reads the version
+  (a list: a record written twice would show)."""
   builder = tfds.builder_from_directory(str(version_dir))
   label = builder.info.features["label"]
   out = {}
   for split in builder.info.splits:
-    ds = builder.as_dataset(split, decoders={"image": tfds.decode.SkipDecoding()})
-    out[split] = {(e["file_name"].decode(), label.int2str(int(e["label"])), e["image"])
-                  for e in tfds.as_numpy(ds)}
+    if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
+      rows = builder.as_data_source(split, decoders={"image": tfds.decode.SkipDecoding()})
+    else:
+      rows = tfds.as_numpy(builder.as_dataset(
+          split, decoders={"image": tfds.decode.SkipDecoding()}))
+    out[split] = sorted((e["file_name"].decode(), label.int2str(int(e["label"])),
+                         bytes(e["image"])) for e in rows)
+    assert len(out[split]) == builder.info.splits[split].num_examples
   return out
 
 
@@ -67,7 +75,7 @@ def holding(version_dir: pathlib.Path, keys: set[str]) -> set[bytes]:
   for split in info["splits"]:
     for name in shards(version_dir):
       if f"-{split['name']}." in name and keys & {
-          key for key, _, _ in record_index.read(version_dir, name, split["name"])}:
+          key for key, _, _ in record_index.read(version_dir, name, split["name"]).records}:
         found.add((version_dir / name).read_bytes())
   return found
 
@@ -200,15 +208,88 @@ def test_a_base_of_other_options_or_without_an_index_gives_a_full_build_saying_w
   assert any("no usable record index" in line for line in lines)
 
 
-def test_a_base_shard_changed_after_its_build_stops_the_build_naming_it(base, tmp_path):
-  root, data_dir, _ = grown(base, tmp_path)
+@pytest.mark.parametrize("shard", ["kept whole", "rewritten"])
+def test_a_base_shard_changed_after_its_build_stops_the_build_naming_it(base, tmp_path,
+                                                                        shard):
+  """One byte of an image changed, the size kept: the shard's SHA-256 is not its index's."""
+  root, data_dir, change = grown(base, tmp_path)
   version = data_dir / "pets" / "1.0.0"
-  victim = sorted(shards(version))[-1]
-  with open(version / victim, "ab") as out:
-    out.write(b"\0" * 10)
+  touched = holding(version, {change["relabelled"], change["removed"], change["edited"]})
+  victim = next(name for name, data in shards(version).items()
+                if (data in touched) == (shard == "rewritten"))
+  data = bytearray((version / victim).read_bytes())
+  data[len(data) // 2] ^= 1
+  (version / victim).write_bytes(bytes(data))
   with pytest.raises(incremental.NotABase, match=f"{victim}.*--full"):
     build(root, data_dir, "1.1.0")
   assert not (data_dir / "pets" / "1.1.0").exists()
+
+
+def test_an_index_that_does_not_describe_its_shard_stops_the_build(base, tmp_path):
+  """Two rows of a shard's index swapped (sizes kept in place), then the photo the index
+  now puts first removed: the rewrite reads each kept record's name and label."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  shutil.copytree(base[0], root)
+  shutil.copytree(base[1], data_dir)
+  version = data_dir / "pets" / "1.0.0"
+  name = sorted(shards(version))[0]
+  path = record_index.path_of(version, name)
+  raw = json.loads(path.read_text())
+  (a, *_), (b, *_) = raw["records"][:2]
+  raw["records"][0][0], raw["records"][1][0] = b, a
+  path.write_text(json.dumps(raw))
+  (root / b).unlink()
+  with pytest.raises(incremental.NotABase, match="index does not describe the shard"):
+    build(root, data_dir, "1.1.0")
+
+
+def test_a_line_built_by_path_keeps_its_recipe_when_built_in_full(tmp_path):
+  """1.0.0 split by path (built before recipes were recorded: no index either): 1.1.0 is
+  built in full, by path, and no photo changes split."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 120, seed=6, prefix="img")
+  named_build.build(root, "pets", version="1.0.0", data_dir=str(data_dir))
+  write_crops(root, 3, seed=7, prefix="new")
+  lines = []
+  builder = build(root, data_dir, "1.1.0", log=lines.append)
+  assert "split_key" not in builder.info.metadata
+  assert any("splits by path" in line for line in lines)
+  before = {name: split for split, rows in examples(data_dir / "pets" / "1.0.0").items()
+            for name, _, _ in rows}
+  after = {name: split for split, rows in examples(builder.data_path).items()
+           for name, _, _ in rows}
+  assert all(after[name] == split for name, split in before.items())
+  # 1.2.0 is built on 1.1.0 (which has an index), by path still.
+  later = build(root, data_dir, "1.2.0", log=lines.append)
+  assert made(later) == 0 and "split_key" not in later.info.metadata
+
+
+def test_naming_the_recipe_a_line_has_builds_on_it(base, tmp_path):
+  root, data_dir, _ = grown(base, tmp_path)
+  options = class_folders_builder.ClassFoldersConfig(name="pets", split_key="content")
+  assert made(build(root, data_dir, "1.1.0", options=options)) == 6
+
+
+@pytest.mark.parametrize("damage", [
+    {"converted_files": ["x"]}, {"class_names": 5}, {"content_files": "x"}])
+def test_a_base_with_malformed_metadata_gives_a_full_build_saying_why(base, tmp_path, damage):
+  root, data_dir, _ = grown(base, tmp_path)
+  path = data_dir / "pets" / "1.0.0" / "metadata.json"
+  path.write_text(json.dumps({**json.loads(path.read_text()), **damage}))
+  lines = []
+  assert made(build(root, data_dir, "1.1.0", log=lines.append)) == PHOTOS + 3
+  assert any("in full, not on pets:1.0.0" in line for line in lines)
+
+
+def test_an_index_file_that_is_a_link_is_refused(base, tmp_path):
+  version = tmp_path / "v"
+  shutil.copytree(base[1] / "pets" / "1.0.0", version)
+  name = sorted(shards(version))[0]
+  path = record_index.path_of(version, name)
+  path.unlink()
+  path.symlink_to("/dev/zero")
+  with pytest.raises(record_index.RecordIndexError):
+    record_index.read(version, name, "train" if "-train." in name else name.split("-")[1])
 
 
 def test_array_record_versions_are_built_on_too(tmp_path):
@@ -221,6 +302,59 @@ def test_array_record_versions_are_built_on_too(tmp_path):
   assert made(builder) == 2
   full = build(root, tmp_path / "full", "1.1.0", file_format="array_record",
                from_version=named_build.FULL)
-  read = lambda b: {s: sorted(e["file_name"] for e in b.as_data_source(s))
-                    for s in b.info.splits}
-  assert read(builder) == read(full)
+  assert examples(builder.data_path) == examples(full.data_path)
+
+
+def test_a_bad_new_photo_is_skipped_or_named_and_the_kept_ones_stay(base, tmp_path):
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  shutil.copytree(base[0], root)
+  shutil.copytree(base[1], data_dir)
+  bad = sorted(root.iterdir())[0] / "cut.jpg"
+  bad.write_bytes(sorted(root.rglob("img_*.jpg"))[0].read_bytes()[:300])  # cut short
+  with pytest.raises(Exception, match="cut.jpg"):
+    build(root, data_dir, "1.1.0")
+  options = class_folders_builder.ClassFoldersConfig(name="pets", skip_bad_files=True)
+  # Built with the option from the start, the bad photo alone is skipped, whatever split
+  # it lands in: the split keeps its records from the base.
+  skipping = tmp_path / "skipping"
+  shutil.copytree(base[0], skipping / "tree")
+  build(skipping / "tree", skipping / "data", "1.0.0", options=options)
+  (skipping / "tree" / bad.relative_to(root)).write_bytes(bad.read_bytes())
+  builder = build(skipping / "tree", skipping / "data", "1.1.0", options=options)
+  assert made(builder) == 0
+  assert list(builder.info.metadata["skipped_files"]) == [bad.relative_to(root).as_posix()]
+  assert sum(s.num_examples for s in builder.info.splits.values()) == PHOTOS
+
+
+def test_new_records_beyond_the_memory_limit_go_through_a_file_the_same(base, tmp_path,
+                                                                         monkeypatch):
+  root, data_dir, _ = grown(base, tmp_path)
+  again = tmp_path / "again"
+  shutil.copytree(data_dir, again)
+  build(root, data_dir, "1.1.0")
+  monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 1)
+  build(root, again, "1.1.0")
+  assert shards(data_dir / "pets" / "1.1.0") == shards(again / "pets" / "1.1.0")
+
+
+def test_a_kept_file_is_never_written_through_its_new_name(tmp_path, monkeypatch):
+  source = tmp_path / "v1" / "shard"
+  source.parent.mkdir()
+  source.write_bytes(b"records")
+  target = tmp_path / "v2" / "shard"
+  target.parent.mkdir()
+  linked_files.link_or_copy(source, target)
+  assert target.read_bytes() == b"records" and target.stat().st_ino == source.stat().st_ino
+  with pytest.raises(FileExistsError):
+    linked_files.link_or_copy(tmp_path / "v1" / "shard", target)
+  other = tmp_path / "v2" / "copied"
+  monkeypatch.setattr(linked_files.os, "link", lambda *a: (_ for _ in ()).throw(
+      PermissionError("no hard links here")))
+  linked_files.link_or_copy(source, other)
+  assert other.read_bytes() == b"records" and other.stat().st_ino != source.stat().st_ino
+  assert sorted(p.name for p in other.parent.iterdir()) == ["copied", "shard"]
+  target.unlink()
+  other.write_bytes(b"")  # an existing name is refused before anything is copied
+  with pytest.raises(FileExistsError):
+    linked_files.link_or_copy(source, other)
+  assert source.read_bytes() == b"records"
