@@ -31,7 +31,7 @@ import tensorflow_datasets as tfds
 
 import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
-from imagesets.building import linked_files
+import imagesets.linked_files as linked_files
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.verifying import duplicates

@@ -24,7 +24,7 @@ import pathlib
 import re
 import stat
 
-from imagesets.building import linked_files
+import imagesets.linked_files as linked_files
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER

@@ -20,6 +20,7 @@ from imagesets.publishing import transfer
 from imagesets.publishing import versions
 
 from imagesets.constants import CACHE_ENV, cache_root  # noqa: F401  (re-exported)
+import imagesets.linked_files as linked_files
 
 
 
@@ -63,7 +64,8 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
           progress: bool = True, log: Callable[[str], None] | None = None) -> str:
   """Syncs a published version into the local cache; returns the TFDS data_dir to load.
 
-  The first call downloads every file and checks it against the manifest (size and
+  The first call downloads every file (but those another version of the dataset fetched
+  here holds byte for byte: linked from it) and checks it against the manifest (size and
   SHA-256) before the version appears in the cache. Later calls ask the bucket for the
   version's manifest and download nothing when the cached copy has the same content; when
   the bucket cannot be reached, a pinned version (config and version given) cached before
@@ -95,15 +97,62 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   return str(data_dir)
 
 
+def _fetched_elsewhere(version_dir: pathlib.Path, wanted: set[tuple[int, str]]
+                       ) -> dict[tuple[int, str], pathlib.Path]:
+  """{(size, sha256): a file of another version of the dataset fetched beside this one
+  that its manifest says holds it}, for the content in `wanted` (a version built on
+  another shares most shards with it). Only complete copies count; names in their
+  manifests are checked before they touch a path; the files are checked when copied."""
+  found = {}
+  folder = version_dir.parent
+  for other in sorted(folder.iterdir()) if folder.is_dir() else ():
+    if other == version_dir or other.name.startswith(".") or other.is_symlink():
+      continue
+    try:
+      if not local_copy_ok(other, deep=False):
+        continue
+      local = manifest_lib.Manifest.from_bytes((other / versions.MANIFEST).read_bytes(),
+                                               str(other))
+    except (OSError, versions.PublishError):
+      continue  # (not a version, or one damaged: downloaded instead)
+    for name, content in local.content().items():
+      if content in wanted:
+        found.setdefault(content, other / name)
+  return found
+
+
+def _copied_from_elsewhere(source: pathlib.Path, target: pathlib.Path, entry: dict) -> bool:
+  """`source` (another cached version's file) at `target` if it holds `entry`'s bytes."""
+  try:
+    if source.is_symlink() or source.stat().st_size != entry["size"] or (
+        bucket_lib.file_digests(source)[0] != entry["sha256"]):
+      return False
+    target.unlink(missing_ok=True)  # (a part of a killed fetch: never written through)
+    linked_files.link_or_copy(source, target)
+  except OSError:
+    return False
+  return True
+
+
 def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, version_dir: pathlib.Path,
               progress: bool, root: pathlib.Path) -> None:
   """Downloads into a hidden staging folder (files verified there are kept: a killed fetch
-  resumes), then renames it into place."""
+  resumes), then renames it into place. A file another fetched version of the dataset holds
+  byte for byte is linked (or copied) from it instead of downloaded."""
   staging = transfer.own_folder(version_dir.parent / f".incomplete-{ref.version}", root)
   transfer.remove_stale_parts(staging, recursive=True)
   todo = [n for n, e in manifest.files.items() if not (
       (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
       and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]
+  content = manifest.content()
+  elsewhere = _fetched_elsewhere(version_dir, {content[n] for n in todo})
+  copied = []
+  for name in todo:
+    if content[name] in elsewhere:
+      transfer.own_folder((staging / name).parent, root)
+      if _copied_from_elsewhere(elsewhere[content[name]], staging / name, manifest.files[name]):
+        copied.append(name)
+  todo = [n for n in todo if n not in copied]
   total = sum(manifest.files[n]["size"] for n in todo)
   with progress_bars.byte_bar(total, f"fetch {ref}", progress) as bar:
     for name in todo:  # names were checked when the manifest was read

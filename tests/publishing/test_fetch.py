@@ -242,3 +242,49 @@ def test_a_download_failing_mid_fetch_is_retried_a_bounded_number_of_times(
   assert 1 < len(_FailingDownloads.shard_gets) <= bucket_lib.ATTEMPTS + 1, (
       _FailingDownloads.shard_gets)
   assert not (fetch.cached_data_dir(bucket_url, tmp_path) / FOLDER).exists()
+
+
+def test_fetching_a_version_built_on_a_fetched_one_downloads_only_what_it_lacks(
+    bucket_servers, tmp_path, monkeypatch):
+  """pets:1.1.0 built on 1.0.0 (3 photos added): fetching it after 1.0.0 from the S3 server
+  downloads only the files 1.0.0 does not hold (counted where downloads happen), links the
+  rest, and the copy is the published version, file for file."""
+  import uuid
+  from imagesets.class_folders import named_build
+  from imagesets.publishing import transfer
+  from imagesets_testing import photo_crops
+
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+
+  def add(count, seed, prefix):
+    for i, (picture, data) in enumerate(photo_crops.jpegs(count, seed=seed, size=(200, 150))):
+      (root / picture.scene).mkdir(parents=True, exist_ok=True)
+      (root / picture.scene / f"{prefix}_{i:03d}.jpg").write_bytes(data)
+
+  add(150, seed=31, prefix="img")
+  for version, more in (("1.0.0", 0), ("1.1.0", 3)):
+    add(more, seed=32, prefix="new")
+    named_build.build(root, "pets", version=version, data_dir=str(data_dir), versioned=True,
+                      from_version=named_build.LATEST)
+  url = f"s3://{servers.BUCKET}/{uuid.uuid4().hex[:12]}/tfds"
+  for version in ("1.0.0", "1.1.0"):
+    publish.publish(f"pets:{version}", data_dir, url, progress=False)
+  downloaded = []
+  real = transfer.checked_download
+  monkeypatch.setattr(transfer, "checked_download", lambda bucket, rel, *a, **k: (
+      downloaded.append(rel.rsplit("/", 1)[-1]), real(bucket, rel, *a, **k))[1])
+  cache = tmp_path / "cache"
+  fetch.fetch(url, "pets:1.0.0", cache_dir=cache, progress=False)
+  downloaded.clear()
+  fetched = pathlib.Path(fetch.fetch(url, "pets:1.1.0", cache_dir=cache, progress=False))
+  local = manifest_lib.describe_local(versions.Ref.parse("pets:1.1.0"),
+                                      data_dir / "pets" / "1.1.0").content()
+  old = set(manifest_lib.describe_local(versions.Ref.parse("pets:1.0.0"),
+                                        data_dir / "pets" / "1.0.0").content().values())
+  lacking = {pathlib.PurePath(name).name for name, content in local.items()
+             if content not in old}
+  assert downloaded and set(downloaded) == lacking
+  assert sum("tfrecord-" in name for name in downloaded) <= 4  # the new and rewritten shards
+  copy = fetched / "pets" / "1.1.0"
+  for name, (size, sha256) in local.items():
+    assert bucket_lib.file_digests(copy / name)[0] == sha256
