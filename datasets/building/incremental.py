@@ -65,6 +65,11 @@ class Base:
   options: dict                  # the options that change the bytes (`content_options`)
   converted: dict[str, str]      # relative path -> why it was re-encoded
   splits: dict[str, list[Shard]]
+  file_format: str = "tfrecord"   # one of FORMATS
+
+  @property
+  def label_ids(self) -> dict[str, int]:
+    return {name: i for i, name in enumerate(self.class_names)}
 
   @property
   def spec(self) -> str:
@@ -145,7 +150,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
-              {str(k): str(v) for k, v in converted.items()}, splits)
+              {str(k): str(v) for k, v in converted.items()}, splits, file_format)
 
 
 @dataclasses.dataclass
@@ -224,7 +229,8 @@ def differing_options(base: Base, options: dict) -> list[str]:
 def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
          class_names: list[str], options: dict, fingerprints_needed: bool) -> Plan:
   """What to keep and what to make; NotABase when the base's options differ, its splits
-  are not the new tree's, or it lacks fingerprints the new build needs."""
+  are not the new tree's, it lacks fingerprints the new build needs, or a shard to keep
+  is not the bytes its index was written with."""
   differ = differing_options(base, options)
   if differ:
     raise NotABase(f"{base.spec} was built with other options ({', '.join(differ)})")
@@ -247,7 +253,11 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
             raise NotABase(f"{base.spec} was built with --leakage off: its photos have no "
                            "fingerprints to check the new ones against")
           positions.append(position)
-      if positions:
+      if positions:  # (checked before any photo is made: a bad base gives a full build)
+        _check_bytes(base.version_dir / shard.name, shard)
+        if len(positions) < len(shard.records):  # to rewrite: every row read and checked
+          for _ in _read_records(base, shard, positions):
+            pass
         shards.append((shard, positions))
         kept_keys.update(shard.records[p][0] for p in positions)
     old = base.splits[split]
@@ -262,7 +272,6 @@ def writer(plan: SplitPlan, base: Base, rows: Callable[[], list[list]]):
   rewritten shards and the new records' shards, and sets `plan.layout`. `rows`: the new
   records' index rows (the build's `Generation.written`), once all are taken."""
   version_dir = base.version_dir
-  label_ids = {name: i for i, name in enumerate(base.class_names)}
 
   def write(records: Iterable[tuple[int, bytes]], filename_template, file_format):
     file_format = tfds.core.FileFormat(file_format).value
@@ -286,11 +295,10 @@ def writer(plan: SplitPlan, base: Base, rows: Callable[[], list[list]]):
     lengths, layout = [], []
     for index, (shard, positions) in enumerate(plan.shards):
       source = version_dir / shard.name
-      if len(positions) == len(shard.records):
-        _check_bytes(source, shard)
+      if len(positions) == len(shard.records):  # (its bytes were checked by `plan`)
         linked_files.link_or_copy(source, path_of(index))
       else:
-        kept = _read_records(source, shard, positions, file_format, label_ids)
+        kept = _read_records(base, shard, positions)
         _write(path_of(index), kept, file_format)
       lengths.append(len(positions))
       layout.append([list(shard.records[p]) for p in positions])
@@ -318,35 +326,33 @@ def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
 
 def _check_bytes(path: pathlib.Path, shard: Shard) -> None:
   """A base shard still has the bytes its index was written with (a changed byte of a
-  record, of any size, stops the build before it is copied into another version)."""
+  record, of any size: the base is no base, and the build is a full one)."""
   if record_index.sha256_of(path) != shard.sha256:
     raise NotABase(f"{path} is not the shard its record index describes (other bytes): it "
-                   "changed after its build; build with --full")
+                   "changed after its build")
 
 
-def _read_records(path: pathlib.Path, shard: Shard, positions: list[int], file_format: str,
-                  label_ids: dict[str, int]) -> Iterator[bytes]:
-  """The records at `positions` of a base shard (its bytes checked first), each checked
-  against its index row as it is read: its size, the file name the row names, and the
-  label id the base gave that class."""
-  _check_bytes(path, shard)
-  wanted = set(positions)
-  records = (prepared_records.tfrecords(path) if file_format == "tfrecord"
+def _read_records(base: Base, shard: Shard, positions: list[int]) -> Iterator[bytes]:
+  """The records at `positions` of a base shard, each record of it checked against its
+  index row as it is read: its size, the file name the row names, and the label id the
+  base gave that class."""
+  path, label_ids, wanted = base.version_dir / shard.name, base.label_ids, set(positions)
+  records = (prepared_records.tfrecords(path) if base.file_format == "tfrecord"
              else _array_record_reader(path).read_all())
   count = 0
   for position, record in enumerate(records):
     if position >= len(shard.records) or len(record) != shard.records[position][1]:
-      raise NotABase(f"{path} does not hold the records its index lists; build with --full")
+      raise NotABase(f"{path} does not hold the records its index lists")
     count += 1
+    key = shard.records[position][0]
+    found = _name_and_label(record)
+    if found != (key, label_ids.get(class_folders_tree.label_of(key))):
+      raise NotABase(f"{path}: record {position} is {found}, its record index says {key}: "
+                     "the index does not describe the shard")
     if position in wanted:
-      key = shard.records[position][0]
-      found = _name_and_label(record)
-      if found != (key, label_ids.get(class_folders_tree.label_of(key))):
-        raise NotABase(f"{path}: record {position} is {found}, its record index says {key}: "
-                       "the index does not describe the shard; build with --full")
       yield record
   if count != len(shard.records):
-    raise NotABase(f"{path} does not hold the records its index lists; build with --full")
+    raise NotABase(f"{path} does not hold the records its index lists")
 
 
 def _name_and_label(record: bytes) -> tuple[str | None, int | None]:

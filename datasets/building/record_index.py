@@ -25,10 +25,11 @@ import re
 import stat
 
 import imagesets.linked_files as linked_files
+from imagesets.verifying import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER
-FORMAT = 1
+FORMAT = 2  # 2: the shard's SHA-256 (1 had none: no release wrote it)
 _MAX_BYTES = 256 << 20  # an index file larger than this is not one of ours
 _SHARD_NAME = re.compile(r"[^/\\\0]+-\d{5}-of-\d{5}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -105,5 +106,11 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
             and type(row[1]) is int and row[1] > 0  # pylint: disable=unidiomatic-typecheck
             and (row[2] is None or isinstance(row[2], list))):
       raise RecordIndexError(f"{path}: a record row is not [key, size, fingerprint]: {row!r:.200}")
+    if row[2] is not None:
+      try:
+        image_hashes.Fingerprint.from_json(row[2])
+      except (ValueError, TypeError, IndexError, AttributeError):
+        raise RecordIndexError(f"{path}: a fingerprint is not one a build writes: "
+                               f"{row[2]!r:.200}") from None
     records.append((row[0], row[1], row[2]))
   return ShardIndex(raw["sha256"], records)

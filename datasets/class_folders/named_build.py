@@ -151,10 +151,10 @@ _ADDED_LATER = ("image_size", "leakage", "keras_image", "split_key", "min_shards
 
 
 def _stored_metadata(version_dir: pathlib.Path) -> dict:
-  """A prepared version's metadata.json; {} when it has none (or none that is readable)."""
+  """A prepared version's metadata.json; {} when it has none."""
   try:
     stored = json.loads((version_dir / "metadata.json").read_text())
-  except (OSError, ValueError, RecursionError):
+  except FileNotFoundError:
     return {}
   return stored if isinstance(stored, dict) else {}
 
@@ -251,11 +251,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
     if versioned:
       base = _base(data_dir, name, version, from_version, options, beam_options, log)
       options = _with_recipe(options, pathlib.Path(data_dir) / name / version, base)
-      earlier = incremental.latest_before(pathlib.Path(data_dir) / name, version)
-      if earlier and splits.check_split_key(options.split_key) == splits.PATH:
-        log(f"{name}:{version} splits by path, as {name}:{earlier}: a renamed or relabelled "
-            "photo may change split (--full --split-key content: by content from this "
-            "version on, a new draw of the splits)")
+      _say_the_split_key(pathlib.Path(data_dir) / name, version, options, log)
     listing = listing or class_folders_builder.Listing(
         tree, class_folders_builder.assign(root, tree, options, hashes))
     return _build(root, name, version, data_dir, options, about, file_format, beam_options,
@@ -285,6 +281,23 @@ def _base(data_dir, name, version, from_version, options, beam_options, log):
       why = str(error)
   log(f"building {name}:{version} in full, not on {name}:{from_version}: {why}")
   return None
+
+
+def _say_the_split_key(dataset_dir: pathlib.Path, version: str, options, log) -> None:
+  """A line when this version splits by path: the earlier versions' key (renames and
+  relabels may move photos), or a new draw of the splits."""
+  earlier = incremental.latest_before(dataset_dir, version)
+  if not earlier or splits.check_split_key(options.split_key) != splits.PATH:
+    return
+  name = dataset_dir.name
+  if splits.check_split_key(_stored_metadata(dataset_dir / earlier).get("split_key", "")
+                            ) == splits.PATH:
+    log(f"{name}:{version} splits by path, as {name}:{earlier}: a renamed or relabelled "
+        "photo may change split (--full --split-key content: by content from this version "
+        "on, a new draw of the splits)")
+  else:
+    log(f"{name}:{version} splits by path, {name}:{earlier} by content: its splits are "
+        "drawn again (a new test set)")
 
 
 def _with_recipe(options, version_dir: pathlib.Path, base):

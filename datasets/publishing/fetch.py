@@ -113,25 +113,30 @@ def _fetched_elsewhere(version_dir: pathlib.Path, wanted: set[tuple[int, str]]
         continue
       local = manifest_lib.Manifest.from_bytes((other / versions.MANIFEST).read_bytes(),
                                                str(other))
-    except (OSError, versions.PublishError):
+    except (OSError, RecursionError, versions.PublishError):
       continue  # (not a version, or one damaged: downloaded instead)
+    inside = other.resolve()
     for name, content in local.content().items():
-      if content in wanted:
-        found.setdefault(content, other / name)
+      if content in wanted and (other / name).resolve().is_relative_to(inside):
+        found.setdefault(content, other / name)  # (no link in its path leads out)
   return found
 
 
 def _copied_from_elsewhere(source: pathlib.Path, target: pathlib.Path, entry: dict) -> bool:
-  """`source` (another cached version's file) at `target` if it holds `entry`'s bytes."""
+  """`source` (another cached version's file) at `target` if it holds `entry`'s bytes:
+  linked (or copied), then the bytes at `target` checked (what was linked, whatever
+  happened to `source` meanwhile); else nothing left at `target`."""
   try:
-    if source.is_symlink() or source.stat().st_size != entry["size"] or (
-        bucket_lib.file_digests(source)[0] != entry["sha256"]):
+    if source.is_symlink() or source.stat().st_size != entry["size"]:
       return False
     target.unlink(missing_ok=True)  # (a part of a killed fetch: never written through)
     linked_files.link_or_copy(source, target)
+    if bucket_lib.file_digests(target)[0] == entry["sha256"]:
+      return True
+    target.unlink()
   except OSError:
-    return False
-  return True
+    target.unlink(missing_ok=True)
+  return False
 
 
 def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, version_dir: pathlib.Path,
