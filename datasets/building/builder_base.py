@@ -158,7 +158,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     TFDS's unfinished folder (`data_path` until the build returns), before dataset_info.json
     and the rename that commits the version: a version never exists without its page."""
     folder = pathlib.Path(self.data_path)
-    page = version_report.content(version_examples.Folder(self, folder))
+    page = version_report.content(version_examples.Folder(
+        self, folder, catalog=self._page_catalog(folder)))
     size = version_report.write(page, folder / report_page.PAGE_FILE)
     logging.info("%s: %s (%.1f MiB)", self.info.full_name, report_page.PAGE_FILE,
                  size / 2**20)
@@ -221,6 +222,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _with_kept(self, report: generation.Report) -> generation.Report:
     """The build's report with what it kept of a version it was built on (none here)."""
     return report
+
+  def _page_catalog(self, folder: pathlib.Path) -> dict | None:
+    """Every example of the version as `version_examples.Located` (name, label, where its
+    record is), when this build knows them: its page then reads only the records it
+    pictures. None here: the page reads the version."""
+    return None
 
   def _index_rows(self, split: str) -> list[list]:
     """[key, size, fingerprint json] of each record of `split`, in shard order."""

@@ -13,6 +13,7 @@ fixed (flowers), which they must be (`CLASS_NAMES`).
 
 import collections
 import dataclasses
+import functools
 import os
 
 from absl import logging
@@ -27,9 +28,12 @@ from imagesets.building import generation
 from imagesets.building import incremental
 from imagesets.building import keras_pixels
 from imagesets.building import problems
+from imagesets.building import record_index
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
 from imagesets.verifying import duplicates
+from imagesets.verifying import version_examples
+import imagesets.tfds_internals as tfds_internals
 
 
 @dataclasses.dataclass(eq=False)
@@ -120,6 +124,11 @@ def features(class_names: list[str], keras_image: dict | None = None
   })
 
 
+def _image_of(read) -> bytes:
+  """The stored image bytes of a class-folder example's serialized record."""
+  return tfds_internals.Example.FromString(read()).features.feature["image"].bytes_list.value[0]
+
+
 class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   """Class-per-folder images with their original bytes, validated and split by hash."""
 
@@ -201,6 +210,26 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if self.PLAN is None:
       return super()._index_rows(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]
+
+  def _page_catalog(self, folder):
+    if not self.RECORD_INDEX:
+      return None
+    file_format = self.info.file_format.value
+    catalog = {}
+    for split, info in self.info.splits.items():
+      rows = self._index_rows(split)
+      if len(rows) != info.num_examples:
+        return None
+      located, start = [], 0
+      for shard_name, length in zip(info.filenames, info.shard_lengths):
+        shard_rows, start = rows[start:start + length], start + length
+        readers = record_index.record_readers(folder, shard_name,
+                                              [row[1] for row in shard_rows], file_format)
+        located += [version_examples.Located(split, key, class_folders_tree.label_of(key),
+                                             functools.partial(_image_of, read))
+                    for (key, _, _), read in zip(shard_rows, readers)]
+      catalog[split] = located
+    return catalog
 
   def _index_of_kept_shard(self, split: str, position: int):
     if self.PLAN is None:

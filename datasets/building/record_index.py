@@ -17,12 +17,16 @@ plan, and a wrong one makes a build stop and say so, never write a wrong version
 """
 
 import dataclasses
+import functools
 import hashlib
+import itertools
 import json
 import os
 import pathlib
 import re
 import stat
+import struct
+from typing import Callable
 
 import imagesets.linked_files as linked_files
 from imagesets.verifying import image_hashes
@@ -114,3 +118,41 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
                                f"{row[2]!r:.200}") from None
     records.append((row[0], row[1], row[2]))
   return ShardIndex(raw["sha256"], records)
+
+
+_TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
+
+
+def record_readers(version_dir, shard_name: str, sizes: list[int],
+                   file_format: str) -> list[Callable[[], bytes]]:
+  """For each record of a shard this build wrote (`sizes`: its index's), a function that
+  reads that record's bytes when called, and no other (the sizes locate it)."""
+  path = pathlib.Path(version_dir) / shard_name
+  if file_format != "tfrecord":
+    return [functools.partial(_array_record_at, path, i) for i in range(len(sizes))]
+  offsets = itertools.accumulate([size + _TFRECORD_FRAMING for size in sizes[:-1]], initial=0)
+  return [functools.partial(_tfrecord_at, path, offset, size)
+          for offset, size in zip(offsets, sizes)]
+
+
+_TFRECORD_FRAMING = 16  # bytes around each record: its length and two CRCs
+
+
+def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:
+  with open(path, "rb") as shard:
+    shard.seek(offset)
+    header = shard.read(_TFRECORD_HEADER.size)
+    data = shard.read(size)
+  if (len(header) != _TFRECORD_HEADER.size or _TFRECORD_HEADER.unpack(header)[0] != size
+      or len(data) != size):
+    raise RecordIndexError(f"{path}: no record of {size} bytes at {offset}, as its index says")
+  return data
+
+
+def _array_record_at(path: pathlib.Path, position: int) -> bytes:
+  from array_record.python import array_record_module  # (an array_record build has it)
+  reader = array_record_module.ArrayRecordReader(str(path))
+  try:
+    return reader.read([position])[0]
+  finally:
+    reader.close()

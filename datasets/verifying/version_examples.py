@@ -10,7 +10,7 @@ copied whole) or a `Folder` read in place (a build's own, just written).
 import collections
 import dataclasses
 import pathlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 import tensorflow_datasets as tfds
 
@@ -30,13 +30,31 @@ class Example:
 
 
 @dataclasses.dataclass(frozen=True)
+class Located:
+  """An example whose image bytes are read only when asked for (`image`): a build that
+  knows where each of its records is (`record_index`) lists its examples without reading
+  them, and its page reads the few it pictures."""
+
+  split: str
+  file_name: str
+  label: str | None
+  read: Callable[[], bytes]
+
+  @property
+  def image(self) -> bytes:
+    return self.read()
+
+
+@dataclasses.dataclass(frozen=True)
 class Folder:
   """A prepared version read in place: what `examples` needs of a `sources.Source`
-  (`sources.open_version` opens one from a spec, local or in a bucket)."""
+  (`sources.open_version` opens one from a spec, local or in a bucket). `catalog`: every
+  example of each split as `Located`, in stored order, when the caller knows them."""
 
   builder: tfds.core.DatasetBuilder
   folder: pathlib.Path
   streamed: bool = False
+  catalog: dict[str, list[Located]] | None = None
 
   @classmethod
   def at(cls, path) -> "Folder":
@@ -62,8 +80,12 @@ def _rows(dataset, keys: list[str]) -> Iterator[dict]:
       yield {key: batch[key][i] for key in keys}
 
 
-def examples(source, split: str) -> Iterator[Example]:
+def examples(source, split: str) -> Iterator[Example | Located]:
   """Every example of `split`, in stored order."""
+  catalog = getattr(source, "catalog", None)
+  if catalog is not None:
+    yield from catalog[split]
+    return
   builder = source.builder
   features = builder.info.features
   # no image of the example is decoded (VOC's masks neither): the bytes are what we compare

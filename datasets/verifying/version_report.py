@@ -116,9 +116,9 @@ class _Pass:
           del self.grid[last]
         heap, rank = self.grid[label], _rank(keys[0])
         # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks,
-        # holding the encoded images (thumbnails are made for the kept ones only)
-        entry = (bytes(255 - b for b in rank), -self.seen, keys[0], example.label,
-                 example.image)
+        # holding the examples (their images are read and made thumbnails for the kept
+        # ones only: a `version_examples.Located` reads its bytes when asked)
+        entry = (bytes(255 - b for b in rank), -self.seen, keys[0], example.label, example)
         self.seen += 1
         if len(heap) < report_page.GRID_PER_CLASS:
           heapq.heappush(heap, entry)
@@ -128,8 +128,9 @@ class _Pass:
 
   def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
     return {label: [report_page.Picture(key[0], key[1], example_label,
-                                        self.pictures.get(key) or report_page.thumbnail(image))
-                    for _, _, key, example_label, image in sorted(heap, reverse=True)]
+                                        self.pictures.get(key)
+                                        or report_page.thumbnail(example.image))
+                    for _, _, key, example_label, example in sorted(heap, reverse=True)]
             for label, heap in sorted(self.grid.items())[:report_page.GRID_CLASSES]}
 
 

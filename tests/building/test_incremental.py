@@ -17,8 +17,11 @@ from imagesets.building import incremental
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.class_folders import named_build
+from imagesets.verifying import report_page
 from imagesets.verifying import round_trip
 from imagesets.verifying import version_diff
+from imagesets.verifying import version_examples
+from imagesets.verifying import version_report
 from imagesets_testing import photo_crops
 from imagesets_testing import sample_images
 
@@ -362,3 +365,22 @@ def test_new_records_beyond_the_memory_limit_go_through_a_file_the_same(base, tm
   monkeypatch.setattr(prepared_records, "MEMORY_LIMIT", 1)
   build(root, again, "1.1.0")
   assert shards(data_dir / "pets" / "1.1.0") == shards(again / "pets" / "1.1.0")
+
+
+def test_the_page_from_the_record_index_is_the_page_read_from_the_records(base, tmp_path,
+                                                                          monkeypatch):
+  """A version of the line lists its examples from its record index and reads only the
+  records its page pictures: the same page, byte for byte, as one read of every record."""
+  root, data_dir, _ = grown(base, tmp_path)
+  reads = []
+  real = record_index._tfrecord_at
+  monkeypatch.setattr(record_index, "_tfrecord_at",
+                      lambda *args: reads.append(args) or real(*args))
+  builder = build(root, data_dir, "1.1.0")
+  page = (builder.data_path / report_page.PAGE_FILE).read_text()
+  folder = data_dir / "pets" / "1.1.0"
+  read_whole = version_report.content(version_examples.Folder(
+      tfds.builder_from_directory(str(folder)), folder))
+  assert report_page.render(read_whole) == page
+  assert 0 < len(reads) <= page.count("data:image/jpeg")
+  assert len(reads) < sum(s.num_examples for s in builder.info.splits.values())
