@@ -124,9 +124,17 @@ def features(class_names: list[str], keras_image: dict | None = None
   })
 
 
-def _image_of(read) -> bytes:
-  """The stored image bytes of a class-folder example's serialized record."""
-  return tfds_internals.Example.FromString(read()).features.feature["image"].bytes_list.value[0]
+def _image_of(read, key: str, label_id: int) -> bytes:
+  """The stored image bytes of the class-folder example `read` gives, once its file name
+  and label id are those its index row says (a record read at a wrong place is an error,
+  never another photo's picture under this one's name)."""
+  features = tfds_internals.Example.FromString(read()).features.feature
+  names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
+  if (list(names) != [key.encode("utf-8", "surrogateescape")] or list(labels) != [label_id]):
+    raise record_index.RecordIndexError(
+        f"the record read for {key} is {list(names)[:1]} (label {list(labels)[:1]}): the "
+        "version's record index does not describe its shards")
+  return features["image"].bytes_list.value[0]
 
 
 class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
@@ -215,6 +223,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if not self.RECORD_INDEX:
       return None
     file_format = self.info.file_format.value
+    label_ids = {name: i for i, name in enumerate(self.info.features["label"].names)}
     catalog = {}
     for split, info in self.info.splits.items():
       rows = self._index_rows(split)
@@ -225,8 +234,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         shard_rows, start = rows[start:start + length], start + length
         readers = record_index.record_readers(folder, shard_name,
                                               [row[1] for row in shard_rows], file_format)
-        located += [version_examples.Located(split, key, class_folders_tree.label_of(key),
-                                             functools.partial(_image_of, read))
+        located += [version_examples.Located(
+            split, key, class_folders_tree.label_of(key), functools.partial(
+                _image_of, read, key, label_ids[class_folders_tree.label_of(key)]))
                     for (key, _, _), read in zip(shard_rows, readers)]
       catalog[split] = located
     return catalog

@@ -129,7 +129,8 @@ def record_readers(version_dir, shard_name: str, sizes: list[int],
   reads that record's bytes when called, and no other (the sizes locate it)."""
   path = pathlib.Path(version_dir) / shard_name
   if file_format != "tfrecord":
-    return [functools.partial(_array_record_at, path, i) for i in range(len(sizes))]
+    return [functools.partial(_array_record_at, path, i, size, len(sizes))
+            for i, size in enumerate(sizes)]
   offsets = itertools.accumulate([size + _TFRECORD_FRAMING for size in sizes[:-1]], initial=0)
   return [functools.partial(_tfrecord_at, path, offset, size)
           for offset, size in zip(offsets, sizes)]
@@ -149,10 +150,13 @@ def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:
   return data
 
 
-def _array_record_at(path: pathlib.Path, position: int) -> bytes:
+def _array_record_at(path: pathlib.Path, position: int, size: int, count: int) -> bytes:
   from array_record.python import array_record_module  # (an array_record build has it)
   reader = array_record_module.ArrayRecordReader(str(path))
   try:
-    return reader.read([position])[0]
+    data = reader.read([position])[0] if reader.num_records() == count else None
   finally:
     reader.close()
+  if data is None or len(data) != size:
+    raise RecordIndexError(f"{path}: record {position} is not the {size} bytes its index says")
+  return data

@@ -235,11 +235,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   (LATEST or "X.Y.Z" in `data_dir`) the version is built on that one (`incremental`), or,
   when it cannot be, in full, saying why.
   """
-  check_name(name, registered=False)  # (the form first: before any path is made of it)
-  # The registry lookup (0.2 s) once per line of versions: a name its first version
-  # passed is not looked up again for the versions built after it.
-  if check_registered and not (versioned and _built_here(data_dir, name)):
-    check_name(name)
+  check_name(name, registered=check_registered)
   tfds.core.Version(version)  # raises on a malformed version
   root = str(root).rstrip("/") if class_folders_tree.is_remote(root) else str(pathlib.Path(root).resolve())
   options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
@@ -260,13 +256,6 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
         tree, class_folders_builder.assign(root, tree, options, hashes))
     return _build(root, name, version, data_dir, options, about, file_format, beam_options,
                   log, listing, keep_order, progress, hashes, versioned, base)
-
-
-def _built_here(data_dir, name: str) -> bool:
-  """Whether `data_dir` holds a version of `name` that an imagesets build wrote."""
-  dataset_dir = pathlib.Path(constants.data_dir(data_dir)) / name
-  return any(_stored_metadata(dataset_dir / version).get("content_fingerprint")
-             for version in incremental.versions_in(dataset_dir))
 
 
 def _base(data_dir, name, version, from_version, options, beam_options, log):

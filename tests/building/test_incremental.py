@@ -367,20 +367,41 @@ def test_new_records_beyond_the_memory_limit_go_through_a_file_the_same(base, tm
   assert shards(data_dir / "pets" / "1.1.0") == shards(again / "pets" / "1.1.0")
 
 
+@pytest.mark.parametrize("case", ["built on a base", "a first version in array_record"])
 def test_the_page_from_the_record_index_is_the_page_read_from_the_records(base, tmp_path,
-                                                                          monkeypatch):
+                                                                          monkeypatch, case):
   """A version of the line lists its examples from its record index and reads only the
   records its page pictures: the same page, byte for byte, as one read of every record."""
-  root, data_dir, _ = grown(base, tmp_path)
   reads = []
-  real = record_index._tfrecord_at
-  monkeypatch.setattr(record_index, "_tfrecord_at",
-                      lambda *args: reads.append(args) or real(*args))
-  builder = build(root, data_dir, "1.1.0")
+  for reader in ("_tfrecord_at", "_array_record_at"):
+    monkeypatch.setattr(record_index, reader, lambda *args, real=getattr(
+        record_index, reader): reads.append(args) or real(*args))
+  if case == "built on a base":
+    root, data_dir, _ = grown(base, tmp_path)
+    builder = build(root, data_dir, "1.1.0")
+  else:
+    root, data_dir = tmp_path / "tree", tmp_path / "data"
+    write_crops(root, 80, seed=12, prefix="img")
+    builder = build(root, data_dir, "1.0.0", file_format="array_record")
   page = (builder.data_path / report_page.PAGE_FILE).read_text()
-  folder = data_dir / "pets" / "1.1.0"
+  folder = builder.data_path
   read_whole = version_report.content(version_examples.Folder(
       tfds.builder_from_directory(str(folder)), folder))
   assert report_page.render(read_whole) == page
   assert 0 < len(reads) <= page.count("data:image/jpeg")
   assert len(reads) < sum(s.num_examples for s in builder.info.splits.values())
+
+
+def test_a_record_read_for_another_photo_is_an_error_not_its_picture(base):
+  version = base[1] / "pets" / "1.0.0"
+  name = sorted(shards(version))[0]
+  split = next(s for s in ("train", "validation", "test") if f"-{s}." in name)
+  rows = record_index.read(version, name, split).records
+  read_first, read_second = record_index.record_readers(
+      version, name, [size for _, size, _ in rows], "tfrecord")[:2]
+  label_ids = {n: i for i, n in enumerate(sorted(p.name for p in base[0].iterdir()))}
+  label = lambda key: label_ids[key.split("/")[0]]
+  first, second = rows[0][0], rows[1][0]
+  assert class_folders_builder._image_of(read_first, first, label(first))
+  with pytest.raises(record_index.RecordIndexError, match=second):
+    class_folders_builder._image_of(read_first, second, label(second))
