@@ -33,7 +33,6 @@ from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
 from imagesets.verifying import duplicates
 from imagesets.verifying import version_examples
-import imagesets.tfds_internals as tfds_internals
 
 
 @dataclasses.dataclass(eq=False)
@@ -128,13 +127,12 @@ def _image_of(read, key: str, label_id: int) -> bytes:
   """The stored image bytes of the class-folder example `read` gives, once its file name
   and label id are those its index row says (a record read at a wrong place is an error,
   never another photo's picture under this one's name)."""
-  features = tfds_internals.Example.FromString(read()).features.feature
-  names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
-  if (list(names) != [key.encode("utf-8", "surrogateescape")] or list(labels) != [label_id]):
+  name, label, image = record_index.example_fields(read())
+  if (name, label) != (key, label_id):
     raise record_index.RecordIndexError(
-        f"the record read for {key} is {list(names)[:1]} (label {list(labels)[:1]}): the "
-        "version's record index does not describe its shards")
-  return features["image"].bytes_list.value[0]
+        f"the record read for {key} is {name} (label {label}): the version's record index "
+        "does not describe its shards")
+  return image
 
 
 class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):

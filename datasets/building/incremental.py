@@ -23,7 +23,6 @@ base's order, then the new ones): docs/incremental_versions.md.
 import dataclasses
 import itertools
 import json
-import os
 import pathlib
 from typing import Callable, Iterable, Iterator
 
@@ -237,7 +236,7 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
   if set(base.splits) != set(by_split):
     raise NotABase(f"{base.spec} has splits {sorted(base.splits)}, this build "
                    f"{sorted(by_split)}")
-  old_ids = {name: i for i, name in enumerate(base.class_names)}
+  old_ids = base.label_ids
   new_ids = {name: i for i, name in enumerate(class_names)}
   plans = {}
   for split, paths in by_split.items():
@@ -338,14 +337,14 @@ def _read_records(base: Base, shard: Shard, positions: list[int]) -> Iterator[by
   base gave that class."""
   path, label_ids, wanted = base.version_dir / shard.name, base.label_ids, set(positions)
   records = (prepared_records.tfrecords(path) if base.file_format == "tfrecord"
-             else _array_record_reader(path).read_all())
+             else record_index.array_record_reader(path).read_all())
   count = 0
   for position, record in enumerate(records):
     if position >= len(shard.records) or len(record) != shard.records[position][1]:
       raise NotABase(f"{path} does not hold the records its index lists")
     count += 1
     key = shard.records[position][0]
-    found = _name_and_label(record)
+    found = record_index.example_fields(record)[:2]
     if found != (key, label_ids.get(class_folders_tree.label_of(key))):
       raise NotABase(f"{path}: record {position} is {found}, its record index says {key}: "
                      "the index does not describe the shard")
@@ -353,19 +352,6 @@ def _read_records(base: Base, shard: Shard, positions: list[int]) -> Iterator[by
       yield record
   if count != len(shard.records):
     raise NotABase(f"{path} does not hold the records its index lists")
-
-
-def _name_and_label(record: bytes) -> tuple[str | None, int | None]:
-  """The file name and label id of a class-folder example's serialized record."""
-  features = tfds_internals.Example.FromString(record).features.feature
-  names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
-  return (names[0].decode("utf-8", "surrogateescape") if len(names) == 1 else None,
-          labels[0] if len(labels) == 1 else None)
-
-
-def _array_record_reader(path):
-  from array_record.python import array_record_module  # (an array_record build has it)
-  return array_record_module.ArrayRecordReader(os.fspath(path))
 
 
 def _write(path, records: Iterable[bytes], file_format: str) -> None:

@@ -272,7 +272,8 @@ def _is_tfrecord(file_format) -> bool:
   return bool(file_format) and tfds.core.FileFormat(file_format) == tfds.core.FileFormat(_TFRECORD)
 
 
-_TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
+TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
+TFRECORD_FRAMING = TFRECORD_HEADER.size + 4  # bytes around each record: header, data CRC
 _PLAN_MARGIN = 0.01  # sizes within 1 % of the first record's: the keras cache's differ by its names
 
 
@@ -334,9 +335,9 @@ def tfrecords(path) -> Iterator[bytes]:
   its end is an error, never a short record written on with a new CRC."""
   left = epath.Path(path).stat().length
   with epath.Path(path).open("rb") as records:
-    while header := records.read(_TFRECORD_HEADER.size):
-      whole = len(header) == _TFRECORD_HEADER.size
-      length = _TFRECORD_HEADER.unpack(header)[0] if whole else 0
+    while header := records.read(TFRECORD_HEADER.size):
+      whole = len(header) == TFRECORD_HEADER.size
+      length = TFRECORD_HEADER.unpack(header)[0] if whole else 0
       left -= len(header) + length + 4
       record = records.read(length + 4) if left >= 0 else b""  # (a bad length: no 2**60 read)
       if not whole or left < 0 or len(record) != length + 4:

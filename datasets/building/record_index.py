@@ -25,10 +25,11 @@ import os
 import pathlib
 import re
 import stat
-import struct
 from typing import Callable
 
 import imagesets.linked_files as linked_files
+from imagesets.building import prepared_records
+import imagesets.tfds_internals as tfds_internals
 from imagesets.verifying import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
 
@@ -56,6 +57,16 @@ def path_of(version_dir, shard_name: str) -> pathlib.Path:
 def sha256_of(path) -> str:
   with open(path, "rb") as shard:
     return hashlib.file_digest(shard, "sha256").hexdigest()
+
+
+def example_fields(record: bytes) -> tuple[str | None, int | None, bytes]:
+  """(file name, label id, image bytes) of a class-folder example's serialized record
+  (None where the record has not exactly one)."""
+  features = tfds_internals.Example.FromString(record).features.feature
+  names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
+  images = features["image"].bytes_list.value
+  return (names[0].decode("utf-8", "surrogateescape") if len(names) == 1 else None,
+          labels[0] if len(labels) == 1 else None, images[0] if len(images) == 1 else b"")
 
 
 def write(version_dir, shard_name: str, split: str, records: list[list],
@@ -120,9 +131,6 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
   return ShardIndex(raw["sha256"], records)
 
 
-_TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
-
-
 def record_readers(version_dir, shard_name: str, sizes: list[int],
                    file_format: str) -> list[Callable[[], bytes]]:
   """For each record of a shard this build wrote (`sizes`: its index's), a function that
@@ -131,28 +139,31 @@ def record_readers(version_dir, shard_name: str, sizes: list[int],
   if file_format != "tfrecord":
     return [functools.partial(_array_record_at, path, i, size, len(sizes))
             for i, size in enumerate(sizes)]
-  offsets = itertools.accumulate([size + _TFRECORD_FRAMING for size in sizes[:-1]], initial=0)
+  offsets = itertools.accumulate(
+      [size + prepared_records.TFRECORD_FRAMING for size in sizes[:-1]], initial=0)
   return [functools.partial(_tfrecord_at, path, offset, size)
           for offset, size in zip(offsets, sizes)]
-
-
-_TFRECORD_FRAMING = 16  # bytes around each record: its length and two CRCs
 
 
 def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:
   with open(path, "rb") as shard:
     shard.seek(offset)
-    header = shard.read(_TFRECORD_HEADER.size)
+    header = shard.read(prepared_records.TFRECORD_HEADER.size)
     data = shard.read(size)
-  if (len(header) != _TFRECORD_HEADER.size or _TFRECORD_HEADER.unpack(header)[0] != size
-      or len(data) != size):
+  if (len(header) != prepared_records.TFRECORD_HEADER.size
+      or prepared_records.TFRECORD_HEADER.unpack(header)[0] != size or len(data) != size):
     raise RecordIndexError(f"{path}: no record of {size} bytes at {offset}, as its index says")
   return data
 
 
+def array_record_reader(path):
+  """An ArrayRecord file's reader (the module is there: an array_record build wrote it)."""
+  from array_record.python import array_record_module
+  return array_record_module.ArrayRecordReader(os.fspath(path))
+
+
 def _array_record_at(path: pathlib.Path, position: int, size: int, count: int) -> bytes:
-  from array_record.python import array_record_module  # (an array_record build has it)
-  reader = array_record_module.ArrayRecordReader(str(path))
+  reader = array_record_reader(path)
   try:
     data = reader.read([position])[0] if reader.num_records() == count else None
   finally:
