@@ -44,6 +44,7 @@ import tensorflow_datasets as tfds
 
 from imagesets import tfds_internals
 from imagesets.reading import input_pipeline
+from imagesets.reading import mixing
 from imagesets.reading import numpy_ops
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
@@ -101,13 +102,20 @@ class _Settings:
 
 
 class TrainClassification(_Settings, grain.RandomMapTransform):
+  """A record's crop and flip; a mix's record (part, record) also gives its "source", its
+  label the mix's (`label_ids`)."""
+
   def random_map(self, record, rng):
+    part, record = record if isinstance(record, tuple) else (None, record)
     features = parse(record, (self.image_key, self.label_key))
     image = numpy_ops.random_resized_crop(features[self.image_key], self.size, rng,
                                           self.area_range, self.aspect_ratio_range)
     if self.flip:
       (image,) = numpy_ops.random_flip(rng, image)
-    return {"image": image, "label": np.int64(features[self.label_key])}
+    if part is None:
+      return {"image": image, "label": np.int64(features[self.label_key])}
+    return {"image": image, "label": np.int64(self.label_ids[part][features[self.label_key]]),
+            "source": np.int64(part)}
 
 
 class EvalClassification(_Settings, grain.MapTransform):
@@ -317,20 +325,164 @@ class NotPadding(grain.FilterTransform):
     return element is not None
 
 
+class MixedSource:
+  """A mix's records for Grain by key: key k is position k // R of reader k % R (R: the
+  job's readers, `shard_count` processes of `worker_count` workers each), read as
+  (part, serialized record) through the mix's run (`mixing.MixedRun`). Pickled to Grain's
+  worker processes by its arguments; each opens the parts again."""
+
+  def __init__(self, mix, readers: int, *, start=None, num_epochs=None, held: int = 1):
+    self._args = dict(mix=mix, readers=readers, start=start, num_epochs=num_epochs, held=held)
+    self._open()
+
+  def _open(self):
+    args = self._args
+    self.run = args["mix"].run(args["readers"], start=args["start"], held=args["held"],
+                               num_epochs=args["num_epochs"])
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+  def __repr__(self) -> str:  # Grain checks a restored state against it
+    start = self._args["start"]
+    start = None if start is None else hashlib.sha256(json.dumps(
+        getattr(start, "to_json", lambda: start)(), sort_keys=True).encode()).hexdigest()[:16]
+    return (f"MixedSource(mix={self.run.mix.fingerprint}, readers={self.run.readers}, "
+            f"start={start}, num_epochs={self._args['num_epochs']})")
+
+  def __len__(self) -> int:
+    return _ENDLESS
+
+  def __getitem__(self, key: int):
+    if key < 0:
+      return None   # a worker's slot past its reader's end (`NotPadding` drops it)
+    return self.run.read_one(int(key) % self.run.readers, int(key) // self.run.readers)
+
+
+class MixedSampler:
+  """Grain's sampler over a `MixedSource`: slot i is worker w = i % W's (Grain's split),
+  its (i // W)-th position; the worker is reader p * W + w of the job (p: this process,
+  `shard_index`). Each record's random generator is keyed by the seed and the example's
+  count in the job, so a resumed job draws the same crops."""
+
+  def __init__(self, source: MixedSource, worker_count: int, process: int, seed: int):
+    self._source, self._workers, self._process, self._seed = (
+        source, max(1, worker_count), process, seed)
+
+  def __getstate__(self):
+    return self._source, self._workers, self._process, self._seed
+
+  def __setstate__(self, state):
+    self.__init__(*state)
+
+  def __repr__(self) -> str:
+    return (f"MixedSampler(workers={self._workers}, process={self._process}, "
+            f"seed={self._seed}, {self._source!r})")
+
+  def _reader(self, worker: int) -> int:
+    return self._process * self._workers + worker
+
+  def __len__(self) -> int:
+    run = self._source.run
+    ends = [run.length(self._reader(w)) for w in range(self._workers)]
+    if ends[0] is None:
+      return _ENDLESS
+    return self._workers * max(end - run.offsets[self._reader(w)]
+                               for w, end in enumerate(ends))
+
+  def __getitem__(self, index: int):
+    if not 0 <= index < len(self):
+      raise IndexError(index)
+    run = self._source.run
+    reader = self._reader(index % self._workers)
+    j = run.offsets[reader] + index // self._workers
+    end = run.length(reader)
+    if end is not None and j >= end:
+      return grain.RecordMetadata(index=index, record_key=-1)   # padding (see __getitem__)
+    rng = np.random.Generator(np.random.Philox(
+        key=[self._seed % 2**64, int(run.global_index(reader, j))]))
+    return grain.RecordMetadata(index=index, record_key=j * run.readers + reader, rng=rng)
+
+  def taken(self, state) -> list[int]:
+    """Positions each of this process's workers took at a loader state (`get_state()`)."""
+    data = json.loads(state.decode() if isinstance(state, bytes) else state)
+    if max(1, int(data["worker_count"])) != self._workers:
+      raise ValueError(f"a state of {data['worker_count']} workers given to a loader of "
+                       f"{self._workers}")
+    run, out = self._source.run, []
+    for worker in range(self._workers):
+      last = int(data["last_seen_indices"][str(worker)])
+      taken = (last - worker) // self._workers + 1 if last >= worker else 0
+      end = run.length(self._reader(worker))
+      offset = run.offsets[self._reader(worker)]
+      out.append(taken if end is None else min(taken, end - offset))
+    return out
+
+
 def position(loader, state) -> dict:
   """The read position of `loader`'s iterator `state` (`iterator.get_state()`), as JSON:
   give it as `start=` to a loader of the same dataset, split, seed and cache_limit with any
   `worker_count`, to read every record the state had not read, exactly once."""
   sampler = loader._sampler
+  if isinstance(sampler, MixedSampler):
+    return _mixed_position(sampler, state)
   if not isinstance(sampler, OrderSampler):
     raise ValueError("position() is for loaders of a bucket data_dir (a local ArrayRecord "
                      "build resumes with Grain's own set_state, on the same worker count)")
   return sampler.position(state)
 
 
+def _mixed_position(sampler: MixedSampler, states) -> dict:
+  """A mixed loader's position: `states` is its iterator state, or with several processes
+  (shard_count) the list of every process's state, in shard_index order."""
+  run = sampler._source.run
+  processes = run.readers // sampler._workers
+  states = states if isinstance(states, (list, tuple)) else [states]
+  if len(states) != processes:
+    raise ValueError(f"a mix read by {processes} processes: give every process's iterator "
+                     f"state (a list of {processes}, in shard_index order), not {len(states)}")
+  taken = []
+  for process, state in enumerate(states):
+    taken += MixedSampler(sampler._source, sampler._workers, process, 0).taken(state)
+  return run.position(taken).to_json()
+
+
+def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainder,
+                  shard_index, shard_count, worker_count, start):
+  """A mix's loader: every worker of every process one reader of the mix's run."""
+  readers = shard_count * max(1, worker_count)
+  input_pipeline.check_batches(mix.examples_per_epoch, "", batch_size, num_epochs,
+                               drop_remainder, readers, what="an epoch of the mix")
+  source = MixedSource(mix, readers, start=start, num_epochs=num_epochs,
+                       held=1 if _READ_OPTIONS.num_threads == 1 else 2)
+  sampler = MixedSampler(source, worker_count, shard_index, mix.seed if seed is None else seed)
+  transform.label_ids = mix.label_ids
+  padded = [NotPadding()] if num_epochs is not None else []   # (an endless run has none)
+  return grain.DataLoader(
+      data_source=source, sampler=sampler, worker_count=worker_count,
+      operations=[*padded, transform, grain.Batch(batch_size, drop_remainder)],
+      shard_options=grain.NoSharding(), read_options=_READ_OPTIONS)
+
+
 def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num_epochs,
             drop_remainder, shard_index, shard_count, worker_count, cache_dir=None,
             cache_limit=None, start=None):
+  if isinstance(dataset, mixing.Mix):
+    if not isinstance(transform, TrainClassification):
+      raise ValueError("a mix is of classification datasets, for training: read it with "
+                       "classification_train; evaluate each part on its own split")
+    if split is not None or data_dir is not None or cache_dir is not None or cache_limit is not None:
+      raise ValueError("with a mix, the parts give their own split and data_dir, and the mix "
+                       "its cache_dir and cache_limit (mixing.mix(..., cache_limit=...))")
+    return _mixed_loader(dataset, transform, batch_size=batch_size, seed=seed,
+                         num_epochs=num_epochs, drop_remainder=drop_remainder,
+                         shard_index=shard_index, shard_count=shard_count,
+                         worker_count=worker_count, start=start)
+  split = ("train" if train else "test") if split is None else split
   if sources.is_bucket_url(data_dir):
     # A bucket: the read order (each worker its own shards, docs/training_from_a_bucket.md),
     # read by the sampler's plan.
@@ -365,8 +517,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
 _READ_OPTIONS = grain.ReadOptions(num_threads=1, prefetch_buffer_size=256)
 
 
-def classification_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,
-                         image_size=numpy_ops.IMAGE_SIZE, seed: int = 0,
+def classification_train(dataset, *, batch_size: int, split: str | None = None, data_dir=None,
+                         image_size=numpy_ops.IMAGE_SIZE, seed: int | None = 0,
                          area_range=numpy_ops.CROP_AREA_RANGE,
                          aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE, flip: bool = True,
                          num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
@@ -374,7 +526,10 @@ def classification_train(dataset, *, batch_size: int, split: str = "train", data
                          label_key: str = "label", cache_dir=None,
                          cache_limit=None, start=None):
   """Shuffled, augmented batches {"image": uint8 [B, S, S, 3], "label": int64 [B]}.
-  `start`: a `position(loader, state)` to resume from, on any worker count (bucket reads)."""
+  `start`: a `position(loader, state)` to resume from, on any worker count (bucket reads
+  and mixes). `dataset` may be a `mixing.mix(...)`: batches then also hold "source" (the
+  part), split (default "train") and data_dir come from the parts, and `seed=None` is the
+  mix's seed."""
   transform = TrainClassification(size=image_size, area_range=area_range,
                                   aspect_ratio_range=aspect_ratio_range, flip=flip,
                                   image_key=image_key, label_key=label_key)

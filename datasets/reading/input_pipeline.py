@@ -47,12 +47,13 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.publishing import versions
+from imagesets.reading import mixing
 from imagesets.reading import preprocess_ops as ops
 from imagesets.reading import sources
 from imagesets.reading import streaming
 
 AUTOTUNE = tf.data.AUTOTUNE
-Dataset = Union[str, tfds.core.DatasetBuilder]
+Dataset = Union[str, tfds.core.DatasetBuilder, mixing.Mix]
 
 # Examples held by the shuffle buffer before decoding (encoded bytes, ~100 KB each).
 DEFAULT_SHUFFLE_BUFFER = 2048
@@ -236,7 +237,7 @@ def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_c
 
 
 def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Optional[int],
-                  drop_remainder: bool, num_workers: int = 1) -> None:
+                  drop_remainder: bool, num_workers: int = 1, what: Optional[str] = None) -> None:
   """Refuses in one line a pipeline that would give not one batch: with `drop_remainder`
   a last partial batch is dropped, so a split (this worker's share of it) smaller than
   `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing."""
@@ -248,7 +249,7 @@ def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Op
   workers = f" ({share} for each of {num_workers} workers)" if num_workers > 1 else ""
   epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
   raise ValueError(
-      f"split {split!r} has {num_examples} examples{workers}{epochs}, fewer than "
+      f"{what or f'split {split!r}'} has {num_examples} examples{workers}{epochs}, fewer than "
       f"batch_size={batch_size}: with drop_remainder=True not one batch would come out; give "
       f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
 
@@ -304,19 +305,26 @@ TRAIN_CACHE_MODES = (None, "encoded", "decoded")
 
 
 def classification_train(
-    dataset: Dataset, *, batch_size: int, split: str = "train",
+    dataset: Dataset, *, batch_size: int, split: Optional[str] = None,
     data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, seed: Optional[int] = None,
     area_range: Sequence[float] = ops.CROP_AREA_RANGE,
     aspect_ratio_range: Sequence[float] = ops.CROP_ASPECT_RATIO_RANGE, flip: bool = True,
     dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
-    std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    std: Optional[Sequence[float]] = None, shuffle_buffer: Optional[int] = None,
     num_epochs: Optional[int] = None, drop_remainder: bool = True,
     cache: Optional[str] = None,
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", label_key: str = "label",
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
-    cache_limit=None) -> tf.data.Dataset:
+    cache_limit=None, start=None) -> tf.data.Dataset:
   """Shuffled, augmented, batched training batches `{"image", "label"}`.
+
+  `dataset` may be a `mixing.mix(...)` of several datasets or versions: batches then also
+  hold "source" (the part each example came from), the parts name their own splits and
+  bucket caches, and the pipeline's state is its position (no shuffle buffer: records are
+  shuffled within windows of shards, then mixed), so `start=` (`mixing.position(ds,
+  taken)`, or `keras_resume.saved_start(...)`) resumes it exactly, on any number of input
+  pipelines; `seed` (default: the mix's) seeds the crops and flips by position.
 
   Shuffles shard files and examples (seeded), takes a random-resized crop fused into
   JPEG decoding (PNG and other formats: decoded whole, same crop), flips left-right,
@@ -332,9 +340,14 @@ def classification_train(
   """
   if cache not in TRAIN_CACHE_MODES:
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
-  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
-                               cache_limit=cache_limit)
-  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  if isinstance(dataset, mixing.Mix):
+    _check_mixed(dataset, split=split, data_dir=data_dir, cache=cache, cache_dir=cache_dir,
+                 cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
+                 keys=(image_key, label_key))
+    image_key, label_key = "image", "label"   # (mixing.records' names)
+  elif start is not None:
+    raise ValueError("start= resumes a mixed pipeline; to resume one dataset exactly, read "
+                     "it as a mix of one part: mixing.mix([mixing.Part(name, data_dir=...)])")
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -343,14 +356,56 @@ def classification_train(
     cache_op = None
   preprocess = ops.compose(
       crop, *([ops.random_flip_left_right([image_key])] if flip else []),
-      ops.rename(image=image_key, label=label_key), ops.keep("image", "label"))
+      ops.rename(image=image_key, label=label_key))
+  finish = dict(batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                dtype=dtype, mean=mean, std=std, input_context=input_context,
+                prefetch_devices=prefetch_devices)
+  if isinstance(dataset, mixing.Mix):
+    return _mixed_train(dataset, ops.compose(preprocess, ops.keep("image", "label", "source")),
+                        seed=seed, num_epochs=num_epochs, start=start, **finish)
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
+                               cache_limit=cache_limit)
+  split = "train" if split is None else split
+  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
   ds = _train(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
-              preprocess=preprocess, seed=seed, input_context=input_context,
-              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs,
-              cache=cache == "encoded", cache_op=cache_op)
-  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
-                 dtype=dtype, mean=mean, std=std, input_context=input_context,
-                 prefetch_devices=prefetch_devices)
+              preprocess=ops.compose(preprocess, ops.keep("image", "label")), seed=seed,
+              input_context=input_context,
+              shuffle_buffer=DEFAULT_SHUFFLE_BUFFER if shuffle_buffer is None else shuffle_buffer,
+              num_epochs=num_epochs, cache=cache == "encoded", cache_op=cache_op)
+  return _finish(ds, **finish)
+
+
+def _check_mixed(mix, *, keys, **given) -> None:
+  """Refuses, in one line, options a mix's parts or its position already decide."""
+  for name, value in given.items():
+    if value is not None:
+      raise ValueError(
+          f"{name}={value!r} with a mix: the parts give their own split and data_dir, the "
+          "mix its cache_dir and cache_limit (mixing.mix(..., cache_limit=...)), and a mixed "
+          "pipeline has no shuffle buffer or memory cache (its state is its position)")
+  if keys != (mix.image_key, mix.label_key):
+    raise ValueError(f"image_key/label_key of a mix are given to mixing.mix(..., "
+                     f"image_key={keys[0]!r}, label_key={keys[1]!r})")
+
+
+def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
+  """A mix's training batches (see `classification_train`): its examples by position,
+  each crop and flip seeded by the example's count in the job."""
+  input_context = finish["input_context"]
+  reader, readers = ((input_context.input_pipeline_id, input_context.num_input_pipelines)
+                     if input_context is not None else (0, 1))
+  check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
+                finish["drop_remainder"], readers, what="an epoch of the mix")
+  run = mix.run(readers, start=start, num_epochs=num_epochs)
+  key = tf.constant(_derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT), tf.int64)
+  ds = mixing.records(run, reader).map(
+      lambda e: preprocess({"image": e["image"], "label": e["label"], "source": e["source"],
+                            ops.SEED_KEY: tf.stack([key, e["index"]])}),
+      num_parallel_calls=AUTOTUNE)
+  ds = _finish(ds, **finish)
+  ds._imagesets_mix_run = run   # (for mixing.position and the keras callback)
+  ds._imagesets_batch_size = finish["batch_size"]
+  return ds
 
 
 CLASSIFICATION_EVAL_MODES = ("central_crop", "resize", "padded")
@@ -375,6 +430,9 @@ def classification_eval(
   """
   if mode not in CLASSIFICATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
+  if isinstance(dataset, mixing.Mix):
+    raise ValueError("a mix is for training; evaluate each part on its own split "
+                     "(classification_eval(part.dataset, data_dir=part.data_dir, ...))")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
   _check_batches(source, split, batch_size, 1, drop_remainder, input_context)

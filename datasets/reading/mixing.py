@@ -1,0 +1,403 @@
+"""Several datasets or versions read as one, by weight, resumable exactly.
+
+    from imagesets.reading import input_pipeline, mixing
+    mix = mixing.mix([
+        mixing.Part("flowers", data_dir="~/tensorflow_datasets", weight=1),
+        mixing.Part("team_photos:2.0.0", data_dir="s3://team-bucket/tfds", weight=3),
+    ], seed=0, labels="union", cache_limit="20GB")
+    train = input_pipeline.classification_train(mix, batch_size=64)   # tf.data
+    loader = grain_pipeline.classification_train(mix, batch_size=64)  # Grain
+    for batch in train:   # {"image", "label" (mix.classes), "source" (index into mix.parts)}
+      ...
+
+A `Part` is a split of a prepared version (local or in a bucket, TFRecord or ArrayRecord)
+with its share: a `weight` (every part one), or per epoch `repeat` times its records or
+`choose` records (MosaicML's `repeat`/`choose`; the default is `repeat=1`: each part's
+records once an epoch). Reader r of a job (an input pipeline, a Grain worker) reads, at its
+position j, the next record of part `Schedule.at(j)` (`mix_order`) from its own shards of
+that part in the part's own read order (`order`, `streaming`: windows of shards, records
+shuffled within a window, a new seeded order each of the part's epochs; a part smaller
+than its share repeats, a larger one is read on in the next epoch). So what comes at a
+position is a function of the parts, the weights, the seed and the position alone, and a
+job's state is its position (`MixedPosition`): with the same readers it resumes record for
+record; on another number of readers each part resumes from its own position (`order`:
+every record of a part's unfinished epoch read exactly once).
+
+Labels: parts whose class names are the same (after `label_map`) mix as they are; other
+class lists are refused in one line unless `labels="union"` (the ids of the sorted union,
+`mix.classes`; each part's mapping in `mix.label_ids`). Parts in buckets share one shard
+cache (`cache_dir`, `cache_limit`): windows are sized so that every part's windows of every
+reader, and the next ones, fit in the limit together.
+"""
+
+import dataclasses
+import hashlib
+import json
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+from imagesets.reading import mix_order
+from imagesets.reading import order as order_lib
+from imagesets.reading import shard_reads
+from imagesets.reading import sources as sources_lib
+from imagesets.reading import streaming
+
+LABELS = ("same", "union")
+# Positions read per call into Python (tf.data); one call at a time, so that each part's
+# reads come in the order its windows were sized for (calls at once straddle windows, and a
+# read behind the windows held pins its shard again: under a cache limit, downloads again).
+_READ_BATCH = 64
+_ENDLESS = np.iinfo(np.int64).max
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """A split of a prepared version and its share of the mix (at most one of `weight`,
+  `repeat`, `choose`; see the module docstring). `label_map` renames classes
+  ({its class name: the mix's}); `dataset` is "name[/config][:version]"."""
+
+  dataset: str
+  data_dir: str | None = None
+  split: str = "train"
+  weight: float | None = None
+  repeat: float | None = None
+  choose: int | None = None
+  label_map: dict | None = None
+
+  def describe(self) -> str:
+    return f"{self.dataset}[{self.split}]"
+
+
+def _derived_seed(seed: int, k: int) -> int:
+  return int(np.random.SeedSequence([seed, 3, k]).generate_state(1, np.uint32)[0])
+
+
+class Mix:
+  """Parts opened and checked, their shares, classes and schedule (`mix(...)` makes one).
+  Pickled by its arguments (Grain's worker processes open the parts again)."""
+
+  def __init__(self, parts, *, seed: int = 0, labels: str = "same", cache_dir=None,
+               cache_limit=None, examples_per_epoch: int | None = None,
+               image_key: str = "image", label_key: str = "label"):
+    self._args = dict(parts=tuple(parts), seed=int(seed), labels=labels, cache_dir=cache_dir,
+                      cache_limit=cache_limit, examples_per_epoch=examples_per_epoch,
+                      image_key=image_key, label_key=label_key)
+    self._open()
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+  def _open(self):
+    args = self._args
+    self.parts: tuple[Part, ...] = args["parts"]
+    self.seed, self.image_key, self.label_key = args["seed"], args["image_key"], args["label_key"]
+    if not self.parts or not all(isinstance(p, Part) for p in self.parts):
+      raise ValueError("mix() takes a list of mixing.Part(dataset, data_dir=..., weight=...)")
+    if args["labels"] not in LABELS:
+      raise ValueError(f"labels must be one of {LABELS}, not {args['labels']!r}")
+    buckets = [sources_lib.is_bucket_url(p.data_dir) for p in self.parts]
+    if not any(buckets):   # (refused in one line: only a bucket read has a cache)
+      sources_lib.check_cache_options(self.parts[0].data_dir, args["cache_dir"],
+                                      args["cache_limit"])
+    self.sources = [sources_lib.open_source(
+        p.dataset, p.data_dir, **(dict(cache_dir=args["cache_dir"],
+                                       cache_limit=args["cache_limit"]) if bucket else {}))
+        for p, bucket in zip(self.parts, buckets)]
+    self.shards = [streaming.split_shards(s.builder, p.split)
+                   for p, s in zip(self.parts, self.sources)]
+    self.sizes = [sum(s.take for s in shards) for shards in self.shards]
+    for part, size in zip(self.parts, self.sizes):
+      if not size:
+        raise ValueError(f"{part.describe()} has no records: a mix reads from every part")
+    self.classes, self.label_ids = _classes(self, args["labels"])
+    self.per_epoch, self.examples_per_epoch = _shares(self.parts, self.sizes,
+                                                      args["examples_per_epoch"])
+    self.counts = mix_order.whole_counts(mix_order.proportions(self.per_epoch))
+    self.orders = [order_lib.Order(shards, _derived_seed(self.seed, k), True, "shuffle")
+                   for k, shards in enumerate(self.shards)]
+    described = json.dumps([[o.fingerprint for o in self.orders], list(self.counts),
+                            [list(ids) for ids in self.label_ids], self.seed,
+                            self.examples_per_epoch, self.image_key, self.label_key])
+    self.fingerprint = hashlib.sha256(described.encode()).hexdigest()[:16]
+
+  @property
+  def schedule(self) -> mix_order.Schedule:
+    return mix_order.schedule(self.counts)
+
+  @property
+  def proportions(self) -> tuple[float, ...]:
+    """Each part's share of the records read (as the schedule holds it)."""
+    return tuple(c / sum(self.counts) for c in self.counts)
+
+  def __repr__(self) -> str:
+    shares = ", ".join(f"{p.describe()}: {s:.3g}" for p, s in zip(self.parts, self.proportions))
+    return f"Mix({shares}; seed={self.seed}, {len(self.classes)} classes)"
+
+  def run(self, readers: int = 1, *, start=None, held: int = 1, num_epochs=None,
+          window_shards: int = streaming.DEFAULT_WINDOW_SHARDS) -> "MixedRun":
+    return MixedRun(self, readers, start=start, held=held, num_epochs=num_epochs,
+                    window_shards=window_shards)
+
+
+def mix(parts, *, seed: int = 0, labels: str = "same", cache_dir=None, cache_limit=None,
+        examples_per_epoch: int | None = None, image_key: str = "image",
+        label_key: str = "label") -> Mix:
+  """The parts (`Part`s) as one mixed source for `input_pipeline.classification_train` and
+  `grain_pipeline.classification_train` (see the module docstring). `examples_per_epoch`:
+  an epoch's records with weights (default: the parts' records together)."""
+  return Mix(parts, seed=seed, labels=labels, cache_dir=cache_dir, cache_limit=cache_limit,
+             examples_per_epoch=examples_per_epoch, image_key=image_key, label_key=label_key)
+
+
+def _shares(parts, sizes, examples_per_epoch):
+  """(each part's records an epoch, the epoch's records)."""
+  given = [[name for name in ("weight", "repeat", "choose") if getattr(p, name) is not None]
+           for p in parts]
+  for part, names in zip(parts, given):
+    if len(names) > 1:
+      raise ValueError(f"{part.describe()} gives {' and '.join(names)}: give one of weight, "
+                       "repeat, choose")
+  weighted = [bool(names) and names[0] == "weight" for names in given]
+  if any(weighted) and not all(weighted):
+    raise ValueError("some parts give a weight and some do not: give every part a weight, "
+                     "or give parts repeat= / choose= (records an epoch) instead")
+  if all(weighted):
+    shares = [p.weight for p in parts]
+    mix_order.proportions(shares)   # (checked: positive, finite)
+    total = examples_per_epoch if examples_per_epoch is not None else sum(sizes)
+  else:
+    if examples_per_epoch is not None:
+      raise ValueError("examples_per_epoch goes with weights; with repeat= and choose= an "
+                       "epoch is the parts' records an epoch together")
+    shares = []
+    for part, size in zip(parts, sizes):
+      if part.choose is not None:
+        count = part.choose
+      else:
+        repeat = 1 if part.repeat is None else part.repeat
+        count = round(repeat * size) if isinstance(repeat, (int, float)) and repeat > 0 else 0
+      if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"{part.describe()}: repeat must be a positive number and choose a "
+                         f"positive whole number of records an epoch (it has {size})")
+      shares.append(count)
+    total = sum(shares)
+  if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+    raise ValueError(f"examples_per_epoch must be a positive whole number, not {total!r}")
+  return tuple(shares), total
+
+
+def _classes(mix_: Mix, labels: str):
+  """(the mix's class names, each part's [its label id -> the mix's])."""
+  named = []
+  for part, source in zip(mix_.parts, mix_.sources):
+    features = source.builder.info.features
+    label = features[mix_.label_key] if mix_.label_key in features.keys() else None
+    if mix_.image_key not in features or not hasattr(label, "names"):
+      raise ValueError(
+          f"{part.describe()} has no {mix_.image_key!r} image and {mix_.label_key!r} class "
+          f"label (its features: {', '.join(features.keys())}): a mix is of classification "
+          "datasets; name the features with image_key= and label_key=")
+    names = list(label.names)
+    renames = dict(part.label_map or {})
+    unknown = sorted(set(renames) - set(names))
+    if unknown:
+      raise ValueError(f"{part.describe()}'s label_map names {unknown[0]!r}, which is not one "
+                       f"of its classes ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})")
+    named.append([str(renames.get(n, n)) for n in names])
+  if labels == "union":
+    classes = sorted(set().union(*named))
+  else:
+    classes = list(dict.fromkeys(named[0]))
+    for part, names in zip(mix_.parts[1:], named[1:]):
+      if set(names) != set(classes):
+        def show(p, n):
+          return (f"{p.describe()} has {len(set(n))} ({', '.join(sorted(set(n))[:5])}"
+                  f"{', ...' if len(set(n)) > 5 else ''})")
+        raise ValueError(
+            f"the parts have different classes: {show(mix_.parts[0], classes)}, "
+            f"{show(part, names)}; give labels='union' (ids of the sorted union, in "
+            "mix.classes) or map them with Part(label_map={name: mix_name})")
+  index = {name: i for i, name in enumerate(classes)}
+  return tuple(classes), tuple(tuple(index[n] for n in names) for names in named)
+
+
+class MixedRun:
+  """The reads of `readers` readers of a mix: reader r reads positions
+  [at(r), length(r)) of its run (see the module docstring), from `start` (a
+  `MixedPosition` or its JSON: with the same readers and windows a record-for-record
+  continuation, else each part resumes from its own position), `num_epochs` mixed
+  epochs (None: no end). `held`: windows of each part a reader pins at once."""
+
+  def __init__(self, mix_: Mix, readers: int, *, start=None, held: int = 1, num_epochs=None,
+               window_shards: int = streaming.DEFAULT_WINDOW_SHARDS):
+    self.mix, self.readers, self.num_epochs = mix_, readers, num_epochs
+    if readers < 1:
+      raise ValueError(f"readers must be at least 1, not {readers}")
+    position = None if start is None else mix_order.MixedPosition.from_json(start)
+    if position is not None and (position.fingerprint != mix_.fingerprint
+                                 or len(position.sources) != len(mix_.parts)):
+      raise mix_order.MixedPositionError(
+          "this mixed read position was saved by a job reading another mix (other parts, "
+          "versions, weights, seed or labels): resume with the mix it was saved with, or "
+          "start without it")
+    streamed = [s for s in mix_.sources if s.cache is not None]
+    largest = max((s.largest_shard for s in streamed), default=0)
+    windows = []
+    for source, part in zip(mix_.sources, mix_.parts):
+      window = window_shards
+      if source.cache is not None:   # every part's windows of every reader in one limit
+        window = source.cache.window_size_for(window_shards, largest, held,
+                                              readers * len(streamed))
+        source.cache.check_fits(largest, "the mix's parts in the cache", held,
+                                readers * len(streamed))
+      streaming.check_readers(source.builder, part.split, mix_.shards[len(windows)], readers,
+                              "readers of the mix")
+      windows.append(window)
+    self.windows = tuple(windows)
+    if position is None:
+      after, self.offsets, self.done = [None] * len(windows), [0] * readers, 0
+    elif position.readers == readers and position.windows == self.windows:
+      after, self.offsets, self.done = list(position.sources), list(position.at), position.done
+    else:
+      after = _part_positions(mix_, position)
+      self.offsets, self.done = [0] * readers, position.done + sum(position.at)
+    self.runs = [order_lib.Run(order, readers, window, after=a)
+                 for order, window, a in zip(mix_.orders, self.windows, after)]
+    self._after = after
+    self._lock = threading.Lock()
+    self._reads: dict[tuple[int, int], shard_reads.PlannedReads] = {}
+
+  def length(self, reader: int) -> int | None:
+    """The end of the reader's positions (None: no end)."""
+    if self.num_epochs is None:
+      return None
+    left = max(0, self.num_epochs * self.mix.examples_per_epoch - self.done)
+    return (left - reader + self.readers - 1) // self.readers if left > reader else 0
+
+  def global_index(self, reader: int, j):
+    """The job's count of the example at the reader's position j (unique over resumes)."""
+    return self.done + np.asarray(j, np.int64) * self.readers + reader
+
+  def reads(self, k: int, reader: int) -> shard_reads.PlannedReads:
+    with self._lock:
+      key = (k, reader)
+      if key not in self._reads:
+        source = self.mix.sources[k]
+        self._reads[key] = shard_reads.PlannedReads(source.store(), source.file_format,
+                                                    self.runs[k], reader)
+      return self._reads[key]
+
+  def read(self, reader: int, j0: int, count: int) -> tuple[np.ndarray, list[bytes]]:
+    """(part, serialized example) of the reader's positions [j0, j0 + count)."""
+    parts, ranks = self.mix.schedule.at(np.arange(j0, j0 + count, dtype=np.int64))
+    out: list[bytes] = [b""] * count
+    for k in np.unique(parts).tolist():
+      where = np.flatnonzero(parts == k)
+      # (a reader's ranks of one part are consecutive in its positions)
+      for i, record in zip(where.tolist(), self._read_ranks(k, reader, int(ranks[where[0]]),
+                                                            len(where))):
+        out[i] = record
+    return parts, out
+
+  def read_one(self, reader: int, j: int) -> tuple[int, bytes]:
+    """(part, serialized example) of the reader's position j."""
+    k, rank = self.mix.schedule.one(j)
+    q, at = self.runs[k].place(reader, rank)
+    return k, self.reads(k, reader).read(q, at, 1)[0]
+
+  def _read_ranks(self, k: int, reader: int, first: int, count: int) -> list[bytes]:
+    run, out = self.runs[k], []
+    while count:
+      q, at = run.place(reader, first)
+      take = min(count, len(run.reader_pass(q, reader)) - at)
+      out += self.reads(k, reader).read(q, at, take)
+      first, count = first + take, count - take
+    return out
+
+  def position(self, taken) -> mix_order.MixedPosition:
+    """The position of readers that have each read `taken[r]` examples in this run."""
+    taken = [int(t) for t in taken]
+    if len(taken) != self.readers or min(taken) < 0:
+      raise ValueError(f"give the examples each of the {self.readers} readers took, not {taken}")
+    return mix_order.MixedPosition(
+        self.readers, tuple(o + t for o, t in zip(self.offsets, taken)), self.windows,
+        tuple(self._after), self.done, self.mix.fingerprint)
+
+  def finish(self) -> None:
+    """Lets go of every shard no read is using (a finished run)."""
+    with self._lock:
+      reads = list(self._reads.values())
+    for got in reads:
+      got.finish()
+
+  def close(self) -> None:
+    with self._lock:
+      reads, self._reads = list(self._reads.values()), {}
+    for got in reads:
+      got.close()
+
+
+def _part_positions(mix_: Mix, position: mix_order.MixedPosition):
+  """Each part's `order.Position` at a mixed position (its readers' counts of that part)."""
+  counts = [mix_.schedule.before(j) for j in position.at]
+  out = []
+  for k, order in enumerate(mix_.orders):
+    run = order_lib.Run(order, position.readers, position.windows[k], after=position.sources[k])
+    out.append(run.position([run.place(r, counts[r][k]) for r in range(position.readers)]))
+  return out
+
+
+def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
+  """The reader's examples as tf.data: {"image" (encoded), "label" (the mix's id),
+  "source" (part), "index" (the job's count of the example: seeds its augmentation)}."""
+  mix_ = run.mix
+  reads = streaming._weak(run)  # pylint: disable=protected-access
+  spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string),
+          mix_.label_key: tf.io.FixedLenFeature([], tf.int64)}
+  width = max(len(ids) for ids in mix_.label_ids)
+  table = tf.constant(np.array([list(ids) + [-1] * (width - len(ids)) for ids in mix_.label_ids],
+                               np.int64).reshape(-1))
+
+  def read(js):
+    js = js.tolist()
+    parts, records_ = reads().read(reader, js[0], len(js))
+    return parts.astype(np.int64), np.array(records_, dtype=object)
+
+  def batch(js):
+    parts, serialized = tf.numpy_function(read, [js], [tf.int64, tf.string], stateful=False)
+    parts.set_shape([None])
+    serialized.set_shape([None])
+    parsed = tf.io.parse_example(serialized, spec)
+    label = tf.gather(table, parts * width + parsed[mix_.label_key])
+    return {"image": parsed[mix_.image_key], "label": label, "source": parts,
+            "index": run.global_index(reader, 0) + js * run.readers}
+
+  end = run.length(reader)
+  ds = tf.data.Dataset.range(run.offsets[reader], _ENDLESS if end is None else end)
+  ds = ds.batch(_READ_BATCH).map(batch).unbatch()
+  if end is not None:
+    none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
+    ds = ds.concatenate(streaming._finishing(run).map(  # pylint: disable=protected-access
+        lambda s: {"image": s, "label": none, "source": none, "index": none}))
+  options = tf.data.Options()
+  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+  ds = ds.with_options(options)
+  ds._imagesets_mix_run = run   # (held by the dataset: the numpy functions hold it weakly)
+  return ds
+
+
+def position(ds, taken) -> dict:
+  """The position (JSON) of a mixed pipeline's readers that have each taken `taken[r]`
+  examples in this run (`ds`: one of them; batches taken times the batch size), to give
+  as `start=` with any number of readers."""
+  run = getattr(ds, "_imagesets_mix_run", None)
+  if run is None:
+    raise ValueError("position() is for a pipeline made from a mixing.mix(...); map it "
+                     "after taking its position, or keep the pipeline the call returned")
+  return run.position(taken).to_json()

@@ -1,0 +1,259 @@
+"""mixing (+ input_pipeline and grain_pipeline on a mix): folder datasets of real-photo crops
+(TFRecord and ArrayRecord, local and in a bucket) read as one, by weight: every example
+is a record of its part with the mix's label, proportions hold, labels are refused or
+mapped in one line, positions resume exactly (same readers: the same examples; other
+readers: every record of each part's epoch once), and bucket parts share one cache limit
+with each shard downloaded once a pass (downloads counted at the bucket)."""
+
+import collections
+import hashlib
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from imagesets.publishing import publish
+from imagesets.reading import input_pipeline as ip
+from imagesets.reading import mix_order
+from imagesets.reading import mixing
+from imagesets_testing import photo_datasets
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  """pets (cat, dog: 60, TFRecord), boats (boat, ship: 40, ArrayRecord), more_pets (cat,
+  dog: 30, TFRecord), 4 shards each."""
+  data_dir = tmp_path_factory.mktemp("mix") / "tfds"
+  photo_datasets.build(data_dir, "pets", ["cat", "dog"], 60, seed=1, size=(64, 48))
+  photo_datasets.build(data_dir, "boats", ["boat", "ship"], 40, seed=2, size=(64, 48),
+                       file_format="array_record")
+  photo_datasets.build(data_dir, "more_pets", ["dog", "cat"], 30, seed=3, size=(64, 48))
+  return data_dir
+
+
+def records_of(data_dir, spec) -> dict[bytes, str]:
+  """{image digest: class name} of every record of a part."""
+  from imagesets.reading import sources
+  import tensorflow_datasets as tfds
+  source = sources.open_source(spec, str(data_dir))
+  names = source.builder.info.features["label"].names
+  out = {}
+  for shard in mixing.streaming.split_shards(source.builder, "train"):
+    reader = mixing.shard_reads.open_records(source.folder / shard.name, source.file_format)
+    for record in reader.read(range(shard.skip, shard.skip + shard.take)):
+      example = tfds.core.example_parser.ExampleParser(
+          source.builder.info.features.get_serialized_info()).parse_example(record)
+      out[hashlib.sha256(example["image"].numpy()).digest()] = names[int(example["label"])]
+    reader.close()
+  return out
+
+
+def raw(run, reader, count, start=0) -> list[tuple[int, bytes, int]]:
+  """(part, image digest, label) of the reader's positions [start, start + count)."""
+  out = []
+  for e in mixing.records(run, reader).skip(start).take(count).as_numpy_iterator():
+    out.append((int(e["source"]), hashlib.sha256(e["image"]).digest(), int(e["label"])))
+  return out
+
+
+def test_every_example_is_a_record_of_its_part_with_the_mix_label(data_dir):
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
+  assert mix.classes == ("boat", "cat", "dog", "ship")
+  assert mix.label_ids == ((1, 2), (0, 3))   # pets: cat, dog; boats: boat, ship
+  truth = [records_of(data_dir, "pets:1.0.0"), records_of(data_dir, "boats:1.0.0")]
+  seen = raw(mix.run(), 0, 150)
+  for part, image, label in seen:
+    assert mix.classes[label] == truth[part][image]
+  counts = collections.Counter(part for part, _, _ in seen)
+  assert counts == {0: 50, 1: 100}
+  # Each part is read in its own epochs: boats (40) twice and more, each record once an epoch.
+  boats = [image for part, image, _ in seen if part == 1]
+  assert sorted(boats[:40]) == sorted(truth[1]) == sorted(boats[40:80])
+
+
+def test_different_classes_are_refused_in_one_line_unless_the_call_says_how(data_dir):
+  parts = [mixing.Part("pets:1.0.0", str(data_dir)), mixing.Part("boats:1.0.0", str(data_dir))]
+  with pytest.raises(ValueError) as error:
+    mixing.mix(parts)
+  message = str(error.value)
+  assert "\n" not in message and "pets:1.0.0[train] has 2 (cat, dog)" in message
+  assert "boats:1.0.0[train] has 2 (boat, ship)" in message and "labels='union'" in message
+  # Same class names (in another folder order) mix as they are: by name.
+  same = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir)),
+                     mixing.Part("more_pets:1.0.0", str(data_dir))])
+  assert same.classes == ("cat", "dog") and same.label_ids == ((0, 1), (0, 1))
+  # A per-part map: boats become "vehicle", pets "animal".
+  mapped = mixing.mix([
+      mixing.Part("pets:1.0.0", str(data_dir), label_map={"cat": "animal", "dog": "animal"}),
+      mixing.Part("boats:1.0.0", str(data_dir), label_map={"boat": "vehicle", "ship": "vehicle"})],
+      labels="union")
+  assert mapped.classes == ("animal", "vehicle") and mapped.label_ids == ((0, 0), (1, 1))
+  with pytest.raises(ValueError, match="label_map names 'horse', which is not one of its"):
+    mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), label_map={"horse": "x"})])
+
+
+def test_shares_by_weight_repeat_or_choose_and_refusals(data_dir):
+  d = str(data_dir)
+  by_repeat = mixing.mix([mixing.Part("pets:1.0.0", d), mixing.Part("more_pets:1.0.0", d,
+                                                                    repeat=2)])
+  assert by_repeat.per_epoch == (60, 60) and by_repeat.examples_per_epoch == 120
+  chosen = mixing.mix([mixing.Part("pets:1.0.0", d, choose=10),
+                       mixing.Part("more_pets:1.0.0", d, repeat=0.5)])
+  assert chosen.per_epoch == (10, 15) and chosen.proportions == (0.4, 0.6)
+  seen = raw(chosen.run(), 0, 25)
+  assert collections.Counter(part for part, _, _ in seen) == {0: 10, 1: 15}
+  for parts, match in (
+      ([mixing.Part("pets:1.0.0", d, weight=1, repeat=2)], "give one of weight, repeat"),
+      ([mixing.Part("pets:1.0.0", d, weight=1), mixing.Part("more_pets:1.0.0", d)],
+       "give every part a weight"),
+      ([mixing.Part("pets:1.0.0", d, choose=0)], "choose a positive whole number"),
+      ([mixing.Part("pets:1.0.0", d, weight=-1)], "a weight is a positive number")):
+    with pytest.raises(ValueError, match=match):
+      mixing.mix(parts)
+  with pytest.raises(ValueError, match="cache_limit='1GB'.*only a bucket read has a cache"):
+    mixing.mix([mixing.Part("pets:1.0.0", d)], cache_limit="1GB")
+
+
+def test_the_training_pipeline_of_a_mix_resumes_record_for_record(data_dir):
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
+  common = dict(batch_size=4, image_size=24, seed=7)
+  train = ip.classification_train(mix, **common)
+  batches = list(train.take(9).as_numpy_iterator())
+  assert batches[0]["image"].shape == (4, 24, 24, 3) and set(batches[0]) == {
+      "image", "label", "source"}
+  start = mixing.position(train, [5 * 4])
+  resumed = list(ip.classification_train(mix, start=start, **common).take(4).as_numpy_iterator())
+  for want, got in zip(batches[5:], resumed):
+    for key in want:
+      np.testing.assert_array_equal(want[key], got[key])
+  # A position of another mix, or a damaged one, is refused.
+  other = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=2),
+                      mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
+  with pytest.raises(mix_order.MixedPositionError, match="another mix"):
+    ip.classification_train(other, start=start, **common)
+  with pytest.raises(ValueError, match="start= resumes a mixed pipeline"):
+    ip.classification_train("pets:1.0.0", data_dir=str(data_dir), start=start, **common)
+  with pytest.raises(ValueError, match="shuffle_buffer=64 with a mix"):
+    ip.classification_train(mix, shuffle_buffer=64, **common)
+
+
+def part_epoch_zero(run, reads_by_reader) -> dict[int, list[bytes]]:
+  """Per part, the records the readers read in their first pass of it (its epoch's
+  leftovers for a resumed run)."""
+  out = collections.defaultdict(list)
+  for reader, reads in enumerate(reads_by_reader):
+    for k, part_run in enumerate(run.runs):
+      first = len(part_run.reader_pass(0, reader))
+      mine = [image for part, image, _ in reads if part == k]
+      assert len(mine) >= first   # (the test reads past every first pass)
+      out[k] += mine[:first]
+  return out
+
+
+def test_a_position_resumes_on_another_number_of_readers_each_part_record_once(data_dir):
+  # 2 input pipelines read a little, stop; 3 resume: of each part, the records read before
+  # and the resumed readers' first pass (the epoch's leftovers) are the part, each once.
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("boats:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("more_pets:1.0.0", str(data_dir), weight=1)], labels="union")
+  before = mix.run(2)
+  taken = [7, 11]
+  first = [raw(before, r, n) for r, n in enumerate(taken)]
+  pipelines = [ip.classification_train(mix, batch_size=1, image_size=8, input_context=
+                                       tf.distribute.InputContext(2, r, 1)) for r in range(2)]
+  assert mixing.position(pipelines[0], taken) == before.position(taken).to_json()
+  after = mix.run(3, start=before.position(taken).to_json())
+  assert after.offsets == [0, 0, 0] and after.done == sum(taken)
+  second = [raw(after, r, 90) for r in range(3)]
+  leftovers = part_epoch_zero(after, second)
+  for k, spec in enumerate(("pets:1.0.0", "boats:1.0.0", "more_pets:1.0.0")):
+    read_before = [image for reads in first for part, image, _ in reads if part == k]
+    assert sorted(read_before + leftovers[k]) == sorted(records_of(data_dir, spec))
+  # The same readers resume record for record.
+  again = mix.run(2, start=before.position(taken).to_json())
+  assert [raw(again, r, 5) for r in range(2)] == [raw(before, r, 5, start=n)
+                                                   for r, n in enumerate(taken)]
+
+
+def test_grain_reads_a_mix_and_resumes_on_another_worker_count(data_dir):
+  from imagesets.reading import grain_pipeline as gp
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
+  common = dict(batch_size=4, image_size=24)
+  iterator = iter(gp.classification_train(mix, **common))
+  batches = [next(iterator) for _ in range(6)]
+  sources = np.concatenate([b["source"] for b in batches]).tolist()
+  assert sources == [part for part, _, _ in raw(mix.run(), 0, 24)]
+  labels = np.concatenate([b["label"] for b in batches]).tolist()
+  assert labels == [label for _, _, label in raw(mix.run(), 0, 24)]
+  # Grain's own state resumes exactly; the position resumes on two worker processes.
+  iterator = iter(gp.classification_train(mix, **common))
+  for _ in range(3):
+    next(iterator)
+  state = iterator.get_state()
+  restored = iter(gp.classification_train(mix, **common))
+  restored.set_state(state)
+  np.testing.assert_array_equal(next(restored)["image"], batches[3]["image"])
+  loader = gp.classification_train(mix, **common)
+  start = gp.position(loader, state)
+  assert start == mix.run().position([12]).to_json()
+  two = gp.classification_train(mix, worker_count=2, start=start, **common)
+  run = mix.run(2, start=start)
+  two_batches = iter(two)
+  for reader in range(2):   # (each Grain worker batches its own reader's examples)
+    got = next(two_batches)
+    assert [got["source"].tolist(), got["label"].tolist()] == [
+        [part for part, _, _ in raw(run, reader, 4)], [label for _, _, label in raw(run, reader, 4)]]
+
+
+# Downloads counted where they happen: the opens of the file:// bucket's shard files.
+class BucketReads:
+  root = None
+  opened: collections.Counter = collections.Counter()
+
+  @classmethod
+  def hook(cls, event, args):
+    if event == "open" and cls.root and isinstance(args[0], str) and isinstance(args[1], str):
+      if args[0].startswith(cls.root) and "-of-" in args[0] and "r" in args[1] and "+" not in args[1]:
+        cls.opened[args[0][len(cls.root):]] += 1
+
+
+sys.addaudithook(BucketReads.hook)
+
+
+def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(data_dir,
+                                                                              tmp_path):
+  url, local = f"file://{tmp_path}/bucket", tmp_path / "tfds"
+  # Three parts of 40 photos in 4 shards each, shards of about one size.
+  specs = tuple(photo_datasets.build(local, name, ["a", "b"], 40, seed=seed, size=(64, 48))
+                for seed, name in enumerate(("north", "south", "east")))
+  for spec in specs:
+    publish.publish(spec, str(local), url, progress=False)
+  parts = [mixing.Part(spec, url) for spec in specs]   # each part's records once an epoch
+  probe = mixing.mix(parts, cache_dir=tmp_path / "c")
+  largest = max(s.largest_shard for s in probe.sources)
+  shards = sum(len(s.shards) for s in probe.sources)
+  limit = 6 * largest   # a window of one shard of each part, and the next: not all 12
+  assert shards == 12 and sum(sum(s.size for s in src.shards.values())
+                              for src in probe.sources) > limit
+  mix = mixing.mix(parts, cache_dir=tmp_path / "c2", cache_limit=limit)
+  run = mix.run(num_epochs=1)   # (an endless run's batched reads go on into the next pass)
+  assert run.windows == (1, 1, 1)
+  BucketReads.root, BucketReads.opened = url[len("file://"):], collections.Counter()
+  try:
+    seen = raw(run, 0, mix.examples_per_epoch)   # one epoch: each part's records once
+  finally:
+    BucketReads.root = None
+  assert collections.Counter(part for part, _, _ in seen) == {0: 40, 1: 40, 2: 40}
+  for k, spec in enumerate(specs):
+    assert sorted(image for part, image, _ in seen if part == k) == sorted(
+        records_of(local, spec))
+  downloaded = {name: n for name, n in BucketReads.opened.items() if "train" in name}
+  assert len(downloaded) == 12 and set(downloaded.values()) == {1}, downloaded
+  cached = sum(p.stat().st_size for p in (tmp_path / "c2").rglob("shards/*") if p.is_file())
+  assert cached <= limit
+  with pytest.raises(ValueError, match="is smaller than"):
+    mixing.mix(parts, cache_dir=tmp_path / "c3", cache_limit=2 * largest).run()
