@@ -71,9 +71,8 @@ class LocalShards:
 class CachedShards:
   """Shard files of a published version, through the shard cache (a `ShardStore`): `pin` downloads a shard
   that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
-  fits the limit without evicting what a reader of this process holds or reads next (a
-  download ahead holds nothing: under a limit too small for every reader's window and the
-  next, another process may evict it, and it is downloaded again, never waited for)."""
+  fits the limit without evicting what a reader of this process holds or reads next, and
+  the cache holds what it downloaded ahead until it is read (`shard_cache`)."""
 
   def __init__(self, cache: "shard_cache_lib.ShardCache", shards: dict):
     self._cache, self._shards = cache, shards   # name -> shard_cache.Shard
@@ -184,10 +183,11 @@ class _Open:
   expected: int
   read: np.ndarray      # bool [take]: which of the shard's records were read
   busy: int = 0
+  distinct: int = 0     # of them, how many (read.sum(), kept: a read is O(its records))
 
   @property
   def done(self) -> bool:
-    return int(self.read.sum()) >= self.expected
+    return self.distinct >= self.expected
 
 
 class PlannedReads:
@@ -208,6 +208,9 @@ class PlannedReads:
 
   def read(self, q: int, index: int, count: int = 1) -> list[bytes]:
     plan = self.plan(q)
+    if count == 1:   # (Grain's one record a call: no runs to find)
+      shard, record = plan.rows[index].tolist()
+      return self._read_shard(q, plan.window_of(index), shard, [record])
     rows = plan.rows[index:index + count]
     out: list[bytes] = [b""] * len(rows)
     for start, end in _runs(rows[:, 0]):
@@ -279,7 +282,10 @@ class PlannedReads:
 
   def _leave(self, key, entry: _Open, indices) -> None:
     with self._lock:
-      entry.read[np.asarray(indices) - self._run.order.shards[key[2]].skip] = True
+      where = np.asarray(indices) - self._run.order.shards[key[2]].skip
+      entry.distinct += len(where) - int(entry.read[where].sum()) if len(where) > 1 else (
+          not entry.read[where[0]])
+      entry.read[where] = True
       entry.busy -= 1
       if entry.done and not entry.busy and self._open.get(key) is entry:
         del self._open[key]
