@@ -1,6 +1,8 @@
 """A small keras `fit` on a mix of two folder datasets, with `keras_resume.BackupAndRestore`;
-usage `keras_fit.py DATA_DIR BACKUP_DIR LOG KILL_AT` (KILL_AT > 0: the process kills itself
-with SIGKILL after training batch KILL_AT of this run). Appends to LOG one line per batch
+usage `keras_fit.py DATA_DIR BACKUP_DIR LOG KILL_AT [KILL_IN_SAVE]` (KILL_AT > 0: the
+process kills itself with SIGKILL after training batch KILL_AT of this run; KILL_IN_SAVE > 0:
+in backup number KILL_IN_SAVE, after the input position is written and before the weights
+and keras' metadata). Appends to LOG one line per batch
 trained (a digest of its images, labels and sources) and, at the end, the final weights'
 digest."""
 
@@ -16,6 +18,7 @@ import keras
 from imagesets.reading import input_pipeline, keras_resume, mixing
 
 data_dir, backup_dir, log_path, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+kill_in_save = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 keras.utils.set_random_seed(0)
 tf.config.experimental.enable_op_determinism()
 
@@ -50,6 +53,20 @@ hidden = keras.layers.GlobalAveragePooling2D()(keras.layers.Rescaling(1 / 255)(i
 model = Logged(inputs, keras.layers.Dense(len(mix.classes))(hidden))
 model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True),
               jit_compile=False)
+
+
+saves = 0
+
+
+def save_weights(*args, **kwargs):
+  global saves
+  saves += 1
+  if saves == kill_in_save:
+    os.kill(os.getpid(), signal.SIGKILL)
+  return keras.Model.save_weights(model, *args, **kwargs)
+
+
+model.save_weights = save_weights
 
 
 class KillAt(keras.callbacks.Callback):

@@ -16,14 +16,16 @@ step; the pipeline, started at the saved position, gives the batches that came n
 the callback ends training when the run has trained on as many batches as one that was
 never stopped (`epochs * steps_per_epoch`): the model sees the same batches in the same
 order, only keras' epoch boundaries (and so its per-epoch logs) come later by the steps
-done before the backup in that epoch. A position is written before keras' metadata and
-the one matching keras' metadata is used, so a kill between the two writes resumes from
-the backup keras resumes from.
+done before the backup in that epoch. Each save writes the position, then the weights,
+then keras' metadata naming that position by its count of batches (`input_batches`; the
+last two positions are kept), each file through a temporary and a rename: a kill between
+the writes resumes from the backup keras resumes from. The backup folder is a local path.
 """
 
 import json
 import os
 import pathlib
+import shutil
 import uuid
 
 import keras
@@ -32,34 +34,49 @@ POSITION_FILE = "input_position.json"
 _METADATA = "training_metadata.json"   # keras' BackupAndRestore's
 
 
+_MAX_FILE = 1 << 20   # bytes of a position file read (untrusted: a backup folder's)
+
+
 def _read_json(path: pathlib.Path, what: str):
+  """The JSON object in `path`, None when there is none; a damaged one is one line."""
   try:
-    return json.loads(path.read_text())
+    with open(path, "rb") as f:
+      text = f.read(_MAX_FILE + 1)
+    if len(text) > _MAX_FILE:
+      raise ValueError(f"over {_MAX_FILE} bytes")
+    data = json.loads(text)
   except FileNotFoundError:
     return None
-  except (OSError, ValueError) as error:
-    raise ValueError(f"{path} is not readable {what} ({error}): remove the backup folder to "
-                     "train from the start") from None
+  except (OSError, ValueError, RecursionError) as error:
+    raise ValueError(f"{path} is not readable {what} ({type(error).__name__}): remove the "
+                     "backup folder to train from the start") from None
+  if not isinstance(data, dict):
+    raise ValueError(f"{path} is not {what} (a {type(data).__name__}): remove the backup "
+                     "folder to train from the start")
+  return data
 
 
 def _saved(backup_dir) -> dict | None:
-  """The saved entry ({"epoch", "batch", "batches", "position"}) matching keras' metadata
-  in `backup_dir`, or None (no backup)."""
+  """The saved entry ({"batches", "position"}) of the backup keras' metadata in
+  `backup_dir` names (its "input_batches"), or None (no backup)."""
   folder = pathlib.Path(backup_dir).expanduser()
   metadata = _read_json(folder / _METADATA, "keras training metadata")
   if metadata is None:
     return None
-  saved = _read_json(folder / POSITION_FILE, "input position")
-  entries = saved.get("saves", []) if isinstance(saved, dict) else []
-  for entry in reversed(entries):
-    if isinstance(entry, dict) and [entry.get("epoch"), entry.get("batch")] == [
-        metadata.get("epoch"), metadata.get("batch")]:
-      if type(entry.get("batches")) is not int or entry["batches"] < 0:
-        break
+  batches = metadata.get("input_batches")
+  if type(batches) is not int:
+    raise ValueError(f"{folder} holds a keras backup but no input position saved with it: "
+                     "it was made by keras' own BackupAndRestore; remove the folder to train "
+                     "from the start")
+  saved = _read_json(folder / POSITION_FILE, "input position") or {}
+  entries = saved.get("saves")
+  for entry in entries if isinstance(entries, list) else []:
+    if isinstance(entry, dict) and entry.get("batches") == batches and isinstance(
+        entry.get("position"), dict):
       return entry
-  raise ValueError(f"{folder} holds a keras backup but no input position saved with it "
-                   f"({POSITION_FILE}): it was made by keras' own BackupAndRestore; remove "
-                   "the folder to train from the start")
+  raise ValueError(f"{folder / POSITION_FILE} holds no input position of the backup keras "
+                   f"resumes (after {batches} batches): it was edited or damaged; remove the "
+                   "folder to train from the start")
 
 
 def saved_start(backup_dir):
@@ -113,14 +130,30 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     super().on_epoch_end(epoch, logs)
 
   def _save_model(self):
+    """keras' save (weights, then its metadata), the position first: the metadata names the
+    position saved with the weights by its count of batches ("input_batches")."""
     folder = pathlib.Path(self.backup_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    old = _read_json(folder / POSITION_FILE, "input position")
-    entries = old.get("saves", [])[-1:] if isinstance(old, dict) else []
-    entries.append({"epoch": self._current_epoch, "batch": self._last_batch_seen,
-                    "batches": self._before + self._taken,
-                    "position": self._run.position([self._taken * self._batch_size]).to_json()})
-    part = folder / f".{POSITION_FILE}.{uuid.uuid4().hex}"
-    part.write_text(json.dumps({"saves": entries}))
-    os.replace(part, folder / POSITION_FILE)   # (before keras' metadata: see the docstring)
-    super()._save_model()
+    batches = self._before + self._taken
+    old = _read_json(folder / POSITION_FILE, "input position") or {}
+    entries = [e for e in old.get("saves", []) if isinstance(e, dict)][-1:] if isinstance(
+        old.get("saves"), list) else []
+    entries.append({"batches": batches, "position": self._run.position(
+        [self._taken * self._batch_size]).to_json()})
+    _write_atomically(folder / POSITION_FILE, {"saves": entries})
+    if self.double_checkpoint and os.path.exists(self._weights_path):
+      shutil.copy(self._weights_path, self._prev_weights_path)
+    if self.double_checkpoint and os.path.exists(self._training_metadata_path):
+      shutil.copy(self._training_metadata_path, self._prev_training_metadata_path)
+    self.model.save_weights(filepath=self._weights_path, overwrite=True)
+    _write_atomically(pathlib.Path(self._training_metadata_path), {
+        "epoch": self._current_epoch, "batch": self._last_batch_seen, "input_batches": batches})
+
+
+def _write_atomically(path: pathlib.Path, data: dict) -> None:
+  part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+  try:
+    part.write_text(json.dumps(data))
+    os.replace(part, path)
+  finally:
+    part.unlink(missing_ok=True)

@@ -140,7 +140,9 @@ class MixedPosition:
   """Where a mixed job is: reader r of `readers` has read positions [0, at[r]) of its run;
   the run's sources were resumed from `sources[k]` (an `order.Position`, or None: from
   their start) with windows of `windows[k]` shards; `done` examples were read in the runs
-  before (the job's global count, for `num_epochs`); `fingerprint` names the mix."""
+  before (for `num_epochs`); the run's examples are counted from `first_index` on (position
+  j of reader r is example first_index + j * readers + r: each example of the job its own
+  count, which seeds its augmentation); `fingerprint` names the mix."""
 
   readers: int
   at: tuple[int, ...]
@@ -148,11 +150,16 @@ class MixedPosition:
   sources: tuple["order_lib.Position | None", ...]
   done: int
   fingerprint: str
+  first_index: int = 0
 
   def to_json(self) -> dict:
     return {"mix": self.fingerprint, "readers": self.readers, "at": list(self.at),
-            "windows": list(self.windows), "done": self.done,
+            "windows": list(self.windows), "done": self.done, "first_index": self.first_index,
             "sources": [None if p is None else p.to_json() for p in self.sources]}
+
+  def next_index(self) -> int:
+    """The first count no example of the position's run has."""
+    return self.first_index + self.readers * max(self.at)
 
   @classmethod
   def from_json(cls, data) -> "MixedPosition":
@@ -166,17 +173,19 @@ class MixedPosition:
     try:
       readers, at, windows = data["readers"], list(data["at"]), list(data["windows"])
       done, fingerprint, saved = data["done"], data["mix"], list(data["sources"])
+      first_index = data.get("first_index", 0)
     except (KeyError, TypeError) as error:
       raise MixedPositionError(f"not a saved mixed read position (no {error})") from None
-    numbers = [readers, done, *at, *windows]
+    numbers = [readers, done, first_index, *at, *windows]
     if not all(type(n) is int for n in numbers) or not isinstance(fingerprint, str):
       raise MixedPositionError("a saved mixed read position holds something other than whole "
                                "numbers: it was edited or damaged")
     if not (1 <= readers <= order_lib.MAX_READERS and len(at) == readers
             and 1 <= len(windows) == len(saved) <= MAX_SOURCES and min(windows) >= 1
-            and min(at) >= 0 and 0 <= done <= order_lib.MAX_PASS and max(at) <= order_lib.MAX_PASS):
+            and min(at) >= 0 and 0 <= done <= order_lib.MAX_PASS and max(at) <= order_lib.MAX_PASS
+            and 0 <= first_index <= order_lib.MAX_PASS * order_lib.MAX_READERS):
       raise MixedPositionError(f"a saved mixed read position with {readers} readers and "
                                f"{len(saved)} sources is out of bounds: it was edited or damaged")
     return cls(readers, tuple(at), tuple(windows),
                tuple(None if p is None else order_lib.Position.from_json(p) for p in saved),
-               done, fingerprint)
+               done, fingerprint, first_index)

@@ -260,13 +260,18 @@ class MixedRun:
                               "readers of the mix")
       windows.append(window)
     self.windows = tuple(windows)
+    if position is not None:
+      _check_reachable(mix_, position)
     if position is None:
       after, self.offsets, self.done = [None] * len(windows), [0] * readers, 0
+      self.first_index = 0
     elif position.readers == readers and position.windows == self.windows:
       after, self.offsets, self.done = list(position.sources), list(position.at), position.done
+      self.first_index = position.first_index
     else:
       after = _part_positions(mix_, position)
       self.offsets, self.done = [0] * readers, position.done + sum(position.at)
+      self.first_index = position.next_index()
     self.runs = [order_lib.Run(order, readers, window, after=a)
                  for order, window, a in zip(mix_.orders, self.windows, after)]
     self._after = after
@@ -282,7 +287,7 @@ class MixedRun:
 
   def global_index(self, reader: int, j):
     """The job's count of the example at the reader's position j (unique over resumes)."""
-    return self.done + np.asarray(j, np.int64) * self.readers + reader
+    return self.first_index + np.asarray(j, np.int64) * self.readers + reader
 
   def reads(self, k: int, reader: int) -> shard_reads.PlannedReads:
     with self._lock:
@@ -327,7 +332,7 @@ class MixedRun:
       raise ValueError(f"give the examples each of the {self.readers} readers took, not {taken}")
     return mix_order.MixedPosition(
         self.readers, tuple(o + t for o, t in zip(self.offsets, taken)), self.windows,
-        tuple(self._after), self.done, self.mix.fingerprint)
+        tuple(self._after), self.done, self.mix.fingerprint, self.first_index)
 
   def finish(self) -> None:
     """Lets go of every shard no read is using (a finished run)."""
@@ -341,6 +346,21 @@ class MixedRun:
       reads, self._reads = list(self._reads.values()), {}
     for got in reads:
       got.close()
+
+
+# A part's epochs a saved position may be into (untrusted input: placing a reader in its
+# part's order costs a little for every epoch before; far beyond any real job's).
+MAX_PART_EPOCHS = 100_000
+
+
+def _check_reachable(mix_: Mix, position: mix_order.MixedPosition) -> None:
+  """Refuses a position beyond any real job's (placing it would take hours), in one line."""
+  for j in position.at:
+    for part, size, rank in zip(mix_.parts, mix_.sizes, mix_.schedule.before(j)):
+      if rank > MAX_PART_EPOCHS * size:
+        raise mix_order.MixedPositionError(
+            f"a saved mixed read position {rank // size:,} epochs into {part.describe()} "
+            f"(more than {MAX_PART_EPOCHS:,}): it was edited or damaged")
 
 
 def _part_positions(mix_: Mix, position: mix_order.MixedPosition):
@@ -357,7 +377,7 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
   """The reader's examples as tf.data: {"image" (encoded), "label" (the mix's id),
   "source" (part), "index" (the job's count of the example: seeds its augmentation)}."""
   mix_ = run.mix
-  reads = streaming._weak(run)  # pylint: disable=protected-access
+  reads = streaming.weakly(run)
   spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string),
           mix_.label_key: tf.io.FixedLenFeature([], tf.int64)}
   width = max(len(ids) for ids in mix_.label_ids)
@@ -370,20 +390,21 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
     return parts.astype(np.int64), np.array(records_, dtype=object)
 
   def batch(js):
-    parts, serialized = tf.numpy_function(read, [js], [tf.int64, tf.string], stateful=False)
+    # (stateful: tf.data then never runs two reads at once, see _READ_BATCH)
+    parts, serialized = tf.numpy_function(read, [js], [tf.int64, tf.string], stateful=True)
     parts.set_shape([None])
     serialized.set_shape([None])
     parsed = tf.io.parse_example(serialized, spec)
     label = tf.gather(table, parts * width + parsed[mix_.label_key])
     return {"image": parsed[mix_.image_key], "label": label, "source": parts,
-            "index": run.global_index(reader, 0) + js * run.readers}
+            "index": int(run.global_index(reader, 0)) + js * run.readers}
 
   end = run.length(reader)
   ds = tf.data.Dataset.range(run.offsets[reader], _ENDLESS if end is None else end)
   ds = ds.batch(_READ_BATCH).map(batch).unbatch()
   if end is not None:
     none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
-    ds = ds.concatenate(streaming._finishing(run).map(  # pylint: disable=protected-access
+    ds = ds.concatenate(streaming.finishing(run).map(
         lambda s: {"image": s, "label": none, "source": none, "index": none}))
   options = tf.data.Options()
   options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE

@@ -212,6 +212,7 @@ class Run:
     # (readers of several threads share a run: its caches change under this lock)
     self._lock = threading.RLock()
     self._passes: dict[tuple[int, int], ReaderPass] = {}   # a few recent ones
+    self._takes = self._full = None   # (pass_length's)
     self._ends: dict[int, list[int]] = {}   # reader -> its passes' cumulative lengths so far
     if after is None:
       self.leftovers, self.first_full = [], first_epoch
@@ -269,14 +270,30 @@ class Run:
                        f"run, not {n}")
     return (len(ends) - 1, ends[-1] - (ends[-2] if len(ends) > 1 else 0)) if ends else (0, 0)
 
+  def pass_length(self, q: int, reader: int) -> int:
+    """len(reader_pass(q, reader)); for a full epoch from its shards alone (a resumed
+    job's place is found across every epoch before it)."""
+    if q < len(self.leftovers):
+      return len(self.reader_pass(q, reader))
+    if self._takes is None:
+      self._takes = np.array([s.take for s in self.order.shards], np.int64)
+      self._full = self.order.full_pool()
+    dealt = self.order.shard_order(self.epoch(q), self._full, 0)[reader::self.readers]
+    return int(self._takes[dealt].sum())
+
   def _pass_ends(self, reader: int, n: int | None) -> list[int]:
     """The cumulative lengths of the reader's passes, at least until one passes n (None:
     all of them)."""
+    if self.num_passes is None and reader >= len(self.order.shards):
+      # (its full epochs deal it no shard: its records end with the leftovers)
+      raise PositionError(f"reader {reader} of {self.readers} reads no shard of a split of "
+                          f"{len(self.order.shards)}: a position saved by more readers than "
+                          "shards was edited or damaged")
     with self._lock:
       ends = self._ends.setdefault(reader, [])
       while ((n is None or not ends or ends[-1] <= n)
              and (self.num_passes is None or len(ends) < self.num_passes)):
-        ends.append((ends[-1] if ends else 0) + len(self.reader_pass(len(ends), reader)))
+        ends.append((ends[-1] if ends else 0) + self.pass_length(len(ends), reader))
       return list(ends)
 
   def position(self, at) -> Position:

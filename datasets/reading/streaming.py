@@ -87,7 +87,7 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
     reads = shard_reads.PlannedReads(source.store(), source.file_format, run, reader)
     ds = _windows(run, reader).flat_map(_position_window(run, reads, deterministic)).unbatch()
   if num_epochs is not None:
-    ds = ds.concatenate(_finishing(reads))
+    ds = ds.concatenate(finishing(reads))
   options = tf.data.Options()
   options.deterministic = deterministic
   # The numpy functions only pin and open files that are the same whenever they run, so
@@ -95,7 +95,7 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
   options.experimental_external_state_policy = (
       tf.data.experimental.ExternalStatePolicy.IGNORE)
   ds = ds.with_options(options)
-  # The numpy functions hold the reads weakly (`_weak`): the dataset (and so its
+  # The numpy functions hold the reads weakly (`weakly`): the dataset (and so its
   # iterators, which hold their dataset) holds them, and a dropped pipeline's go with it,
   # letting its shards go.
   ds._imagesets_reads = reads
@@ -110,7 +110,7 @@ def position(ds: tf.data.Dataset, taken) -> order_lib.Position:
   return run.position([run.place(reader, count) for reader, count in enumerate(taken)])
 
 
-def _weak(reads):
+def weakly(reads):
   """`reads` as the numpy functions see them. tf.data keeps the Python functions of a
   traced pipeline in graphs that outlive the pipeline, so a closure holding the reads
   strongly would hold their shards for the life of the process."""
@@ -124,10 +124,10 @@ def _weak(reads):
   return get
 
 
-def _finishing(reads) -> tf.data.Dataset:
+def finishing(reads) -> tf.data.Dataset:
   """No records: when a pass reaches it, its last window is let go (a finished evaluation
   holds nothing while training goes on)."""
-  reads = _weak(reads)
+  reads = weakly(reads)
 
   def finish(_):
     reads().finish()
@@ -156,7 +156,7 @@ def _tfrecord_window(run: order_lib.Run, reads: shard_reads.WindowPins):
   """A window's shards read by TFRecordDatasets: interleaved record by record when
   shuffling, one after another in stored order otherwise. Within a pass each shard's
   records are a contiguous slice (the interleave reads each shard in order)."""
-  reads_ = _weak(reads)
+  reads_ = weakly(reads)
 
   def enter(q, w):
     q, w = int(q), int(w)
@@ -187,7 +187,7 @@ def _tfrecord_window(run: order_lib.Run, reads: shard_reads.WindowPins):
 def _position_window(run: order_lib.Run, reads: shard_reads.PlannedReads, deterministic):
   """A window's records by position, in batches read in parallel: the window's reads all
   end before the next window's begin (flat_map)."""
-  reads_ = _weak(reads)
+  reads_ = weakly(reads)
 
   def bounds(q, w):
     plan = reads_().plan(int(q))

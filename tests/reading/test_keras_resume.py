@@ -27,9 +27,11 @@ def data_dir(tmp_path_factory):
   return data_dir
 
 
-def fit(data_dir, backup: pathlib.Path, log: pathlib.Path, kill_at: int = 0) -> int:
+def fit(data_dir, backup: pathlib.Path, log: pathlib.Path, kill_at: int = 0,
+        kill_in_save: int = 0) -> int:
   done = subprocess.run([sys.executable, str(SCRIPT), str(data_dir), str(backup), str(log),
-                         str(kill_at)], capture_output=True, text=True, timeout=600)
+                         str(kill_at), str(kill_in_save)], capture_output=True, text=True,
+                        timeout=600)
   assert done.returncode in (0, -signal.SIGKILL), done.stderr[-3000:]
   return done.returncode
 
@@ -40,7 +42,7 @@ def test_a_killed_fit_resumed_mid_epoch_sees_the_same_batches(data_dir, tmp_path
   assert fit(data_dir, tmp_path / "never", tmp_path / "never.log") == 0
   assert fit(data_dir, tmp_path / "b", tmp_path / "killed.log", kill_at=11) == -signal.SIGKILL
   metadata = json.loads((tmp_path / "b" / "training_metadata.json").read_text())
-  assert metadata == {"epoch": 1, "batch": 3}
+  assert metadata == {"epoch": 1, "batch": 3, "input_batches": 9}
   assert fit(data_dir, tmp_path / "b", tmp_path / "resumed.log") == 0
   never = (tmp_path / "never.log").read_text().splitlines()
   killed = (tmp_path / "killed.log").read_text().splitlines()
@@ -51,6 +53,21 @@ def test_a_killed_fit_resumed_mid_epoch_sees_the_same_batches(data_dir, tmp_path
   assert not (tmp_path / "b").exists()   # (keras' delete_checkpoint at the end)
 
 
+def test_a_fit_killed_inside_a_backup_resumes_from_the_backup_before(data_dir, tmp_path):
+  # Killed in the third backup (batch 9) after its input position was written, before the
+  # weights and keras' metadata: keras resumes the backup of batch 6, and so does the input.
+  assert fit(data_dir, tmp_path / "never", tmp_path / "never.log") == 0
+  assert fit(data_dir, tmp_path / "b", tmp_path / "killed.log",
+             kill_in_save=3) == -signal.SIGKILL
+  saved = json.loads((tmp_path / "b" / keras_resume.POSITION_FILE).read_text())
+  assert [entry["batches"] for entry in saved["saves"]] == [6, 9]
+  assert fit(data_dir, tmp_path / "b", tmp_path / "resumed.log") == 0
+  never = (tmp_path / "never.log").read_text().splitlines()
+  killed = (tmp_path / "killed.log").read_text().splitlines()
+  resumed = (tmp_path / "resumed.log").read_text().splitlines()
+  assert len(killed) == 9 and killed[:6] + resumed == never
+
+
 def test_the_callback_refuses_a_pipeline_not_started_at_its_backup(data_dir, tmp_path):
   mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir)),
                     mixing.Part("boats:1.0.0", str(data_dir))], labels="union")
@@ -59,9 +76,25 @@ def test_the_callback_refuses_a_pipeline_not_started_at_its_backup(data_dir, tmp
   (backup / "training_metadata.json").write_text(json.dumps({"epoch": 1, "batch": 2}))
   with pytest.raises(ValueError, match="made by keras' own BackupAndRestore"):
     keras_resume.saved_start(backup)
+  (backup / "training_metadata.json").write_text(json.dumps(
+      {"epoch": 1, "batch": 2, "input_batches": 2}))
   start = mix.run().position([8]).to_json()
+  for damaged in ('{"saves": 5}', "[" * 100000, "[]", '{"saves": [{"batches": 3}]}',
+                  " " * (2 << 20)):
+    (backup / keras_resume.POSITION_FILE).write_text(damaged)
+    with pytest.raises(ValueError) as error:
+      keras_resume.saved_start(backup)
+    assert "\n" not in str(error.value) and "remove the" in str(error.value)
   (backup / keras_resume.POSITION_FILE).write_text(json.dumps({"saves": [
-      {"epoch": 1, "batch": 2, "batches": 2, "position": start}]}))
+      {"batches": 2, "position": start}]}))
+  assert keras_resume.saved_start(backup) == start
+  # A resumed fit runs keras' epoch again: two backups can name one (epoch, batch). The
+  # metadata names its position by the count of batches (a kill after the newer position
+  # was written, before keras' metadata, leaves the older metadata).
+  later = mix.run().position([12]).to_json()
+  (backup / keras_resume.POSITION_FILE).write_text(json.dumps({"saves": [
+      {"epoch": 1, "batch": 2, "batches": 2, "position": start},
+      {"epoch": 1, "batch": 2, "batches": 3, "position": later}]}))
   assert keras_resume.saved_start(backup) == start
   fresh = ip.classification_train(mix, batch_size=4, image_size=8)
   with pytest.raises(ValueError, match="start=keras_resume.saved_start"):

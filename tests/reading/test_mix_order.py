@@ -88,11 +88,11 @@ def test_a_job_of_several_readers_holds_its_share_within_r_times_the_bound():
 
 def test_a_saved_mixed_position_is_checked_as_untrusted_input():
   good = {"mix": "abc", "readers": 2, "at": [3, 4], "windows": [4, 4], "done": 0,
-          "sources": [None, None]}
+          "first_index": 9, "sources": [None, None]}
   assert mix_order.MixedPosition.from_json(good).to_json() == good
   for bad in (None, [], {"readers": 2}, {**good, "at": [3]}, {**good, "at": [3, -1]},
               {**good, "readers": 0, "at": []}, {**good, "at": [3, "4"]},
-              {**good, "windows": [4]}, {**good, "windows": [0, 4]}, {**good, "done": -1},
+              {**good, "windows": [4]}, {**good, "windows": [0, 4]}, {**good, "done": -1}, {**good, "first_index": -1},
               {**good, "sources": [None, {"readers": 1}]}, {**good, "at": [3, 2**60]}):
     with pytest.raises(order_lib.PositionError):   # (MixedPositionError is one)
       mix_order.MixedPosition.from_json(bad)

@@ -8,6 +8,7 @@ with each shard downloaded once a pass (downloads counted at the bucket)."""
 import collections
 import hashlib
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from imagesets.publishing import publish
 from imagesets.reading import input_pipeline as ip
 from imagesets.reading import mix_order
 from imagesets.reading import mixing
+from imagesets.reading import order as order_lib
 from imagesets_testing import photo_datasets
 
 
@@ -126,6 +128,7 @@ def test_the_training_pipeline_of_a_mix_resumes_record_for_record(data_dir):
       "image", "label", "source"}
   start = mixing.position(train, [5 * 4])
   resumed = list(ip.classification_train(mix, start=start, **common).take(4).as_numpy_iterator())
+  assert len(resumed) == 4
   for want, got in zip(batches[5:], resumed):
     for key in want:
       np.testing.assert_array_equal(want[key], got[key])
@@ -162,9 +165,13 @@ def test_a_position_resumes_on_another_number_of_readers_each_part_record_once(d
   before = mix.run(2)
   taken = [7, 11]
   first = [raw(before, r, n) for r, n in enumerate(taken)]
-  pipelines = [ip.classification_train(mix, batch_size=1, image_size=8, input_context=
-                                       tf.distribute.InputContext(2, r, 1)) for r in range(2)]
-  assert mixing.position(pipelines[0], taken) == before.position(taken).to_json()
+  # The training pipelines of two input pipelines read what the readers read.
+  for r in range(2):
+    pipeline = ip.classification_train(mix, batch_size=1, image_size=8,
+                                       input_context=tf.distribute.InputContext(2, r, 1))
+    got = [(int(b["source"][0]), int(b["label"][0]))
+           for b in pipeline.take(taken[r]).as_numpy_iterator()]
+    assert got == [(part, label) for part, _, label in first[r]]
   after = mix.run(3, start=before.position(taken).to_json())
   assert after.offsets == [0, 0, 0] and after.done == sum(taken)
   second = [raw(after, r, 90) for r in range(3)]
@@ -176,6 +183,22 @@ def test_a_position_resumes_on_another_number_of_readers_each_part_record_once(d
   again = mix.run(2, start=before.position(taken).to_json())
   assert [raw(again, r, 5) for r in range(2)] == [raw(before, r, 5, start=n)
                                                    for r, n in enumerate(taken)]
+  # Every example of the job has its own count (its augmentation's seed), across resumes.
+  counts = [int(before.global_index(r, j)) for r, n in enumerate(taken) for j in range(n)]
+  counts += [int(after.global_index(r, j)) for r in range(3) for j in range(90)]
+  assert len(set(counts)) == len(counts)
+
+
+def test_a_forged_position_is_refused_in_one_line_not_read_forever(data_dir):
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir)),
+                    mixing.Part("more_pets:1.0.0", str(data_dir))])
+  saved = mix.run(2).position([3, 4]).to_json()
+  # More readers than a part has shards (each part has 4): one would read nothing, ever.
+  with pytest.raises(order_lib.PositionError, match="reads no shard"):
+    mix.run(2, start={**saved, "readers": 5, "at": [0, 0, 0, 0, 7]})
+  # A position millions of epochs into a part: refused before any work.
+  with pytest.raises(mix_order.MixedPositionError, match="epochs into pets"):
+    mix.run(1, start={**saved, "at": [2**39, 0]})
 
 
 def test_grain_reads_a_mix_and_resumes_on_another_worker_count(data_dir):
@@ -224,6 +247,16 @@ class BucketReads:
 sys.addaudithook(BucketReads.hook)
 
 
+def cached_bytes(cache_dir) -> int:
+  total = 0
+  for path in cache_dir.rglob("shards/*"):
+    try:
+      total += path.stat().st_size if path.is_file() else 0
+    except FileNotFoundError:   # (renamed or evicted while we looked)
+      pass
+  return total
+
+
 def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(data_dir,
                                                                               tmp_path):
   url, local = f"file://{tmp_path}/bucket", tmp_path / "tfds"
@@ -243,17 +276,25 @@ def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(da
   run = mix.run(num_epochs=1)   # (an endless run's batched reads go on into the next pass)
   assert run.windows == (1, 1, 1)
   BucketReads.root, BucketReads.opened = url[len("file://"):], collections.Counter()
+  peak, reading = [0], threading.Event()
+
+  def watch():   # the cache's bytes on disk while it is read (downloads at their size)
+    while not reading.is_set():
+      peak[0] = max(peak[0], cached_bytes(tmp_path / "c2"))
+  watcher = threading.Thread(target=watch)
+  watcher.start()
   try:
     seen = raw(run, 0, mix.examples_per_epoch)   # one epoch: each part's records once
   finally:
     BucketReads.root = None
+    reading.set()
+    watcher.join()
+  assert 0 < peak[0] <= limit
   assert collections.Counter(part for part, _, _ in seen) == {0: 40, 1: 40, 2: 40}
   for k, spec in enumerate(specs):
     assert sorted(image for part, image, _ in seen if part == k) == sorted(
         records_of(local, spec))
   downloaded = {name: n for name, n in BucketReads.opened.items() if "train" in name}
   assert len(downloaded) == 12 and set(downloaded.values()) == {1}, downloaded
-  cached = sum(p.stat().st_size for p in (tmp_path / "c2").rglob("shards/*") if p.is_file())
-  assert cached <= limit
   with pytest.raises(ValueError, match="is smaller than"):
     mixing.mix(parts, cache_dir=tmp_path / "c3", cache_limit=2 * largest).run()
