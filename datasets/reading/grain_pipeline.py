@@ -34,7 +34,6 @@ What every pipeline does:
   evaluation is one epoch in stored order.
 """
 
-import hashlib
 import json
 import logging
 import threading
@@ -159,7 +158,7 @@ _announced = threading.local()
 _PADDING = ()
 
 
-class RecordSource:
+class RecordSource(mixing.Reopened):
   """The records of a split of a published version by stored index (`len` is the split's
   records), for Grain, read through the shard cache. `reading_threads`: Grain's
   `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
@@ -207,16 +206,8 @@ class RecordSource:
     self._reads: dict[int, shard_reads.PlannedReads] = {}
     self._lock = threading.Lock()
 
-  def __getstate__(self):
-    return self._args
-
-  def __setstate__(self, args):
-    self._args = args
-    self._open()
-
   def __repr__(self) -> str:  # Grain checks a restored state against it
-    args = {**self._args, "start": None if self._args["start"] is None else hashlib.sha256(
-        json.dumps(self._args["start"], sort_keys=True).encode()).hexdigest()[:16]}
+    args = {**self._args, "start": mixing.digest(self._args["start"])}
     return f"RecordSource({', '.join(f'{k}={v!r}' for k, v in sorted(args.items()))})"
 
   def __len__(self) -> int:
@@ -325,7 +316,7 @@ class NotPadding(grain.FilterTransform):
     return element is not None
 
 
-class MixedSource:
+class MixedSource(mixing.Reopened):
   """A mix's records for Grain by key: key k is position k // R of reader k % R (R: the
   job's readers, `shard_count` processes of `worker_count` workers each), read as
   (part, serialized record) through the mix's run (`mixing.MixedRun`). Pickled to Grain's
@@ -340,19 +331,10 @@ class MixedSource:
     self.run = args["mix"].run(args["readers"], start=args["start"], held=args["held"],
                                num_epochs=args["num_epochs"])
 
-  def __getstate__(self):
-    return self._args
-
-  def __setstate__(self, args):
-    self._args = args
-    self._open()
-
   def __repr__(self) -> str:  # Grain checks a restored state against it
-    start = self._args["start"]
-    start = None if start is None else hashlib.sha256(json.dumps(
-        getattr(start, "to_json", lambda: start)(), sort_keys=True).encode()).hexdigest()[:16]
     return (f"MixedSource(mix={self.run.mix.fingerprint}, readers={self.run.readers}, "
-            f"start={start}, num_epochs={self._args['num_epochs']})")
+            f"start={mixing.digest(self._args['start'])}, "
+            f"num_epochs={self._args['num_epochs']})")
 
   def __len__(self) -> int:
     return _ENDLESS

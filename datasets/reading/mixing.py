@@ -74,7 +74,32 @@ def _derived_seed(seed: int, k: int) -> int:
   return int(np.random.SeedSequence([seed, 3, k]).generate_state(1, np.uint32)[0])
 
 
-class Mix:
+class Reopened:
+  """Pickled by its arguments `_args`; unpickled (in Grain's worker processes) by opening
+  again (`_open`): what it opened (files, caches, builders) stays in its process."""
+
+  _args: dict
+
+  def _open(self) -> None:
+    raise NotImplementedError
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+
+def digest(data) -> str | None:
+  """A short digest of JSON `data` (a start position) for a repr; None stays None."""
+  if data is None:
+    return None
+  data = data.to_json() if hasattr(data, "to_json") else data
+  return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Mix(Reopened):
   """Parts opened and checked, their shares, classes and schedule (`mix(...)` makes one).
   Pickled by its arguments (Grain's worker processes open the parts again)."""
 
@@ -84,13 +109,6 @@ class Mix:
     self._args = dict(parts=tuple(parts), seed=int(seed), labels=labels, cache_dir=cache_dir,
                       cache_limit=cache_limit, examples_per_epoch=examples_per_epoch,
                       image_key=image_key, label_key=label_key)
-    self._open()
-
-  def __getstate__(self):
-    return self._args
-
-  def __setstate__(self, args):
-    self._args = args
     self._open()
 
   def _open(self):
