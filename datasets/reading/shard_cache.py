@@ -17,10 +17,11 @@ read and download the next ones ahead (`prefetch`), and say which those are
 * pins a reader's current window with a shared `flock` on each shard file: no process
   evicts a pinned shard, and a dead process's pins vanish with it (the kernel drops them);
 * downloads a window ahead only when it fits without evicting what a reader still needs,
-  and holds it (a shared `flock`, as a pin) until its reader reads it, so that no process
-  evicts it first: under a limit each shard is downloaded at most once per pass of a
-  reader over it (a reader's own request that finds no room lets go of its process's
-  holds first: processes never wait on each other's read-ahead);
+  and dates it ahead (its mtime an hour on) until it is read, so that every process evicts
+  the shards read already first: under a limit each shard is downloaded at most once per
+  pass of a reader over it. A download ahead holds nothing (no process waits on another's
+  read-ahead): under a limit too small for every reader's two windows it may be evicted,
+  and is then downloaded again;
 * shares one folder between the processes of a machine: one download per shard (a file
   lock), uniquely named part files held locked by their writer (a killed writer's part is
   removed by the next process that needs room), write-then-rename;
@@ -69,6 +70,9 @@ DEFAULT_DOWNLOADS = 4         # shards in flight per process
 # epoch runs at the pool's rate); under a limit one, the room that windows are sized for.
 UNLIMITED_READ_AHEAD = 2
 ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
+# A shard downloaded ahead is dated this far ahead until it is read (pinned): least
+# recently used first, every process evicts the shards read already before it.
+READ_NEXT_SECONDS = 3600.0
 # How long a reader waits for another thread's download of a shard it needs. Bounded: a
 # tf.data numpy function that never returns deadlocks the iterator's destructor.
 DOWNLOAD_WAIT_SECONDS = 1800.0
@@ -199,8 +203,6 @@ class ShardCache:
     self._lock = threading.Lock()
     self._changed = threading.Condition(self._lock)
     self._pins: dict[str, list] = {}     # sha -> [file holding a shared lock, count]
-    # sha -> file holding a shared lock: downloaded ahead, read next by a reader here
-    self._ahead: dict[str, object] = {}
     self._readers: weakref.WeakSet = weakref.WeakSet()
     self._in_flight: set[str] = set()
     self._queued: dict[str, concurrent.futures.Future] = {}  # read-ahead not started yet
@@ -309,39 +311,7 @@ class ShardCache:
         self._pins[sha] = [handle, 1]
     with contextlib.suppress(OSError):
       os.utime(self.path(shard))  # recently used: evicted last
-    with self._lock:
-      ahead = self._ahead.pop(sha, None)   # (pinned now: held by the pin)
-    if ahead is not None:
-      ahead.close()
     return True
-
-  def _hold_ahead(self, shard: Shard) -> None:
-    """Holds a shard downloaded ahead (a shared lock, as a pin does) while a reader here
-    reads it next: no process evicts it before it is read. Under a limit sized for each
-    reader's window and the next (`window_size_for`), what readers hold fits; an eviction
-    by another process would download it twice in one pass."""
-    if self.limit is None or shard.sha256 not in self._protected():
-      return
-    try:
-      handle = open(self.path(shard), "rb")
-    except FileNotFoundError:
-      return
-    fcntl.flock(handle, fcntl.LOCK_SH)
-    stat = os.fstat(handle.fileno())
-    with self._lock:
-      keep = (stat.st_nlink and stat.st_size == shard.size and shard.sha256 not in self._ahead
-              and shard.sha256 not in self._pins)
-      if keep:
-        self._ahead[shard.sha256] = handle
-    if not keep:
-      handle.close()
-
-  def _release_ahead(self, wanted: set[str]) -> None:
-    """Lets go of the shards held ahead that no reader here reads next any more."""
-    with self._lock:
-      handles = [self._ahead.pop(sha) for sha in list(self._ahead) if sha not in wanted]
-    for handle in handles:
-      handle.close()
 
   def release_later(self, shards) -> None:
     """Unpins `shards` at the cache's next call: for finalizers, which the garbage
@@ -372,7 +342,6 @@ class ShardCache:
     """Downloads `shards` in the background if they fit without evicting what readers
     still need; a shard that does not fit now is tried again when a reader moves on."""
     self.drain_releases()
-    self._release_ahead(self._protected())
     wanted = []
     with self._lock:
       for shard in shards:
@@ -393,8 +362,7 @@ class ShardCache:
 
   def _prefetch(self, shard: Shard) -> None:
     try:
-      if self._fetch(shard, urgent=False):
-        self._hold_ahead(shard)
+      self._fetch(shard, urgent=False)
     except Exception as error:  # noqa: BLE001 - the reader raises it when it gets there
       with self._lock:
         self._failed[shard.sha256] = error
@@ -426,6 +394,10 @@ class ShardCache:
       transfer.checked_download(shard.bucket, shard.rel, self.path(shard),
                                 {"size": shard.size, "sha256": shard.sha256}, part=part,
                                 retry_seconds=self.retry_seconds, stats=self.stats)
+      if not urgent:   # read next: dated ahead, so that every process evicts it last
+        with contextlib.suppress(OSError):
+          ahead = time.time() + READ_NEXT_SECONDS
+          os.utime(self.path(shard), (ahead, ahead))
       return True
 
   # ------------------------------------------------------------ room
@@ -470,16 +442,14 @@ class ShardCache:
 
   def _make_room(self, size: int, urgent: bool) -> bool:
     """Evicts until `size` more bytes fit; the shards this process's readers read next go
-    last, and only for a reader's own request (which lets go of this process's holds of
-    them first: processes that each wait for room never wait on each other's read-ahead)."""
+    last, and only for a reader's own request."""
     self.drain_releases()
     excess = self.used_bytes() + size - self.limit
     if excess <= 0:
       return True
     protected = self._protected()
-    self._release_ahead(protected)
     with self._lock:
-      pinned = set(self._pins) | (set() if urgent else set(self._ahead))
+      pinned = set(self._pins)
     candidates = []
     with os.scandir(self.folder) as entries:
       for entry in entries:
@@ -489,10 +459,6 @@ class ShardCache:
             if urgent or entry.name not in protected:
               candidates.append((entry.name in protected, stat.st_mtime, entry.name))
     for _, _, name in sorted(candidates):  # unprotected first, least recently used first
-      with self._lock:
-        ahead = self._ahead.pop(name, None)
-      if ahead is not None:
-        ahead.close()
       excess -= self._evict(name)
       if excess <= 0:
         return True
@@ -529,9 +495,6 @@ class ShardCache:
       for handle, _ in self._pins.values():
         handle.close()
       self._pins.clear()
-      for handle in self._ahead.values():
-        handle.close()
-      self._ahead.clear()
 
 
 def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:

@@ -71,8 +71,10 @@ class LocalShards:
 class CachedShards:
   """Shard files of a published version, through the shard cache (a `ShardStore`): `pin` downloads a shard
   that is missing (checked) and holds it until `unpin`; `prefetch` downloads ahead when it
-  fits the limit without evicting what a reader of this process holds or reads next, and
-  the cache holds what it downloaded ahead until it is read (`shard_cache`)."""
+  fits the limit without evicting what a reader of this process holds or reads next (a
+  download ahead holds nothing, but is evicted after the shards read already: under a
+  limit too small for every reader's window and the next, another process may evict it,
+  and it is downloaded again, never waited for)."""
 
   def __init__(self, cache: "shard_cache_lib.ShardCache", shards: dict):
     self._cache, self._shards = cache, shards   # name -> shard_cache.Shard

@@ -514,6 +514,48 @@ def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited
   assert list((tmp_path / "c").rglob(".locks-2/*")) == []
 
 
+def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_for(
+    tmp_path, monkeypatch):
+  # Two cache instances on one folder stand for two processes (each its own file locks).
+  # A pins its window (s0) and downloads its next (s1) ahead; B then reads s4 and needs
+  # room: every process evicts what was read already (s4) before another's read-ahead,
+  # however recently it was read; and when only that read-ahead is left, B evicts it at
+  # once (a stalled job never keeps another waiting for room).
+  monkeypatch.setattr(shard_cache_lib, "ROOM_WAIT_SECONDS", 5.0)  # (a failure, quickly)
+  (tmp_path / "bucket").mkdir()
+  bucket = bucket_lib.Bucket(f"file://{tmp_path}/bucket")
+  shards = {}
+  for i in range(7):
+    data = bytes([i]) * 1000
+    (tmp_path / "bucket" / f"s{i}").write_bytes(data)
+    shards[i] = shard_cache_lib.Shard(hashlib.sha256(data).hexdigest(), 1000, bucket, f"s{i}")
+
+  class Reader:  # what a reader holds and reads next (`register`)
+    def __init__(self, *numbers):
+      self.numbers = numbers
+
+    def wanted(self):
+      return {shards[i].sha256 for i in self.numbers}
+
+  a = shard_cache_lib.ShardCache(tmp_path / "cache", 3 * 1000)
+  b = shard_cache_lib.ShardCache(tmp_path / "cache", 3 * 1000)
+  readers = [a.register(Reader(0, 1)), b.register(Reader(4, 5, 6))]
+  a.pin(shards[0])
+  a.prefetch([shards[1]])
+  while not a.path(shards[1]).exists() or a._in_flight:  # (the download ahead, done)
+    time.sleep(0.01)
+  b.pin(shards[4])
+  b.unpin(shards[4])   # read already
+  readers[1].numbers = (5, 6)
+  b.pin(shards[5])     # room: s4 goes, not A's next window
+  assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
+  b.pin(shards[6])     # room again: only A's read-ahead is not pinned
+  assert not a.path(shards[1]).exists() and b.stats["evicted"] == 2
+  del readers
+  for cache in (a, b):
+    cache.close()
+
+
 COLD = """
 import os, pathlib, sys, time
 import imagesets
