@@ -158,7 +158,7 @@ _announced = threading.local()
 _PADDING = ()
 
 
-class RecordSource(mixing.Reopened):
+class RecordSource(sources.Reopened):
   """The records of a split of a published version by stored index (`len` is the split's
   records), for Grain, read through the shard cache. `reading_threads`: Grain's
   `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
@@ -207,7 +207,7 @@ class RecordSource(mixing.Reopened):
     self._lock = threading.Lock()
 
   def __repr__(self) -> str:  # Grain checks a restored state against it
-    args = {**self._args, "start": mixing.digest(self._args["start"])}
+    args = {**self._args, "start": sources.digest(self._args["start"])}
     return f"RecordSource({', '.join(f'{k}={v!r}' for k, v in sorted(args.items()))})"
 
   def __len__(self) -> int:
@@ -295,18 +295,23 @@ class OrderSampler:
 
   def position(self, state) -> dict:
     """The read position (JSON) of a loader's iterator state (`get_state()`'s bytes)."""
-    data = json.loads(state.decode() if isinstance(state, bytes) else state)
-    workers = max(1, int(data["worker_count"]))
-    if workers != self._workers:
-      raise ValueError(f"a state of {workers} workers given to a sampler of {self._workers}")
     run, at = self._source.run, []
-    for reader in range(workers):
-      last = int(data["last_seen_indices"][str(reader)])
-      slot = (last - reader) // workers + 1 if last >= reader else 0
+    for reader, slot in enumerate(_slots_taken(state, self._workers)):
       if self._padding(reader, slot):   # all read (padding slots past its end)
         slot = run.length(reader)
       at.append(run.place(reader, slot))
     return run.position(at).to_json()
+
+
+def _slots_taken(state, workers: int) -> list[int]:
+  """How many of its sampler slots each of a loader's `workers` took, at iterator `state`
+  (`get_state()`: Grain's last index seen per worker; worker w's slots are w, w + W, ...)."""
+  data = json.loads(state.decode() if isinstance(state, bytes) else state)
+  if max(1, int(data["worker_count"])) != workers:
+    raise ValueError(f"a state of {max(1, int(data['worker_count']))} workers given to a "
+                     f"sampler of {workers}")
+  lasts = [int(data["last_seen_indices"][str(w)]) for w in range(workers)]
+  return [(last - w) // workers + 1 if last >= w else 0 for w, last in enumerate(lasts)]
 
 
 class NotPadding(grain.FilterTransform):
@@ -316,7 +321,7 @@ class NotPadding(grain.FilterTransform):
     return element is not None
 
 
-class MixedSource(mixing.Reopened):
+class MixedSource(sources.Reopened):
   """A mix's records for Grain by key: key k is position k // R of reader k % R (R: the
   job's readers, `shard_count` processes of `worker_count` workers each), read as
   (part, serialized record) through the mix's run (`mixing.MixedRun`). Pickled to Grain's
@@ -333,7 +338,7 @@ class MixedSource(mixing.Reopened):
 
   def __repr__(self) -> str:  # Grain checks a restored state against it
     return (f"MixedSource(mix={self.run.mix.fingerprint}, readers={self.run.readers}, "
-            f"start={mixing.digest(self._args['start'])}, "
+            f"start={sources.digest(self._args['start'])}, "
             f"num_epochs={self._args['num_epochs']})")
 
   def __len__(self) -> int:
@@ -389,21 +394,6 @@ class MixedSampler:
         key=[self._seed % 2**64, int(run.global_index(reader, j))]))
     return grain.RecordMetadata(index=index, record_key=j * run.readers + reader, rng=rng)
 
-  def taken(self, state) -> list[int]:
-    """Positions each of this process's workers took at a loader state (`get_state()`)."""
-    data = json.loads(state.decode() if isinstance(state, bytes) else state)
-    if max(1, int(data["worker_count"])) != self._workers:
-      raise ValueError(f"a state of {data['worker_count']} workers given to a loader of "
-                       f"{self._workers}")
-    run, out = self._source.run, []
-    for worker in range(self._workers):
-      last = int(data["last_seen_indices"][str(worker)])
-      taken = (last - worker) // self._workers + 1 if last >= worker else 0
-      end = run.length(self._reader(worker))
-      offset = run.offsets[self._reader(worker)]
-      out.append(taken if end is None else min(taken, end - offset))
-    return out
-
 
 def position(loader, state) -> dict:
   """The read position of `loader`'s iterator `state` (`iterator.get_state()`), as JSON:
@@ -421,15 +411,17 @@ def position(loader, state) -> dict:
 def _mixed_position(sampler: MixedSampler, states) -> dict:
   """A mixed loader's position: `states` is its iterator state, or with several processes
   (shard_count) the list of every process's state, in shard_index order."""
-  run = sampler._source.run
-  processes = run.readers // sampler._workers
+  run, workers = sampler._source.run, sampler._workers
+  processes = run.readers // workers
   states = states if isinstance(states, (list, tuple)) else [states]
   if len(states) != processes:
     raise ValueError(f"a mix read by {processes} processes: give every process's iterator "
                      f"state (a list of {processes}, in shard_index order), not {len(states)}")
-  taken = []
-  for process, state in enumerate(states):
-    taken += MixedSampler(sampler._source, sampler._workers, process, 0).taken(state)
+  # (reader p * W + w is process p's worker w; slots past a reader's end are padding)
+  slots = [slot for state in states for slot in _slots_taken(state, workers)]
+  ends = [run.length(reader) for reader in range(run.readers)]
+  taken = [slot if end is None else min(slot, end - offset)
+           for slot, end, offset in zip(slots, ends, run.offsets)]
   return run.position(taken).to_json()
 
 

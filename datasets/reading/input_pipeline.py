@@ -48,6 +48,7 @@ import tensorflow_datasets as tfds
 
 from imagesets.publishing import versions
 from imagesets.reading import mixing
+from imagesets.reading import order as order_lib
 from imagesets.reading import preprocess_ops as ops
 from imagesets.reading import sources
 from imagesets.reading import streaming
@@ -71,10 +72,6 @@ build_command = sources.build_command
 
 # Independent streams derived from the user's seed.
 _SHUFFLE_SALT, _EXAMPLE_SALT = 1, 2
-
-
-def _derived_seed(seed: int, *salts: int) -> int:
-  return int(np.random.SeedSequence([seed, *salts]).generate_state(1, np.uint32)[0])
 
 
 def _options(deterministic: bool) -> tf.data.Options:
@@ -181,7 +178,7 @@ def _map_with_seeds(ds, preprocess, seed, input_context):
   """Maps `preprocess` with a per-example seed (int64 [2]): (a key of seed and worker,
   the element's position). The seeds follow the seeded element order, not thread timing."""
   worker = input_context.input_pipeline_id if input_context else 0
-  key = tf.constant(_derived_seed(seed, _EXAMPLE_SALT, worker), tf.int64)
+  key = tf.constant(order_lib.derived_seed(seed, _EXAMPLE_SALT, worker), tf.int64)
   return ds.enumerate().map(
       lambda index, data: preprocess({**data, ops.SEED_KEY: tf.stack([key, index])}),
       num_parallel_calls=AUTOTUNE)
@@ -287,7 +284,7 @@ def _train(source, split, *, keys, encoded_keys, preprocess, seed, input_context
     ds = ds.map(cache_op, num_parallel_calls=AUTOTUNE).cache()
   elif cache:
     ds = ds.cache()
-  ds = ds.shuffle(shuffle_buffer, seed=_derived_seed(seed, _SHUFFLE_SALT),
+  ds = ds.shuffle(shuffle_buffer, seed=order_lib.derived_seed(seed, _SHUFFLE_SALT),
                   reshuffle_each_iteration=True)
   if not streamed:
     ds = ds.repeat(num_epochs)
@@ -391,13 +388,12 @@ def _check_mixed(mix, *, keys, **given) -> None:
 def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
   """A mix's training batches (see `classification_train`): its examples by position,
   each crop and flip seeded by the example's count in the job."""
-  input_context = finish["input_context"]
-  reader, readers = ((input_context.input_pipeline_id, input_context.num_input_pipelines)
-                     if input_context is not None else (0, 1))
+  reader, readers = streaming.reader_of(finish["input_context"])
   check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
                 finish["drop_remainder"], readers, what="an epoch of the mix")
   run = mix.run(readers, start=start, num_epochs=num_epochs)
-  key = tf.constant(_derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT), tf.int64)
+  key = tf.constant(order_lib.derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT),
+                    tf.int64)
   ds = mixing.records(run, reader).map(
       lambda e: preprocess({"image": e["image"], "label": e["label"], "source": e["source"],
                             ops.SEED_KEY: tf.stack([key, e["index"]])}),

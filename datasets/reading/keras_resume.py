@@ -26,9 +26,10 @@ import json
 import os
 import pathlib
 import shutil
-import uuid
 
 import keras
+
+from imagesets.publishing import transfer
 
 POSITION_FILE = "input_position.json"
 _METADATA = "training_metadata.json"   # keras' BackupAndRestore's
@@ -107,6 +108,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
       raise ValueError(f"the pipeline does not start where the backup in {backup_dir} left "
                        "off: make it with start=keras_resume.saved_start(backup_dir)")
     self._before = 0 if entry is None else entry["batches"]   # batches trained before
+    self._last_save = entry   # the position of the last backup (kept beside the next one)
     self._taken = 0                                           # batches trained in this fit
     self._seen_batch = -1
 
@@ -135,25 +137,16 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     folder = pathlib.Path(self.backup_dir)
     folder.mkdir(parents=True, exist_ok=True)
     batches = self._before + self._taken
-    old = _read_json(folder / POSITION_FILE, "input position") or {}
-    entries = [e for e in old.get("saves", []) if isinstance(e, dict)][-1:] if isinstance(
-        old.get("saves"), list) else []
-    entries.append({"batches": batches, "position": self._run.position(
-        [self._taken * self._batch_size]).to_json()})
-    _write_atomically(folder / POSITION_FILE, {"saves": entries})
+    saving = {"batches": batches,
+              "position": self._run.position([self._taken * self._batch_size]).to_json()}
+    entries = [self._last_save, saving] if self._last_save is not None else [saving]
+    transfer.write_atomically(folder / POSITION_FILE, json.dumps({"saves": entries}).encode())
+    self._last_save = saving
     if self.double_checkpoint and os.path.exists(self._weights_path):
       shutil.copy(self._weights_path, self._prev_weights_path)
     if self.double_checkpoint and os.path.exists(self._training_metadata_path):
       shutil.copy(self._training_metadata_path, self._prev_training_metadata_path)
     self.model.save_weights(filepath=self._weights_path, overwrite=True)
-    _write_atomically(pathlib.Path(self._training_metadata_path), {
-        "epoch": self._current_epoch, "batch": self._last_batch_seen, "input_batches": batches})
-
-
-def _write_atomically(path: pathlib.Path, data: dict) -> None:
-  part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-  try:
-    part.write_text(json.dumps(data))
-    os.replace(part, path)
-  finally:
-    part.unlink(missing_ok=True)
+    transfer.write_atomically(pathlib.Path(self._training_metadata_path), json.dumps({
+        "epoch": self._current_epoch, "batch": self._last_batch_seen,
+        "input_batches": batches}).encode())

@@ -70,36 +70,10 @@ class Part:
     return f"{self.dataset}[{self.split}]"
 
 
-def _derived_seed(seed: int, k: int) -> int:
-  return int(np.random.SeedSequence([seed, 3, k]).generate_state(1, np.uint32)[0])
+_PART_SALT = 3   # (input_pipeline's seeds use salts 1 and 2)
 
 
-class Reopened:
-  """Pickled by its arguments `_args`; unpickled (in Grain's worker processes) by opening
-  again (`_open`): what it opened (files, caches, builders) stays in its process."""
-
-  _args: dict
-
-  def _open(self) -> None:
-    raise NotImplementedError
-
-  def __getstate__(self):
-    return self._args
-
-  def __setstate__(self, args):
-    self._args = args
-    self._open()
-
-
-def digest(data) -> str | None:
-  """A short digest of JSON `data` (a start position) for a repr; None stays None."""
-  if data is None:
-    return None
-  data = data.to_json() if hasattr(data, "to_json") else data
-  return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Mix(Reopened):
+class Mix(sources_lib.Reopened):
   """Parts opened and checked, their shares, classes and schedule (`mix(...)` makes one).
   Pickled by its arguments (Grain's worker processes open the parts again)."""
 
@@ -137,7 +111,8 @@ class Mix(Reopened):
     self.per_epoch, self.examples_per_epoch = _shares(self.parts, self.sizes,
                                                       args["examples_per_epoch"])
     self.counts = mix_order.whole_counts(mix_order.proportions(self.per_epoch))
-    self.orders = [order_lib.Order(shards, _derived_seed(self.seed, k), True, "shuffle")
+    self.orders = [order_lib.Order(shards, order_lib.derived_seed(self.seed, _PART_SALT, k),
+                                   True, "shuffle")
                    for k, shards in enumerate(self.shards)]
     described = json.dumps([[o.fingerprint for o in self.orders], list(self.counts),
                             [list(ids) for ids in self.label_ids], self.seed,
@@ -234,15 +209,18 @@ def _classes(mix_: Mix, labels: str):
     classes = list(dict.fromkeys(named[0]))
     for part, names in zip(mix_.parts[1:], named[1:]):
       if set(names) != set(classes):
-        def show(p, n):
-          return (f"{p.describe()} has {len(set(n))} ({', '.join(sorted(set(n))[:5])}"
-                  f"{', ...' if len(set(n)) > 5 else ''})")
         raise ValueError(
-            f"the parts have different classes: {show(mix_.parts[0], classes)}, "
-            f"{show(part, names)}; give labels='union' (ids of the sorted union, in "
+            f"the parts have different classes: {_shown(mix_.parts[0], classes)}, "
+            f"{_shown(part, names)}; give labels='union' (ids of the sorted union, in "
             "mix.classes) or map them with Part(label_map={name: mix_name})")
   index = {name: i for i, name in enumerate(classes)}
   return tuple(classes), tuple(tuple(index[n] for n in names) for names in named)
+
+
+def _shown(part: Part, names) -> str:
+  names = sorted(set(names))
+  return (f"{part.describe()} has {len(names)} ({', '.join(names[:5])}"
+          f"{', ...' if len(names) > 5 else ''})")
 
 
 class MixedRun:
@@ -267,29 +245,28 @@ class MixedRun:
     streamed = [s for s in mix_.sources if s.cache is not None]
     largest = max((s.largest_shard for s in streamed), default=0)
     windows = []
-    for source, part in zip(mix_.sources, mix_.parts):
+    for source, part, shards in zip(mix_.sources, mix_.parts, mix_.shards):
       window = window_shards
       if source.cache is not None:   # every part's windows of every reader in one limit
         window = source.cache.window_size_for(window_shards, largest, held,
                                               readers * len(streamed))
         source.cache.check_fits(largest, "the mix's parts in the cache", held,
                                 readers * len(streamed))
-      streaming.check_readers(source.builder, part.split, mix_.shards[len(windows)], readers,
-                              "readers of the mix")
+      streaming.check_readers(source.builder, part.split, shards, readers, "readers of the mix")
       windows.append(window)
     self.windows = tuple(windows)
-    if position is not None:
-      _check_reachable(mix_, position)
     if position is None:
       after, self.offsets, self.done = [None] * len(windows), [0] * readers, 0
       self.first_index = 0
-    elif position.readers == readers and position.windows == self.windows:
-      after, self.offsets, self.done = list(position.sources), list(position.at), position.done
-      self.first_index = position.first_index
     else:
-      after = _part_positions(mix_, position)
-      self.offsets, self.done = [0] * readers, position.done + sum(position.at)
-      self.first_index = position.next_index()
+      _check_reachable(mix_, position)
+      if position.readers == readers and position.windows == self.windows:   # continued
+        after, self.offsets, self.done = list(position.sources), list(position.at), position.done
+        self.first_index = position.first_index
+      else:   # each part from its own position, dealt to these readers
+        after = _part_positions(mix_, position)
+        self.offsets, self.done = [0] * readers, position.done + sum(position.at)
+        self.first_index = position.next_index()
     self.runs = [order_lib.Run(order, readers, window, after=a)
                  for order, window, a in zip(mix_.orders, self.windows, after)]
     self._after = after
@@ -424,9 +401,7 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
     none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
     ds = ds.concatenate(streaming.finishing(run).map(
         lambda s: {"image": s, "label": none, "source": none, "index": none}))
-  options = tf.data.Options()
-  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-  ds = ds.with_options(options)
+  ds = streaming.with_file_reads(ds)
   ds._imagesets_mix_run = run   # (held by the dataset: the numpy functions hold it weakly)
   return ds
 

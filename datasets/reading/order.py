@@ -36,6 +36,11 @@ import numpy as np
 MIXES = ("shuffle", "interleave")
 
 
+def derived_seed(seed: int, *salts: int) -> int:
+  """An independent stream's seed, derived from the user's `seed` and `salts`."""
+  return int(np.random.SeedSequence([seed, *salts]).generate_state(1, np.uint32)[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardSlice:
   """Records [skip, skip + take) of shard file `name` (a split slice such as train[:10%]

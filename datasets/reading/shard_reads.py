@@ -285,8 +285,7 @@ class PlannedReads:
   def _leave(self, key, entry: _Open, indices) -> None:
     with self._lock:
       where = np.asarray(indices) - self._run.order.shards[key[2]].skip
-      entry.distinct += len(where) - int(entry.read[where].sum()) if len(where) > 1 else (
-          not entry.read[where[0]])
+      entry.distinct += len(where) - int(entry.read[where].sum())
       entry.read[where] = True
       entry.busy -= 1
       if entry.done and not entry.busy and self._open.get(key) is entry:

@@ -22,6 +22,8 @@ downloaded and checked at once, and its shards only as they are read.
 """
 
 import dataclasses
+import hashlib
+import json
 import os
 import pathlib
 import re
@@ -63,6 +65,32 @@ def check_cache_options(data_dir, cache_dir, cache_limit) -> None:
       "read in place as a local TFDS data dir; for a version published to that folder, read "
       f"it through the verified, cached path with data_dir='file://{folder}', else leave "
       f"{' and '.join(g.split('=')[0] for g in given)} out")
+
+
+class Reopened:
+  """Pickled by its arguments `_args`; unpickled (in Grain's worker processes) by opening
+  its sources again (`_open`): what it opened (files, caches, builders) stays in its
+  process."""
+
+  _args: dict
+
+  def _open(self) -> None:
+    raise NotImplementedError
+
+  def __getstate__(self):
+    return self._args
+
+  def __setstate__(self, args):
+    self._args = args
+    self._open()
+
+
+def digest(data) -> str | None:
+  """A short digest of JSON `data` (a start position) for a repr; None stays None."""
+  if data is None:
+    return None
+  data = data.to_json() if hasattr(data, "to_json") else data
+  return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclasses.dataclass

@@ -74,8 +74,7 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
   """Serialized examples of `split`, `num_epochs` times (None: forever), as tf.data:
   stored order, or the order of `seed` with `shuffle`. Checkpointable (a window is a
   function of its pass and number alone)."""
-  reader, readers = ((input_context.input_pipeline_id, input_context.num_input_pipelines)
-                     if input_context is not None else (0, 1))
+  reader, readers = reader_of(input_context)
   tfrecord = source.file_format == "tfrecord"
   run = run_for(source, split, shuffle=shuffle, seed=seed, readers=readers,
                 mix="interleave" if tfrecord else "shuffle", window_shards=window_shards,
@@ -88,19 +87,32 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
     ds = _windows(run, reader).flat_map(_position_window(run, reads, deterministic)).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(finishing(reads))
-  options = tf.data.Options()
-  options.deterministic = deterministic
-  # The numpy functions only pin and open files that are the same whenever they run, so
-  # iterator checkpoints may leave them out.
-  options.experimental_external_state_policy = (
-      tf.data.experimental.ExternalStatePolicy.IGNORE)
-  ds = ds.with_options(options)
+  ds = with_file_reads(ds, deterministic)
   # The numpy functions hold the reads weakly (`weakly`): the dataset (and so its
   # iterators, which hold their dataset) holds them, and a dropped pipeline's go with it,
   # letting its shards go.
   ds._imagesets_reads = reads
   ds._imagesets_run = run
   return ds
+
+
+def reader_of(input_context) -> tuple[int, int]:
+  """(reader, readers): input pipeline i of n (`input_context`) is reader i of n; without
+  one, the only reader."""
+  if input_context is None:
+    return 0, 1
+  return input_context.input_pipeline_id, input_context.num_input_pipelines
+
+
+def with_file_reads(ds: tf.data.Dataset, deterministic: bool = True) -> tf.data.Dataset:
+  """`ds`, whose numpy functions read records of shard files, made checkpointable: they
+  only pin and open files that are the same whenever they run, so iterator checkpoints
+  may leave them out."""
+  options = tf.data.Options()
+  options.deterministic = deterministic
+  options.experimental_external_state_policy = (
+      tf.data.experimental.ExternalStatePolicy.IGNORE)
+  return ds.with_options(options)
 
 
 def position(ds: tf.data.Dataset, taken) -> order_lib.Position:
