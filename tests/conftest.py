@@ -40,6 +40,8 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 
 # Bucket servers (S3 + GCS) and a fresh bucket URL per test: see bucket_servers.py.
 from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
+# Shard downloads from a file:// bucket, counted where they happen: see bucket_reads.py.
+from bucket_reads import bucket_reads  # noqa: E402,F401
 
 
 def build_synthetic(data_dir: pathlib.Path, config: str = "tiny") -> pathlib.Path:

@@ -7,7 +7,6 @@ with each shard downloaded once a pass (downloads counted at the bucket)."""
 
 import collections
 import hashlib
-import sys
 import threading
 
 import numpy as np
@@ -232,21 +231,6 @@ def test_grain_reads_a_mix_and_resumes_on_another_worker_count(data_dir):
         [part for part, _, _ in raw(run, reader, 4)], [label for _, _, label in raw(run, reader, 4)]]
 
 
-# Downloads counted where they happen: the opens of the file:// bucket's shard files.
-class BucketReads:
-  root = None
-  opened: collections.Counter = collections.Counter()
-
-  @classmethod
-  def hook(cls, event, args):
-    if event == "open" and cls.root and isinstance(args[0], str) and isinstance(args[1], str):
-      if args[0].startswith(cls.root) and "-of-" in args[0] and "r" in args[1] and "+" not in args[1]:
-        cls.opened[args[0][len(cls.root):]] += 1
-
-
-sys.addaudithook(BucketReads.hook)
-
-
 def cached_bytes(cache_dir) -> int:
   total = 0
   for path in cache_dir.rglob("shards/*"):
@@ -257,8 +241,8 @@ def cached_bytes(cache_dir) -> int:
   return total
 
 
-def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(data_dir,
-                                                                              tmp_path):
+def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(
+    data_dir, tmp_path, bucket_reads):
   url, local = f"file://{tmp_path}/bucket", tmp_path / "tfds"
   # Three parts of 40 photos in 4 shards each, shards of about one size.
   specs = tuple(photo_datasets.build(local, name, ["a", "b"], 40, seed=seed, size=(64, 48))
@@ -275,7 +259,7 @@ def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(da
   mix = mixing.mix(parts, cache_dir=tmp_path / "c2", cache_limit=limit)
   run = mix.run(num_epochs=1)   # (an endless run's batched reads go on into the next pass)
   assert run.windows == (1, 1, 1)
-  BucketReads.root, BucketReads.opened = url[len("file://"):], collections.Counter()
+  opened = bucket_reads(url)   # (downloads counted at the bucket: `bucket_reads`)
   peak, reading = [0], threading.Event()
 
   def watch():   # the cache's bytes on disk while it is read (downloads at their size)
@@ -286,7 +270,6 @@ def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(da
   try:
     seen = raw(run, 0, mix.examples_per_epoch)   # one epoch: each part's records once
   finally:
-    BucketReads.root = None
     reading.set()
     watcher.join()
   assert 0 < peak[0] <= limit
@@ -294,7 +277,7 @@ def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(da
   for k, spec in enumerate(specs):
     assert sorted(image for part, image, _ in seen if part == k) == sorted(
         records_of(local, spec))
-  downloaded = {name: n for name, n in BucketReads.opened.items() if "train" in name}
+  downloaded = {name: n for name, n in opened.items() if "train" in name}
   assert len(downloaded) == 12 and set(downloaded.values()) == {1}, downloaded
   with pytest.raises(ValueError, match="is smaller than"):
     mixing.mix(parts, cache_dir=tmp_path / "c3", cache_limit=2 * largest).run()

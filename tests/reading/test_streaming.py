@@ -28,6 +28,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import bucket_servers as servers
+from bucket_reads import AUDIT
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
@@ -157,34 +158,6 @@ def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
   with pytest.raises(ValueError, match="cache= keeps the split in memory"):
     input_pipeline.classification_train(SPEC, data_dir=url, seed=0, cache="encoded",
                                         cache_dir=tmp_path / "c", **kwargs)
-
-
-# Counts the opens (for reading) of a file:// bucket's shard files: every download of a
-# shard, in this process, by any code. Installed once (audit hooks cannot be removed).
-AUDIT = """
-import collections, sys
-class BucketReads:
-  root, opened = None, collections.Counter()
-  @classmethod
-  def hook(cls, event, args):
-    if event == "open" and cls.root and isinstance(args[0], str) and isinstance(args[1], str):
-      name = args[0].rsplit("/", 1)[-1]
-      if args[0].startswith(cls.root) and "-of-" in name and "r" in args[1] and "+" not in args[1]:
-        cls.opened[name] += 1
-sys.addaudithook(BucketReads.hook)
-"""
-exec(AUDIT)
-
-
-@pytest.fixture
-def bucket_reads():
-  """Counts shard downloads from the file:// bucket `url` given to `watch(url)`."""
-  def watch(url):
-    BucketReads.root = url[len("file://"):]
-    BucketReads.opened = collections.Counter()
-    return BucketReads.opened
-  yield watch
-  BucketReads.root = None
 
 
 def our_line(error: BaseException) -> str:
