@@ -345,9 +345,15 @@ class MixedSource(sources.Reopened):
     return _ENDLESS
 
   def __getitem__(self, key: int):
-    if key < 0:
+    # (Grain reads key % len(self): the padding key is a key of its own, read as nothing)
+    if key == _MIXED_PADDING:
       return None   # a worker's slot past its reader's end (`NotPadding` drops it)
     return self.run.read_one(int(key) % self.run.readers, int(key) // self.run.readers)
+
+
+# The key of a mixed sampler's padding slot: within the source's length (Grain takes keys
+# modulo it), past every position's key (j * readers + reader < 2**62 - 1 for any real job).
+_MIXED_PADDING = _ENDLESS - 1
 
 
 class MixedSampler:
@@ -388,8 +394,8 @@ class MixedSampler:
     reader = self._reader(index % self._workers)
     j = run.offsets[reader] + index // self._workers
     end = run.length(reader)
-    if end is not None and j >= end:
-      return grain.RecordMetadata(index=index, record_key=-1)   # padding (see __getitem__)
+    if end is not None and j >= end:   # padding: no read (see MixedSource.__getitem__)
+      return grain.RecordMetadata(index=index, record_key=_MIXED_PADDING)
     rng = np.random.Generator(np.random.Philox(
         key=[self._seed % 2**64, int(run.global_index(reader, j))]))
     return grain.RecordMetadata(index=index, record_key=j * run.readers + reader, rng=rng)

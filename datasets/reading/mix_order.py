@@ -1,36 +1,50 @@
-"""Which source each position of a mixed read comes from, as pure functions.
+"""Which part each position of a mixed read comes from, as pure functions.
 
-A mix of K sources reads, at each reader's local position j (0, 1, 2, ...), the next
-record of source `Schedule.at(j)`'s own read order (`order`: the reader's shards of that
-source, in windows, a new seeded order each of the source's epochs). The schedule is
-periodic: proportions p_k (exact fractions) become whole counts a_k over a period
-C = sum(a_k) (the least common denominator when it is at most `MAX_PERIOD`, else
-`MAX_PERIOD` slots apportioned by largest remainders, so each p_k is off by < 1/C), and
-slot t of the period goes to the source furthest behind its share: argmax over k of
-(t + 1) * a_k - C * c_k(t), ties to the lowest k (c_k(t): slots of k before t). So
+A mix of K parts reads each part in its own read order (`order.Run`: each reader its own
+shards of the part, in windows, a new seeded order each of the part's epochs). A **mixed
+epoch** reads exactly `per_epoch[k]` records of part k (`repeat` times its records,
+`choose` records, or its weight's whole share), on any number of readers and across
+resumes:
 
-* the source and the source's record rank at j are functions of (proportions, j) alone
-  (`at`), the same in every process, worker and run;
-* over every prefix, |c_k(n) - n * p_k| <= `discrepancy` (computed exactly over one period:
-  the schedule repeats), and so any window of L consecutive positions of a reader holds
-  L * p_k +- 2 * discrepancy records of source k. A job of R readers (global position
-  i read by reader i % R at j = i // R) holds L * p_k +- 2 * R * discrepancy in any L.
+* **The part's stream.** Part k's records in the job, epoch after epoch, make one stream;
+  mixed epoch e reads its records [e * per_epoch[k], (e + 1) * per_epoch[k]). So with
+  `repeat=1` a mixed epoch reads every record of the part exactly once, with `repeat=2`
+  exactly twice, and `choose=N` the part's next N records.
+* **Readers' shares.** A pass of a part deals whole shards to the readers (`order`):
+  reader r reads L_r of the pass's T records. The first g records of the pass's stream are
+  reader r's `merged_counts(L, g)[r]`: the even merge below, so each reader's share of any
+  prefix is proportional to its shards within a record or so. Reader r's quota of part k
+  in mixed epoch e is its share of the stream's records of that epoch; a reader reads
+  exactly its own shards of each pass of each part, so the readers of a job together read
+  each part's stream exactly.
+* **A reader's epoch.** Reader r's positions in a mixed epoch are its quotas of the parts
+  (n_k: sum N), interleaved by the even merge: record m of part k has the time
+  (2m + 1) / (2 n_k), and records are read in the order of (time, k). Over any prefix of g
+  positions part k holds g * n_k / N +- (1 + K * n_k / N) / 2 records (see
+  `merged_counts`), and so any window of L positions holds L * n_k / N +- (1 + K * n_k / N).
+* **Resume.** A job's place is `MixedPosition`: each reader's position in its run, the
+  run's unfinished mixed epochs (the quotas left of each, `passes`), and each part's
+  `order.Position`. With the same readers and windows a run continues record for record;
+  on another number of readers each part resumes from its own position and the unfinished
+  epochs' quotas are dealt to the new readers: every mixed epoch still reads exactly its
+  counts.
 
-`MixedPosition` is where a mixed job is (its readers' j and the sources' resume points).
 Nothing here reads a file or looks at a clock.
 """
 
+import bisect
 import dataclasses
 import fractions
-import functools
+import heapq
 import math
+import threading
 
 import numpy as np
 
 from imagesets.reading import order as order_lib
 
-MAX_PERIOD = 1 << 16
 MAX_SOURCES = 256
+MAX_PASSES = 1000   # unfinished mixed epochs a saved position may carry (readers are an epoch or two apart)
 
 
 def proportions(weights) -> tuple[fractions.Fraction, ...]:
@@ -51,84 +65,70 @@ def proportions(weights) -> tuple[fractions.Fraction, ...]:
   return tuple(w / total for w in exact)
 
 
-def whole_counts(shares) -> tuple[int, ...]:
-  """a_k: the slots of each source in one period (see the module docstring)."""
-  period = functools.reduce(math.lcm, (p.denominator for p in shares), 1)
-  if period <= MAX_PERIOD:
-    return tuple(int(p * period) for p in shares)
-  ideal = [p * MAX_PERIOD for p in shares]
-  counts = [math.floor(x) for x in ideal]
-  left = MAX_PERIOD - sum(counts)
-  for k in sorted(range(len(shares)), key=lambda k: (counts[k] - ideal[k], k))[:left]:
+def apportion(total: int, weights) -> tuple[int, ...]:
+  """`total` records split by `weights` in whole counts: each the floor of its exact share,
+  the records left to the largest remainders (ties to the lower index)."""
+  shares = [p * total for p in proportions(weights)]
+  counts = [math.floor(s) for s in shares]
+  for k in sorted(range(len(shares)), key=lambda k: (counts[k] - shares[k], k))[
+      :total - sum(counts)]:
     counts[k] += 1
-  small = [k for k, count in enumerate(counts) if count == 0]
-  if small:
-    raise ValueError(f"source {small[0]}'s weight is below 1/{MAX_PERIOD} of the total: "
-                     "give it a larger weight, or leave it out")
   return tuple(counts)
 
 
-@dataclasses.dataclass(frozen=True)
-class Schedule:
-  """The periodic schedule of slot counts `counts` (see the module docstring)."""
-
-  counts: tuple[int, ...]
-
-  @functools.cached_property
-  def period(self) -> int:
-    return sum(self.counts)
-
-  @functools.cached_property
-  def _slots(self) -> tuple[np.ndarray, np.ndarray, float]:
-    """(source of each slot of the period, its rank among that source's slots,
-    discrepancy)."""
-    a = np.array(self.counts, np.int64)
-    period = self.period
-    seen = np.zeros(len(a), np.int64)
-    sources = np.empty(period, np.int16)
-    ranks = np.empty(period, np.int64)
-    worst = 0
-    for t in range(period):
-      k = int(np.argmax((t + 1) * a - period * seen))
-      sources[t], ranks[t] = k, seen[k]
-      seen[k] += 1
-      worst = max(worst, int(np.abs(period * seen - (t + 1) * a).max()))
-    assert seen.tolist() == list(self.counts)   # (each source's share, once a period)
-    return sources, ranks, worst / period
-
-  @property
-  def discrepancy(self) -> float:
-    """max over prefixes n and sources k of |c_k(n) - n * p_k| (< 1 for every schedule
-    the tests build)."""
-    return self._slots[2]
-
-  def at(self, j) -> tuple[np.ndarray, np.ndarray]:
-    """(source, rank) of each position `j` (int64 array): rank is how many records of that
-    source the reader read before."""
-    j = np.asarray(j, np.int64)
-    sources, ranks, _ = self._slots
-    cycles, slot = np.divmod(j, self.period)
-    source = sources[slot].astype(np.int64)
-    return source, cycles * np.asarray(self.counts, np.int64)[source] + ranks[slot]
-
-  def one(self, j: int) -> tuple[int, int]:
-    """`at` of one position, in Python ints (a Grain worker asks one at a time)."""
-    sources, ranks, _ = self._slots
-    cycles, slot = divmod(int(j), self.period)
-    k = int(sources[slot])
-    return k, cycles * self.counts[k] + int(ranks[slot])
-
-  def before(self, j: int) -> list[int]:
-    """c_k(j): how many records of each source a reader reads at positions [0, j)."""
-    cycles, slot = divmod(int(j), self.period)
-    head = np.bincount(self._slots[0][:slot].astype(np.int64), minlength=len(self.counts))
-    return [cycles * a + int(h) for a, h in zip(self.counts, head)]
+def _time(m: int, n: int) -> fractions.Fraction:
+  """The even merge's time of record m of a source of n records."""
+  return fractions.Fraction(2 * m + 1, 2 * n)
 
 
-@functools.lru_cache(maxsize=16)
-def schedule(counts: tuple[int, ...]) -> Schedule:
-  """The `Schedule` of `counts`, built once a process."""
-  return Schedule(counts)
+def merged_counts(counts, g: int) -> list[int]:
+  """How many records of each source come among the first `g` of the even merge of
+  sources of `counts` records (see the module docstring). The g-th record's time tau
+  holds tau * n_k -+ 1/2 of each source, so each count is g * n_k / N within
+  (1 + K * n_k / N) / 2. Cost: O(K log K)."""
+  counts = [int(n) for n in counts]
+  total = sum(counts)
+  if not 0 <= g <= total:
+    raise ValueError(f"{g} records of a merge of {total}")
+  if g == total:
+    return counts
+  # Records of time <= g / N, then the latest taken back or the earliest added: at most
+  # K / 2 steps (each source's count is within 1/2 of g * n_k / N).
+  taken = [min(n, (2 * g * n + total) // (2 * total)) for n in counts]
+  excess = sum(taken) - g
+  if excess > 0:
+    heap = [(-_time(c - 1, n), -k) for k, (c, n) in enumerate(zip(taken, counts)) if c]
+    heapq.heapify(heap)
+    for _ in range(excess):
+      _, k = heapq.heappop(heap)
+      k = -k
+      taken[k] -= 1
+      if taken[k]:
+        heapq.heappush(heap, (-_time(taken[k] - 1, counts[k]), -k))
+  elif excess < 0:
+    heap = [(_time(c, n), k) for k, (c, n) in enumerate(zip(taken, counts)) if c < n]
+    heapq.heapify(heap)
+    for _ in range(-excess):
+      _, k = heapq.heappop(heap)
+      taken[k] += 1
+      if taken[k] < counts[k]:
+        heapq.heappush(heap, (_time(taken[k], counts[k]), k))
+  return taken
+
+
+def merged_sources(counts, taken, count: int) -> list[int]:
+  """The sources of the `count` records that follow `taken` (`merged_counts` of a prefix)
+  in the even merge of `counts`."""
+  heap = [(_time(c, n), k) for k, (c, n) in enumerate(zip(taken, counts)) if c < n]
+  heapq.heapify(heap)
+  out, taken = [], list(taken)
+  for _ in range(count):
+    _, k = heapq.heappop(heap)   # (IndexError past the merge's end)
+    out.append(k)
+    taken[k] += 1
+    if taken[k] < counts[k]:
+      heapq.heappush(heap, (_time(taken[k], counts[k]), k))
+  return out
 
 
 class MixedPositionError(order_lib.PositionError):
@@ -137,24 +137,28 @@ class MixedPositionError(order_lib.PositionError):
 
 @dataclasses.dataclass(frozen=True)
 class MixedPosition:
-  """Where a mixed job is: reader r of `readers` has read positions [0, at[r]) of its run;
-  the run's sources were resumed from `sources[k]` (an `order.Position`, or None: from
-  their start) with windows of `windows[k]` shards; `done` examples were read in the runs
-  before (for `num_epochs`); the run's examples are counted from `first_index` on (position
-  j of reader r is example first_index + j * readers + r: each example of the job its own
-  count, which seeds its augmentation); `fingerprint` names the mix."""
+  """Where a mixed job is: reader r of `readers` has read positions [0, at[r]) of its run.
+  The run's passes are `passes` (the mixed epochs left unfinished when it was resumed:
+  (epoch, records of each part still to read)), then full mixed epochs from `first_full`;
+  its parts were resumed from `sources[k]` (an `order.Position`, or None: from their
+  start) with windows of `windows[k]` shards. The run's examples are counted from
+  `first_index` on (position j of reader r is example first_index + j * readers + r: each
+  example of the job its own count, which seeds its augmentation); `fingerprint` names
+  the mix."""
 
   readers: int
   at: tuple[int, ...]
   windows: tuple[int, ...]
   sources: tuple["order_lib.Position | None", ...]
-  done: int
+  passes: tuple[tuple[int, tuple[int, ...]], ...]
+  first_full: int
   fingerprint: str
   first_index: int = 0
 
   def to_json(self) -> dict:
     return {"mix": self.fingerprint, "readers": self.readers, "at": list(self.at),
-            "windows": list(self.windows), "done": self.done, "first_index": self.first_index,
+            "windows": list(self.windows), "first_index": self.first_index,
+            "passes": [[e, list(q)] for e, q in self.passes], "first_full": self.first_full,
             "sources": [None if p is None else p.to_json() for p in self.sources]}
 
   def next_index(self) -> int:
@@ -170,22 +174,212 @@ class MixedPosition:
       raise MixedPositionError(
           "not a saved mixed read position: give what `mixing.position()` (or the keras "
           "callback's `saved_start`) returned")
+    if "passes" not in data:
+      raise MixedPositionError(
+          "a mixed read position saved by an older imagesets, whose mixed epochs were not "
+          "exact per part: start this epoch again without it")
     try:
       readers, at, windows = data["readers"], list(data["at"]), list(data["windows"])
-      done, fingerprint, saved = data["done"], data["mix"], list(data["sources"])
-      first_index = data.get("first_index", 0)
-    except (KeyError, TypeError) as error:
+      fingerprint, saved = data["mix"], list(data["sources"])
+      first_index, first_full = data.get("first_index", 0), data["first_full"]
+      passes = [(e, list(q)) for e, q in data["passes"]]
+    except (KeyError, TypeError, ValueError) as error:
       raise MixedPositionError(f"not a saved mixed read position (no {error})") from None
-    numbers = [readers, done, first_index, *at, *windows]
+    numbers = [readers, first_index, first_full, *at, *windows,
+               *(n for e, q in passes for n in (e, *q))]
     if not all(type(n) is int for n in numbers) or not isinstance(fingerprint, str):
       raise MixedPositionError("a saved mixed read position holds something other than whole "
                                "numbers: it was edited or damaged")
+    epochs = [e for e, _ in passes]
     if not (1 <= readers <= order_lib.MAX_READERS and len(at) == readers
             and 1 <= len(windows) == len(saved) <= MAX_SOURCES and min(windows) >= 1
-            and min(at) >= 0 and 0 <= done <= order_lib.MAX_PASS and max(at) <= order_lib.MAX_PASS
-            and 0 <= first_index <= order_lib.MAX_PASS * order_lib.MAX_READERS):
+            and min(at) >= 0 and max(at) <= order_lib.MAX_PASS
+            and 0 <= first_index <= order_lib.MAX_PASS * order_lib.MAX_READERS
+            and 0 <= first_full <= order_lib.MAX_PASS and len(passes) <= MAX_PASSES
+            and all(len(q) == len(saved) and min(q) >= 0 and sum(q) > 0 for _, q in passes)
+            and epochs == sorted(set(epochs)) and all(0 <= e < first_full for e in epochs)):
       raise MixedPositionError(f"a saved mixed read position with {readers} readers and "
                                f"{len(saved)} sources is out of bounds: it was edited or damaged")
     return cls(readers, tuple(at), tuple(windows),
                tuple(None if p is None else order_lib.Position.from_json(p) for p in saved),
-               done, fingerprint, first_index)
+               tuple((e, tuple(q)) for e, q in passes), first_full, fingerprint, first_index)
+
+
+class MixedOrder:
+  """The mixed order of a job of `readers` readers (see the module docstring): the parts'
+  `orders`, each read `per_epoch[k]` records a mixed epoch in windows of `windows[k]`
+  shards, from `sources[k]` (an `order.Position` or None); the run's passes are `passes`
+  ((epoch, quotas): unfinished mixed epochs of a resumed job) then full mixed epochs from
+  `first_full`, up to epoch `num_epochs` (None: no end).
+
+  Bounds (every loop here ends): a part's passes are looked up until its stream passes a
+  count G, and each pass holds a record or more: at most G + 1 passes. A reader's mixed
+  passes are looked up until its positions pass j; every reader holds a shard, so a
+  record, of each full epoch of each part (checked here), and so a part's full epoch
+  reaches every reader within ceil(size_k / per_epoch[k]) + 1 mixed epochs: at most
+  (j + 1) * min_k(ceil(size_k / per_epoch[k]) + 1) passes past the leftovers."""
+
+  def __init__(self, orders, per_epoch, readers: int, windows, *, sources=None, passes=(),
+               first_full: int = 0, num_epochs: int | None = None):
+    self.orders, self.per_epoch = tuple(orders), tuple(int(c) for c in per_epoch)
+    self.readers, self.windows = readers, tuple(windows)
+    self.sources = tuple(sources) if sources is not None else (None,) * len(self.orders)
+    for order, size in zip(self.orders, self.per_epoch):
+      held = sum(1 for s in order.shards if s.take)
+      if held < readers:
+        raise order_lib.PositionError(
+            f"reader {readers - 1} of {readers} reads no shard of a part of {held}: a "
+            "position saved by more readers than shards was edited or damaged")
+      if size < 1:
+        raise ValueError(f"a part read {size} records a mixed epoch: every part is read")
+    self.parts = [order_lib.Run(o, readers, w, after=s)
+                  for o, w, s in zip(self.orders, self.windows, self.sources)]
+    self.num_epochs, self.first_full = num_epochs, first_full
+    self.all_passes = tuple((e, tuple(q)) for e, q in passes)
+    # (leftovers of epochs from num_epochs on stay unread: a position keeps them)
+    self.passes = tuple(p for p in self.all_passes if num_epochs is None or p[0] < num_epochs)
+    self._lock = threading.RLock()
+    self._part_ends = [[] for _ in self.orders]      # part k: its passes' cumulative records
+    self._part_lengths = [[] for _ in self.orders]   # part k: each pass's records per reader
+    self._part_before = [[] for _ in self.orders]    # part k: per reader, records before pass q
+    self._bounds = [[0] for _ in self.orders]        # part k: its stream before mixed pass h
+    self._starts: dict[tuple[int, int], tuple[int, ...]] = {}
+    self._ends: dict[int, list[int]] = {}            # reader: its passes' cumulative positions
+    self._cursor: dict[int, tuple[int, list[int]] | None] = {}   # reader: its last read's end
+
+  @property
+  def num_passes(self) -> int | None:
+    if self.num_epochs is None:
+      return None
+    if len(self.passes) < len(self.all_passes):
+      return len(self.passes)
+    return len(self.passes) + max(0, self.num_epochs - self.first_full)
+
+  def epoch(self, h: int) -> int:
+    return self.passes[h][0] if h < len(self.passes) else self.first_full + h - len(self.passes)
+
+  def quotas(self, h: int) -> tuple[int, ...]:
+    """Each part's records in mixed pass h, all readers together."""
+    return self.passes[h][1] if h < len(self.passes) else self.per_epoch
+
+  def _bound(self, k: int, h: int) -> int:
+    """Part k's stream records of the run before mixed pass h."""
+    bounds = self._bounds[k]
+    while len(bounds) <= h:
+      bounds.append(bounds[-1] + self.quotas(len(bounds) - 1)[k])
+    return bounds[h]
+
+  def _share(self, k: int, reader: int, stream: int) -> int:
+    """How many of the first `stream` records of part k's stream in this run are the
+    reader's: its shards' records, pass by pass; within a pass, the even merge of the
+    readers' records."""
+    ends, lengths, before = self._part_ends[k], self._part_lengths[k], self._part_before[k]
+    run = self.parts[k]
+    while not ends or ends[-1] <= stream:
+      q = len(ends)
+      dealt = np.array([run.pass_length(q, r) for r in range(self.readers)], np.int64)
+      before.append(before[-1] + lengths[-1] if lengths else np.zeros(self.readers, np.int64))
+      lengths.append(dealt)
+      ends.append((ends[-1] if ends else 0) + int(dealt.sum()))
+    q = bisect.bisect_right(ends, stream)
+    start = ends[q - 1] if q else 0
+    return int(before[q][reader]) + merged_counts(lengths[q], stream - start)[reader]
+
+  def starts(self, h: int, reader: int) -> tuple[int, ...]:
+    """The reader's records of each part read before mixed pass h: its ranks in the
+    parts' runs."""
+    with self._lock:
+      key = (h, reader)
+      found = self._starts.get(key)
+      if found is None:
+        found = tuple(self._share(k, reader, self._bound(k, h)) for k in range(len(self.orders)))
+        if len(self._starts) >= 64 * self.readers:
+          self._starts.pop(next(iter(self._starts)))
+        self._starts[key] = found
+      return found
+
+  def reader_quotas(self, h: int, reader: int) -> tuple[int, ...]:
+    """The reader's records of each part in mixed pass h."""
+    return tuple(b - a for a, b in zip(self.starts(h, reader), self.starts(h + 1, reader)))
+
+  def _reader_ends(self, reader: int, j: int | None) -> list[int]:
+    """The cumulative positions of the reader's mixed passes, at least until one passes j
+    (None: all of them; a run with an end). The class docstring bounds the passes."""
+    with self._lock:
+      ends = self._ends.setdefault(reader, [])
+      passes = self.num_passes
+      while (j is None or not ends or ends[-1] <= j) and (passes is None or len(ends) < passes):
+        ends.append((ends[-1] if ends else 0) + sum(self.reader_quotas(len(ends), reader)))
+      return ends
+
+  def length(self, reader: int) -> int | None:
+    """The reader's positions in the run (None: no end)."""
+    if self.num_passes is None:
+      return None
+    ends = self._reader_ends(reader, None)
+    return ends[-1] if ends else 0
+
+  def place(self, reader: int, j: int) -> tuple[int, int]:
+    """(mixed pass, index in it) of the reader's position j; j at the end of a run with an
+    end gives (its number of passes, 0)."""
+    ends = self._reader_ends(reader, j)
+    h = bisect.bisect_right(ends, j)
+    if h == len(ends) and j > (ends[-1] if ends else 0):
+      raise IndexError(f"reader {reader} reads {ends[-1] if ends else 0} positions in this "
+                       f"run, not {j}")
+    return h, j - (ends[h - 1] if h else 0)
+
+  def sources_at(self, reader: int, j0: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(part, rank in the part's run) of the reader's positions [j0, j0 + count)."""
+    parts, ranks = [], []
+    j = j0
+    with self._lock:
+      while count:
+        h, t = self.place(reader, j)
+        quotas = self.reader_quotas(h, reader)
+        take = min(count, sum(quotas) - t)
+        if take <= 0:
+          raise IndexError(f"reader {reader} reads {j} positions in this run, not {j0 + count}")
+        cursor = self._cursor.get(reader)
+        # (reads come in order: the last read's end saves a merge lookup)
+        taken = list(cursor[1]) if cursor and cursor[0] == j else merged_counts(quotas, t)
+        first = self.starts(h, reader)
+        for k in merged_sources(quotas, taken, take):
+          parts.append(k)
+          ranks.append(first[k] + taken[k])
+          taken[k] += 1
+        j, count = j + take, count - take
+        self._cursor[reader] = (j, taken) if t + take < sum(quotas) else None
+    return np.array(parts, np.int64), np.array(ranks, np.int64)
+
+  def consumed(self, reader: int, j: int) -> list[int]:
+    """The reader's records of each part at positions [0, j)."""
+    h, t = self.place(reader, j)
+    first = self.starts(h, reader)
+    if h == len(self._reader_ends(reader, j)):   # (the end of a run with an end)
+      return list(first)
+    return [a + b for a, b in zip(first, merged_counts(self.reader_quotas(h, reader), t))]
+
+  def resumed(self, at) -> dict:
+    """The arguments (`sources`, `passes`, `first_full`) of a run of any number of readers
+    that goes on from this run's readers at positions `at` (a run without an end): the
+    unfinished mixed epochs' quotas left and each part's position, so each mixed epoch
+    still reads exactly its counts and each part's stream goes on where it was."""
+    assert self.num_epochs is None
+    places = [self.place(r, j) for r, j in enumerate(at)]
+    passes = []
+    first, last = min(h for h, _ in places), max(h for h, _ in places)
+    for h in range(first, last + 1):
+      left = list(self.quotas(h))
+      for reader, (reached, t) in enumerate(places):
+        if reached >= h:
+          quotas = self.reader_quotas(h, reader)
+          done = quotas if reached > h else merged_counts(quotas, t)
+          left = [a - b for a, b in zip(left, done)]
+      if sum(left):
+        passes.append((self.epoch(h), tuple(left)))
+    consumed = [self.consumed(r, j) for r, j in enumerate(at)]
+    sources = tuple(run.position([run.place(r, consumed[r][k]) for r in range(self.readers)])
+                    for k, run in enumerate(self.parts))
+    return dict(sources=sources, passes=tuple(passes),
+                first_full=max(self.first_full, self.epoch(last) + 1))

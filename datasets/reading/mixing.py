@@ -11,17 +11,19 @@
       ...
 
 A `Part` is a split of a prepared version (local or in a bucket, TFRecord or ArrayRecord)
-with its share: a `weight` (every part one), or per epoch `repeat` times its records or
-`choose` records (MosaicML's `repeat`/`choose`; the default is `repeat=1`: each part's
-records once an epoch). Reader r of a job (an input pipeline, a Grain worker) reads, at its
-position j, the next record of part `Schedule.at(j)` (`mix_order`) from its own shards of
-that part in the part's own read order (`order`, `streaming`: windows of shards, records
-shuffled within a window, a new seeded order each of the part's epochs; a part smaller
-than its share repeats, a larger one is read on in the next epoch). So what comes at a
-position is a function of the parts, the weights, the seed and the position alone, and a
-job's state is its position (`MixedPosition`): with the same readers it resumes record for
-record; on another number of readers each part resumes from its own position (`order`:
-every record of a part's unfinished epoch read exactly once).
+with its share of a mixed epoch: per epoch `repeat` times its records or `choose` records
+(MosaicML's `repeat`/`choose`; the default is `repeat=1`: each part's records once an
+epoch), or a `weight` on every part (an epoch of `examples_per_epoch` records, default the
+parts' records together, apportioned by weight). A mixed epoch reads exactly that many
+records of each part, on any number of readers and across resumes (`mix_order`): the
+next ones of the part's own read order (`order`, `streaming`: each reader its own shards,
+in windows, records shuffled within a window, a new seeded order each of the part's
+epochs; a part smaller than its share repeats, a larger one is read on in the next
+epoch). So what comes at a position is a function of the parts, the shares, the seed and
+the position alone, and a job's state is its position (`MixedPosition`): with the same
+readers it resumes record for record; on another number of readers each part resumes
+from its own position (`order`: every record of a part's unfinished epoch read exactly
+once) and the unfinished mixed epochs keep their counts.
 
 Labels: parts whose class names are the same (after `label_map`) mix as they are; other
 class lists are refused in one line unless `labels="union"` (the ids of the sorted union,
@@ -74,7 +76,7 @@ _PART_SALT = 3   # (input_pipeline's seeds use salts 1 and 2)
 
 
 class Mix(sources_lib.Reopened):
-  """Parts opened and checked, their shares, classes and schedule (`mix(...)` makes one).
+  """Parts opened and checked, their shares, classes and read orders (`mix(...)` makes one).
   Pickled by its arguments (Grain's worker processes open the parts again)."""
 
   def __init__(self, parts, *, seed: int = 0, labels: str = "same", cache_dir=None,
@@ -110,23 +112,24 @@ class Mix(sources_lib.Reopened):
     self.classes, self.label_ids = _classes(self, args["labels"])
     self.per_epoch, self.examples_per_epoch = _shares(self.parts, self.sizes,
                                                       args["examples_per_epoch"])
-    self.counts = mix_order.whole_counts(mix_order.proportions(self.per_epoch))
     self.orders = [order_lib.Order(shards, order_lib.derived_seed(self.seed, _PART_SALT, k),
                                    True, "shuffle")
                    for k, shards in enumerate(self.shards)]
-    described = json.dumps([[o.fingerprint for o in self.orders], list(self.counts),
+    described = json.dumps(["exact epochs", [o.fingerprint for o in self.orders],
+                            list(self.per_epoch),
                             [list(ids) for ids in self.label_ids], self.seed,
                             self.examples_per_epoch, self.image_key, self.label_key])
     self.fingerprint = hashlib.sha256(described.encode()).hexdigest()[:16]
 
   @property
-  def schedule(self) -> mix_order.Schedule:
-    return mix_order.schedule(self.counts)
-
-  @property
   def proportions(self) -> tuple[float, ...]:
-    """Each part's share of the records read (as the schedule holds it)."""
-    return tuple(c / sum(self.counts) for c in self.counts)
+    """Each part's share of a mixed epoch's records."""
+    return tuple(c / self.examples_per_epoch for c in self.per_epoch)
+
+  def order(self, readers: int, windows, **resumed) -> mix_order.MixedOrder:
+    """The mixed order of `readers` readers reading each part in windows of `windows[k]`
+    shards (see `mix_order.MixedOrder` for `resumed`)."""
+    return mix_order.MixedOrder(self.orders, self.per_epoch, readers, windows, **resumed)
 
   def __repr__(self) -> str:
     shares = ", ".join(f"{p.describe()}: {s:.3g}" for p, s in zip(self.parts, self.proportions))
@@ -149,7 +152,7 @@ def mix(parts, *, seed: int = 0, labels: str = "same", cache_dir=None, cache_lim
 
 
 def _shares(parts, sizes, examples_per_epoch):
-  """(each part's records an epoch, the epoch's records)."""
+  """(each part's records a mixed epoch, the epoch's records)."""
   given = [[name for name in ("weight", "repeat", "choose") if getattr(p, name) is not None]
            for p in parts]
   for part, names in zip(parts, given):
@@ -161,9 +164,15 @@ def _shares(parts, sizes, examples_per_epoch):
     raise ValueError("some parts give a weight and some do not: give every part a weight, "
                      "or give parts repeat= / choose= (records an epoch) instead")
   if all(weighted):
-    shares = [p.weight for p in parts]
-    mix_order.proportions(shares)   # (checked: positive, finite)
     total = examples_per_epoch if examples_per_epoch is not None else sum(sizes)
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+      raise ValueError(f"examples_per_epoch must be a positive whole number, not {total!r}")
+    shares = mix_order.apportion(total, [p.weight for p in parts])
+    for part, share in zip(parts, shares):
+      if not share:
+        raise ValueError(f"{part.describe()}'s weight gives it none of the {total:,} records of "
+                         "a mixed epoch: give it a larger weight or examples_per_epoch, or "
+                         "leave it out")
   else:
     if examples_per_epoch is not None:
       raise ValueError("examples_per_epoch goes with weights; with repeat= and choose= an "
@@ -225,10 +234,10 @@ def _shown(part: Part, names) -> str:
 
 class MixedRun:
   """The reads of `readers` readers of a mix: reader r reads positions
-  [at(r), length(r)) of its run (see the module docstring), from `start` (a
+  [offsets[r], length(r)) of its run (see the module docstring), from `start` (a
   `MixedPosition` or its JSON: with the same readers and windows a record-for-record
-  continuation, else each part resumes from its own position), `num_epochs` mixed
-  epochs (None: no end). `held`: windows of each part a reader pins at once."""
+  continuation, else each part resumes from its own position), up to mixed epoch
+  `num_epochs` (None: no end). `held`: windows of each part a reader pins at once."""
 
   def __init__(self, mix_: Mix, readers: int, *, start=None, held: int = 1, num_epochs=None,
                window_shards: int = streaming.DEFAULT_WINDOW_SHARDS):
@@ -240,7 +249,7 @@ class MixedRun:
                                  or len(position.sources) != len(mix_.parts)):
       raise mix_order.MixedPositionError(
           "this mixed read position was saved by a job reading another mix (other parts, "
-          "versions, weights, seed or labels): resume with the mix it was saved with, or "
+          "versions, shares, seed or labels): resume with the mix it was saved with, or "
           "start without it")
     streamed = [s for s in mix_.sources if s.cache is not None]
     largest = max((s.largest_shard for s in streamed), default=0)
@@ -255,30 +264,25 @@ class MixedRun:
       streaming.check_readers(source.builder, part.split, shards, readers, "readers of the mix")
       windows.append(window)
     self.windows = tuple(windows)
-    if position is None:
-      after, self.offsets, self.done = [None] * len(windows), [0] * readers, 0
-      self.first_index = 0
-    else:
+    resumed, self.offsets, self.first_index = {}, [0] * readers, 0
+    if position is not None:
       _check_reachable(mix_, position)
+      saved = dict(sources=position.sources, passes=position.passes,
+                   first_full=position.first_full)
       if position.readers == readers and position.windows == self.windows:   # continued
-        after, self.offsets, self.done = list(position.sources), list(position.at), position.done
+        resumed, self.offsets = saved, list(position.at)
         self.first_index = position.first_index
-      else:   # each part from its own position, dealt to these readers
-        after = _part_positions(mix_, position)
-        self.offsets, self.done = [0] * readers, position.done + sum(position.at)
+      else:   # each part from its own position, the unfinished epochs dealt to these readers
+        resumed = mix_.order(position.readers, position.windows, **saved).resumed(position.at)
         self.first_index = position.next_index()
-    self.runs = [order_lib.Run(order, readers, window, after=a)
-                 for order, window, a in zip(mix_.orders, self.windows, after)]
-    self._after = after
+    self.order = mix_.order(readers, self.windows, num_epochs=num_epochs, **resumed)
+    self.runs = self.order.parts
     self._lock = threading.Lock()
     self._reads: dict[tuple[int, int], shard_reads.PlannedReads] = {}
 
   def length(self, reader: int) -> int | None:
     """The end of the reader's positions (None: no end)."""
-    if self.num_epochs is None:
-      return None
-    left = max(0, self.num_epochs * self.mix.examples_per_epoch - self.done)
-    return (left - reader + self.readers - 1) // self.readers if left > reader else 0
+    return self.order.length(reader)
 
   def global_index(self, reader: int, j):
     """The job's count of the example at the reader's position j (unique over resumes)."""
@@ -295,7 +299,7 @@ class MixedRun:
 
   def read(self, reader: int, j0: int, count: int) -> tuple[np.ndarray, list[bytes]]:
     """(part, serialized example) of the reader's positions [j0, j0 + count)."""
-    parts, ranks = self.mix.schedule.at(np.arange(j0, j0 + count, dtype=np.int64))
+    parts, ranks = self.order.sources_at(reader, j0, count)
     out: list[bytes] = [b""] * count
     for k in np.unique(parts).tolist():
       where = np.flatnonzero(parts == k)
@@ -307,8 +311,9 @@ class MixedRun:
 
   def read_one(self, reader: int, j: int) -> tuple[int, bytes]:
     """(part, serialized example) of the reader's position j."""
-    k, rank = self.mix.schedule.one(j)
-    q, at = self.runs[k].place(reader, rank)
+    parts, ranks = self.order.sources_at(reader, j, 1)
+    k = int(parts[0])
+    q, at = self.runs[k].place(reader, int(ranks[0]))
     return k, self.reads(k, reader).read(q, at, 1)[0]
 
   def _read_ranks(self, k: int, reader: int, first: int, count: int) -> list[bytes]:
@@ -327,7 +332,8 @@ class MixedRun:
       raise ValueError(f"give the examples each of the {self.readers} readers took, not {taken}")
     return mix_order.MixedPosition(
         self.readers, tuple(o + t for o, t in zip(self.offsets, taken)), self.windows,
-        tuple(self._after), self.done, self.mix.fingerprint, self.first_index)
+        self.order.sources, self.order.all_passes, self.order.first_full,
+        self.mix.fingerprint, self.first_index)
 
   def finish(self) -> None:
     """Lets go of every shard no read is using (a finished run)."""
@@ -343,29 +349,19 @@ class MixedRun:
       got.close()
 
 
-# A part's epochs a saved position may be into (untrusted input: placing a reader in its
-# part's order costs a little for every epoch before; far beyond any real job's).
-MAX_PART_EPOCHS = 100_000
+# Mixed epochs a saved position may be into (untrusted input: placing a reader costs a
+# little for every epoch before; far beyond any real job's).
+MAX_EPOCHS = 100_000
 
 
 def _check_reachable(mix_: Mix, position: mix_order.MixedPosition) -> None:
   """Refuses a position beyond any real job's (placing it would take hours), in one line."""
-  for j in position.at:
-    for part, size, rank in zip(mix_.parts, mix_.sizes, mix_.schedule.before(j)):
-      if rank > MAX_PART_EPOCHS * size:
-        raise mix_order.MixedPositionError(
-            f"a saved mixed read position {rank // size:,} epochs into {part.describe()} "
-            f"(more than {MAX_PART_EPOCHS:,}): it was edited or damaged")
-
-
-def _part_positions(mix_: Mix, position: mix_order.MixedPosition):
-  """Each part's `order.Position` at a mixed position (its readers' counts of that part)."""
-  counts = [mix_.schedule.before(j) for j in position.at]
-  out = []
-  for k, order in enumerate(mix_.orders):
-    run = order_lib.Run(order, position.readers, position.windows[k], after=position.sources[k])
-    out.append(run.position([run.place(r, counts[r][k]) for r in range(position.readers)]))
-  return out
+  # (a reader's positions of an epoch are at most the epoch's records)
+  epochs = max(position.at) // mix_.examples_per_epoch
+  if epochs > MAX_EPOCHS:
+    raise mix_order.MixedPositionError(
+        f"a saved mixed read position {epochs:,} mixed epochs into its run (more than "
+        f"{MAX_EPOCHS:,}): it was edited or damaged")
 
 
 def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:

@@ -67,8 +67,9 @@ def test_every_example_is_a_record_of_its_part_with_the_mix_label(data_dir):
   seen = raw(mix.run(), 0, 150)
   for part, image, label in seen:
     assert mix.classes[label] == truth[part][image]
-  counts = collections.Counter(part for part, _, _ in seen)
-  assert counts == {0: 50, 1: 100}
+  # A mixed epoch is the parts' 100 records, 1:2: exactly 33 and 67 of them.
+  assert mix.per_epoch == (33, 67) and mix.examples_per_epoch == 100
+  assert collections.Counter(part for part, _, _ in seen[:100]) == {0: 33, 1: 67}
   # Each part is read in its own epochs: boats (40) twice and more, each record once an epoch.
   boats = [image for part, image, _ in seen if part == 1]
   assert sorted(boats[:40]) == sorted(truth[1]) == sorted(boats[40:80])
@@ -172,7 +173,8 @@ def test_a_position_resumes_on_another_number_of_readers_each_part_record_once(d
            for b in pipeline.take(taken[r]).as_numpy_iterator()]
     assert got == [(part, label) for part, _, label in first[r]]
   after = mix.run(3, start=before.position(taken).to_json())
-  assert after.offsets == [0, 0, 0] and after.done == sum(taken)
+  assert after.offsets == [0, 0, 0]
+  assert after.first_index == before.position(taken).next_index()
   second = [raw(after, r, 90) for r in range(3)]
   leftovers = part_epoch_zero(after, second)
   for k, spec in enumerate(("pets:1.0.0", "boats:1.0.0", "more_pets:1.0.0")):
@@ -196,7 +198,7 @@ def test_a_forged_position_is_refused_in_one_line_not_read_forever(data_dir):
   with pytest.raises(order_lib.PositionError, match="reads no shard"):
     mix.run(2, start={**saved, "readers": 5, "at": [0, 0, 0, 0, 7]})
   # A position millions of epochs into a part: refused before any work.
-  with pytest.raises(mix_order.MixedPositionError, match="epochs into pets"):
+  with pytest.raises(mix_order.MixedPositionError, match="mixed epochs into its run"):
     mix.run(1, start={**saved, "at": [2**39, 0]})
 
 
@@ -281,3 +283,102 @@ def test_bucket_parts_share_one_cache_limit_each_shard_downloaded_once_a_pass(
   assert len(downloaded) == 12 and set(downloaded.values()) == {1}, downloaded
   with pytest.raises(ValueError, match="is smaller than"):
     mixing.mix(parts, cache_dir=tmp_path / "c3", cache_limit=2 * largest).run()
+
+
+def epochs_of(run, reader, start, count) -> list[int]:
+  """The mixed epoch of each of the reader's positions [start, start + count)."""
+  return [run.order.epoch(run.order.place(reader, j)[0]) for j in range(start, start + count)]
+
+
+def test_every_mixed_epoch_reads_each_parts_count_on_any_readers_and_resumes(data_dir):
+  # Random shares of the three parts (60, 40 and 30 real-photo crops in 4 shards each), 1 to
+  # 4 input pipelines, 1 to 3 epochs, stopped at a random point and resumed on another
+  # count: each mixed epoch holds exactly each part's count, every record of a part once a
+  # part epoch (its images), read through the tf.data records of every reader to the end.
+  specs = ("pets:1.0.0", "boats:1.0.0", "more_pets:1.0.0")
+  truth = [records_of(data_dir, spec) for spec in specs]
+  rng = np.random.default_rng(5)
+  for case in range(4):
+    shares = [dict(repeat=1), dict(choose=int(rng.integers(1, 70))),
+              dict(repeat=float(rng.choice([0.5, 1.5, 2])))]
+    if case % 2:
+      shares = [dict(weight=float(w)) for w in rng.uniform(0.5, 3, 3)]
+    mix = mixing.mix([mixing.Part(spec, str(data_dir), **share)
+                      for spec, share in zip(specs, shares)], labels="union")
+    readers, then = rng.choice(np.arange(1, 5), 2, replace=False).tolist()
+    num_epochs = int(rng.integers(1, 4))
+    first = mix.run(readers, num_epochs=num_epochs)
+    taken = [int(rng.integers(0, first.length(r) + 1)) for r in range(readers)]
+    reads = collections.defaultdict(list)   # (epoch, part): image digests
+    for r, count in enumerate(taken):
+      for (part, image, _), epoch in zip(raw(first, r, count), epochs_of(first, r, 0, count)):
+        reads[(epoch, part)].append(image)
+    second = mix.run(then, num_epochs=num_epochs, start=first.position(taken).to_json())
+    for r in range(then):
+      count = second.length(r)
+      for (part, image, _), epoch in zip(raw(second, r, count), epochs_of(second, r, 0, count)):
+        reads[(epoch, part)].append(image)
+      assert len(raw(second, r, count + 5)) == count   # (the run ends there)
+    assert {epoch for epoch, _ in reads} == set(range(num_epochs))
+    for k, count in enumerate(mix.per_epoch):
+      size, seen = len(truth[k]), collections.Counter()
+      for epoch in range(num_epochs):
+        assert len(reads[(epoch, k)]) == count, (case, epoch, k)
+        seen.update(reads[(epoch, k)])
+        stream = (epoch + 1) * count
+        assert set(seen) <= set(truth[k]) and len(seen) == min(size, stream)
+        assert set(seen.values()) <= {stream // size, -(-stream // size)}
+
+
+def test_a_grain_padding_slot_reads_nothing(data_dir, monkeypatch):
+  # Two readers of unequal lengths: the shorter one's last slot is padding. Grain reads a
+  # slot's key modulo the source's length; the padding key must stay a padding key there
+  # and cost no read (a key of -1 became the last key and placed a reader 2**61 records on).
+  from imagesets.reading import grain_pipeline as gp
+  import grain.python as grain
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir)),
+                    mixing.Part("boats:1.0.0", str(data_dir), choose=39)], labels="union")
+  source = gp.MixedSource(mix, 2, num_epochs=1)
+  sampler = gp.MixedSampler(source, 2, 0, 0)
+  lengths = [source.run.length(r) for r in range(2)]
+  assert sum(lengths) == 99 and lengths[0] != lengths[1]
+  looked_up = collections.Counter()
+  pass_length = order_lib.Run.pass_length
+
+  def counted(self, q, reader):
+    looked_up["passes"] += 1
+    assert looked_up["passes"] < 1000, "a position far past the run's end was placed"
+    return pass_length(self, q, reader)
+  monkeypatch.setattr(order_lib.Run, "pass_length", counted)
+  read_one = source.run.read_one
+  reads = collections.Counter()
+
+  def counted_read(reader, j):
+    reads[reader] += 1
+    return read_one(reader, j)
+  monkeypatch.setattr(source.run, "read_one", counted_read)
+  wrapped = grain.MapDataset.source(source)   # (as Grain's DataLoader reads the source)
+  got = [wrapped[sampler[i].record_key] for i in range(len(sampler))]
+  assert len(got) == 2 * max(lengths) and got.count(None) == 2 * max(lengths) - 99
+  assert reads == {0: lengths[0], 1: lengths[1]}
+  with pytest.raises(IndexError):
+    sampler[len(sampler)]
+
+
+def test_a_grain_mix_read_by_two_worker_processes_ends_with_each_record_once(data_dir):
+  # Real worker processes, parts of unequal sizes, one epoch of repeat=1 parts, the last
+  # batch partial: the loader ends, with each part's records once (their labels).
+  from imagesets.reading import grain_pipeline as gp
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir)),
+                    mixing.Part("boats:1.0.0", str(data_dir)),
+                    mixing.Part("more_pets:1.0.0", str(data_dir))], labels="union")
+  loader = gp.classification_train(mix, batch_size=7, image_size=8, worker_count=2,
+                                   num_epochs=1, drop_remainder=False)
+  batches = list(loader)
+  sources = np.concatenate([b["source"] for b in batches]).tolist()
+  labels = np.concatenate([b["label"] for b in batches]).tolist()
+  assert collections.Counter(sources) == {0: 60, 1: 40, 2: 30}
+  for k, spec in enumerate(("pets:1.0.0", "boats:1.0.0", "more_pets:1.0.0")):
+    want = collections.Counter(mix.classes.index(name)
+                               for name in records_of(data_dir, spec).values())
+    assert collections.Counter(l for s, l in zip(sources, labels) if s == k) == want
