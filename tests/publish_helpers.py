@@ -19,11 +19,13 @@ def examples(data_dir, name=TINY):
           for split in ("train", "test")}
 
 
-def kill_publisher_after(uploads, spec, data_dir, url, cwd, signal="KILL"):
+def kill_publisher_after(uploads, spec, data_dir, url, cwd, signal="KILL", preexec_fn=None):
+  """Publishes `spec` in a process that sends itself `signal` when upload uploads + 1
+  starts (`kill_after.py`); `preexec_fn` sets up the process before it starts."""
   result = subprocess.run(
       [sys.executable, str(REPO / "tests" / "kill_after.py"), str(uploads), signal, "publish",
        spec, "--data-dir", str(data_dir), "--to", url, "--quiet"],
-      capture_output=True, text=True, cwd=cwd)
+      capture_output=True, text=True, cwd=cwd, preexec_fn=preexec_fn)
   if signal == "KILL":
     assert result.returncode == -9, result.stderr[-3000:]
   return result
