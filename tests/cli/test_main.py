@@ -1,23 +1,22 @@
-"""The `imagesets` console script, run as a user runs it (a subprocess of the installed
-entry point), against the real S3 and GCS servers."""
+"""The `imagesets` command against the real S3 and GCS servers: what it says and its exit
+statuses (in this process: `cli_runs.in_process`), and as a user runs it (a subprocess of
+the installed entry point) where the process is what is tested: signals, a kill, the
+environment's endpoints and credentials read at start."""
 
-import os
 import pathlib
 import shutil
-import subprocess
+import signal
 import time
 
 import pytest
 
 import bucket_servers as servers
-from conftest import BIN
+import cli_runs
 from imagesets.cli import main as cli
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 
 
-def imagesets(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
-  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
-                        text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
+imagesets = cli_runs.in_process
 
 
 def assert_one_line_error(result, pattern):
@@ -82,10 +81,22 @@ def test_empty_bucket_lists_nothing_and_shows_unfinished_uploads(bucket_url, tin
   assert "4 reused from an interrupted run" in resumed.stdout, resumed.stderr
 
 
+def runner_ignoring_ctrl_c():
+  """The signal state some test runners' workers and CI agents leave to what they start:
+  SIGINT ignored and blocked (both inherited across exec)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
-def test_ctrl_c_says_so_in_one_line_and_publishes_nothing(bucket_url, tiny_data_dir, tmp_path):
-  result = kill_publisher_after(3, TINY, tiny_data_dir, bucket_url, tmp_path, signal="INT")
-  assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+@pytest.mark.parametrize("started_by", ["a plain runner", "a runner ignoring Ctrl-C"])
+def test_ctrl_c_says_so_in_one_line_and_publishes_nothing(bucket_url, tiny_data_dir, tmp_path,
+                                                          started_by):
+  setup = runner_ignoring_ctrl_c if started_by == "a runner ignoring Ctrl-C" else None
+  result = kill_publisher_after(3, TINY, tiny_data_dir, bucket_url, tmp_path, signal="INT",
+                                preexec_fn=setup)
+  assert result.returncode == 130 and "Traceback" not in result.stderr, (
+      result.returncode, result.stdout, result.stderr)
   assert result.stderr.strip().splitlines()[-1] == (
       "imagesets: interrupted; nothing half-done is visible: re-run to resume")
   assert imagesets("list", bucket_url).stdout.strip().splitlines()[-1].startswith(
@@ -116,7 +127,8 @@ def test_unreachable_endpoint_is_one_line_within_seconds(scheme, command, bucket
           "list": ["list", url],
           "fetch": ["fetch", url, TINY, "--cache-dir", tmp_path]}[command]
   start = time.monotonic()
-  result = imagesets(*args, env={"AWS_ENDPOINT_URL": closed, "STORAGE_EMULATOR_HOST": closed})
+  result = cli_runs.command(*args, env={"AWS_ENDPOINT_URL": closed,
+                                        "STORAGE_EMULATOR_HOST": closed})
   assert time.monotonic() - start < 40  # includes starting Python and TensorFlow (loaded CI)
   assert_one_line_error(result, f"cannot reach {closed}")
 
@@ -124,8 +136,8 @@ def test_unreachable_endpoint_is_one_line_within_seconds(scheme, command, bucket
 def test_denied_credentials_are_one_line_and_never_printed(bucket_servers, tiny_data_dir):
   url = f"s3://{servers.BUCKET}/tfds"
   secret = "not-the-right-secret-42"
-  result = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", url,
-                     env={"AWS_SECRET_ACCESS_KEY": secret})
+  result = cli_runs.command("publish", TINY, "--data-dir", tiny_data_dir, "--to", url,
+                            env={"AWS_SECRET_ACCESS_KEY": secret})
   line = assert_one_line_error(result, "access denied: cannot list s3://team-bucket/tfds")
   assert secret not in result.stdout + result.stderr
   assert servers.S3_KEY not in line
@@ -212,7 +224,7 @@ def test_list_shows_a_local_data_dir_with_our_builds_marked(tiny_data_dir, tmp_p
       ["other_set", "-", "2.0.0", "other", "tool"],
       ["synthetic_images", "tiny", "1.0.0", "UTC", "imagesets"]]
   assert "train=12 test=4" in rows[1]
-  empty = imagesets("list", env={"HOME": str(tmp_path)})
+  empty = cli_runs.command("list", env={"HOME": str(tmp_path)})
   assert empty.stdout.strip() == f"no prepared datasets in {tmp_path}/tensorflow_datasets"
 
 
