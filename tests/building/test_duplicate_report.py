@@ -2,12 +2,12 @@
 and leakage="warn" | "error" | "drop" | "off" (CLI and config)."""
 
 import json
-import subprocess
 
 import pytest
 import tensorflow_datasets as tfds
 
-from conftest import BIN, records_by_split
+import cli_runs
+from conftest import records_by_split
 from imagesets.building import class_folders_builder
 from imagesets.building import prepared_records
 from imagesets.building import splits
@@ -54,10 +54,9 @@ def _build(root, data_dir, leakage=""):
 def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp_path):
   root, home, other, leak = _tree(tmp_path)
   # (the tree plants its leak by the path split key: versions before split keys)
-  result = subprocess.run([str(BIN / "imagesets"), "build", root, "--name", "pets",
-                           "--splits", "train=0.5,test=0.5", "--data-dir", tmp_path / "d",
-                           "--split-key", "path"],
-                          capture_output=True, text=True, timeout=300)
+  result = cli_runs.in_process("build", root, "--name", "pets", "--splits",
+                               "train=0.5,test=0.5", "--data-dir", tmp_path / "d",
+                               "--split-key", "path")
   assert result.returncode == 0, result.stderr
   closing = result.stdout.strip().splitlines()[-2]
   assert closing.startswith("pets:1.0.0 in") and closing.endswith(
@@ -173,9 +172,8 @@ def test_a_capped_build_stores_the_report_of_the_examples_it_stored(tmp_path, le
   assert builder.info.metadata["duplicates"]["num_images"] == 8
   card = (builder.data_path / "README.md").read_text()
   assert "| **total** | 4 | 4 |" in card, card
-  result = subprocess.run([str(BIN / "imagesets"), "duplicates", "class_folders/capped:1.0.0",
-                           "--data-dir", tmp_path / "d"], capture_output=True, text=True,
-                          timeout=300)
+  result = cli_runs.in_process("duplicates", "class_folders/capped:1.0.0", "--data-dir",
+                               tmp_path / "d")
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
   assert {line.split()[0] for line in lines if line.startswith(("  train/", "  test/"))} == pairs

@@ -12,8 +12,9 @@ import sys
 import pytest
 import tensorflow_datasets as tfds
 
+import cli_runs
 import imagesets  # noqa: F401
-from conftest import BIN, beam_download_config, records_by_split, shard_bytes
+from conftest import beam_download_config, records_by_split, shard_bytes
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -36,9 +37,9 @@ def pet_files() -> dict[str, bytes]:
   return files
 
 
-def imagesets(*args) -> subprocess.CompletedProcess:
-  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
-                        text=True, timeout=300)
+# The first build is the installed command's, in its own process; later calls check what
+# the command says and decides, in this process.
+run_cli = cli_runs.in_process
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,8 @@ def tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data_dir(tree, tmp_path_factory):
   data_dir = tmp_path_factory.mktemp("tfds")
-  result = imagesets("build", tree, "--name", "pets", "--version", "1.2.0", "--data-dir",
-                     data_dir, "--skip-bad-files", "--seed", "5")
+  result = cli_runs.command("build", tree, "--name", "pets", "--version", "1.2.0",
+                            "--data-dir", data_dir, "--skip-bad-files", "--seed", "5")
   assert result.returncode == 0, result.stderr
   # First what it builds, last what it built, naming the skipped file, and how to read it.
   lines = result.stdout.strip().splitlines()
@@ -99,8 +100,8 @@ def test_loads_by_name_in_a_process_that_never_imports_imagesets(data_dir):
 
 def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tmp_path):
   moved = shutil.copytree(tree, tmp_path / "copy")  # other folder, other mtimes, same bytes
-  again = imagesets("build", moved, "--name", "pets", "--version", "1.2.0", "--data-dir",
-                    data_dir, "--skip-bad-files", "--seed", "5")
+  again = run_cli("build", moved, "--name", "pets", "--version", "1.2.0", "--data-dir",
+                  data_dir, "--skip-bad-files", "--seed", "5")
   assert again.returncode == 0, again.stderr
   assert "already built from this content" in again.stdout
   assert f'tfds.load("pets:1.2.0", split="train", data_dir="{data_dir}")' in again.stdout
@@ -112,9 +113,9 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
       ([moved], "1 file(s) added: cat/new.jpg; 1 file(s) removed: cat/00.jpg; "
                 "1 file(s) changed: dog/00.jpg)"),
       ([tree, "--seed", "6"], "(options changed: seed 5 -> 6)")]:
-    refused = imagesets("build", *changed, "--name", "pets", "--version", "1.2.0",
-                        "--data-dir", data_dir, "--skip-bad-files", *(
-                            ["--seed", "5"] if len(changed) == 1 else []))
+    refused = run_cli("build", *changed, "--name", "pets", "--version", "1.2.0",
+                      "--data-dir", data_dir, "--skip-bad-files", *(
+                          ["--seed", "5"] if len(changed) == 1 else []))
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("imagesets: error: pets:1.2.0 in") and "new version" in last, last
@@ -124,9 +125,9 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
 
 def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
   for name, says in [("Pets!", "lower case letters"), ("mnist", "registered TFDS builder")]:
-    result = imagesets("build", tree, "--name", name, "--data-dir", tmp_path)
+    result = run_cli("build", tree, "--name", name, "--data-dir", tmp_path)
     assert result.returncode == 1 and says in result.stderr.strip().splitlines()[-1]
-  strict = imagesets("build", tree, "--name", "pets", "--data-dir", tmp_path)
+  strict = run_cli("build", tree, "--name", "pets", "--data-dir", tmp_path)
   assert strict.returncode == 1 and "Traceback" not in strict.stderr
   assert "cat/cut.jpg" in strict.stderr and "--skip-bad-files" in strict.stderr
   assert "skip_bad_files=True in Python" in strict.stderr  # what a Python caller passes

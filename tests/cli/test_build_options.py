@@ -1,5 +1,6 @@
-"""`imagesets build` options through the real command line (a subprocess each): the build a
-flag asks for is the build the Python call with that option makes, record for record."""
+"""`imagesets build` options through the command line's parsing (`cli.main`, in this
+process): the build a flag asks for is the build the Python call with that option makes,
+record for record."""
 
 import json
 import pathlib
@@ -7,8 +8,9 @@ import subprocess
 
 import tensorflow_datasets as tfds
 
+import cli_runs
 import imagesets  # noqa: F401
-from conftest import BIN, records_by_split
+from conftest import records_by_split
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.reading import input_pipeline
@@ -26,9 +28,8 @@ def files() -> dict[str, bytes]:
 
 
 def imagesets_build(tree, data_dir, *flags) -> subprocess.CompletedProcess:
-  return subprocess.run([str(BIN / "imagesets"), "build", str(tree), "--name", "pets",
-                         "--data-dir", str(data_dir), "--splits", "train=0.5,test=0.5",
-                         *flags], capture_output=True, text=True, timeout=600)
+  return cli_runs.in_process("build", tree, "--name", "pets", "--data-dir", data_dir,
+                             "--splits", "train=0.5,test=0.5", *flags)
 
 
 def python_build(tree, data_dir, file_format="tfrecord", versioned=True, **options):
@@ -69,8 +70,7 @@ def test_file_format_and_image_size(tmp_path):
   # The check can fail: without the options, another dataset.
   plain = python_build(tree, tmp_path / "plain")
   assert plain.info.metadata["content_fingerprint"] != metadata["content_fingerprint"]
-  assert "--shorter-side" not in subprocess.run(
-      [str(BIN / "imagesets"), "build", "--help"], capture_output=True, text=True).stdout
+  assert "--shorter-side" not in cli_runs.in_process("build", "--help").stdout
 
 
 def test_the_old_shorter_side_option_keeps_its_meaning_and_its_builds(tmp_path):

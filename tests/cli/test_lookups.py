@@ -2,12 +2,9 @@
 `imagesets` command as a user runs it: one line saying what is there and the command that
 builds or publishes it (never TFDS's errors, never a silent empty answer)."""
 
-import os
-import subprocess
-
 import pytest
 
-from conftest import BIN
+import cli_runs
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.cli import main as cli
@@ -17,9 +14,8 @@ from imagesets_testing.trees import write_tree
 from publish_helpers import TINY
 
 
-def imagesets(*args) -> subprocess.CompletedProcess:
-  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
-                        text=True, env=dict(os.environ), timeout=120)
+# (what is said and the exit status, not a process's start: in this process)
+imagesets = cli_runs.in_process
 
 
 def error_line(result, status=1) -> str:
@@ -139,9 +135,8 @@ def test_names_from_a_listing_that_are_not_plain_are_never_shown(pets, tmp_path)
 def test_the_default_data_dir_spelled_out_is_the_default_data_dir(tmp_path):
   # Review: `list` said "no prepared datasets" (exit 0) for the default data dir before a
   # first build, but "does not exist" (exit 2) for the same folder given by its path.
-  env = {**os.environ, "HOME": str(tmp_path)}
+  # (HOME is read when TFDS is imported: a process of its own)
   for args in (["list"], ["list", "--data-dir", tmp_path / "tensorflow_datasets"],
                ["list", "--data-dir", "~/tensorflow_datasets"]):
-    result = subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = cli_runs.command(*args, env={"HOME": str(tmp_path)}, timeout=120)
     assert result.returncode == 0, (args, result.stderr)

@@ -1,31 +1,31 @@
-"""Issue 37, a newcomer's second hour, through the `imagesets` command as a user runs it (a
-subprocess, stderr captured: not a terminal): what a shared bucket's files allow, mistakes
-answered in one line naming the fix, and progress to the end of long work in a log."""
+"""Issue 37, a newcomer's second hour, through the `imagesets` command: what a shared
+bucket's files allow and progress to the end of long work in a log, as a user runs it (a
+subprocess, stderr captured: not a terminal); mistakes answered in one line naming the
+fix (what the command says: in this process)."""
 
-import os
 import re
 import stat
 import subprocess
 
 import pytest
 
+import cli_runs
 from conftest import BIN
 from publish_helpers import TINY
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 
 
-def imagesets(*args, **kwargs) -> subprocess.CompletedProcess:
-  return subprocess.run([str(BIN / "imagesets"), *map(str, args)], capture_output=True,
-                        text=True, timeout=300, **kwargs)
+imagesets = cli_runs.command
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])
 def test_published_files_get_the_permissions_of_a_plain_copy(tiny_data_dir, tmp_path, umask):
   # A bucket on a shared file system: teammates read what was published (it was -rw-------).
   bucket = tmp_path / "bucket"
-  result = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket, "--quiet",
-                     umask=umask)
+  result = subprocess.run([str(BIN / "imagesets"), "publish", TINY, "--data-dir",
+                           str(tiny_data_dir), "--to", str(bucket), "--quiet"],
+                          capture_output=True, text=True, timeout=300, umask=umask)
   assert result.returncode == 0, result.stderr
   files = [path for path in bucket.rglob("*") if path.is_file()]
   assert len(files) >= 13  # the version's objects and the default config's metadata
@@ -35,7 +35,7 @@ def test_published_files_get_the_permissions_of_a_plain_copy(tiny_data_dir, tmp_
 
 def usage_error(*args) -> str:
   """The last line of a usage error (exit 2)."""
-  result = imagesets(*args)
+  result = cli_runs.in_process(*args)
   assert result.returncode == 2, (result.returncode, result.stderr)
   return result.stderr.strip().splitlines()[-1]
 
@@ -61,7 +61,7 @@ def test_a_bad_name_or_version_is_refused_naming_the_fix(tmp_path):
       (["--name", "pets", "--version", "1.3"], "version '1.3': expected X.Y.Z, three numbers "
                                                "(did you mean --version 1.3.0?)"),
       (["--name", "pets", "--version", "v2"], "(did you mean --version 2.0.0?)")]:
-    result = imagesets("build", tmp_path, *flags, "--data-dir", tmp_path / "d")
+    result = cli_runs.in_process("build", tmp_path, *flags, "--data-dir", tmp_path / "d")
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("imagesets: error: ") and line.endswith(says), line
@@ -98,7 +98,7 @@ def test_build_and_diff_show_progress_to_the_end_in_a_log(tmp_path):
 def test_a_flag_value_that_starts_with_dashes_is_a_value_not_a_flag(tmp_path):
   # `--description "-- holiday photos --"` was refused as an unknown flag by the check that
   # answers typos (argparse takes such a value: it holds a space).
-  result = imagesets("build", tmp_path / "missing", "--name", "pets",
-                     "--description", "-- holiday photos --")
+  result = cli_runs.in_process("build", tmp_path / "missing", "--name", "pets",
+                               "--description", "-- holiday photos --")
   assert result.returncode != 0 and "unrecognized argument" not in result.stderr
   assert "missing" in result.stderr.strip().splitlines()[-1]

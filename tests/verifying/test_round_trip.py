@@ -4,14 +4,14 @@ tampering is caught."""
 
 import pathlib
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+import cli_runs
 import imagesets  # noqa: F401
-from conftest import BIN, registered
+from conftest import registered
 from imagesets.flowers import flowers_dataset_builder as flowers
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -45,8 +45,7 @@ def build(tree, data_dir, file_format="tfrecord", **options):
 
 
 def imagesets_verify(*args):
-  return subprocess.run([str(BIN / "imagesets"), "verify", *map(str, args)],
-                        capture_output=True, text=True, timeout=300)
+  return cli_runs.in_process("verify", *args)
 
 
 @pytest.mark.parametrize("shorter_side, file_format",

@@ -13,7 +13,7 @@ import numpy as np
 import PIL.Image
 import pytest
 
-from conftest import BIN
+import cli_runs
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.verifying import duplicates
@@ -146,9 +146,8 @@ def test_report_against_an_older_version_shows_the_changes_with_both_sides(built
   shutil.copytree(built[2].parent, data_dir / "pets")  # 1.0.0 as built
   _build(str(tree), data_dir, version="1.1.0")
   out = tmp_path / "page.html"
-  result = subprocess.run([str(BIN / "imagesets"), "report", "pets:1.1.0", "--against",
-                           "pets:1.0.0", "--data-dir", str(data_dir), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+  result = cli_runs.in_process("report", "pets:1.1.0", "--against", "pets:1.0.0",
+                               "--data-dir", data_dir, "--out", out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.startswith(f"{out}: ") and "MiB, made in" in result.stdout
   dom = _dom(out)
@@ -299,8 +298,7 @@ def test_from_a_bucket_the_page_is_drawn_here_and_streaming_skips_the_stored_one
   assert not (source.folder / report_page.PAGE_FILE).exists()  # (nothing reads it to train)
   assert (source.folder / image_quality.QUALITY_FILE).is_file()
   out = tmp_path / "page.html"
-  result = subprocess.run([str(BIN / "imagesets"), "report", f"{bucket}/pets:1.0.0", "--out",
-                           str(out)], capture_output=True, text=True, timeout=300)
+  result = cli_runs.in_process("report", f"{bucket}/pets:1.0.0", "--out", out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert out.read_bytes() == (version / report_page.PAGE_FILE).read_bytes()
 
