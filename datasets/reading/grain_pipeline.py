@@ -384,7 +384,8 @@ class MixedSampler:
     ends = [run.length(self._reader(w)) for w in range(self._workers)]
     if ends[0] is None:
       return _ENDLESS
-    return self._workers * max(end - run.offsets[self._reader(w)]
+    # (a run continued with fewer epochs than its position read: nothing left, not < 0)
+    return self._workers * max(max(0, end - run.offsets[self._reader(w)])
                                for w, end in enumerate(ends))
 
   def __getitem__(self, index: int):
@@ -426,7 +427,7 @@ def _mixed_position(sampler: MixedSampler, states) -> dict:
   # (reader p * W + w is process p's worker w; slots past a reader's end are padding)
   slots = [slot for state in states for slot in _slots_taken(state, workers)]
   ends = [run.length(reader) for reader in range(run.readers)]
-  taken = [slot if end is None else min(slot, end - offset)
+  taken = [slot if end is None else min(slot, max(0, end - offset))
            for slot, end, offset in zip(slots, ends, run.offsets)]
   return run.position(taken).to_json()
 

@@ -232,6 +232,12 @@ class MixedOrder:
             "position saved by more readers than shards was edited or damaged")
       if size < 1:
         raise ValueError(f"a part read {size} records a mixed epoch: every part is read")
+    for epoch, quotas in passes:   # (a saved position's: untrusted)
+      if len(quotas) != len(self.per_epoch) or any(
+          not 0 <= q <= c for q, c in zip(quotas, self.per_epoch)):
+        raise MixedPositionError(
+            f"a saved mixed read position leaves {list(quotas)} records of mixed epoch {epoch} "
+            f"to read, more than its {list(self.per_epoch)}: it was edited or damaged")
     self.parts = [order_lib.Run(o, readers, w, after=s)
                   for o, w, s in zip(self.orders, self.windows, self.sources)]
     self.num_epochs, self.first_full = num_epochs, first_full
@@ -369,7 +375,8 @@ class MixedOrder:
     places = [self.place(r, j) for r, j in enumerate(at)]
     passes = []
     first, last = min(h for h, _ in places), max(h for h, _ in places)
-    for h in range(first, last + 1):
+    # (leftover passes no reader reached yet go on whole)
+    for h in range(first, max(last, len(self.passes) - 1) + 1):
       left = list(self.quotas(h))
       for reader, (reached, t) in enumerate(places):
         if reached >= h:
@@ -383,3 +390,17 @@ class MixedOrder:
                     for k, run in enumerate(self.parts))
     return dict(sources=sources, passes=tuple(passes),
                 first_full=max(self.first_full, self.epoch(last) + 1))
+
+  def check_reachable(self, at, max_epochs: int) -> None:
+    """Refuses, in one line, positions `at` more than `max_epochs` mixed epochs past the
+    leftovers (a saved position is untrusted: placing one costs every pass before it)."""
+    most = (len(self.passes) + max_epochs) * sum(self.per_epoch)   # (a reader's at most)
+    for reader, j in enumerate(at):
+      with self._lock:
+        ends = self._ends.setdefault(reader, [])
+        while j >= most or not ends or ends[-1] <= j:
+          if j >= most or len(ends) >= len(self.passes) + max_epochs:
+            raise MixedPositionError(
+                f"a saved mixed read position places reader {reader} more than "
+                f"{max_epochs:,} mixed epochs into its run: it was edited or damaged")
+          ends.append((ends[-1] if ends else 0) + sum(self.reader_quotas(len(ends), reader)))

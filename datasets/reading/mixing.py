@@ -266,14 +266,15 @@ class MixedRun:
     self.windows = tuple(windows)
     resumed, self.offsets, self.first_index = {}, [0] * readers, 0
     if position is not None:
-      _check_reachable(mix_, position)
       saved = dict(sources=position.sources, passes=position.passes,
                    first_full=position.first_full)
+      before = mix_.order(position.readers, position.windows, **saved)
+      before.check_reachable(position.at, MAX_EPOCHS)
       if position.readers == readers and position.windows == self.windows:   # continued
         resumed, self.offsets = saved, list(position.at)
         self.first_index = position.first_index
       else:   # each part from its own position, the unfinished epochs dealt to these readers
-        resumed = mix_.order(position.readers, position.windows, **saved).resumed(position.at)
+        resumed = before.resumed(position.at)
         self.first_index = position.next_index()
     self.order = mix_.order(readers, self.windows, num_epochs=num_epochs, **resumed)
     self.runs = self.order.parts
@@ -349,19 +350,9 @@ class MixedRun:
       got.close()
 
 
-# Mixed epochs a saved position may be into (untrusted input: placing a reader costs a
-# little for every epoch before; far beyond any real job's).
+# Mixed epochs a saved position may be into past its leftovers (untrusted input: placing a
+# reader costs every mixed pass before it; far beyond any real job's).
 MAX_EPOCHS = 100_000
-
-
-def _check_reachable(mix_: Mix, position: mix_order.MixedPosition) -> None:
-  """Refuses a position beyond any real job's (placing it would take hours), in one line."""
-  # (a reader's positions of an epoch are at most the epoch's records)
-  epochs = max(position.at) // mix_.examples_per_epoch
-  if epochs > MAX_EPOCHS:
-    raise mix_order.MixedPositionError(
-        f"a saved mixed read position {epochs:,} mixed epochs into its run (more than "
-        f"{MAX_EPOCHS:,}): it was edited or damaged")
 
 
 def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:

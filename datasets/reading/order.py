@@ -217,7 +217,7 @@ class Run:
     # (readers of several threads share a run: its caches change under this lock)
     self._lock = threading.RLock()
     self._passes: dict[tuple[int, int], ReaderPass] = {}   # a few recent ones
-    self._takes = self._full = None   # (pass_length's)
+    self._full_epoch = None   # (pass_length's: each shard's records, the full pool)
     self._ends: dict[int, list[int]] = {}   # reader -> its passes' cumulative lengths so far
     if after is None:
       self.leftovers, self.first_full = [], first_epoch
@@ -280,11 +280,13 @@ class Run:
     job's place is found across every epoch before it)."""
     if q < len(self.leftovers):
       return len(self.reader_pass(q, reader))
-    if self._takes is None:
-      self._takes = np.array([s.take for s in self.order.shards], np.int64)
-      self._full = self.order.full_pool()
-    dealt = self.order.shard_order(self.epoch(q), self._full, 0)[reader::self.readers]
-    return int(self._takes[dealt].sum())
+    with self._lock:   # (one attribute, set whole: readers of other threads see it or not)
+      if self._full_epoch is None:
+        self._full_epoch = (np.array([s.take for s in self.order.shards], np.int64),
+                            self.order.full_pool())
+      takes, full = self._full_epoch
+    dealt = self.order.shard_order(self.epoch(q), full, 0)[reader::self.readers]
+    return int(takes[dealt].sum())
 
   def _pass_ends(self, reader: int, n: int | None) -> list[int]:
     """The cumulative lengths of the reader's passes, at least until one passes n (None:

@@ -122,25 +122,50 @@ def assert_each_epoch_reads_its_counts(reads, sizes, per_epoch, num_epochs):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_every_mixed_epoch_reads_each_parts_count_resumed_on_any_readers(seed):
+  # Stopped and resumed 1 to 3 times, each time at random positions, on a random number of
+  # readers and windows (a resumed run resumed again carries its leftover epochs on).
   rng = random.Random(seed)
-  for _ in range(6):
+  for _ in range(10):
     orders, per_epoch, sizes = random_orders(rng)
     most = min(4, *(len(o.shards) for o in orders))
-    readers, then = rng.randint(1, most), rng.randint(1, most)
-    windows = tuple(rng.randint(1, 3) for _ in orders)
-    later = windows if rng.random() < 0.3 else tuple(rng.randint(1, 3) for _ in orders)
+    readers, windows = rng.randint(1, most), tuple(rng.randint(1, 3) for _ in orders)
     num_epochs = rng.randint(1, 3)
-    first = mix_order.MixedOrder(orders, per_epoch, readers, windows, num_epochs=num_epochs)
-    taken = [rng.randint(0, first.length(r)) for r in range(readers)]
+    mixed = mix_order.MixedOrder(orders, per_epoch, readers, windows, num_epochs=num_epochs)
+    offsets = [0] * readers
     reads = collections.defaultdict(list)
-    for r, count in enumerate(taken):
-      read(first, r, 0, count, rng, reads)
-    saved = mix_order.MixedPosition(readers, tuple(taken), windows, first.sources,
-                                    first.all_passes, first.first_full, "mix")
-    second, offsets = resume(orders, per_epoch, saved, then, later, num_epochs)
+    for _ in range(rng.randint(1, 3)):
+      # (stops early as often as late: a run's first leftover epochs are short)
+      taken = [offset + int(rng.random() ** 3 * (mixed.length(r) - offset + 1))
+               for r, offset in enumerate(offsets)]
+      taken = [min(t, mixed.length(r)) for r, t in enumerate(taken)]
+      for r, (offset, count) in enumerate(zip(offsets, taken)):
+        read(mixed, r, offset, count, rng, reads)
+      saved = mix_order.MixedPosition(readers, tuple(taken), windows, mixed.sources,
+                                      mixed.all_passes, mixed.first_full, "mix")
+      if rng.random() > 0.25:
+        readers = rng.randint(1, most)
+        windows = tuple(rng.randint(1, 3) for _ in orders)
+      mixed, offsets = resume(orders, per_epoch, saved, readers, windows, num_epochs)
     for r, offset in enumerate(offsets):
-      read(second, r, offset, second.length(r), rng, reads)
+      read(mixed, r, offset, mixed.length(r), rng, reads)
     assert_each_epoch_reads_its_counts(reads, sizes, per_epoch, num_epochs)
+
+
+def test_a_run_read_by_two_threads_at_once_sees_each_full_epoch_whole(monkeypatch):
+  # A pass's length read while another read of the same run is filling its cache (here:
+  # from inside that fill, as a second thread may) sees the cache whole or not at all.
+  order = order_lib.Order([order_lib.ShardSlice(f"s{i}", 0, 3 + i) for i in range(6)], 4, True)
+  run = order_lib.Run(order, 2, 1)
+  full_pool, inner = order_lib.Order.full_pool, []
+
+  def full_pool_reentered(self):
+    if not inner:
+      inner.append(None)
+      inner[0] = run.pass_length(0, 1)
+    return full_pool(self)
+  monkeypatch.setattr(order_lib.Order, "full_pool", full_pool_reentered)
+  outer = run.pass_length(0, 0)
+  assert outer + inner[0] == sum(3 + i for i in range(6))
 
 
 def test_placing_a_position_takes_the_passes_its_bound_states(monkeypatch):
@@ -178,6 +203,16 @@ def test_a_saved_mixed_position_is_checked_as_untrusted_input():
               {**good, "passes": [[0, [1, 1]]] * 1001, "first_full": 2}):
     with pytest.raises(order_lib.PositionError):   # (MixedPositionError is one)
       mix_order.MixedPosition.from_json(bad)
+  # Quotas within a part's per-epoch count, positions within the epochs a job may read.
+  order = order_lib.Order([order_lib.ShardSlice(f"s{i}", 0, 4) for i in range(2)], 7, True)
+  with pytest.raises(mix_order.MixedPositionError, match="more than its"):
+    mix_order.MixedOrder([order], [8], 1, (1,), passes=[(0, (10**15,))], first_full=1)
+  mixed = mix_order.MixedOrder([order], [8], 1, (1,))
+  with pytest.raises(mix_order.MixedPositionError, match="more than 50 mixed epochs"):
+    mixed.check_reachable([8 * 50], 50)
+  mixed.check_reachable([8 * 50 - 1], 50)
+  with pytest.raises(mix_order.MixedPositionError, match="more than 50 mixed epochs"):
+    mixed.check_reachable([2**40], 50)
   older = {k: v for k, v in good.items() if k not in ("passes", "first_full")}
   with pytest.raises(mix_order.MixedPositionError, match="older imagesets"):
     mix_order.MixedPosition.from_json({**older, "done": 0})

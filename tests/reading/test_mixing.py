@@ -363,6 +363,11 @@ def test_a_grain_padding_slot_reads_nothing(data_dir, monkeypatch):
   assert reads == {0: lengths[0], 1: lengths[1]}
   with pytest.raises(IndexError):
     sampler[len(sampler)]
+  # A position at the end of 2 epochs continued with num_epochs=1: nothing left to read.
+  two = mix.run(2, num_epochs=2)
+  done = two.position([two.length(0), two.length(1)]).to_json()
+  ended = gp.MixedSource(mix, 2, num_epochs=1, start=done)
+  assert len(gp.MixedSampler(ended, 2, 0, 0)) == 0
 
 
 def test_a_grain_mix_read_by_two_worker_processes_ends_with_each_record_once(data_dir):
