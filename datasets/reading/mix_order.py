@@ -35,7 +35,6 @@ Nothing here reads a file or looks at a clock.
 import bisect
 import dataclasses
 import fractions
-import heapq
 import math
 import threading
 
@@ -76,16 +75,37 @@ def apportion(total: int, weights) -> tuple[int, ...]:
   return tuple(counts)
 
 
-def _time(m: int, n: int) -> fractions.Fraction:
-  """The even merge's time of record m of a source of n records."""
-  return fractions.Fraction(2 * m + 1, 2 * n)
+# The even merge's order, exactly: record m of a source of n records has the time
+# (2m + 1) / (2n); of two records the one of the smaller time comes first, of equal times
+# the one of the lower source. Times are compared by cross-multiplying (no fractions: a
+# read looks one up per record).
+
+
+def _first(counts, taken) -> int:
+  """The source of the record that follows `taken` (each source's records so far)."""
+  best, best_a, best_n = -1, 0, 1
+  for k, (c, n) in enumerate(zip(taken, counts)):
+    if c < n and (best < 0 or (2 * c + 1) * best_n < best_a * n):
+      best, best_a, best_n = k, 2 * c + 1, n
+  if best < 0:
+    raise IndexError("past the end of the merge")
+  return best
+
+
+def _last(counts, taken) -> int:
+  """The source of the last record of `taken`."""
+  best, best_a, best_n = -1, 0, 1
+  for k, (c, n) in enumerate(zip(taken, counts)):
+    if c and (best < 0 or (2 * c - 1) * best_n >= best_a * n):
+      best, best_a, best_n = k, 2 * c - 1, n
+  return best
 
 
 def merged_counts(counts, g: int) -> list[int]:
   """How many records of each source come among the first `g` of the even merge of
   sources of `counts` records (see the module docstring). The g-th record's time tau
   holds tau * n_k -+ 1/2 of each source, so each count is g * n_k / N within
-  (1 + K * n_k / N) / 2. Cost: O(K log K)."""
+  (1 + K * n_k / N) / 2. Cost: O(K^2) at most (K / 2 steps of O(K))."""
   counts = [int(n) for n in counts]
   total = sum(counts)
   if not 0 <= g <= total:
@@ -96,38 +116,21 @@ def merged_counts(counts, g: int) -> list[int]:
   # K / 2 steps (each source's count is within 1/2 of g * n_k / N).
   taken = [min(n, (2 * g * n + total) // (2 * total)) for n in counts]
   excess = sum(taken) - g
-  if excess > 0:
-    heap = [(-_time(c - 1, n), -k) for k, (c, n) in enumerate(zip(taken, counts)) if c]
-    heapq.heapify(heap)
-    for _ in range(excess):
-      _, k = heapq.heappop(heap)
-      k = -k
-      taken[k] -= 1
-      if taken[k]:
-        heapq.heappush(heap, (-_time(taken[k] - 1, counts[k]), -k))
-  elif excess < 0:
-    heap = [(_time(c, n), k) for k, (c, n) in enumerate(zip(taken, counts)) if c < n]
-    heapq.heapify(heap)
-    for _ in range(-excess):
-      _, k = heapq.heappop(heap)
-      taken[k] += 1
-      if taken[k] < counts[k]:
-        heapq.heappush(heap, (_time(taken[k], counts[k]), k))
+  for _ in range(excess):
+    taken[_last(counts, taken)] -= 1
+  for _ in range(-excess):
+    taken[_first(counts, taken)] += 1
   return taken
 
 
 def merged_sources(counts, taken, count: int) -> list[int]:
   """The sources of the `count` records that follow `taken` (`merged_counts` of a prefix)
   in the even merge of `counts`."""
-  heap = [(_time(c, n), k) for k, (c, n) in enumerate(zip(taken, counts)) if c < n]
-  heapq.heapify(heap)
   out, taken = [], list(taken)
   for _ in range(count):
-    _, k = heapq.heappop(heap)   # (IndexError past the merge's end)
+    k = _first(counts, taken)   # (IndexError past the merge's end)
     out.append(k)
     taken[k] += 1
-    if taken[k] < counts[k]:
-      heapq.heappush(heap, (_time(taken[k], counts[k]), k))
   return out
 
 
@@ -341,21 +344,23 @@ class MixedOrder:
     j = j0
     with self._lock:
       while count:
-        h, t = self.place(reader, j)
-        quotas = self.reader_quotas(h, reader)
+        cursor = self._cursor.get(reader)
+        if cursor is not None and cursor[0] == j:   # (reads come in order: no lookup)
+          _, h, t, quotas, first, taken = cursor
+          taken = list(taken)
+        else:
+          h, t = self.place(reader, j)
+          quotas, first = self.reader_quotas(h, reader), self.starts(h, reader)
+          taken = merged_counts(quotas, t)
         take = min(count, sum(quotas) - t)
         if take <= 0:
           raise IndexError(f"reader {reader} reads {j} positions in this run, not {j0 + count}")
-        cursor = self._cursor.get(reader)
-        # (reads come in order: the last read's end saves a merge lookup)
-        taken = list(cursor[1]) if cursor and cursor[0] == j else merged_counts(quotas, t)
-        first = self.starts(h, reader)
         for k in merged_sources(quotas, taken, take):
           parts.append(k)
           ranks.append(first[k] + taken[k])
           taken[k] += 1
-        j, count = j + take, count - take
-        self._cursor[reader] = (j, taken) if t + take < sum(quotas) else None
+        j, t, count = j + take, t + take, count - take
+        self._cursor[reader] = (j, h, t, quotas, first, taken) if t < sum(quotas) else None
     return np.array(parts, np.int64), np.array(ranks, np.int64)
 
   def consumed(self, reader: int, j: int) -> list[int]:
