@@ -254,7 +254,7 @@ class MixedOrder:
     self._bounds = [[0] for _ in self.orders]        # part k: its stream before mixed pass h
     self._starts: dict[tuple[int, int], tuple[int, ...]] = {}
     self._ends: dict[int, list[int]] = {}            # reader: its passes' cumulative positions
-    self._cursor: dict[int, tuple[int, list[int]] | None] = {}   # reader: its last read's end
+    self._cursor: dict[int, tuple | None] = {}   # reader: (j, pass, t, quotas, ranks, taken)
 
   @property
   def num_passes(self) -> int | None:
@@ -311,13 +311,16 @@ class MixedOrder:
     """The reader's records of each part in mixed pass h."""
     return tuple(b - a for a, b in zip(self.starts(h, reader), self.starts(h + 1, reader)))
 
-  def _reader_ends(self, reader: int, j: int | None) -> list[int]:
+  def _reader_ends(self, reader: int, j: int | None, most: int | None = None) -> list[int]:
     """The cumulative positions of the reader's mixed passes, at least until one passes j
-    (None: all of them; a run with an end). The class docstring bounds the passes."""
+    (None: all of them; a run with an end). The class docstring bounds the passes; `most`:
+    refuse (a saved position) rather than look up more passes than that."""
     with self._lock:
       ends = self._ends.setdefault(reader, [])
       passes = self.num_passes
       while (j is None or not ends or ends[-1] <= j) and (passes is None or len(ends) < passes):
+        if most is not None and len(ends) >= most:
+          raise _too_far(reader, most - len(self.passes))
         ends.append((ends[-1] if ends else 0) + sum(self.reader_quotas(len(ends), reader)))
       return ends
 
@@ -399,13 +402,14 @@ class MixedOrder:
   def check_reachable(self, at, max_epochs: int) -> None:
     """Refuses, in one line, positions `at` more than `max_epochs` mixed epochs past the
     leftovers (a saved position is untrusted: placing one costs every pass before it)."""
-    most = (len(self.passes) + max_epochs) * sum(self.per_epoch)   # (a reader's at most)
+    most = len(self.passes) + max_epochs
     for reader, j in enumerate(at):
-      with self._lock:
-        ends = self._ends.setdefault(reader, [])
-        while j >= most or not ends or ends[-1] <= j:
-          if j >= most or len(ends) >= len(self.passes) + max_epochs:
-            raise MixedPositionError(
-                f"a saved mixed read position places reader {reader} more than "
-                f"{max_epochs:,} mixed epochs into its run: it was edited or damaged")
-          ends.append((ends[-1] if ends else 0) + sum(self.reader_quotas(len(ends), reader)))
+      # (a reader's positions of a pass are at most its records: beyond, without a look-up)
+      if j >= most * sum(self.per_epoch):
+        raise _too_far(reader, max_epochs)
+      self._reader_ends(reader, j, most)
+
+
+def _too_far(reader: int, max_epochs: int) -> MixedPositionError:
+  return MixedPositionError(f"a saved mixed read position places reader {reader} more than "
+                            f"{max_epochs:,} mixed epochs into its run: it was edited or damaged")
