@@ -1,0 +1,304 @@
+"""The one model every annotation format is read into, and the checks all formats share.
+
+`Annotations` holds the classes, one `Entry` per image (boxes for detection, label ids
+for classification and multi-label) and everything found wrong (`problems`) or repaired
+(`fixed`). `Reader` is what a parser fills while it reads: it applies the rules that must
+be the same for every format (safe relative names, one entry per image, the bad-box
+policy `on_bad_box`) and assembles the `Annotations` at the end.
+
+Boxes are (ymin, xmin, ymax, xmax) in [0, 1] of the image as it is shown upright, the
+order of TFDS's BBoxFeature.
+"""
+
+import dataclasses
+import math
+import os
+import posixpath
+import re
+from typing import Iterable, Iterator
+
+TASKS = ("classification", "multi_label", "detection")
+ON_BAD_BOX = ("error", "clip", "skip")
+
+# Streamed formats (CSV, JSONL, YOLO txt) refuse longer lines (the line end not counted).
+MAX_LINE_BYTES = 1 << 20
+# Round-off allowed at the image's edge, relative to its side.
+EDGE_TOLERANCE = 1e-6
+
+_BOM = b"\xef\xbb\xbf"
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class AnnotationError(ValueError):
+  """An annotation file that cannot be read at all; the message is one line naming the
+  file (and line or object where known) and the fix."""
+
+  def __init__(self, message: str):
+    super().__init__(" ".join(str(message).split("\n")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+  where: str    # the file, and the line or object in it
+  reason: str   # one line
+
+
+@dataclasses.dataclass(frozen=True)
+class Object:
+  bbox: tuple[float, float, float, float]  # ymin, xmin, ymax, xmax in [0, 1], min < max
+  label: int                                # index into Annotations.class_names
+  flags: tuple[int, ...] = ()               # one per Annotations.flag_names, in order
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  file_name: str                        # posix path relative to the images folder
+  size: tuple[int, int] | None = None   # (height, width) the file declares, if it does
+  objects: tuple[Object, ...] = ()      # detection
+  labels: tuple[int, ...] = ()          # classification: one; multi_label: sorted, unique
+
+
+@dataclasses.dataclass(frozen=True)
+class Annotations:
+  task: str                       # one of TASKS
+  format: str                     # one of formats.FORMATS
+  source: str                     # the annotation file or folder read
+  class_names: tuple[str, ...]    # label i is class_names[i]; unique, not empty
+  entries: dict[str, Entry]       # by file_name, in file_name order; all in the images
+  flag_names: tuple[str, ...] = ()
+  # Flags whose values index these names; every other flag is 0 or 1.
+  flag_classes: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+  problems: tuple[Problem, ...] = ()  # any one stops a build
+  fixed: tuple[Problem, ...] = ()     # boxes clipped or left out under on_bad_box
+  unlisted: tuple[str, ...] = ()      # images the annotation file never mentions, sorted
+
+  @property
+  def negatives(self) -> int:
+    """Entries with no objects (detection) or no labels (multi-label)."""
+    if self.task == "classification":
+      return 0
+    return sum(not (entry.objects or entry.labels) for entry in self.entries.values())
+
+
+def shown(value: object, limit: int = 80) -> str:
+  """A value from a file, quoted for a one-line message and cut to `limit` characters."""
+  text = repr(value)
+  return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def name_problem(name: object) -> str | None:
+  """Why `name` is not a relative posix path inside the images folder; None if it is."""
+  if not isinstance(name, str):
+    return f"file name {shown(name)} is not a string"
+  if not name:
+    return "empty file name"
+  if _CONTROL.search(name):
+    return f"file name {shown(name)} holds a NUL or control character"
+  if "\\" in name or _DRIVE.match(name):
+    return (f"file name {shown(name)} is a Windows path: write it relative to the images "
+            "folder with '/'")
+  if name.startswith("/"):
+    return (f"file name {shown(name)} is absolute: write it relative to the images folder")
+  parts = name.split("/")
+  if ".." in parts:
+    return f"file name {shown(name)} has a '..' component: it must stay inside the images folder"
+  if "." in parts or "" in parts:
+    return (f"file name {shown(name)} has an empty or '.' component: write it as "
+            f"{shown('/'.join(p for p in parts if p not in ('', '.')))}")
+  return None
+
+
+def class_name_problem(name: object) -> str | None:
+  """Why `name` cannot be a class name (TFDS keeps them one per line, stripped)."""
+  if not isinstance(name, str):
+    return f"class name {shown(name)} is not a string"
+  if not name:
+    return "empty class name"
+  if _CONTROL.search(name) or name != name.strip():
+    return f"class name {shown(name)} has control characters or surrounding spaces"
+  return None
+
+
+def check_size(path: str, limit: int, what: str) -> None:
+  """Refuses a file over `limit` bytes before anything reads it."""
+  size = os.stat(path).st_size
+  if size > limit:
+    raise AnnotationError(
+        f"{path}: {size:,} bytes, over the {limit:,}-byte limit of a {what} (refused "
+        "unread so a bad file cannot exhaust memory): check that this is the annotation "
+        "file, or split the dataset")
+
+
+def lines(path: str) -> Iterator[tuple[int, str]]:
+  """(1-based line number, text with its line end) of a UTF-8 text file, streamed."""
+  with open(path, "rb") as f:
+    number = 0
+    while raw := f.readline(MAX_LINE_BYTES + 2):
+      number += 1
+      if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+        raise AnnotationError(f"{path} line {number}: longer than {MAX_LINE_BYTES:,} bytes: "
+                              "check that this is the annotation file")
+      if number == 1 and raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+      try:
+        yield number, raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise AnnotationError(f"{path} line {number}: not UTF-8 (byte {e.start + 1} of the "
+                              "line): save the file as UTF-8") from None
+
+
+def _hidden(name: str) -> bool:
+  return name.startswith(".") or name == "__MACOSX"
+
+
+def files_under(folder: str, suffix: str) -> list[str]:
+  """Sorted posix paths relative to `folder` of its files ending in `suffix` (any case),
+  hidden files and folders (.*, __MACOSX) left out."""
+  found = []
+  for top, folders, files in os.walk(folder):
+    folders[:] = [name for name in folders if not _hidden(name)]
+    relative = os.path.relpath(top, folder).replace(os.sep, "/")
+    found += [name if relative == "." else f"{relative}/{name}" for name in files
+              if not _hidden(name) and name.lower().endswith(suffix)]
+  return sorted(found)
+
+
+def inside(folder: str, relative: str) -> str:
+  """How messages name a file of an annotation folder: "<folder's name>/<relative>"."""
+  return f"{os.path.basename(os.path.normpath(folder))}/{relative}"
+
+
+def text_number(text: str | None) -> float | None:
+  """A number written as text (NaN and infinities included); None if it is none."""
+  try:
+    return float(text.strip()) if isinstance(text, str) else None
+  except ValueError:
+    return None
+
+
+def _n(value: float) -> str:
+  return f"{value:.10g}"
+
+
+def _corners(x0: float, y0: float, x1: float, y1: float) -> str:
+  return f"x {_n(x0)}..{_n(x1)}, y {_n(y0)}..{_n(y1)}"
+
+
+class Reader:
+  """What one read collects: entries' names checked and claimed, boxes placed under the
+  bad-box policy, problems and fixes in the order found."""
+
+  def __init__(self, source: str, images: Iterable[str], on_bad_box: str = "error",
+               images_root: str = ""):
+    if on_bad_box not in ON_BAD_BOX:
+      raise ValueError(f"on_bad_box={on_bad_box!r}: use one of {', '.join(ON_BAD_BOX)}")
+    self.source = source
+    self.images = frozenset(images)
+    self.on_bad_box = on_bad_box
+    self.images_root = images_root or "the images folder"
+    self.problems: list[Problem] = []
+    self.fixed: list[Problem] = []
+    self._claimed: dict[str, str] = {}   # file_name -> where its entry is
+
+  def problem(self, where: str, reason: str) -> None:
+    self.problems.append(Problem(where, reason))
+
+  def name(self, where: str, name: object) -> str | None:
+    """`name` if it is a safe relative name, else None and a problem."""
+    reason = name_problem(name)
+    if reason:
+      self.problem(where, reason)
+      return None
+    return name
+
+  def claim(self, where: str, file_name: str) -> bool:
+    """True for the first entry of an image in `images`; else False and a problem."""
+    if file_name in self._claimed:
+      self.problem(where, f"a second entry for {file_name} (the first: {self._claimed[file_name]})")
+      return False
+    self._claimed[file_name] = where
+    if file_name not in self.images:
+      self.problem(where, f"{file_name}: no such image in {self.images_root}")
+      return False
+    return True
+
+  def bad_box(self, where: str, reason: str) -> None:
+    """A box that cannot be placed: left out and recorded under "skip", else a problem."""
+    if self.on_bad_box == "skip":
+      self.fixed.append(Problem(where, f"left out: {reason}"))
+    else:
+      self.problem(where, reason)
+
+  def box(self, where: str, x0: float, y0: float, x1: float, y1: float,
+          width: float, height: float) -> tuple[float, float, float, float] | None:
+    """The normalised (ymin, xmin, ymax, xmax) of corners given in the units of `width`
+    and `height` (pixels, or 1 for normalised boxes), or None when the box is not kept."""
+    if not all(map(math.isfinite, (x0, y0, x1, y1))):
+      self.bad_box(where, f"box with a non-finite coordinate: {_corners(x0, y0, x1, y1)}")
+      return None
+    if x1 <= x0 or y1 <= y0:
+      self.bad_box(where, f"box of zero or negative width/height: {_corners(x0, y0, x1, y1)}")
+      return None
+    outside, clipped = [], []   # the axes past the edge (beyond round-off), as words
+    for axis, low, high, side, extent in (("x", x0, x1, "width", width),
+                                          ("y", y0, y1, "height", height)):
+      slack = EDGE_TOLERANCE * extent
+      if low < -slack or high > extent + slack:
+        outside.append(f"{axis} {_n(low)}..{_n(high)} of {side} {_n(extent)}")
+        clipped.append(f"{axis} {_n(low)}..{_n(high)} to {_n(max(low, 0.0))}.."
+                       f"{_n(min(high, extent))} of {side} {_n(extent)}")
+    bbox = tuple(min(max(value, 0.0), 1.0)
+                 for value in (y0 / height, x0 / width, y1 / height, x1 / width))
+    if not (bbox[0] < bbox[2] and bbox[1] < bbox[3]):
+      self.bad_box(where, f"box wholly outside the image: {', '.join(outside)}" if outside else
+                   f"box of zero area in the image: {_corners(x0, y0, x1, y1)}")
+      return None
+    if outside and self.on_bad_box == "error":
+      self.problem(where, f"box outside the image: {', '.join(outside)}")
+      return None
+    if outside:
+      self.fixed.append(Problem(where, f"box clipped to the image: {', '.join(clipped)}"))
+    return bbox
+
+  def annotations(self, *, task: str, format: str, class_names: Iterable[str],
+                  entries: Iterable[Entry], unmentioned: str,
+                  flag_names: tuple[str, ...] = (),
+                  flag_classes: dict[str, tuple[str, ...]] | None = None) -> Annotations:
+    """The result. `entries`: of claimed images. `unmentioned`: what the images nothing
+    claimed are: "negative" (an entry without annotations) or "unlisted"."""
+    class_names = tuple(class_names)
+    if not class_names:
+      raise AnnotationError(f"{self.source}: no class names: a {format} dataset needs at "
+                            "least one class")
+    assert task in TASKS and unmentioned in ("negative", "unlisted"), (task, unmentioned)
+    by_name = {entry.file_name: entry for entry in entries}
+    rest = sorted(self.images.difference(self._claimed))
+    if unmentioned == "negative":
+      by_name.update((name, Entry(name)) for name in rest)
+      rest = []
+    return Annotations(
+        task=task, format=format, source=self.source, class_names=class_names,
+        entries={name: by_name[name] for name in sorted(by_name)},
+        flag_names=tuple(flag_names), flag_classes=dict(flag_classes or {}),
+        problems=tuple(self.problems), fixed=tuple(self.fixed), unlisted=tuple(rest))
+
+
+def images_by_stem(images: Iterable[str]) -> dict[str, list[str]]:
+  """{relative path without its suffix: the images with it}, for label files that name
+  their image by their own path (labels/sub/a.txt -> sub/a.*)."""
+  found: dict[str, list[str]] = {}
+  for name in sorted(images):
+    found.setdefault(posixpath.splitext(name)[0], []).append(name)
+  return found
+
+
+def image_of_stem(reader: Reader, where: str, stem: str,
+                  by_stem: dict[str, list[str]]) -> str | None:
+  """The one image whose path without suffix is `stem`, claimed; else None and a problem."""
+  candidates = by_stem.get(stem, [])
+  if len(candidates) != 1:
+    reader.problem(where, f"no image {stem}.* in {reader.images_root}" if not candidates
+                   else f"several images for it: {', '.join(candidates)}")
+    return None
+  return candidates[0] if reader.claim(where, candidates[0]) else None

@@ -1,0 +1,145 @@
+"""YOLO (Darknet / Ultralytics) txt labels: one file per image, a line `class cx cy w h`
+per box, normalised to the image.
+
+Accepted `path`:
+  * a labels folder of *.txt files, its names file in it or in its parent folder;
+  * a folder holding a `labels/` sub-folder (then that is the labels folder);
+  * a names file (`data.yaml`, `classes.txt`, `obj.names`): the labels folder is the
+    `labels/` beside it, else its own folder.
+Names files, first found wins, the labels folder before its parent: data.yaml
+(`names:` a list, or {id: name} with ids 0..n-1; read with yaml.safe_load; its `path`,
+`train` and `val` keys are not followed), then classes.txt, then obj.names (one name a
+line). A label file's image has its path without suffix (labels/sub/a.txt <-> sub/a.jpg
+in the images folder); an image with no label file is a negative. Lines of more than 5
+values (segmentation polygons) are problems: only boxes are read.
+"""
+
+import os
+import posixpath
+from typing import Iterable
+
+import yaml
+
+from imagesets.annotations import objects
+
+NAMES_FILES = ("data.yaml", "classes.txt", "obj.names")
+MAX_DOCUMENT_BYTES = 16 << 20   # data.yaml, parsed in memory
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _yaml_names(path: str) -> list:
+  objects.check_size(path, MAX_DOCUMENT_BYTES, "YOLO data.yaml")
+  try:
+    with open(path, "rb") as f:
+      document = yaml.safe_load(f)
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    line = f" line {mark.line + 1}" if mark is not None else ""
+    raise objects.AnnotationError(f"{path}{line}: not valid YAML "
+                                  f"({getattr(e, 'problem', None) or type(e).__name__}): "
+                                  "fix the file") from None
+  names = document.get("names") if isinstance(document, dict) else None
+  if isinstance(names, dict):
+    if (not all(isinstance(i, int) and not isinstance(i, bool) for i in names)
+        or set(names) != set(range(len(names)))):
+      raise objects.AnnotationError(f"{path}: `names:` ids {objects.shown(list(names))} are "
+                                    f"not 0..{len(names) - 1}: number the classes from 0")
+    names = [names[i] for i in range(len(names))]
+  if not isinstance(names, list):
+    raise objects.AnnotationError(f"{path}: no `names:` list or {{id: name}} mapping: list "
+                                  "the class names in data.yaml")
+  count = document.get("nc", len(names))
+  if count != len(names):
+    raise objects.AnnotationError(f"{path}: `nc: {objects.shown(count)}` but {len(names)} "
+                                  "names: make them agree")
+  return names
+
+
+def _line_names(path: str) -> list[str]:
+  names = [text.strip() for _, text in objects.lines(path)]
+  while names and not names[-1]:
+    names.pop()
+  if "" in names:
+    raise objects.AnnotationError(f"{path} line {names.index('') + 1}: empty: class ids are "
+                                  "line numbers, so no line may be empty")
+  return names
+
+
+def class_names(path: str) -> tuple[str, ...]:
+  """The class names of the names file `path` (label i is name i), checked."""
+  names = (_yaml_names if path.lower().endswith(_YAML_SUFFIXES) else _line_names)(path)
+  seen = set()
+  for i, name in enumerate(names):
+    reason = objects.class_name_problem(name) or (
+        f"class name {name!r} given twice" if name in seen else None)
+    if reason:
+      raise objects.AnnotationError(f"{path}: class {i}: {reason}: class names must be "
+                                    "unique, non-empty strings")
+    seen.add(name)
+  return tuple(names)
+
+
+def locate(path: str) -> tuple[str, str]:
+  """(labels folder, names file) of an accepted `path` (see the module's docstring)."""
+  if os.path.isfile(path):
+    if not (os.path.basename(path) in NAMES_FILES or path.lower().endswith(_YAML_SUFFIXES)):
+      raise objects.AnnotationError(f"{path}: not a YOLO names file: give the labels folder, "
+                                    f"or its {', '.join(NAMES_FILES)}")
+    names_file, top = path, os.path.dirname(os.path.abspath(path))
+    labels = os.path.join(top, "labels")
+    return (labels if os.path.isdir(labels) else top), names_file
+  if not os.path.isdir(path):
+    raise objects.AnnotationError(f"{path}: no such file or folder")
+  labels = os.path.join(path, "labels")
+  labels = labels if os.path.isdir(labels) else path
+  for folder in (labels, os.path.dirname(os.path.abspath(labels))):
+    for name in NAMES_FILES:
+      if os.path.isfile(os.path.join(folder, name)):
+        return labels, os.path.join(folder, name)
+  raise objects.AnnotationError(f"{labels}: no class names: put a data.yaml (`names:`), "
+                                "classes.txt or obj.names in the labels folder or its parent")
+
+
+def _object(reader: objects.Reader, where: str, values: list[str],
+            names_file: str, count: int) -> objects.Object | None:
+  if len(values) != 5:
+    reader.problem(where, f"{len(values)} values: YOLO segmentation lines are not read (boxes "
+                          "only)" if len(values) > 5 else
+                   f"{len(values)} values, not 5 (class x_center y_center width height)")
+    return None
+  # Digits only ("1.0", "-1", "١" are not ids); the length bound keeps int() cheap.
+  known = values[0].isascii() and values[0].isdigit() and len(values[0]) <= len(str(count))
+  label = int(values[0]) if known and int(values[0]) < count else None
+  if label is None:
+    reader.problem(where, f"class id {objects.shown(values[0])} is not one of the {count} "
+                          f"classes of {os.path.basename(names_file)} (0..{count - 1})")
+  numbers = [objects.text_number(value) for value in values[1:]]
+  for value, number in zip(values[1:], numbers):
+    if number is None:
+      reader.problem(where, f"{objects.shown(value)} is not a number")
+  if label is None or None in numbers:
+    return None
+  cx, cy, w, h = numbers
+  bbox = reader.box(where, cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, width=1.0, height=1.0)
+  return None if bbox is None else objects.Object(bbox, label)
+
+
+def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
+         images_root: str = "") -> objects.Annotations:
+  """The detection annotations of the YOLO labels at `path` for the image files `images`."""
+  labels, names_file = locate(path)
+  names = class_names(names_file)
+  reader = objects.Reader(path, images, on_bad_box, images_root)
+  by_stem = objects.images_by_stem(reader.images)
+  entries = []
+  for relative in objects.files_under(labels, ".txt"):
+    if relative in NAMES_FILES:
+      continue
+    where = objects.inside(labels, relative)
+    file_name = objects.image_of_stem(reader, where, posixpath.splitext(relative)[0], by_stem)
+    placed = [_object(reader, f"{where} line {number}", text.split(), names_file, len(names))
+              for number, text in objects.lines(os.path.join(labels, relative)) if text.strip()]
+    if file_name is not None:
+      entries.append(objects.Entry(file_name, objects=tuple(p for p in placed if p is not None)))
+  return reader.annotations(task="detection", format="yolo", class_names=names,
+                            entries=entries, unmentioned="negative")

@@ -1,0 +1,163 @@
+"""YOLO txt labels: the accepted layouts, names files, round trips and bad lines."""
+
+import pytest
+
+from imagesets.annotations import objects
+from imagesets.annotations import yolo
+from imagesets_testing import annotation_files
+
+IMAGES = ["a.jpg", "b.jpg", "sub/c.jpg", "d.png"]
+
+
+@pytest.fixture(scope="module", params=[0, 1, 2, 3])
+def known(request, tmp_path_factory):
+  return annotation_files.write(tmp_path_factory.mktemp("known"), seed=request.param,
+                                count=6 + 3 * request.param)
+
+
+@pytest.mark.parametrize("form", ["dataset folder", "labels folder", "data.yaml"])
+def test_known_boxes_and_labels_come_back_from_every_accepted_path(known, form):
+  path = {"dataset folder": known.yolo, "labels folder": known.yolo / "labels",
+          "data.yaml": known.yolo_yaml}[form]
+  annotations = yolo.read(str(path), annotation_files.list_images(known.images_dir))
+  # The files hold 6 decimals, as exporters write them.
+  assert known.mismatches(annotations, "yolo", tolerance=1e-6) == []
+  assert annotations.flag_names == () and annotations.entries[known.without_file].objects == ()
+
+
+def _dataset(tmp_path, labels: dict[str, str], names_file=("classes.txt", "cat\ndog\n"),
+             names_in="labels"):
+  folder = tmp_path / "labels"
+  folder.mkdir()
+  for name, text in labels.items():
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+  if names_file:
+    (tmp_path / names_in / names_file[0]).write_text(names_file[1])
+  return folder
+
+
+def _read(tmp_path, labels, images=IMAGES, **options):
+  names = {key: options.pop(key) for key in ("names_file", "names_in") if key in options}
+  folder = _dataset(tmp_path, labels, **names)
+  return yolo.read(str(folder), images, images_root="/data/images", **options)
+
+
+def _reasons(annotations) -> list[tuple[str, str]]:
+  return [(p.where, p.reason) for p in annotations.problems]
+
+
+def test_boxes_labels_mirrored_folders_and_negatives(tmp_path):
+  annotations = _read(tmp_path, {"a.txt": "1 0.5 0.5 1.0 1.0\n\n0 0.15 0.25 0.1 0.1\n",
+                                 "sub/c.txt": "0 0.5 0.5 0.2 0.2\n", "b.txt": ""})
+  assert annotations.problems == () and annotations.class_names == ("cat", "dog")
+  a = annotations.entries["a.jpg"]
+  assert a.size is None and [o.label for o in a.objects] == [1, 0]
+  assert a.objects[0].bbox == (0.0, 0.0, 1.0, 1.0)
+  assert a.objects[1].bbox == pytest.approx((0.2, 0.1, 0.3, 0.2), abs=1e-12)
+  assert annotations.entries["sub/c.jpg"].objects[0].bbox == pytest.approx((0.4, 0.4, 0.6, 0.6))
+  assert annotations.entries["b.jpg"] == objects.Entry("b.jpg")
+  assert annotations.entries["d.png"] == objects.Entry("d.png")   # no label file
+  assert annotations.negatives == 2 and annotations.unlisted == ()
+
+
+@pytest.mark.parametrize("names_file", [
+    ("data.yaml", "nc: 2\nnames: [cat, dog]\n"),
+    ("data.yaml", "names:\n  1: dog\n  0: cat\n"),
+    ("data.yaml", "path: ../datasets/pets\ntrain: images/train\nnames:\n  - cat\n  - dog\n"),
+    ("classes.txt", "cat\r\ndog\r\n\r\n"),
+    ("obj.names", "cat\ndog"),
+])
+@pytest.mark.parametrize("names_in", ["labels", "."])
+def test_the_names_files_in_the_labels_folder_or_its_parent(tmp_path, names_file, names_in):
+  annotations = _read(tmp_path, {"a.txt": "1 0.5 0.5 0.2 0.2\n"}, names_file=names_file,
+                      names_in=names_in)
+  assert annotations.class_names == ("cat", "dog") and annotations.problems == ()
+  assert annotations.entries["a.jpg"].objects[0].label == 1
+
+
+@pytest.mark.parametrize("names_file, words", [
+    (("data.yaml", "names:\n  0: cat\n  2: dog\n"), r"ids \[0, 2\] are not 0..1"),
+    (("data.yaml", "names:\n  '0': cat\n"), "are not 0..0"),
+    (("data.yaml", "nc: 3\nnames: [cat, dog]\n"), "`nc: 3` but 2 names"),
+    (("data.yaml", "train: images\n"), "no `names:`"),
+    (("data.yaml", "names: [cat, cat]\n"), "class 1: class name 'cat' given twice"),
+    (("data.yaml", "names: [cat, 7]\n"), "class 1: class name 7 is not a string"),
+    (("data.yaml", "names: [cat, dog\n"), r"data.yaml line 2: not valid YAML"),
+    (("data.yaml", "names: !!python/object/apply:os.system [echo pwned]\n"), "not valid YAML"),
+    (("classes.txt", "cat\n\ndog\n"), "classes.txt line 2: empty"),
+    (("classes.txt", ""), "no class names"),
+    (None, "no class names: put a data.yaml"),
+])
+def test_unusable_names_files_are_one_line_errors(tmp_path, names_file, words):
+  with pytest.raises(objects.AnnotationError, match=words) as e:
+    _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"}, names_file=names_file)
+  assert "\n" not in str(e.value)
+
+
+def test_bad_lines_are_problems_naming_the_file_and_line(tmp_path):
+  annotations = _read(tmp_path, {"a.txt": "\n".join([
+      "0 0.5 0.5 0.2 0.2",
+      "2 0.5 0.5 0.2 0.2",
+      "1.0 0.5 0.5 0.2 0.2",
+      "-1 0.5 0.5 0.2 0.2",
+      "0 0.5 0.5 0.2",
+      "0 0.1 0.1 0.2 0.1 0.2 0.2 0.1 0.2",
+      "0 0.5 half 0.2 0.2",
+      "0 0.95 0.5 0.2 0.2",
+      "0 0.5 0.5 0 0.2",
+      "0 nan 0.5 0.2 0.2",
+      "9" * 5000 + " 0.5 0.5 0.2 0.2",
+  ])})
+  assert _reasons(annotations) == [
+      ("labels/a.txt line 2", "class id '2' is not one of the 2 classes of classes.txt (0..1)"),
+      ("labels/a.txt line 3", "class id '1.0' is not one of the 2 classes of classes.txt (0..1)"),
+      ("labels/a.txt line 4", "class id '-1' is not one of the 2 classes of classes.txt (0..1)"),
+      ("labels/a.txt line 5", "4 values, not 5 (class x_center y_center width height)"),
+      ("labels/a.txt line 6", "9 values: YOLO segmentation lines are not read (boxes only)"),
+      ("labels/a.txt line 7", "'half' is not a number"),
+      ("labels/a.txt line 8", "box outside the image: x 0.85..1.05 of width 1"),
+      ("labels/a.txt line 9", "box of zero or negative width/height: x 0.5..0.5, y 0.4..0.6"),
+      ("labels/a.txt line 10", "box with a non-finite coordinate: x nan..nan, y 0.4..0.6"),
+      ("labels/a.txt line 11", f"class id '{'9' * 76}... is not one of the 2 classes of "
+                               "classes.txt (0..1)")]
+  assert len(annotations.entries["a.jpg"].objects) == 1
+
+
+@pytest.mark.parametrize("policy, kept, fixed, problems", [
+    ("error", 1, 0, 2), ("clip", 2, 1, 1), ("skip", 2, 2, 0)])
+def test_the_bad_box_policy_applies(tmp_path, policy, kept, fixed, problems):
+  annotations = _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n0 0.95 0.5 0.2 0.2\n"
+                                           "0 1.5 0.5 0.2 0.2\n"}, on_bad_box=policy)
+  assert len(annotations.entries["a.jpg"].objects) == kept
+  assert (len(annotations.fixed), len(annotations.problems)) == (fixed, problems)
+
+
+def test_label_files_without_an_image_or_with_two_are_problems(tmp_path):
+  annotations = _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n", "zz.txt": "0 0.5 0.5 0.2 0.2\n",
+                                 "c.txt": "0 0.5 0.5 0.2 0.2\n"},
+                      images=["a.jpg", "a.png", "sub/c.jpg"])
+  assert _reasons(annotations) == [
+      ("labels/a.txt", "several images for it: a.jpg, a.png"),
+      ("labels/c.txt", "no image c.* in /data/images"),
+      ("labels/zz.txt", "no image zz.* in /data/images")]
+  assert list(annotations.entries) == ["a.jpg", "a.png", "sub/c.jpg"]
+
+
+def test_a_line_over_the_limit_is_refused(tmp_path):
+  with pytest.raises(objects.AnnotationError, match="labels/a.txt line 2: longer than"):
+    _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n0" + " " * objects.MAX_LINE_BYTES + "\n"})
+
+
+def test_a_file_that_is_not_a_names_file_is_refused(tmp_path):
+  folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"})
+  with pytest.raises(objects.AnnotationError, match="not a YOLO names file"):
+    yolo.read(str(folder / "a.txt"), IMAGES)
+
+
+def test_a_data_yaml_over_the_limit_is_refused_before_it_is_read(tmp_path):
+  folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"}, names_file=None)
+  with open(tmp_path / "data.yaml", "wb") as f:
+    f.truncate(yolo.MAX_DOCUMENT_BYTES + 1)
+  with pytest.raises(objects.AnnotationError, match="data.yaml: 16,777,217 bytes, over the"):
+    yolo.read(str(folder), IMAGES)
