@@ -126,9 +126,14 @@ def central_crop(encoded: bytes, size, crop_fraction: float = CENTRAL_CROP_FRACT
                         ((height - side) // 2, (width - side) // 2, side, side), size)
 
 
+def _flip_drawn(rng: np.random.Generator) -> bool:
+  """Whether `random_flip` mirrors (one draw from `rng`)."""
+  return rng.random() < 0.5
+
+
 def random_flip(rng: np.random.Generator, *arrays: np.ndarray) -> list[np.ndarray]:
   """The same left-right flip (or none) for all arrays."""
-  flip = rng.random() < 0.5
+  flip = _flip_drawn(rng)
   return [np.ascontiguousarray(a[:, ::-1]) if flip else a for a in arrays]
 
 

@@ -106,19 +106,29 @@ def _decode_window(contents, channels, window_fn):
   (`extract_jpeg_shape`), so the pixels outside the window are never produced. Anything
   else (PNG, GIF, BMP) is decoded whole and sliced: same window, same result.
   """
+  return _decode_window_and_shape(contents, channels, window_fn)[0]
+
+
+def _decode_window_and_shape(contents, channels, window_fn):
+  """`_decode_window`, plus the window (int32 [offset_y, offset_x, height, width]) and the
+  whole image's int32 [height, width]: for ops that move coordinates (boxes) with the pixels.
+  """
   def jpeg():
-    offset_y, offset_x, height, width = window_fn(tf.image.extract_jpeg_shape(contents))
-    return tf.image.decode_and_crop_jpeg(
-        contents, tf.stack([offset_y, offset_x, height, width]), channels=channels)
+    shape = tf.image.extract_jpeg_shape(contents)
+    window = tf.stack(window_fn(shape))
+    return (tf.image.decode_and_crop_jpeg(contents, window, channels=channels), window,
+            shape[:2])
 
   def other():
     image = _decode_any(contents, channels)
-    offset_y, offset_x, height, width = window_fn(tf.shape(image))
-    return image[offset_y:offset_y + height, offset_x:offset_x + width]
+    shape = tf.shape(image)
+    offset_y, offset_x, height, width = window_fn(shape)
+    return (image[offset_y:offset_y + height, offset_x:offset_x + width],
+            tf.stack([offset_y, offset_x, height, width]), shape[:2])
 
-  image = tf.cond(is_jpeg(contents), jpeg, other)
+  image, window, shape = tf.cond(is_jpeg(contents), jpeg, other)
   image.set_shape([None, None, channels])
-  return image
+  return image, window, shape
 
 
 def decode(key: str = "image", channels: int = 3) -> Op:
@@ -211,20 +221,24 @@ def decode_and_fit(size, key: str = "image", fit: str = "stretch",
   """
   if fit not in FITS:
     raise ValueError(f"fit must be one of {FITS}, not {fit!r}")
-  height, width = _size(size)
 
   def op(data):
-    image = _decode_any(data[key], 3)
-    if fit == "crop":
-      offset_y, offset_x, crop_height, crop_width = _aspect_window(tf.shape(image), size)
-      image = image[offset_y:offset_y + crop_height, offset_x:offset_x + crop_width]
-    if fit == "pad":
-      image = tf.image.resize_with_pad(image, height, width, method=method)
-    else:
-      image = tf.image.resize(image, (height, width), method=method)
-    image.set_shape([height, width, 3])
-    return {**data, key: tf.cast(image, tf.float32)}
+    return {**data, key: _fit(_decode_any(data[key], 3), size, fit, method)}
   return op
+
+
+def _fit(image, size, fit, method):
+  """The pixels of `decode_and_fit` from a decoded image."""
+  height, width = _size(size)
+  if fit == "crop":
+    offset_y, offset_x, crop_height, crop_width = _aspect_window(tf.shape(image), size)
+    image = image[offset_y:offset_y + crop_height, offset_x:offset_x + crop_width]
+  if fit == "pad":
+    image = tf.image.resize_with_pad(image, height, width, method=method)
+  else:
+    image = tf.image.resize(image, (height, width), method=method)
+  image.set_shape([height, width, 3])
+  return tf.cast(image, tf.float32)
 
 
 def _method(key, mask_keys):
@@ -244,10 +258,15 @@ def _pad_to_at_least(image, height, width, value, centred):
                 constant_values=tf.cast(value, image.dtype))
 
 
+def _flip_drawn(data) -> tf.Tensor:
+  """Whether `random_flip_left_right` mirrors this example (a bool scalar)."""
+  return tf.random.stateless_uniform([], _op_seed(data, _FLIP_SALT)) < 0.5
+
+
 def random_flip_left_right(keys: Sequence[str] = ("image",)) -> Op:
   """Mirrors all `keys` together with probability 1/2."""
   def op(data):
-    flip = tf.random.stateless_uniform([], _op_seed(data, _FLIP_SALT)) < 0.5
+    flip = _flip_drawn(data)
     out = dict(data)
     for key in keys:
       out[key] = tf.cond(flip, lambda x=data[key]: tf.reverse(x, [1]), lambda x=data[key]: x)
