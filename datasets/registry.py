@@ -46,6 +46,12 @@ DATASETS = (
                     "`class_folders` with a JSON `--config` for the stock `tfds build`"),
             card="docs/class_folders.md", round_trip="class_folders",
             shown_as="your `NAME`"),
+    Dataset("annotated",
+            source=("your images with a labeling tool's annotations (COCO JSON, VOC XML, "
+                    "YOLO, CSV/JSONL): `imagesets build IMAGES --name NAME --annotations "
+                    "FILE`, or `annotated` with a JSON `--config`"),
+            card="docs/annotations.md", round_trip="annotated",
+            shown_as="your `NAME` (annotated)"),
     Dataset("voc_segmentation",
             source=("PASCAL VOC 2012 images + class/instance masks as class ids (`default`: "
                     "train 1,464, validation 1,449; `train_aug`: VOC2012 train + SBD minus "

@@ -35,7 +35,7 @@ def _violations(folder: str, forbidden: list[str]) -> dict[str, list[str]]:
 
 
 def test_the_builders_and_the_folders_of_the_layout():
-  assert BUILDERS == ["class_folders", "flowers", "oxford17", "synthetic_images", "voc_segmentation"]
+  assert BUILDERS == ["annotated", "class_folders", "flowers", "oxford17", "synthetic_images", "voc_segmentation"]
   for folder in ("building", "reading", "publishing", "cli"):
     assert _modules(folder), folder
 
@@ -253,3 +253,18 @@ def test_the_read_path_imports_one_way_with_no_cycle_hidden_in_a_function():
     done.add(module)
   for module in sorted(graph):
     visit(module)
+
+
+def test_the_annotations_layer_imports_only_itself_and_constants_and_never_tensorflow():
+  # It reads annotation files before TensorFlow loads (and in the builder's workers).
+  allowed = ("imagesets.annotations", "imagesets.constants")
+  assert _modules("annotations")
+  found = {}
+  for path in _modules("annotations"):
+    bad = sorted(name for name in _imports(path)
+                 if name.split(".")[0] in ("imagesets", "imagesets_testing", "tensorflow",
+                                           "tensorflow_datasets", "keras")
+                 and not any(name == a or name.startswith(a + ".") for a in allowed))
+    if bad:
+      found[str(path.relative_to(REPO))] = bad
+  assert found == {}

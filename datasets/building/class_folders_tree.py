@@ -67,6 +67,18 @@ def scan(root: str, follow_links: bool = False) -> ClassTree:
   """
   root = str(root).rstrip("/")
   names = class_names(root)
+  images, ignored = image_files(root, follow_links=follow_links, top_level=False)
+  return ClassTree(names, images, ignored)
+
+
+def image_files(root: str, *, follow_links: bool = False,
+                top_level: bool = True) -> tuple[list[str], list[str]]:
+  """(images, ignored): the sorted relative paths of every file under `root` named like an
+  image outside hidden folders, and of every other file. `top_level=False`: files directly
+  in `root` are ignored too (a class tree's images are in its class folders)."""
+  root = str(root).rstrip("/")
+  if not tf.io.gfile.isdir(root):
+    raise FileNotFoundError(f"{root!r} is not a folder")
   images, ignored = [], []
   # os.walk: no per-file stat calls.
   walk = tf.io.gfile.walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
@@ -75,12 +87,12 @@ def scan(root: str, follow_links: bool = False) -> ClassTree:
     parts = [] if relative_top == "." else relative_top.split("/")
     for name in files:
       relative = "/".join(parts + [name])
-      in_class = parts and not any(map(_hidden, parts))
-      if in_class and not _hidden(name) and name.lower().endswith(IMAGE_SUFFIXES):
+      placed = (top_level or parts) and not any(map(_hidden, parts))
+      if placed and not _hidden(name) and name.lower().endswith(IMAGE_SUFFIXES):
         images.append(relative)
       else:
         ignored.append(relative)
-  return ClassTree(names, sorted(images), sorted(ignored))
+  return sorted(images), sorted(ignored)
 
 
 KERAS_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # keras' ALLOWLIST_FORMATS

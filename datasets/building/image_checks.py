@@ -305,17 +305,25 @@ def _dct_downscaled(data: bytes, facts: ImageFacts, shorter_side: int,
       f"{reason} ({how})" if exact else f"{reason}, {how})")
 
 
+def resize_threshold(shorter_side: int = ORIGINAL_SIZE, image_size: int = ORIGINAL_SIZE) -> int:
+  """What `check` is told about the resizing `prepare` does with these options."""
+  return image_size or shorter_side
+
+
 def prepare(data: bytes, *, shorter_side: int = ORIGINAL_SIZE,
-            image_size: int = ORIGINAL_SIZE) -> tuple[bytes, ImageFacts]:
+            image_size: int = ORIGINAL_SIZE,
+            facts: ImageFacts | None = None) -> tuple[bytes, ImageFacts]:
   """Checked bytes to store and their facts: the input itself when it can pass through.
 
   Images whose shorter side is larger are stored downscaled: with `image_size`, to exactly
   that shorter side; with `shorter_side`, JPEGs to at least it (libjpeg's n/8 scales).
   Never upscaled; resized images are JPEGs of quality `_JPEG_RESIZE_QUALITY`.
+  `facts`: what `check(data, resized_below=resize_threshold(...))` said, when the caller
+  needed them first (the bytes are then checked once).
   """
   exact = bool(image_size)
-  shorter_side = image_size or shorter_side
-  facts = check(data, resized_below=shorter_side)
+  shorter_side = resize_threshold(shorter_side, image_size)
+  facts = facts or check(data, resized_below=shorter_side)
   if min(facts.height, facts.width) <= shorter_side:
     shorter_side = ORIGINAL_SIZE  # never upscaled, nor re-encoded only to be the same size
   if facts.conversion is None and not shorter_side:

@@ -16,10 +16,7 @@ the same content is a no-op, different content is refused (bump the version).
 """
 
 import dataclasses
-import json
 import pathlib
-import re
-import tomllib
 from typing import Callable
 
 from absl import logging
@@ -27,65 +24,20 @@ import tensorflow_datasets as tfds
 
 from imagesets import constants
 from imagesets.building import class_folders_builder
+from imagesets.building import named_versions
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import incremental
 from imagesets.building import parallel_map
 from imagesets.building import sharding
 from imagesets.building import splits
-
-ABOUT_FILE = "imagesets.toml"
-_NAME = re.compile(constants.DATASET_NAME_PATTERN)
-
-
-class VersionExistsError(ValueError):
-  """NAME:VERSION is already built from other content."""
+# The names every named build shares, where callers of this module have always found them.
+from imagesets.building.named_versions import (  # noqa: F401
+    ABOUT_FILE, About, VersionExistsError, already_built, check_name, first_ten,
+    named_builder, read_about, short_hashes, skipped_lines, stored_fingerprint, what_changed)
 
 
-@dataclasses.dataclass(frozen=True)
-class About:
-  """What the dataset card says; every field may be empty."""
-
-  description: str = ""
-  citation: str = ""
-  homepage: str = ""
-
-
-def read_about(root: str, **given: str | None) -> About:
-  """The card's fields: given ones win over `imagesets.toml` in `root`."""
-  path = f"{str(root).rstrip('/')}/{ABOUT_FILE}"
-  from_file = {}
-  if tfds.core.Path(path).exists():
-    try:
-      from_file = tomllib.loads(tfds.core.Path(path).read_text())
-    except tomllib.TOMLDecodeError as error:
-      raise ValueError(f"{path}: not valid TOML ({error})") from None
-    unknown = set(from_file) - {field.name for field in dataclasses.fields(About)}
-    if unknown:
-      raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; "
-                       "allowed: description, citation, homepage")
-  return About(**{key: str(value) for key, value in {**from_file, **{
-      k: v for k, v in given.items() if v is not None}}.items()})
-
-
-def check_name(name: str, *, registered: bool = True) -> None:
-  """Refuses a malformed name and, with `registered`, a registered TFDS builder's name."""
-  if not _NAME.fullmatch(name):
-    raise ValueError(f"dataset name {name!r}: use lower case letters, digits and _, "
-                     "starting with a letter (e.g. 'pets' or 'factory_parts')")
-  if not registered:
-    return
-  try:  # one lookup (about half the cost of listing every builder at start-up)
-    tfds.builder_cls(name)
-  except tfds.core.DatasetNotFoundError:
-    return
-  raise ValueError(f"dataset name {name!r} is taken by a registered TFDS builder "
-                   "(tfds.load would use that builder): choose another name")
-
-
-def _description(about: About, root: str, class_names: list[str]) -> str:
-  if about.description:
-    return about.description
+def _description(root: str, class_names: list[str]) -> str:
   shown = ", ".join(class_names[:20]) + (", ..." if len(class_names) > 20 else "")
   return (f"Images in {len(class_names)} class folders ({shown}) of {root}, "
           "built with imagesets.")
@@ -97,34 +49,14 @@ def builder_class(name: str, version: str, options: class_folders_builder.ClassF
                   content_files: dict | None = None, content_options: dict | None = None
                   ) -> type[class_folders_builder.ClassFoldersBuilder]:
   """A builder for NAME:VERSION of `options.root`; not registered with TFDS."""
-
-  class NamedFolderBuilder(class_folders_builder.ClassFoldersBuilder, skip_registration=True):
-    VERSION = tfds.core.Version(version)
-    RELEASE_NOTES = {version: f"Built from {options.root}."}
-    OPTIONS = options
-    LISTING = listing
-
-    def _dataset_info(self, **fields):
-      return tfds.core.DatasetInfo(
-          builder=self, homepage=about.homepage or None, citation=about.citation,
-          description=_description(about, options.root, fields["features"]["label"].names),
-          **fields)
-
-    def _log_download_bytes(self):
-      pass  # build() said what it builds: images, class folders, target folder
-
-    def _log_download_done(self):
-      pass  # the caller sums the build up (counts, skipped files, how to read it)
-
-    def _finish_generation(self, report):
-      super()._finish_generation(report)
-      self.info.metadata["content_fingerprint"] = fingerprint
+  return named_builder(
+      class_folders_builder.ClassFoldersBuilder, name, version, source=options.root,
+      about=about, default_description=lambda features: _description(
+          options.root, features["label"].names),
       # What a refused rebuild compares against, to say what changed.
-      self.info.metadata["content_files"] = content_files
-      self.info.metadata["content_options"] = content_options
-
-  NamedFolderBuilder.name = name
-  return NamedFolderBuilder
+      metadata={"content_fingerprint": fingerprint, "content_files": content_files,
+                "content_options": content_options},
+      OPTIONS=options, LISTING=listing)
 
 
 def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_format: str) -> dict:
@@ -148,61 +80,6 @@ def fingerprint_options(options: class_folders_builder.ClassFoldersConfig, file_
 # Issues 22, 27 (leakage counts only as "drop"), 29, 40 (split_key counts unless "path",
 # min_shards unless sharding.MIN_SHARDS: what versions recording none of them used).
 _ADDED_LATER = ("image_size", "leakage", "keras_image", "split_key", "min_shards")
-
-
-def _stored_metadata(version_dir: pathlib.Path) -> dict:
-  """A prepared version's metadata.json; {} when it has none."""
-  try:
-    stored = json.loads((version_dir / "metadata.json").read_text())
-  except FileNotFoundError:
-    return {}
-  return stored if isinstance(stored, dict) else {}
-
-
-def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
-  return _stored_metadata(version_dir).get("content_fingerprint")
-
-
-# Files are compared by a 64-bit prefix of their sha256: plenty to see a change, and a
-# metadata.json of ~50 bytes per file.
-_FILE_HASH_CHARS = 16
-
-
-def first_ten(items: list[str]) -> str:
-  """'a, b, c' or the first ten and how many more."""
-  shown = ", ".join(items[:10])
-  return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
-
-
-def what_changed(stored: dict, files: dict[str, str], options: dict) -> str:
-  """'2 file(s) added: ...; options changed: seed 0 -> 1' against a stored build's metadata."""
-  old_files, old_options = stored.get("content_files"), stored.get("content_options")
-  if old_files is None or old_options is None:  # built before these were recorded
-    return (f"fingerprint {str(stored.get('content_fingerprint'))[:12]}; "
-            "this build did not record its file list")
-  parts = []
-  added = sorted(files.keys() - old_files.keys())
-  removed = sorted(old_files.keys() - files.keys())
-  changed = sorted(p for p in files.keys() & old_files.keys() if files[p] != old_files[p])
-  for label, paths in (("added", added), ("removed", removed), ("changed", changed)):
-    if paths:
-      parts.append(f"{len(paths)} file(s) {label}: {first_ten(paths)}")
-  options = json.loads(json.dumps(options))  # as stored (tuples become lists)
-  differ = [f"{key} {old_options.get(key)!r} -> {options.get(key)!r}"
-            for key in sorted(options.keys() | old_options.keys())
-            if options.get(key) != old_options.get(key)]
-  if differ:
-    parts.append(f"options changed: {', '.join(differ)}")
-  return "; ".join(parts) or "same files and options, other fingerprint"
-
-
-def skipped_lines(skipped: dict[str, str]) -> list[str]:
-  """The build summary's lines naming skipped files: all, or the first ten and a count."""
-  paths = sorted(skipped)
-  lines = [f"  skipped {path}: {skipped[path]}" for path in paths[:10]]
-  if len(paths) > 10:
-    lines.append(f"  ... and {len(paths) - 10} more (all in metadata.json: skipped_files)")
-  return lines
 
 
 # What `build(..., versioned=True)` (`imagesets build`) gives a dataset's first version, and
@@ -290,7 +167,7 @@ def _say_the_split_key(dataset_dir: pathlib.Path, version: str, options, log) ->
   if not earlier or splits.check_split_key(options.split_key) != splits.PATH:
     return
   name = dataset_dir.name
-  if splits.check_split_key(_stored_metadata(dataset_dir / earlier).get("split_key", "")
+  if splits.check_split_key(named_versions.stored_metadata(dataset_dir / earlier).get("split_key", "")
                             ) == splits.PATH:
     log(f"{name}:{version} splits by path, as {name}:{earlier}: a renamed or relabelled "
         "photo may change split (--full --split-key content: by content from this version "
@@ -308,12 +185,12 @@ def _with_recipe(options, version_dir: pathlib.Path, base):
   for: the whole recipe of today). Nothing recorded is the recipe of versions before
   recipes were recorded: path, sharding.MIN_SHARDS."""
   if (version_dir / "dataset_info.json").exists():
-    recorded = _stored_metadata(version_dir)
+    recorded = named_versions.stored_metadata(version_dir)
   elif base is not None:
     recorded = base.options
   else:
     earlier = incremental.latest_before(version_dir.parent, version_dir.name)
-    recorded = _stored_metadata(version_dir.parent / earlier) if earlier else LATEST_RECIPE
+    recorded = named_versions.stored_metadata(version_dir.parent / earlier) if earlier else LATEST_RECIPE
   if options.split_key == splits.CONTENT and recorded.get("split_key") != splits.CONTENT:
     recorded = LATEST_RECIPE  # (moving a line to the content key: today's recipe whole)
   unset = {key: recorded.get(key, type(value)()) for key, value in LATEST_RECIPE.items()
@@ -326,17 +203,11 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
   tree = listing.tree
   content_options = fingerprint_options(options, file_format)
   fingerprint = fingerprints.content(root, tree.images, content_options, hashes=hashes)
-  content_files = {path: digest[:_FILE_HASH_CHARS] for path, digest in hashes.items()}
+  content_files = short_hashes(hashes)
   version_dir = pathlib.Path(data_dir) / name / version
-  if (version_dir / "dataset_info.json").exists():
-    stored = _stored_metadata(version_dir)
-    if stored.get("content_fingerprint") != fingerprint:
-      raise VersionExistsError(
-          f"{name}:{version} in {data_dir} was built from other content or options "
-          f"({what_changed(stored, content_files, content_options)}): build a new version "
-          f"(a higher version number), or delete {version_dir} first.")
-    log(f"{name}:{version} is already built from this content in {data_dir}: nothing to do.")
-    return tfds.builder_from_directory(version_dir)
+  built = already_built(version_dir, fingerprint, content_files, content_options, log)
+  if built is not None:
+    return built
   plan = None
   if base is not None:
     try:

@@ -28,6 +28,7 @@ import sys
 import time
 
 from imagesets import constants
+from imagesets.annotations import formats  # (no TensorFlow)
 from imagesets import startup
 
 
@@ -137,12 +138,16 @@ def cmd_build(args) -> int:
   # Everything the command line can check is checked before TensorFlow loads or
   # anything is printed or written (argparse has checked the split proportions).
   _check_name_and_version(args.name, args.version)
+  if args.annotations is not None:
+    return _build_annotated(args)
+  if args.format or args.on_bad_box:
+    raise UserError("--format and --on-bad-box are options of a build from annotations: "
+                    "give the annotation file with --annotations FILE")
   if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
     raise UserError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
-  from imagesets.verifying import duplicates, image_quality
 
   options = class_folders_builder.ClassFoldersConfig(
       name=args.name, split_proportions=args.splits, seed=args.seed,
@@ -158,6 +163,66 @@ def cmd_build(args) -> int:
       beam_options=_beam_options(args.beam_pipeline_options), log=print, versioned=True,
       from_version=(named_build.FULL if args.full else
                     args.from_version or named_build.LATEST))
+  _say_built(builder, data_dir, args.file_format)
+  return 0
+
+
+# Options of a class-folder build that a build from annotations does not take (yet).
+_CLASS_FOLDER_ONLY = {"leakage": "--leakage", "from_version": "--from", "full": "--full",
+                      "split_key": "--split-key"}
+
+
+def _build_annotated(args) -> int:
+  given = [flag for field, flag in _CLASS_FOLDER_ONLY.items() if getattr(args, field)]
+  if given or args.shorter_side:
+    raise UserError(f"{', '.join(given) or '--shorter-side'}: not an option of a build from "
+                    "annotations (its splits are by content, each version built in full)")
+  for path, what in ((args.path, "images folder"), (args.annotations, "annotations")):
+    if "://" in str(path):
+      raise UserError(f"{path}: a build from annotations reads local folders (copy the "
+                      "images and annotations here first)")
+    if not os.path.exists(os.path.expanduser(path)):
+      raise UserError(f"{path}: no such {'folder' if what == 'images folder' else 'file or folder'}"
+                      f" (the {what})")
+  if not os.path.isdir(os.path.expanduser(args.path)):
+    raise UserError(f"{args.path}: not a folder (give the folder that holds the images)")
+  _start_tensorflow()
+  from imagesets.annotated import annotated_build
+  from imagesets.building import annotated_builder
+  from imagesets.class_folders import named_build
+
+  options = annotated_builder.AnnotatedConfig(
+      name=args.name, format=args.format or "", on_bad_box=args.on_bad_box or "error",
+      split_proportions=args.splits, seed=args.seed, skip_bad_files=args.skip_bad_files,
+      image_size=args.image_size)
+  data_dir = constants.data_dir(args.data_dir)
+  about = named_build.read_about(args.path, description=args.description,
+                                 citation=args.citation, homepage=args.homepage)
+  builder = annotated_build.build(
+      args.path, args.annotations, args.name, version=args.version, data_dir=data_dir,
+      options=options, about=about, file_format=args.file_format,
+      beam_options=_beam_options(args.beam_pipeline_options), log=print)
+  metadata, lines = builder.info.metadata, []
+  if metadata.get("task") == "detection":
+    lines.append(f"  {sum(metadata['num_objects_per_class'].values())} boxes, "
+                 f"{metadata['num_negatives']} image(s) without any, at most "
+                 f"{metadata['max_objects_per_image']} in one image")
+  for what, key in (("clipped or left out (--on-bad-box)", "fixed_boxes"),
+                    ("not in the annotations, not built", "unlisted_images")):
+    named = metadata.get(key) or []
+    if named:
+      lines.append(f"  {len(named)} {'box(es)' if key == 'fixed_boxes' else 'image(s)'} "
+                   f"{what}: {named_build.first_ten(named)}")
+  _say_built(builder, data_dir, args.file_format, lines)
+  return 0
+
+
+def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) -> None:
+  """The closing lines of a build: counts, skipped and re-encoded files, duplicates,
+  quality findings, the builder's own `lines`, how to load it."""
+  from imagesets.class_folders import named_build
+  from imagesets.verifying import duplicates, image_quality
+
   info = builder.info
   examples = {split: s.num_examples for split, s in info.splits.items()}
   counts = _examples(examples)
@@ -171,11 +236,10 @@ def cmd_build(args) -> int:
     found += f"; {image_quality.summary(findings)} ({image_quality.QUALITY_FILE})"
   print(f"{info.name}:{info.version} in {data_dir}: {counts} "
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
-  for line in named_build.skipped_lines(skipped):
+  for line in [*named_build.skipped_lines(skipped), *lines]:
     print(line)
-  for line in _load_hint(info.name, str(info.version), data_dir, args.file_format):
+  for line in _load_hint(info.name, str(info.version), data_dir, file_format):
     print(line)
-  return 0
 
 
 def cmd_verify(args) -> int:
@@ -186,7 +250,7 @@ def cmd_verify(args) -> int:
   _start_tensorflow()
   from imagesets.verifying import round_trip
 
-  report = round_trip.verify(data_dir / ref.folder, args.source)
+  report = round_trip.verify(data_dir / ref.folder, args.source, args.annotations)
   print(f"{ref}:")
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
@@ -489,11 +553,13 @@ def parser() -> argparse.ArgumentParser:
                                 parser_class=Parser)
 
   p = commands.add_parser(
-      "build", help="build a class-per-folder tree as dataset NAME:VERSION",
-      description="Builds PATH/<class>/**/<image> (local or gs://, s3://) as a TFDS dataset "
-      "of its own name: validated, split by a seeded hash of each photo's content, "
-      "byte-reproducible.",
+      "build", help="build a class-per-folder tree, or images with their annotations, as "
+      "dataset NAME:VERSION",
+      description="Builds PATH/<class>/**/<image> (local or gs://, s3://), or the images of "
+      "PATH with a labeling tool's annotations (--annotations), as a TFDS dataset of its own "
+      "name: validated, split by a seeded hash of each photo's content, byte-reproducible.",
       epilog="example:\n  imagesets build ~/photos/pets --name pets --version 1.0.0\n"
+      "  imagesets build ~/parts/images --name parts --annotations ~/parts/instances.json\n"
       "  python -c 'import os, tensorflow_datasets as tfds; print(tfds.load(\"pets:1.0.0\", "
       "split=\"train\", data_dir=os.path.expanduser(\"~/tensorflow_datasets\")))'\n\n"
       "Card fields may also come from PATH/imagesets.toml (description, citation, "
@@ -501,7 +567,20 @@ def parser() -> argparse.ArgumentParser:
       "content it is refused, saying what changed.\nA new version is built on the latest "
       "version below it in the data dir: photos unchanged since then keep their records and "
       "shards; --full builds every photo again.")
-  p.add_argument("path", metavar="PATH", help="folder with one sub-folder of images per class")
+  p.add_argument("path", metavar="PATH", help="folder with one sub-folder of images per "
+                 "class; with --annotations, the folder of the images")
+  p.add_argument("--annotations", metavar="FILE_OR_FOLDER",
+                 help="build from a labeling tool's export instead of class folders: a COCO "
+                 "JSON, a folder of VOC XML, a YOLO labels folder (class names in data.yaml, "
+                 "classes.txt or obj.names), or a CSV/JSONL of file_name and label(s); see "
+                 "docs/annotations.md")
+  p.add_argument("--format", choices=formats.FORMATS,
+                 help="the annotations' format (default: detected)")
+  p.add_argument("--on-bad-box", choices=["error", "clip", "skip"], default=None,
+                 help="boxes outside their image, empty or not numbers: error (default: "
+                 "stop, naming each), clip (clip the ones reaching outside, stop on the "
+                 "rest), skip (clip, and leave out the rest); clipped and left-out boxes "
+                 "are listed in the metadata")
   p.add_argument("--name", required=True, help="dataset name: lower case, digits, _")
   p.add_argument("--version", default="1.0.0", help="X.Y.Z (default: %(default)s)")
   p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
@@ -548,6 +627,9 @@ def parser() -> argparse.ArgumentParser:
                  help="TFDS data dir holding the version (default: %(default)s)")
   p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
                  help="the folder or archive (.tgz, .tar) it was built from")
+  p.add_argument("--annotations", metavar="FILE_OR_FOLDER",
+                 help="a build from annotations: the annotation file to check against "
+                 "(default: the one it was built from, as its metadata records)")
   p.set_defaults(run=cmd_verify)
 
   p = commands.add_parser(

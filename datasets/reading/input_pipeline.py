@@ -47,6 +47,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from imagesets.publishing import versions
+from imagesets.reading import box_ops
 from imagesets.reading import mixing
 from imagesets.reading import order as order_lib
 from imagesets.reading import preprocess_ops as ops
@@ -184,14 +185,15 @@ def _map_with_seeds(ds, preprocess, seed, input_context):
       num_parallel_calls=AUTOTUNE)
 
 
-def _output_op(dtype, mean, std) -> ops.Op:
+def _output_op(dtype, mean, std, key="image") -> ops.Op:
   if dtype == tf.uint8:
     raise ValueError("mean/std normalization needs dtype=tf.float32")
   if dtype != tf.float32:
     raise ValueError(f"dtype must be tf.uint8 or tf.float32, not {dtype}")
   if (mean is None) != (std is None):
     raise ValueError("give both mean and std, or neither")
-  return ops.compose(ops.to_float(), *([ops.normalize(mean, std)] if mean is not None else []))
+  return ops.compose(ops.to_float(key),
+                     *([ops.normalize(mean, std, key)] if mean is not None else []))
 
 
 def padded_batch(ds: tf.data.Dataset, batch_size: int, drop_remainder: bool = False,
@@ -220,14 +222,14 @@ def prefetch_to_accelerator(ds: tf.data.Dataset, devices: Optional[Sequence[str]
 
 
 def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_context,
-            prefetch_devices, mask_keys=()):
+            prefetch_devices, mask_keys=(), image_key="image"):
   if padded:
     ds = padded_batch(ds, batch_size, drop_remainder, mask_keys)
   else:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
   if dtype != tf.uint8 or mean is not None or std is not None:
     # Casting / normalizing whole batches is cheaper than per image.
-    ds = ds.map(_output_op(dtype, mean, std), num_parallel_calls=AUTOTUNE)
+    ds = ds.map(_output_op(dtype, mean, std, image_key), num_parallel_calls=AUTOTUNE)
   if input_context is not None:
     return ds.prefetch(AUTOTUNE)
   return prefetch_to_accelerator(ds, prefetch_devices)
@@ -542,3 +544,113 @@ def segmentation_eval(
                  padded=mode == "padded", dtype=dtype, mean=mean, std=std,
                  input_context=input_context, prefetch_devices=prefetch_devices,
                  mask_keys=_MASK)
+
+
+# Detection: random-resized crops that keep most of each object (Inception's 8 % of the
+# area would cut most boxes), keras 3's box dict out.
+DETECTION_CROP_AREA_RANGE = (0.3, 1.0)
+DETECTION_EVAL_MODES = ("resize", "pad")
+
+
+def max_objects(source: "sources.Source") -> int:
+  """The most objects one image of the version holds (its build's metadata), at least 1."""
+  metadata = source.builder.info.metadata or {}
+  if "max_objects_per_image" not in metadata:
+    raise ValueError(f"{source.builder.info.full_name} records no max_objects_per_image "
+                     "(not a detection build of imagesets): give max_boxes=")
+  return max(1, int(metadata["max_objects_per_image"]))
+
+
+def _check_detection(source: "sources.Source") -> None:
+  features = source.builder.info.features
+  if "objects" not in features or "bbox" not in features["objects"].feature:
+    raise ValueError(f"{source.builder.info.full_name} has no boxes (features "
+                     f"{sorted(features.keys())}): detection pipelines read an "
+                     "\"objects\" sequence with \"bbox\" and \"label\", as builds from "
+                     "COCO, VOC or YOLO annotations store them")
+
+
+def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
+               batch_size, num_epochs, drop_remainder, input_context):
+  """(source, max_boxes) of a detection pipeline, its options checked."""
+  if isinstance(dataset, mixing.Mix):
+    raise ValueError("mixing detection datasets is not supported yet: read one dataset")
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  _check_detection(source)
+  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  return source, max_objects(source) if max_boxes is None else max_boxes
+
+
+def detection_train(
+    dataset: Dataset, *, batch_size: int, split: str = "train",
+    data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, seed: Optional[int] = None,
+    area_range: Sequence[float] = DETECTION_CROP_AREA_RANGE,
+    aspect_ratio_range: Sequence[float] = ops.CROP_ASPECT_RATIO_RANGE,
+    min_visible: float = box_ops.MIN_VISIBLE, flip: bool = True,
+    max_boxes: Optional[int] = None, bounding_box_format: str = "rel_yxyx",
+    dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
+    std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    num_epochs: Optional[int] = None, drop_remainder: bool = True,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
+  """Shuffled, augmented detection batches in keras 3's layout: `{"images": [B, S, S, 3],
+  "bounding_boxes": {"boxes": float32 [B, max_boxes, 4], "labels": int32 [B, max_boxes]}}`,
+  missing boxes and labels -1 (keras' `MaxNumBoundingBoxes`), boxes in keras'
+  `bounding_box_format` — ready for keras' box-aware layers
+  (`keras.layers.RandomFlip(..., bounding_box_format=...)`) and a detector's `fit`.
+
+  A random-resized crop fused into JPEG decoding (`area_range` of the image) moves the boxes
+  with the pixels: a box is clipped to the crop, and dropped with its label when less than
+  `min_visible` of its area is inside (`box_ops.crop_objects`); then a left-right flip and
+  a resize to `image_size`. `max_boxes` (None: the most objects one image of the version
+  holds, from its metadata) cuts none by default. Seeded like `classification_train`.
+  """
+  source, max_boxes = _detection(
+      dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
+      max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
+      drop_remainder=drop_remainder, input_context=input_context)
+  preprocess = ops.compose(
+      box_ops.decode_and_random_crop(image_size, min_visible, area_range, aspect_ratio_range),
+      *([box_ops.random_flip_left_right()] if flip else []),
+      box_ops.to_keras(max_boxes, bounding_box_format))
+  ds = _train(source, split, keys=["image", "objects"], encoded_keys=["image"],
+              preprocess=preprocess, seed=seed, input_context=input_context,
+              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                 dtype=dtype, mean=mean, std=std, input_context=input_context,
+                 prefetch_devices=prefetch_devices, image_key="images")
+
+
+def _rounded_uint8(data):
+  """`box_ops.decode_and_fit`'s float pixels (0-255) as the other modes' uint8."""
+  return {**data, "image": tf.saturate_cast(tf.round(data["image"]), tf.uint8)}
+
+
+def detection_eval(
+    dataset: Dataset, *, batch_size: int, split: str = "test",
+    data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, mode: str = "resize",
+    max_boxes: Optional[int] = None, bounding_box_format: str = "rel_yxyx",
+    dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
+    std: Optional[Sequence[float]] = None, drop_remainder: bool = False,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
+    cache_limit=None) -> tf.data.Dataset:
+  """Deterministic detection batches in keras 3's layout (see `detection_train`), stored
+  order, one epoch. mode: "resize" (the whole image stretched to `image_size`: normalised
+  boxes unchanged) or "pad" (letterboxed: aspect ratio kept, boxes moved into the frame).
+  """
+  if mode not in DETECTION_EVAL_MODES:
+    raise ValueError(f"mode must be one of {DETECTION_EVAL_MODES}, not {mode!r}")
+  source, max_boxes = _detection(
+      dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
+      max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=1,
+      drop_remainder=drop_remainder, input_context=input_context)
+  fit = (box_ops.decode_and_resize(image_size) if mode == "resize" else
+         ops.compose(box_ops.decode_and_fit(image_size, "pad"), _rounded_uint8))
+  preprocess = ops.compose(fit, box_ops.to_keras(max_boxes, bounding_box_format))
+  ds = _eval(source, split, keys=["image", "objects"], encoded_keys=["image"],
+             preprocess=preprocess, input_context=input_context, cache=False)
+  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                 dtype=dtype, mean=mean, std=std, input_context=input_context,
+                 prefetch_devices=prefetch_devices, image_key="images")

@@ -9,6 +9,10 @@ check of a prepared dataset version against the folder or archive it was built f
   with the build's `shorter_side` / `image_size`) makes of the source: the same bytes, or else the same
   shape and decoded pixels. The label must be the file's class folder. Every image file of
   the source is stored once or listed as skipped; other files are counted as ignored.
+* builds from annotations (`annotated`, `imagesets build --annotations`): each image as
+  above, and its annotations as the annotation file (re-read, with the build's format and
+  bad-box policy) gives them: labels and flags exactly, boxes to 1e-6 of their normalised
+  value. Every annotated image is stored once or listed as skipped.
 * voc_segmentation: the image is the source JPEG byte for byte, both masks decode to the
   source PNGs' palette indices exactly, and every id of the split lists is stored in its
   split.
@@ -28,6 +32,8 @@ import PIL.Image
 import tensorflow_datasets as tfds
 
 from imagesets import registry
+from imagesets.annotations import formats
+from imagesets.building import annotated_examples
 from imagesets.building import archives
 from imagesets.building import class_folders_tree
 from imagesets.building import image_checks
@@ -62,8 +68,10 @@ class Report:
     return out
 
 
-def verify(version_dir: os.PathLike, source: os.PathLike) -> Report:
-  """Checks the prepared version in `version_dir` against `source` (folder or archive)."""
+def verify(version_dir: os.PathLike, source: os.PathLike,
+           annotations: os.PathLike | None = None) -> Report:
+  """Checks the prepared version in `version_dir` against `source` (folder or archive);
+  a build from annotations against `annotations` (default: the file it recorded)."""
   builder = tfds.builder_from_directory(os.fspath(version_dir))
   # Our datasets say which check they get (registry); a build by `imagesets build --name`
   # (any name) is a class-folders build, known by its features.
@@ -73,8 +81,11 @@ def verify(version_dir: os.PathLike, source: os.PathLike) -> Report:
   known = registry.BY_NAME.get(builder.info.name)
   features = builder.info.features
   kind = known.round_trip if known else (
+      "annotated" if (builder.info.metadata or {}).get("annotation_format") else
       "class_folders" if "file_name" in features and "label" in features else None)
   with _source_folder(source) as folder:
+    if kind == "annotated":
+      return _verify_annotated(builder, folder, str(source), annotations)
     if kind == "voc_segmentation":
       return _verify_voc(builder, _voc_folder(folder), str(source))
     if kind == "class_folders":
@@ -132,8 +143,7 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
   root = _class_root(folder, names)
   metadata = builder.info.metadata or {}
   converted = metadata.get("converted_files", {})
-  resize = {"shorter_side": metadata.get("shorter_side") or ORIGINAL_SIZE,
-            "image_size": metadata.get("image_size") or ORIGINAL_SIZE}
+  resize = _resize_options(metadata)
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
   tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)
@@ -163,21 +173,98 @@ def _check_class_example(report, root, path, example, names, was_converted, resi
   if names[example["label"]] != class_folders_tree.label_of(path):
     mismatch(f"label {names[example['label']]!r}, but the file is in "
              f"{class_folders_tree.label_of(path)!r}")
+  _check_image(report, root, path, example["image"], was_converted, resize)
+
+
+def _check_image(report, root, path, image: bytes, was_converted, resize):
+  """The stored `image` is the source file, or what its recorded conversion makes of it."""
+  def mismatch(reason):
+    report.mismatches.append(problems_lib.Problem(path, reason))
+
   try:
     data = class_folders_tree.read(str(root), path)
   except FileNotFoundError:
     return mismatch("stored, but not in the source")
   if not was_converted:
-    if example["image"] == data:
+    if image == data:
       report.identical += 1
     else:
       mismatch("stored bytes differ from the source file (and no conversion is recorded)")
     return
   expected, facts = image_checks.prepare(data, **resize)
-  if expected == example["image"] or _same_pixels(expected, example["image"]):
+  if expected == image or _same_pixels(expected, image):
     report.reconverted += 1
   else:
     mismatch(f"differs from the recorded conversion of the source ({facts.conversion})")
+
+
+def _resize_options(metadata) -> dict:
+  return {"shorter_side": metadata.get("shorter_side") or ORIGINAL_SIZE,
+          "image_size": metadata.get("image_size") or ORIGINAL_SIZE}
+
+
+def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -> Report:
+  metadata = builder.info.metadata or {}
+  path = os.fspath(annotations or metadata["annotations"])
+  images, ignored = class_folders_tree.image_files(str(folder))
+  read = formats.read(path, images, format=metadata["annotation_format"],
+                      on_bad_box=metadata.get("on_bad_box", "error"), images_root=str(folder))
+  report = Report(f"{read.format} annotations", f"{source} with {path}",
+                  skipped=dict(metadata.get("skipped_files", {})), ignored=len(ignored))
+  report.mismatches += [problems_lib.Problem(p.where, p.reason) for p in read.problems]
+  features = builder.info.features
+  keys = {"image": tfds.decode.SkipDecoding(), "file_name": None}
+  keys.update({key: None for key in ("label", "labels", "objects") if key in features})
+  converted = metadata.get("converted_files", {})
+  seen = collections.Counter()
+  for examples in _examples(builder, keys).values():
+    for example in examples:
+      name = example["file_name"].decode()
+      seen[name] += 1
+      report.checked += 1
+      entry = read.entries.get(name)
+      if entry is None:
+        report.mismatches.append(problems_lib.Problem(name, "stored, but not in the annotations"))
+        continue
+      _check_image(report, folder, name, example["image"], name in converted,
+                   _resize_options(metadata))
+      expected = annotated_examples.label_features(read.task, entry, tuple(read.flag_names))
+      for why in _annotation_differences(expected, example):
+        report.mismatches.append(problems_lib.Problem(name, why))
+  for name, count in seen.items():
+    if count > 1:
+      report.mismatches.append(problems_lib.Problem(name, f"stored {count} times"))
+  for name in read.entries:
+    if name not in seen and name not in report.skipped:
+      report.mismatches.append(problems_lib.Problem(
+          name, "annotated but neither stored nor listed as skipped"))
+  return report
+
+
+BOX_TOLERANCE = 1e-6  # boxes are stored as float32: within this of the normalised value
+
+
+def _annotation_differences(expected: dict, stored: dict) -> list[str]:
+  """What differs between the annotation features an entry gives and those stored."""
+  differences = []
+  for key, want in expected.items():
+    if key != "objects":
+      if not np.array_equal(np.asarray(want), np.asarray(stored[key])):
+        differences.append(f"{key} {np.asarray(stored[key]).tolist()}, the annotations "
+                           f"give {np.asarray(want).tolist()}")
+      continue
+    got = stored["objects"]
+    for column, values in want.items():
+      values, kept = np.asarray(values), np.asarray(got[column])
+      if values.shape != kept.shape:
+        differences.append(f"{len(kept)} object(s) stored, the annotations give {len(values)}")
+        break
+      same = (np.allclose(values, kept, rtol=0, atol=BOX_TOLERANCE) if column == "bbox"
+              else np.array_equal(values, kept))
+      if not same:
+        differences.append(f"objects' {column} {kept.tolist()}, the annotations give "
+                           f"{values.tolist()}")
+  return differences
 
 
 def _pixels(encoded: bytes) -> np.ndarray:

@@ -1,0 +1,118 @@
+"""A team's own images and labeling-tool annotations as a dataset of the team's own name.
+
+    imagesets build /data/parts/images --name parts --annotations /data/parts/instances.json
+    tfds.load("parts:1.0.0", data_dir="~/tensorflow_datasets")   # no imagesets needed
+
+The build is the annotated builder (`building.annotated_builder`) as a class made for NAME
+and VERSION and never registered, as `class_folders.named_build` makes class folders. A
+version is never rebuilt from other content: its fingerprint covers the annotated images'
+bytes, the annotation file's (or folder's) bytes and the options; the same content is a
+no-op, other content is refused, saying what changed.
+"""
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+from typing import Callable
+
+from absl import logging
+import tensorflow_datasets as tfds
+
+from imagesets import constants
+from imagesets.annotations import objects
+from imagesets.building import annotated_builder
+from imagesets.building import fingerprints
+from imagesets.building import parallel_map
+from imagesets.building import problems
+from imagesets.building import splits
+from imagesets.building import named_versions
+
+ANNOTATIONS_KEY = "<annotations>"  # the annotation file's entry among a version's content files
+
+
+def annotation_digest(path: str) -> str:
+  """sha256 over the annotation file's bytes, or over every file of an annotation folder
+  (relative names and bytes, sorted): a changed box or label is another fingerprint."""
+  hasher = hashlib.sha256()
+  if os.path.isdir(path):
+    for top, folders, files in os.walk(path):
+      folders.sort()
+      for name in sorted(files):
+        full = os.path.join(top, name)
+        hasher.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
+        hasher.update(hashlib.sha256(pathlib.Path(full).read_bytes()).digest())
+  else:
+    with open(path, "rb") as f:
+      hasher.update(hashlib.file_digest(f, "sha256").digest())
+  return hasher.hexdigest()
+
+
+def fingerprint_options(options: annotated_builder.AnnotatedConfig, file_format: str) -> dict:
+  """The options that change the stored bytes: every field AnnotatedConfig adds to TFDS's
+  BuilderConfig but the folders' locations, and the file format."""
+  inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
+  return {**{field.name: getattr(options, field.name)
+             for field in dataclasses.fields(annotated_builder.AnnotatedConfig)
+             if field.name not in inherited | {"images", "annotations"}},
+          "file_format": file_format}
+
+
+def _description(annotations: objects.Annotations, images: str) -> str:
+  shown = ", ".join(annotations.class_names[:20]) + (
+      ", ..." if len(annotations.class_names) > 20 else "")
+  return (f"{len(annotations.entries)} images of {images} with {annotations.format} "
+          f"annotations ({annotations.task}; {len(annotations.class_names)} classes: "
+          f"{shown}), built with imagesets.")
+
+
+def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
+          data_dir: str | None = None,
+          options: annotated_builder.AnnotatedConfig | None = None,
+          about: named_versions.About | None = None, file_format: str = "tfrecord",
+          beam_options=None, log: Callable[[str], None] = logging.info,
+          check_registered: bool = True) -> tfds.core.DatasetBuilder:
+  """Builds `images` with `annotations` as NAME:VERSION into `data_dir`; returns the
+  prepared builder. Raises `problems.InvalidSourceError` listing every bad annotation
+  before any image is read, and VersionExistsError when NAME:VERSION there was built from
+  other content."""
+  named_versions.check_name(name, registered=check_registered)
+  tfds.core.Version(version)  # raises on a malformed version
+  options = dataclasses.replace(
+      options or annotated_builder.AnnotatedConfig(name=name), name=name,
+      images=str(pathlib.Path(images).expanduser().resolve()),
+      annotations=str(pathlib.Path(annotations).expanduser().resolve()))
+  splits.validate(options.split_proportions)  # before anything is read, printed or written
+  data_dir = constants.data_dir(data_dir)
+  source = annotated_builder.read_source(options)
+  read = source.annotations
+  problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
+                        fix=annotated_builder.ANNOTATION_FIX)
+  with parallel_map.frozen_gc():
+    hashes = fingerprints.file_hashes(options.images, sorted(read.entries))
+    content_options = fingerprint_options(options, file_format)
+    digest = annotation_digest(options.annotations)
+    fingerprint = fingerprints.content(options.images, sorted(read.entries),
+                                       {**content_options, ANNOTATIONS_KEY: digest},
+                                       hashes=hashes)
+    content_files = {**named_versions.short_hashes(hashes),
+                     **named_versions.short_hashes({ANNOTATIONS_KEY: digest})}
+    version_dir = pathlib.Path(data_dir) / name / version
+    built = named_versions.already_built(version_dir, fingerprint, content_files,
+                                      content_options, log)
+    if built is not None:
+      return built
+    log(f"building {name}:{version}: {len(read.entries)} images with {read.format} "
+        f"annotations ({read.task}, {len(read.class_names)} classes) of {options.images}, "
+        f"into {version_dir}")
+    cls = named_versions.named_builder(
+        annotated_builder.AnnotatedBuilder, name, version, source=options.images,
+        about=about or named_versions.read_about(options.images),
+        default_description=lambda features: _description(read, options.images),
+        metadata={"content_fingerprint": fingerprint, "content_files": content_files,
+                  "content_options": content_options},
+        OPTIONS=options, SOURCE=source, HASHES=hashes)
+    builder = cls(data_dir=data_dir, file_format=file_format)
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        beam_options=beam_options))
+    return builder

@@ -1,0 +1,229 @@
+"""The builder of a folder of images with a labeling tool's annotations (COCO JSON, VOC
+XML, YOLO txt, CSV/JSONL: `imagesets.annotations`), shared by the `annotated` builder
+and `imagesets build IMAGES --name NAME --annotations FILE`.
+
+What every such build does: read the annotation file once (every problem of it at once),
+list the images folder, assign each annotated image to a split by a seeded hash of its
+content (a renamed photo never moves), make each image and its annotations an example on
+every core or on Beam (`annotated_examples`), then stop with one error naming every bad
+file and bad annotation, or skip the bad images and record them. Nothing is dropped
+unsaid: the metadata names the images the annotation file does not mention, the boxes
+clipped or left out (`on_bad_box`), the images without annotations (negatives, kept).
+
+The features follow the annotations' task (`features`): TFDS's `object_detection/coco.py`
+and `voc.py` layout for boxes (`objects: Sequence({"bbox": BBoxFeature, "label":
+ClassLabel, ...flags})`, normalised ymin, xmin, ymax, xmax), a `Sequence(ClassLabel)` for
+several labels per image, a `ClassLabel` for one.
+"""
+
+import collections
+import dataclasses
+import functools
+import os
+
+from absl import logging
+import numpy as np
+import tensorflow_datasets as tfds
+
+from imagesets.annotations import formats
+from imagesets.annotations import objects
+from imagesets.building import annotated_examples
+from imagesets.building import builder_base
+from imagesets.building import class_folders_tree
+from imagesets.building import fingerprints
+from imagesets.building import problems
+from imagesets.building import splits
+from imagesets.constants import ORIGINAL_SIZE
+
+
+@dataclasses.dataclass(eq=False)
+class AnnotatedConfig(tfds.core.BuilderConfig):
+  """How to build a folder of images and its annotations. Every field changes the bytes."""
+
+  images: str = ""        # the images folder (local)
+  annotations: str = ""   # the annotation file or folder (`annotations.formats.read`)
+  format: str = ""        # "" detects it (`formats.detect`); else one of formats.FORMATS
+  on_bad_box: str = "error"  # objects.ON_BAD_BOX
+  split_proportions: dict[str, float] = dataclasses.field(
+      default_factory=lambda: dict(splits.DEFAULT_PROPORTIONS))
+  seed: int = 0
+  skip_bad_files: bool = False  # default: one error listing every bad image
+  image_size: int = ORIGINAL_SIZE  # > 0: larger images stored with this shorter side
+  follow_links: bool = False
+
+  def __post_init__(self):
+    for field in ("images", "annotations"):
+      value = getattr(self, field)
+      if value.startswith("~"):  # (a --config JSON reaches us unexpanded)
+        setattr(self, field, os.path.expanduser(value))
+    if self.format and self.format not in formats.FORMATS:
+      raise ValueError(f"format={self.format!r}: use one of {', '.join(formats.FORMATS)}")
+    if self.on_bad_box not in objects.ON_BAD_BOX:
+      raise ValueError(f"on_bad_box={self.on_bad_box!r}: use one of "
+                       f"{', '.join(objects.ON_BAD_BOX)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """The images folder listed and its annotation file read, once per build."""
+
+  images: list[str]          # every image file of the folder (relative paths, sorted)
+  ignored: list[str]         # the folder's other files
+  annotations: objects.Annotations
+
+
+def read_source(options: AnnotatedConfig) -> Source:
+  """Lists `options.images` and reads `options.annotations` (no image is opened)."""
+  if not options.images or not options.annotations:
+    raise ValueError("an annotated build needs its images folder and annotation file: "
+                     "`imagesets build IMAGES --name NAME --annotations FILE`, or --config "
+                     "'{\"name\": ..., \"images\": ..., \"annotations\": ...}'")
+  images, ignored = class_folders_tree.image_files(options.images,
+                                                   follow_links=options.follow_links)
+  annotations = formats.read(options.annotations, images, format=options.format or None,
+                             on_bad_box=options.on_bad_box, images_root=options.images)
+  return Source(images, ignored, annotations)
+
+
+def features(annotations: objects.Annotations) -> tfds.features.FeaturesDict:
+  """The example layout of a dataset of these annotations (what `annotated_examples`
+  makes): the image and its facts, and the labels of the annotations' task."""
+  names = list(annotations.class_names)
+  if annotations.task == "classification":
+    labels = {"label": tfds.features.ClassLabel(names=names)}
+  elif annotations.task == "multi_label":
+    labels = {"labels": tfds.features.Sequence(tfds.features.ClassLabel(names=names))}
+  else:
+    flags = {name: (tfds.features.ClassLabel(names=list(annotations.flag_classes[name]))
+                    if name in annotations.flag_classes else tfds.features.Scalar(np.int64))
+             for name in annotations.flag_names}
+    labels = {"objects": tfds.features.Sequence({
+        "bbox": tfds.features.BBoxFeature(),
+        "label": tfds.features.ClassLabel(names=names),
+        **flags,
+    })}
+  return tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3)),
+      "file_name": tfds.features.Text(),
+      "height": tfds.features.Scalar(np.int32),
+      "width": tfds.features.Scalar(np.int32),
+      "channels": tfds.features.Scalar(np.int32),
+      "format": tfds.features.Text(),
+      **labels,
+  })
+
+
+def supervised_keys(task: str) -> tuple[str, str] | None:
+  """`as_supervised` pairs where one feature is the target (not for boxes: TFDS's coco and
+  voc declare none either)."""
+  return {"classification": ("image", "label"),
+          "multi_label": ("image", "labels")}.get(task)
+
+
+ANNOTATION_FIX = ("correct these annotations (for boxes, --on-bad-box clip or skip also "
+                  "builds: clipped and skipped boxes are then listed in the dataset's metadata)")
+
+
+def annotation_problems(annotations: objects.Annotations) -> list[problems.Problem]:
+  """What stops a build in the annotation file (all of it, before any image is read)."""
+  return [problems.Problem(p.where, p.reason) for p in annotations.problems]
+
+
+def counts_per_class(annotations: objects.Annotations, built: set[str]) -> dict[str, int]:
+  """{class name: images (classification, multi-label) or objects (detection) of it} over
+  the `built` images."""
+  count = collections.Counter()
+  for name, entry in annotations.entries.items():
+    if name in built:
+      count.update(entry.labels if annotations.task != "detection"
+                   else [o.label for o in entry.objects])
+  return {class_name: count[i] for i, class_name in enumerate(annotations.class_names)}
+
+
+class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
+  """Images of a folder with their annotations, original bytes, split by content hash."""
+
+  OPTIONS: AnnotatedConfig | None = None  # for builders without configs (named builds)
+  SOURCE: Source | None = None  # the source read already by the caller
+  HASHES: dict[str, str] | None = None  # its annotated images' sha256, when the caller has them
+
+  @property
+  def options(self) -> AnnotatedConfig:
+    return self.builder_config or self.OPTIONS
+
+  @functools.cached_property
+  def source(self) -> Source:
+    return self.SOURCE or read_source(self.options)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    annotations = self.source.annotations
+    return self._dataset_info(features=features(annotations),
+                              supervised_keys=supervised_keys(annotations.task),
+                              metadata=tfds.core.MetadataDict())
+
+  def _dataset_info(self, **fields) -> tfds.core.DatasetInfo:
+    return self.dataset_info_from_configs(**fields)
+
+  def _split_generators(self, dl_manager):
+    del dl_manager  # a local folder: nothing to download
+    options, source = self.options, self.source
+    annotations = source.annotations
+    problems.raise_if_any(annotation_problems(annotations), source=annotations.source,
+                          fix=ANNOTATION_FIX)
+    names = sorted(annotations.entries)
+    hashes = self.HASHES or fingerprints.file_hashes(options.images, names)
+    keys = {name: splits.content_key(hashes[name]) for name in names}
+    by_split = splits.assign(names, options.split_proportions, options.seed, keys=keys)
+    empty = [name for name, paths in by_split.items() if not paths]
+    if empty:
+      raise ValueError(f"split(s) {empty} get no images from {len(names)} annotated in "
+                       f"{annotations.source}: add images or change the split proportions.")
+    flag_names = tuple(annotations.flag_names)
+    return {split: self.generation.examples(split, [
+        (name, annotated_examples.work_item(options.images, annotations.entries[name],
+                                            annotations.task, flag_names,
+                                            image_size=options.image_size))
+        for name in paths], annotated_examples.process)
+            for split, paths in by_split.items()}
+
+  def _leakage(self) -> str:
+    return "warn"
+
+  def _finish_generation(self, report) -> None:
+    options, source = self.options, self.source
+    annotations = source.annotations
+    bad = report.problems
+    if not options.skip_bad_files:
+      problems.raise_if_any(bad, source=options.images, fix=(
+          "repair or delete these images, or leave them out: --skip-bad-files "
+          "(skip_bad_files=True); they are then listed in the dataset's metadata."))
+    if bad:
+      logging.warning("%s: skipped %d bad image(s):\n%s", options.images, len(bad),
+                      "\n".join(f"  {p.where}: {p.reason}" for p in bad))
+    skipped = {p.where for p in bad}
+    built = set(annotations.entries) - skipped
+    objects_per_image = [len(annotations.entries[name].objects) for name in built]
+    self.info.metadata.update({
+        "source": options.images,
+        "annotations": annotations.source,
+        "annotation_format": annotations.format,
+        "task": annotations.task,
+        "class_names": list(annotations.class_names),
+        ("num_objects_per_class" if annotations.task == "detection"
+         else "num_examples_per_class"): counts_per_class(annotations, built),
+        "num_negatives": sum(not (annotations.entries[name].objects
+                                  or annotations.entries[name].labels) for name in built),
+        "max_objects_per_image": max(objects_per_image, default=0),
+        "on_bad_box": options.on_bad_box,
+        "fixed_boxes": [f"{p.where}: {p.reason}" for p in annotations.fixed],
+        "unlisted_images": list(annotations.unlisted),
+        "ignored_files": source.ignored,
+        "split_proportions": options.split_proportions,
+        "seed": options.seed,
+        "split_key": splits.CONTENT,
+        "image_size": options.image_size,
+        "num_skipped_files": len(bad),
+        "skipped_files": {p.where: p.reason for p in bad},
+        "num_converted_files": len(report.notes),
+        "converted_files": report.notes,
+    })

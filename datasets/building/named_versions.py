@@ -1,0 +1,178 @@
+"""What every build of a dataset of the user's own name shares (`imagesets build`: class
+folders, annotations): the name and card checks, the builder class made for NAME:VERSION,
+and the rule that a version is never rebuilt from other content (`already_built`, saying
+what changed).
+"""
+
+import dataclasses
+import json
+import pathlib
+import re
+import tomllib
+from typing import Callable
+
+import tensorflow_datasets as tfds
+
+from imagesets.constants import DATASET_NAME_PATTERN
+
+ABOUT_FILE = "imagesets.toml"
+_NAME = re.compile(DATASET_NAME_PATTERN)
+
+
+class VersionExistsError(ValueError):
+  """NAME:VERSION is already built from other content."""
+
+
+@dataclasses.dataclass(frozen=True)
+class About:
+  """What the dataset card says; every field may be empty."""
+
+  description: str = ""
+  citation: str = ""
+  homepage: str = ""
+
+
+def read_about(root: str, **given: str | None) -> About:
+  """The card's fields: given ones win over `imagesets.toml` in `root`."""
+  path = f"{str(root).rstrip('/')}/{ABOUT_FILE}"
+  from_file = {}
+  if tfds.core.Path(path).exists():
+    try:
+      from_file = tomllib.loads(tfds.core.Path(path).read_text())
+    except tomllib.TOMLDecodeError as error:
+      raise ValueError(f"{path}: not valid TOML ({error})") from None
+    unknown = set(from_file) - {field.name for field in dataclasses.fields(About)}
+    if unknown:
+      raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; "
+                       "allowed: description, citation, homepage")
+  return About(**{key: str(value) for key, value in {**from_file, **{
+      k: v for k, v in given.items() if v is not None}}.items()})
+
+
+def check_name(name: str, *, registered: bool = True) -> None:
+  """Refuses a malformed name and, with `registered`, a registered TFDS builder's name."""
+  if not _NAME.fullmatch(name):
+    raise ValueError(f"dataset name {name!r}: use lower case letters, digits and _, "
+                     "starting with a letter (e.g. 'pets' or 'factory_parts')")
+  if not registered:
+    return
+  try:  # one lookup (about half the cost of listing every builder at start-up)
+    tfds.builder_cls(name)
+  except tfds.core.DatasetNotFoundError:
+    return
+  raise ValueError(f"dataset name {name!r} is taken by a registered TFDS builder "
+                   "(tfds.load would use that builder): choose another name")
+
+
+
+def named_builder(base: type, name: str, version: str, *, source: str, about: About,
+                  default_description: Callable[[tfds.features.FeaturesDict], str],
+                  metadata: dict, **attributes) -> type:
+  """A subclass of `base` for NAME:VERSION, not registered: its card from `about` (else
+  `default_description(features)`), `metadata` added to what the build records, and the
+  class `attributes` the build reads (its options, the source it listed)."""
+
+  class NamedBuilder(base, skip_registration=True):
+    VERSION = tfds.core.Version(version)
+    RELEASE_NOTES = {version: f"Built from {source}."}
+
+    def _dataset_info(self, **fields):
+      return tfds.core.DatasetInfo(
+          builder=self, homepage=about.homepage or None, citation=about.citation,
+          description=about.description or default_description(fields["features"]),
+          **fields)
+
+    def _log_download_bytes(self):
+      pass  # build() said what it builds: images, classes, target folder
+
+    def _log_download_done(self):
+      pass  # the caller sums the build up (counts, skipped files, how to read it)
+
+    def _finish_generation(self, report):
+      super()._finish_generation(report)
+      self.info.metadata.update(metadata)
+
+  for key, value in attributes.items():
+    setattr(NamedBuilder, key, value)
+  NamedBuilder.name = name
+  return NamedBuilder
+
+
+
+def stored_metadata(version_dir: pathlib.Path) -> dict:
+  """A prepared version's metadata.json; {} when it has none."""
+  try:
+    stored = json.loads((version_dir / "metadata.json").read_text())
+  except FileNotFoundError:
+    return {}
+  return stored if isinstance(stored, dict) else {}
+
+
+def stored_fingerprint(version_dir: pathlib.Path) -> str | None:
+  return stored_metadata(version_dir).get("content_fingerprint")
+
+
+# Files are compared by a 64-bit prefix of their sha256: plenty to see a change, and a
+# metadata.json of ~50 bytes per file.
+_FILE_HASH_CHARS = 16
+
+
+def short_hashes(hashes: dict[str, str]) -> dict[str, str]:
+  """{file: the prefix of its sha256 a version records} (`what_changed` compares them)."""
+  return {path: digest[:_FILE_HASH_CHARS] for path, digest in hashes.items()}
+
+
+def first_ten(items: list[str]) -> str:
+  """'a, b, c' or the first ten and how many more."""
+  shown = ", ".join(items[:10])
+  return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
+
+
+def what_changed(stored: dict, files: dict[str, str], options: dict) -> str:
+  """'2 file(s) added: ...; options changed: seed 0 -> 1' against a stored build's metadata."""
+  old_files, old_options = stored.get("content_files"), stored.get("content_options")
+  if old_files is None or old_options is None:  # built before these were recorded
+    return (f"fingerprint {str(stored.get('content_fingerprint'))[:12]}; "
+            "this build did not record its file list")
+  parts = []
+  added = sorted(files.keys() - old_files.keys())
+  removed = sorted(old_files.keys() - files.keys())
+  changed = sorted(p for p in files.keys() & old_files.keys() if files[p] != old_files[p])
+  for label, paths in (("added", added), ("removed", removed), ("changed", changed)):
+    if paths:
+      parts.append(f"{len(paths)} file(s) {label}: {first_ten(paths)}")
+  options = json.loads(json.dumps(options))  # as stored (tuples become lists)
+  differ = [f"{key} {old_options.get(key)!r} -> {options.get(key)!r}"
+            for key in sorted(options.keys() | old_options.keys())
+            if options.get(key) != old_options.get(key)]
+  if differ:
+    parts.append(f"options changed: {', '.join(differ)}")
+  return "; ".join(parts) or "same files and options, other fingerprint"
+
+
+def skipped_lines(skipped: dict[str, str]) -> list[str]:
+  """The build summary's lines naming skipped files: all, or the first ten and a count."""
+  paths = sorted(skipped)
+  lines = [f"  skipped {path}: {skipped[path]}" for path in paths[:10]]
+  if len(paths) > 10:
+    lines.append(f"  ... and {len(paths) - 10} more (all in metadata.json: skipped_files)")
+  return lines
+
+
+
+def already_built(version_dir: pathlib.Path, fingerprint: str, content_files: dict,
+                  content_options: dict, log: Callable[[str], None]
+                  ) -> tfds.core.DatasetBuilder | None:
+  """The prepared version in `version_dir` when it was built from this content; None when
+  there is none; VersionExistsError, saying what changed, when it was built from other."""
+  if not (version_dir / "dataset_info.json").exists():
+    return None
+  spec, data_dir = f"{version_dir.parent.name}:{version_dir.name}", version_dir.parent.parent
+  stored = stored_metadata(version_dir)
+  if stored.get("content_fingerprint") != fingerprint:
+    raise VersionExistsError(
+        f"{spec} in {data_dir} was built from other content or options "
+        f"({what_changed(stored, content_files, content_options)}): build a new version "
+        f"(a higher version number), or delete {version_dir} first.")
+  log(f"{spec} is already built from this content in {data_dir}: nothing to do.")
+  return tfds.builder_from_directory(version_dir)

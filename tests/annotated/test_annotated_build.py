@@ -1,0 +1,248 @@
+"""Builds from every annotation format over real-photo crops: what is stored is what the
+annotation file says (boxes to 1e-6, labels and flags exactly), `verify` agrees, stock
+TFDS reads it without the package, bad annotations stop the build naming each."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import PIL.Image
+import pytest
+import tensorflow_datasets as tfds
+
+from conftest import REPO
+from imagesets.annotated import annotated_build
+from imagesets.building import annotated_builder
+from imagesets.building import named_versions
+from imagesets.building import problems
+from imagesets.verifying import round_trip
+from imagesets_testing import annotation_files
+from imagesets_testing import real_photos
+import cli_runs
+
+# (format, the Known attribute of its file, multi-label tables)
+FORMATS = [("coco", "coco", False), ("voc", "voc", False), ("yolo", "yolo", False),
+           ("csv", "csv_multi", True), ("jsonl", "jsonl_single", False)]
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+  return annotation_files.write(tmp_path_factory.mktemp("labelled"), seed=3, count=14)
+
+
+@pytest.fixture(scope="module")
+def built(known, tmp_path_factory):
+  """{format: prepared builder} of every format, each its own dataset."""
+  data_dir = tmp_path_factory.mktemp("tfds")
+  out = {}
+  for format, attribute, _ in FORMATS:
+    out[format] = annotated_build.build(
+        known.images_dir, getattr(known, attribute), f"parts_{format}", data_dir=data_dir,
+        options=annotated_builder.AnnotatedConfig(name="given", 
+            split_proportions={"train": 0.6, "test": 0.4}), check_registered=False)
+  return out
+
+
+def _stored(builder) -> dict[str, dict]:
+  """{file name: example} of every split, read by stock TFDS from the version's folder."""
+  reader = tfds.builder_from_directory(builder.data_dir)
+  out = {}
+  for split in reader.info.splits:
+    for example in tfds.as_numpy(reader.as_dataset(split=split, shuffle_files=False)):
+      out[example["file_name"].decode()] = example
+  return out
+
+
+@pytest.mark.parametrize("format,attribute,multi", FORMATS)
+def test_every_box_label_and_flag_round_trips(built, known, format, attribute, multi):
+  builder = built[format]
+  stored = _stored(builder)
+  assert sorted(stored) == known.images  # negatives kept, nothing else
+  features = builder.info.features
+  if format in ("csv", "jsonl"):
+    key = "labels" if multi else "label"
+    assert features[key].feature.names if multi else features[key].names
+    for file_name, labels in known.expected_labels(multi).items():
+      got = stored[file_name][key]
+      assert (tuple(got) if multi else (int(got),)) == labels, file_name
+    return
+  assert features["objects"]["label"].names == list(known.class_names(format))
+  flag_names = [name for name in features["objects"].keys() if name not in ("bbox", "label")]
+  assert flag_names == {"coco": ["is_crowd"], "voc": ["difficult", "truncated", "pose"],
+                        "yolo": []}[format]
+  for file_name, expected in known.expected_objects(format).items():
+    objects = stored[file_name]["objects"]
+    assert len(objects["label"]) == len(expected), file_name
+    for k, (bbox, label, flags) in enumerate(expected):
+      np.testing.assert_allclose(objects["bbox"][k], bbox, rtol=0, atol=1e-6)
+      assert objects["label"][k] == label
+      if format == "coco":
+        assert objects["is_crowd"][k] == flags[0]
+      if format == "voc":
+        assert (objects["difficult"][k], objects["truncated"][k], objects["pose"][k]) == flags
+    height, width = known.sizes[file_name]
+    assert (stored[file_name]["height"], stored[file_name]["width"]) == (height, width)
+  metadata = builder.info.metadata
+  assert metadata["num_negatives"] == sum(not o for o in known.objects.values())
+  assert metadata["max_objects_per_image"] == max(len(o) for o in known.objects.values())
+  assert sum(metadata["num_objects_per_class"].values()) == sum(
+      len(o) for o in known.objects.values())
+
+
+@pytest.mark.parametrize("format,attribute,multi", FORMATS)
+def test_verify_passes_and_sees_a_changed_annotation(built, known, format, attribute, multi,
+                                                     tmp_path):
+  builder = built[format]
+  report = round_trip.verify(builder.data_dir, known.images_dir)
+  assert report.ok, report.lines()
+  assert report.checked == len(known.images) and report.identical == len(known.images)
+  if format != "coco":
+    return
+  edited = json.loads(known.coco.read_text())
+  edited["annotations"][0]["bbox"][0] += 3  # one box moved by 3 pixels
+  path = tmp_path / "edited.json"
+  path.write_text(json.dumps(edited))
+  report = round_trip.verify(builder.data_dir, known.images_dir, path)
+  assert not report.ok and len(report.mismatches) == 1, report.lines()
+  assert "bbox" in report.mismatches[0].reason
+
+
+def test_stock_tfds_loads_a_detection_build_without_the_package(built):
+  builder = built["coco"]
+  code = ("import sys, tensorflow_datasets as tfds\n"
+          f"ds = tfds.load('{builder.name}:1.0.0', split='train', data_dir=sys.argv[1])\n"
+          "n = sum(int(e['objects']['bbox'].shape[0]) for e in tfds.as_numpy(ds))\n"
+          "assert not any(m.startswith('imagesets') for m in sys.modules)\n"
+          "print(n)\n")
+  done = subprocess.run([sys.executable, "-c", code, str(pathlib.Path(builder.data_dir).parents[1])],
+                        capture_output=True, text=True, cwd="/", timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  expected = sum(len(e["objects"]["label"]) for e in tfds.as_numpy(
+      tfds.builder_from_directory(builder.data_dir).as_dataset(split="train")))
+  assert int(done.stdout.split()[-1]) == expected > 0
+
+
+def test_a_rebuild_is_a_no_op_and_changed_annotations_are_refused(built, known, tmp_path):
+  builder = built["coco"]
+  data_dir = pathlib.Path(builder.data_dir).parents[1]
+  options = annotated_builder.AnnotatedConfig(name="given", split_proportions={"train": 0.6, "test": 0.4})
+  said = []
+  again = annotated_build.build(known.images_dir, known.coco, builder.name, data_dir=data_dir,
+                                options=options, check_registered=False, log=said.append)
+  assert "nothing to do" in said[-1] and again.info.splits["train"].num_examples
+  edited = json.loads(known.coco.read_text())
+  edited["annotations"][0]["bbox"][1] += 1
+  path = tmp_path / "instances.json"
+  path.write_text(json.dumps(edited))
+  with pytest.raises(named_versions.VersionExistsError, match=r"<annotations>"):
+    annotated_build.build(known.images_dir, path, builder.name, data_dir=data_dir,
+                          options=options, check_registered=False)
+
+
+def _coco(images: list[dict], annotations: list[dict]) -> dict:
+  return {"images": images, "annotations": annotations,
+          "categories": [{"id": 1, "name": "part"}, {"id": 2, "name": "tool"}]}
+
+
+def _photo(path: pathlib.Path, size=(90, 60), orientation: int | None = None) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  pixels = next(iter(real_photos.photos().values()))[:size[1], :size[0]]
+  exif = PIL.Image.Exif()
+  if orientation:
+    exif[0x0112] = orientation
+  PIL.Image.fromarray(np.ascontiguousarray(pixels)).save(path, "JPEG", exif=exif.tobytes())
+
+
+def test_bad_annotations_stop_the_build_naming_each_before_any_image_is_read(tmp_path):
+  for name in ("a.jpg", "b.jpg"):
+    _photo(tmp_path / "images" / name)
+  coco = _coco([{"id": 1, "file_name": "a.jpg", "width": 90, "height": 60},
+                {"id": 2, "file_name": "../b.jpg", "width": 90, "height": 60},
+                {"id": 3, "file_name": "missing.jpg", "width": 90, "height": 60}],
+               [{"id": 1, "image_id": 1, "category_id": 7, "bbox": [1, 1, 5, 5]},
+                {"id": 2, "image_id": 1, "category_id": 1, "bbox": [80, 1, 20, 5]}])
+  (tmp_path / "coco.json").write_text(json.dumps(coco))
+  with pytest.raises(problems.InvalidSourceError) as stopped:
+    annotated_build.build(tmp_path / "images", tmp_path / "coco.json", "bad",
+                          data_dir=tmp_path / "tfds", check_registered=False)
+  text = str(stopped.value)
+  for said in ("category", "../b.jpg", "missing.jpg", "annotation id 2"):
+    assert said in text, text
+  assert not (tmp_path / "tfds" / "bad").exists()
+
+
+def test_clipped_boxes_and_unlisted_images_are_named_in_the_metadata(tmp_path):
+  for name in ("a.jpg", "b.jpg", "c.jpg", "extra.jpg"):
+    _photo(tmp_path / "images" / name)
+  coco = _coco([{"id": i, "file_name": f"{n}.jpg", "width": 90, "height": 60}
+                for i, n in enumerate("abc", 1)],
+               [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [80, 10, 20, 5]},
+                {"id": 2, "image_id": 2, "category_id": 2, "bbox": [10, 10, 20, 20]}])
+  (tmp_path / "coco.json").write_text(json.dumps(coco))
+  builder = annotated_build.build(
+      tmp_path / "images", tmp_path / "coco.json", "clipped", data_dir=tmp_path / "tfds",
+      check_registered=False, options=annotated_builder.AnnotatedConfig(name="given", 
+          on_bad_box="clip", split_proportions={"train": 1.0}))
+  metadata = builder.info.metadata
+  assert metadata["unlisted_images"] == ["extra.jpg"]
+  assert len(metadata["fixed_boxes"]) == 1 and "annotation id 1" in metadata["fixed_boxes"][0]
+  assert metadata["num_negatives"] == 1  # c.jpg: listed, no annotations, kept
+  stored = _stored(builder)
+  np.testing.assert_allclose(stored["a.jpg"]["objects"]["bbox"][0],
+                             [10 / 60, 80 / 90, 15 / 60, 1.0], atol=1e-6)
+
+
+@pytest.mark.parametrize("declared,ok", [((60, 90), True), ((90, 60), False)])
+def test_boxes_are_read_on_the_upright_photo(tmp_path, declared, ok):
+  # Stored 90 wide, 60 high, EXIF orientation 6: upright it is 60 wide, 90 high.
+  _photo(tmp_path / "images" / "turned.jpg", size=(90, 60), orientation=6)
+  _photo(tmp_path / "images" / "plain.jpg")
+  height, width = declared[1], declared[0]
+  coco = _coco([{"id": 1, "file_name": "turned.jpg", "width": width, "height": height},
+                {"id": 2, "file_name": "plain.jpg", "width": 90, "height": 60}],
+               [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [6, 9, 30, 45]}])
+  (tmp_path / "coco.json").write_text(json.dumps(coco))
+  build = lambda: annotated_build.build(
+      tmp_path / "images", tmp_path / "coco.json", "turned", data_dir=tmp_path / "tfds",
+      check_registered=False, options=annotated_builder.AnnotatedConfig(name="given", 
+          split_proportions={"train": 1.0}))
+  if not ok:
+    with pytest.raises(problems.InvalidSourceError, match=r"turned.jpg: the annotations give 90x60 .*"
+                       r"photo is 60x90 upright \(the size before EXIF rotation"):
+      build()
+    return
+  stored = _stored(build())["turned.jpg"]
+  assert (stored["height"], stored["width"]) == (90, 60)  # stored upright
+  np.testing.assert_allclose(stored["objects"]["bbox"][0], [9 / 90, 6 / 60, 54 / 90, 36 / 60],
+                             atol=1e-6)
+
+
+def test_the_command_line_builds_from_annotations_and_says_what_it_left_out(known, tmp_path):
+  done = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts",
+                             "--annotations", known.coco, "--data-dir", tmp_path / "tfds",
+                             "--splits", "train=0.5,test=0.5")
+  assert done.returncode == 0, done.stderr
+  assert "cli_parts:1.0.0" in done.stdout
+  boxes = sum(len(o) for o in known.objects.values())
+  assert f"{boxes} boxes, 2 image(s) without any" in done.stdout
+  wrong = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts2",
+                              "--annotations", known.coco, "--full",
+                              "--data-dir", tmp_path / "tfds")
+  assert wrong.returncode == 1 and "--full: not an option of a build from annotations" in (
+      wrong.stderr)
+  orphan = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts3",
+                               "--on-bad-box", "clip", "--data-dir", tmp_path / "tfds")
+  assert orphan.returncode == 1 and "--annotations FILE" in orphan.stderr
+
+
+def test_the_annotated_builder_builds_its_example_with_the_stock_tfds_cli(tmp_path):
+  done = subprocess.run([str(pathlib.Path(sys.executable).parent / "tfds"), "build",
+                         str(REPO / "datasets" / "annotated"), "--data_dir", str(tmp_path),
+                         "--config", "example"], capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  builder = tfds.builder_from_directory(tmp_path / "annotated" / "example" / "1.0.0")
+  assert builder.info.metadata["task"] == "detection"
+  assert round_trip.verify(builder.data_dir, REPO / "datasets" / "annotated" / "dummy_data"
+                           / "images").ok
