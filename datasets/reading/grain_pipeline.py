@@ -32,6 +32,9 @@ What every pipeline does:
   generator, so batches depend only on the seed, not on the worker count.
 * Training repeats `num_epochs` times (None: forever) and drops the last partial batch;
   evaluation is one epoch in stored order.
+* Detection (`detection_train`, `detection_eval`): keras 3's box dict, as input_pipeline's,
+  each record's image and "objects" boxes and labels parsed by `parse_objects` and moved
+  with the pixels by `numpy_box_ops`.
 """
 
 import json
@@ -44,6 +47,7 @@ import tensorflow_datasets as tfds
 from imagesets import tfds_internals
 from imagesets.reading import input_pipeline
 from imagesets.reading import mixing
+from imagesets.reading import numpy_box_ops
 from imagesets.reading import numpy_ops
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
@@ -91,6 +95,22 @@ def parse(record: bytes, keys) -> dict:
     value = feature[key]
     out[key] = value.bytes_list.value[0] if value.bytes_list.value else value.int64_list.value[0]
   return out
+
+
+def parse_objects(record: bytes, image_key: str = "image",
+                  objects_key: str = "objects") -> tuple[bytes, dict]:
+  """(encoded image, {"bbox": float32 [N, 4], "label": int64 [N]}) of a serialized
+  detection record. TFDS stores a `Sequence` of per-object features flattened, one list a
+  field ("objects/bbox": N x 4 floats, "objects/label": N ints; empty lists for an image
+  without objects): read as they are, the other fields (flags, poses) left unparsed."""
+  feature = tfds_internals.Example.FromString(record).features.feature
+  boxes = np.asarray(feature[f"{objects_key}/bbox"].float_list.value, np.float32)
+  labels = np.asarray(feature[f"{objects_key}/label"].int64_list.value, np.int64)
+  if boxes.size != 4 * labels.size:
+    raise ValueError(f"a record with {boxes.size} box coordinates for {labels.size} labels "
+                     f"(\"{objects_key}/bbox\" holds 4 per label)")
+  return (feature[image_key].bytes_list.value[0],
+          {"bbox": boxes.reshape(-1, 4), "label": labels})
 
 
 class _Settings:
@@ -148,6 +168,35 @@ class EvalSegmentation(_Settings, grain.MapTransform):
     image, mask = _pair(record, self)
     return {"image": numpy_ops.crop_or_pad(image, self.size, numpy_ops.IMAGE_PAD_VALUE),
             "mask": numpy_ops.crop_or_pad(mask, self.size, numpy_ops.MASK_PAD_VALUE)}
+
+
+class TrainDetection(_Settings, grain.RandomMapTransform):
+  """A record's random-resized crop with its boxes moved along (a box less than
+  `min_visible` inside the crop dropped with its label), flip, keras 3's box dict
+  (`numpy_box_ops`, the tf.data pipeline's `box_ops` semantics)."""
+
+  def random_map(self, record, rng):
+    image, objects = parse_objects(record)
+    image, objects = numpy_box_ops.decode_and_random_crop(
+        image, objects, self.size, rng, self.min_visible, self.area_range,
+        self.aspect_ratio_range)
+    if self.flip:
+      image, objects = numpy_box_ops.random_flip_left_right(image, objects, rng)
+    return numpy_box_ops.to_keras(image, objects, self.max_boxes, self.bounding_box_format)
+
+
+class EvalDetection(_Settings, grain.MapTransform):
+  """mode "resize" (stretched, boxes unchanged) or "pad" (letterboxed, boxes moved into the
+  frame, pixels rounded to uint8 as input_pipeline's), keras 3's box dict."""
+
+  def map(self, record):
+    image, objects = parse_objects(record)
+    if self.mode == "resize":
+      image, objects = numpy_box_ops.decode_and_resize(image, objects, self.size)
+    else:
+      image, objects = numpy_box_ops.decode_and_fit(image, objects, self.size, "pad")
+      image = np.clip(np.round(image), 0, 255).astype(np.uint8)
+    return numpy_box_ops.to_keras(image, objects, self.max_boxes, self.bounding_box_format)
 
 
 _ENDLESS = 2**62  # sampler slots when epochs never end
@@ -562,6 +611,73 @@ def segmentation_eval(dataset="voc_segmentation", *, batch_size: int, split: str
                        cache_limit=None):
   """One epoch in stored order, central crop / centred pad to `crop_size` (masks: 255)."""
   transform = EvalSegmentation(size=crop_size, image_key=image_key, mask_key=mask_key)
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
+                 train=False, seed=None, num_epochs=1, drop_remainder=drop_remainder,
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit)
+
+
+def _detection(dataset, *, split, data_dir, cache_dir, cache_limit, max_boxes, batch_size,
+               num_epochs, drop_remainder, bounding_box_format, min_visible=0.0) -> int:
+  """max_boxes of a detection loader, its options checked as input_pipeline's (a mix, a
+  dataset without boxes, a split too small for one batch, each refused in one line)."""
+  numpy_box_ops._check_format(bounding_box_format)
+  numpy_box_ops._check_min_visible(min_visible)
+  _, max_boxes = input_pipeline._detection(
+      dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
+      max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
+      drop_remainder=drop_remainder, input_context=None)
+  return max_boxes
+
+
+def detection_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,
+                    image_size=numpy_ops.IMAGE_SIZE, seed: int = 0,
+                    area_range=input_pipeline.DETECTION_CROP_AREA_RANGE,
+                    aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE,
+                    min_visible: float = numpy_box_ops.MIN_VISIBLE, flip: bool = True,
+                    max_boxes: int | None = None, bounding_box_format: str = "rel_yxyx",
+                    num_epochs=None, drop_remainder: bool = True, shard_index: int = 0,
+                    shard_count: int = 1, worker_count: int = 0, cache_dir=None,
+                    cache_limit=None, start=None):
+  """Shuffled, augmented detection batches in keras 3's layout, as
+  `input_pipeline.detection_train`'s: {"images": uint8 [B, S, S, 3], "bounding_boxes":
+  {"boxes": float32 [B, max_boxes, 4], "labels": int32 [B, max_boxes]}}, missing boxes and
+  labels -1, boxes in `bounding_box_format`. A random-resized crop (`area_range`) moves the
+  boxes with the pixels (clipped; less than `min_visible` inside: dropped with the label),
+  then a flip; `max_boxes` None: the most objects one image of the version holds (its
+  metadata). Read, shuffled, resumed and split between processes and workers as
+  `classification_train` (`start`: bucket reads)."""
+  max_boxes = _detection(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
+                         cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
+                         num_epochs=num_epochs, drop_remainder=drop_remainder,
+                         bounding_box_format=bounding_box_format, min_visible=min_visible)
+  transform = TrainDetection(size=image_size, area_range=area_range,
+                             aspect_ratio_range=aspect_ratio_range, min_visible=min_visible,
+                             flip=flip, max_boxes=max_boxes,
+                             bounding_box_format=bounding_box_format)
+  return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
+                 train=True, seed=seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
+                 shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
+                 cache_dir=cache_dir, cache_limit=cache_limit, start=start)
+
+
+def detection_eval(dataset, *, batch_size: int, split: str = "test", data_dir=None,
+                   image_size=numpy_ops.IMAGE_SIZE, mode: str = "resize",
+                   max_boxes: int | None = None, bounding_box_format: str = "rel_yxyx",
+                   drop_remainder: bool = False, shard_index: int = 0, shard_count: int = 1,
+                   worker_count: int = 0, cache_dir=None, cache_limit=None):
+  """One epoch in stored order (`worker_count` 0; with workers each batches its own
+  records), `detection_train`'s layout; mode "resize" (stretched to `image_size`, normalised
+  boxes unchanged) or "pad" (letterboxed, boxes moved into the frame), as
+  `input_pipeline.detection_eval`'s."""
+  if mode not in input_pipeline.DETECTION_EVAL_MODES:
+    raise ValueError(f"mode must be one of {input_pipeline.DETECTION_EVAL_MODES}, not {mode!r}")
+  max_boxes = _detection(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
+                         cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
+                         num_epochs=1, drop_remainder=drop_remainder,
+                         bounding_box_format=bounding_box_format)
+  transform = EvalDetection(size=image_size, mode=mode, max_boxes=max_boxes,
+                            bounding_box_format=bounding_box_format)
   return _loader(dataset, split, data_dir, transform, batch_size=batch_size,
                  train=False, seed=None, num_epochs=1, drop_remainder=drop_remainder,
                  shard_index=shard_index, shard_count=shard_count, worker_count=worker_count,
