@@ -143,6 +143,8 @@ def counts_per_class(annotations: objects.Annotations, built: set[str]) -> dict[
 class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   """Images of a folder with their annotations, original bytes, split by content hash."""
 
+  # What each shard holds, beside it: the page reads only the records it pictures.
+  RECORD_INDEX = True
   OPTIONS: AnnotatedConfig | None = None  # for builders without configs (named builds)
   SOURCE: Source | None = None  # the source read already by the caller
   HASHES: dict[str, str] | None = None  # its annotated images' sha256, when the caller has them
@@ -188,6 +190,13 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
 
   def _leakage(self) -> str:
     return "warn"
+
+  def _page_label(self, key: str) -> tuple[str | None, int | None]:
+    annotations = self.source.annotations
+    if annotations.task != "classification":
+      return None, None
+    label = annotations.entries[key].labels[0]
+    return annotations.class_names[label], label
 
   def _finish_generation(self, report) -> None:
     options, source = self.options, self.source

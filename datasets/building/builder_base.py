@@ -33,6 +33,7 @@ description of its source:
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import pathlib
 
@@ -101,6 +102,18 @@ def _beam_info_off(download_config):
     yield
   finally:
     beam_logger.setLevel(level)
+
+
+def _image_of(read, key: str, label_id: int | None) -> bytes:
+  """The stored image bytes of the example `read` gives, once its file name and label id
+  are those its index row says (a record read at a wrong place is an error, never another
+  photo's picture under this one's name)."""
+  name, label, image = record_index.example_fields(read())
+  if (name, label) != (key, label_id):
+    raise record_index.RecordIndexError(
+        f"the record read for {key} is {name} (label {label}): the version's record index "
+        "does not describe its shards")
+  return image
 
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -225,9 +238,32 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
     """Every example of the version as `version_examples.Located` (name, label, where its
-    record is), when this build knows them: its page then reads only the records it
-    pictures. None here: the page reads the version."""
-    return None
+    record is), when this build wrote a record index of every split: its page then reads
+    only the records it pictures. None otherwise: the page reads the version."""
+    if not self.RECORD_INDEX:
+      return None
+    file_format = self.info.file_format.value
+    catalog = {}
+    for split, info in self.info.splits.items():
+      rows = self._index_rows(split)
+      if len(rows) != info.num_examples:
+        return None
+      located, start = [], 0
+      for shard_name, length in zip(info.filenames, info.shard_lengths):
+        shard_rows, start = rows[start:start + length], start + length
+        readers = record_index.record_readers(folder, shard_name,
+                                              [row[1] for row in shard_rows], file_format)
+        for (key, _, _), read in zip(shard_rows, readers):
+          label, label_id = self._page_label(key)
+          located.append(version_examples.Located(
+              split, key, label, functools.partial(_image_of, read, key, label_id)))
+      catalog[split] = located
+    return catalog
+
+  def _page_label(self, key: str) -> tuple[str | None, int | None]:
+    """(class name, label id) the page shows for the example of `key`, as its record's
+    "label" holds it; (None, None) for examples without one label."""
+    return None, None
 
   def _index_rows(self, split: str) -> list[list]:
     """[key, size, fingerprint json] of each record of `split`, in shard order."""

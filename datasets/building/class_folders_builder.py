@@ -13,7 +13,6 @@ fixed (flowers), which they must be (`CLASS_NAMES`).
 
 import collections
 import dataclasses
-import functools
 import os
 
 from absl import logging
@@ -28,11 +27,9 @@ from imagesets.building import generation
 from imagesets.building import incremental
 from imagesets.building import keras_pixels
 from imagesets.building import problems
-from imagesets.building import record_index
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
 from imagesets.verifying import duplicates
-from imagesets.verifying import version_examples
 
 
 @dataclasses.dataclass(eq=False)
@@ -123,18 +120,6 @@ def features(class_names: list[str], keras_image: dict | None = None
   })
 
 
-def _image_of(read, key: str, label_id: int) -> bytes:
-  """The stored image bytes of the class-folder example `read` gives, once its file name
-  and label id are those its index row says (a record read at a wrong place is an error,
-  never another photo's picture under this one's name)."""
-  name, label, image = record_index.example_fields(read())
-  if (name, label) != (key, label_id):
-    raise record_index.RecordIndexError(
-        f"the record read for {key} is {name} (label {label}): the version's record index "
-        "does not describe its shards")
-  return image
-
-
 class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   """Class-per-folder images with their original bytes, validated and split by hash."""
 
@@ -217,27 +202,9 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
       return super()._index_rows(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
-  def _page_catalog(self, folder):
-    if not self.RECORD_INDEX:
-      return None
-    file_format = self.info.file_format.value
-    label_ids = {name: i for i, name in enumerate(self.info.features["label"].names)}
-    catalog = {}
-    for split, info in self.info.splits.items():
-      rows = self._index_rows(split)
-      if len(rows) != info.num_examples:
-        return None
-      located, start = [], 0
-      for shard_name, length in zip(info.filenames, info.shard_lengths):
-        shard_rows, start = rows[start:start + length], start + length
-        readers = record_index.record_readers(folder, shard_name,
-                                              [row[1] for row in shard_rows], file_format)
-        located += [version_examples.Located(
-            split, key, class_folders_tree.label_of(key), functools.partial(
-                _image_of, read, key, label_ids[class_folders_tree.label_of(key)]))
-                    for (key, _, _), read in zip(shard_rows, readers)]
-      catalog[split] = located
-    return catalog
+  def _page_label(self, key: str) -> tuple[str, int]:
+    name = class_folders_tree.label_of(key)
+    return name, self.info.features["label"].str2int(name)
 
   def _index_of_kept_shard(self, split: str, position: int):
     if self.PLAN is None:

@@ -60,8 +60,8 @@ def sha256_of(path) -> str:
 
 
 def example_fields(record: bytes) -> tuple[str | None, int | None, bytes]:
-  """(file name, label id, image bytes) of a class-folder example's serialized record
-  (None where the record has not exactly one)."""
+  """(file name, label id, image bytes) of an example's serialized record (None where the
+  record has not exactly one: a detection or multi-label example has no "label")."""
   features = tfds_internals.Example.FromString(record).features.feature
   names, labels = features["file_name"].bytes_list.value, features["label"].int64_list.value
   images = features["image"].bytes_list.value
