@@ -316,7 +316,8 @@ def classification_train(
     image_key: str = "image", label_key: str = "label",
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
     cache_limit=None, start=None) -> tf.data.Dataset:
-  """Shuffled, augmented, batched training batches `{"image", "label"}`.
+  """Shuffled, augmented, batched training batches `{"image", "label"}`; a multi-label
+  build's labels (`label_key="labels"`) as multi-hot float32 [num_classes].
 
   `dataset` may be a `mixing.mix(...)` of several datasets or versions: batches then also
   hold "source" (the part each example came from), the parts name their own splits and
@@ -367,11 +368,25 @@ def classification_train(
   split = "train" if split is None else split
   _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
   ds = _train(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
-              preprocess=ops.compose(preprocess, ops.keep("image", "label")), seed=seed,
+              preprocess=ops.compose(preprocess, *_label_ops(source, label_key),
+                                     ops.keep("image", "label")), seed=seed,
               input_context=input_context,
               shuffle_buffer=DEFAULT_SHUFFLE_BUFFER if shuffle_buffer is None else shuffle_buffer,
               num_epochs=num_epochs, cache=cache == "encoded", cache_op=cache_op)
   return _finish(ds, **finish)
+
+
+def _label_ops(source: "sources.Source", label_key: str) -> list[ops.Op]:
+  """What the pipelines do to the stored labels: nothing to one class id; several per
+  image (a multi-label build's `Sequence(ClassLabel)`) become a multi-hot float32
+  [num_classes], so they batch (the order and repeats of the ids do not matter)."""
+  feature = source.builder.info.features[label_key]
+  if not isinstance(feature, tfds.features.Sequence):
+    return []
+  if not isinstance(feature.feature, tfds.features.ClassLabel):
+    raise ValueError(f"{label_key!r} of {source.builder.info.full_name} is a sequence of "
+                     f"{type(feature.feature).__name__}, not of class labels")
+  return [box_ops.multi_hot(feature.feature.num_classes, "label")]
 
 
 def _check_mixed(mix, *, keys, **given) -> None:
@@ -440,7 +455,7 @@ def classification_eval(
       "padded": lambda: ops.decode(image_key),
   }[mode]()
   preprocess = ops.compose(image_op, ops.rename(image=image_key, label=label_key),
-                           ops.keep("image", "label"))
+                           *_label_ops(source, label_key), ops.keep("image", "label"))
   ds = _eval(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
              preprocess=preprocess, input_context=input_context, cache=cache)
   return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder,

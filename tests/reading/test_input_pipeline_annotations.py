@@ -114,3 +114,25 @@ def test_a_dataset_without_boxes_is_refused_in_one_line(detection, tmp_path):
   with pytest.raises(ValueError, match=r"labels_only.* has no boxes"):
     ip.detection_train("labels_only", data_dir=data_dir, batch_size=2)
 
+
+
+def test_a_multi_label_build_gives_multi_hot_labels(tmp_path):
+  known = annotation_files.write(tmp_path / "labelled", seed=4, count=10)
+  annotated_build.build(known.images_dir, known.csv_multi, "tags", data_dir=tmp_path / "tfds",
+                        check_registered=False, options=annotated_builder.AnnotatedConfig(
+                            name="given", split_proportions={"train": 0.5, "test": 0.5}))
+  builder = tfds.builder_from_directory(tmp_path / "tfds" / "tags" / "1.0.0")
+  stored = {e["file_name"].decode(): e["labels"] for e in tfds.as_numpy(
+      builder.as_dataset(split="test", shuffle_files=False))}
+  batches = _batches(ip.classification_eval("tags", data_dir=str(tmp_path / "tfds"),
+                                            label_key="labels", batch_size=len(stored),
+                                            image_size=SIZE))
+  (batch,) = batches
+  names = known.class_names("csv")
+  assert batch["label"].shape == (len(stored), len(names)) and batch["label"].dtype == np.float32
+  for row, labels in zip(batch["label"], stored.values()):  # (stored order)
+    assert np.flatnonzero(row).tolist() == sorted(set(labels.tolist()))
+  train = next(iter(ip.classification_train("tags", data_dir=str(tmp_path / "tfds"),
+                                            label_key="labels", split="train", batch_size=2,
+                                            image_size=SIZE, seed=0)))
+  assert train["label"].shape == (2, len(names))
