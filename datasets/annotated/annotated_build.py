@@ -6,13 +6,13 @@
 The build is the annotated builder (`building.annotated_builder`) as a class made for NAME
 and VERSION and never registered, as `class_folders.named_build` makes class folders. A
 version is never rebuilt from other content: its fingerprint covers the annotated images'
-bytes, the annotation file's (or folder's) bytes and the options; the same content is a
+bytes, what the annotation file says (`annotation_digest`) and the options; the same content is a
 no-op, other content is refused, saying what changed.
 """
 
 import dataclasses
 import hashlib
-import os
+import json
 import pathlib
 from typing import Callable
 
@@ -31,30 +31,24 @@ from imagesets.building import named_versions
 ANNOTATIONS_KEY = "<annotations>"  # the annotation file's entry among a version's content files
 
 
-def annotation_digest(path: str) -> str:
-  """sha256 over the annotation file's bytes, or over every file of an annotation folder
-  (relative names and bytes, sorted): a changed box or label is another fingerprint."""
-  hasher = hashlib.sha256()
-  if os.path.isdir(path):
-    for top, folders, files in os.walk(path):
-      folders.sort()
-      for name in sorted(files):
-        full = os.path.join(top, name)
-        hasher.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
-        hasher.update(hashlib.sha256(pathlib.Path(full).read_bytes()).digest())
-  else:
-    with open(path, "rb") as f:
-      hasher.update(hashlib.file_digest(f, "sha256").digest())
-  return hasher.hexdigest()
+def annotation_digest(annotations: objects.Annotations) -> str:
+  """sha256 of what the annotation file says, as read (`formats.read`): the format, task,
+  class and flag names, every entry's boxes, labels and flags, the fixed boxes and the
+  unlisted images. Exactly what the build stores from the file, whichever files gave it (a
+  YOLO names file beside its labels, every XML of a VOC folder), and nothing it ignores."""
+  said = dataclasses.asdict(annotations)
+  del said["source"]  # (where the file is: not what it says)
+  return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
 
 
 def fingerprint_options(options: annotated_builder.AnnotatedConfig, file_format: str) -> dict:
   """The options that change the stored bytes: every field AnnotatedConfig adds to TFDS's
   BuilderConfig but the folders' locations, and the file format."""
   inherited = {field.name for field in dataclasses.fields(tfds.core.BuilderConfig)}
+  # (The format given or detected: the digest has the one read.)
   return {**{field.name: getattr(options, field.name)
              for field in dataclasses.fields(annotated_builder.AnnotatedConfig)
-             if field.name not in inherited | {"images", "annotations"}},
+             if field.name not in inherited | {"images", "annotations", "format"}},
           "file_format": file_format}
 
 
@@ -91,7 +85,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
   with parallel_map.frozen_gc():
     hashes = fingerprints.file_hashes(options.images, sorted(read.entries))
     content_options = fingerprint_options(options, file_format)
-    digest = annotation_digest(options.annotations)
+    digest = annotation_digest(read)
     fingerprint = fingerprints.content(options.images, sorted(read.entries),
                                        {**content_options, ANNOTATIONS_KEY: digest},
                                        hashes=hashes)

@@ -261,6 +261,14 @@ class Reader:
       self.fixed.append(Problem(where, f"box clipped to the image: {', '.join(clipped)}"))
     return bbox
 
+  def problems_told(self) -> str:
+    """The problems found so far, one a line, for an error that stops the reading (so
+    that what made it stop is never hidden behind it)."""
+    if not self.problems:
+      return ""
+    return (f"; {len(self.problems)} problem(s) found before:\n"
+            + "\n".join(f"  {p.where}: {p.reason}" for p in self.problems))
+
   def annotations(self, *, task: str, format: str, class_names: Iterable[str],
                   entries: Iterable[Entry], unmentioned: str,
                   flag_names: tuple[str, ...] = (),
@@ -270,7 +278,7 @@ class Reader:
     class_names = tuple(class_names)
     if not class_names:
       raise AnnotationError(f"{self.source}: no class names: a {format} dataset needs at "
-                            "least one class")
+                            "least one class" + self.problems_told())
     assert task in TASKS and unmentioned in ("negative", "unlisted"), (task, unmentioned)
     by_name = {entry.file_name: entry for entry in entries}
     rest = sorted(self.images.difference(self._claimed))

@@ -127,5 +127,5 @@ def read_jsonl(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   if task is None:
     raise objects.AnnotationError(f"{path}: no line with an image and a label or labels: "
                                   'write one JSON object a line, e.g. {"file_name": "a.jpg", '
-                                  '"label": "cat"}')
+                                  '"label": "cat"}' + reader.problems_told())
   return _annotations(reader, "jsonl", task, [row for row in rows if row is not None])

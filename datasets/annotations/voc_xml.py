@@ -10,7 +10,8 @@ Labels: the sorted unique <name>s over all files (VOC has no class list). Boxes:
 pixels over <size>, normalised exactly as TFDS's object_detection/voc.py does
 (ymin / height, xmin / width, ymax / height, xmax / width: no 1-based shift). Flags:
 <difficult>, <truncated> (0 or 1; missing: 0) and <pose> (lower-cased, one of POSES;
-missing: unspecified).
+missing: unspecified). An <object> has one of each; its <part> boxes (VOC's person
+layout) are not read, as TFDS's voc reads none.
 
 The parser refuses any DOCTYPE or ENTITY declaration (entity expansion such as "billion
 laughs", external entities reading other files or URLs): a VOC file needs none.
@@ -54,8 +55,9 @@ def parse(path: str) -> ElementTree.Element:
   parser.CharacterDataHandler = builder.data
   parser.buffer_text = True
   try:
+    # Whole (the size is bounded): fed in pieces, expat is quadratic in a long attribute.
     with open(path, "rb") as f:
-      parser.ParseFile(f)
+      parser.Parse(f.read(), True)
     return builder.close()
   except _Declaration:
     raise objects.AnnotationError(
@@ -113,6 +115,12 @@ def _object(reader: objects.Reader, where: str, element: ElementTree.Element,
   name = _text(element, "name")
   reason = "no <name>" if name is None else objects.class_name_problem(name)
   if reason:
+    reader.problem(where, reason)
+  # One of each: a second <name> or <bndbox> would be a box or class read from nowhere.
+  repeated = [tag for tag in ("name", "bndbox", "pose", "difficult", "truncated")
+              if len(element.findall(tag)) > 1]
+  if repeated:
+    reason = f"more than one <{'>, <'.join(repeated)}> in one <object>"
     reader.problem(where, reason)
   flags = [_flag(reader, where, element, "difficult"), _flag(reader, where, element, "truncated")]
   pose = (_text(element, "pose") or "unspecified").lower()

@@ -142,6 +142,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     overwrite = config is not None and config.download_mode.overwrite_dataset
     # A prepared version is only read (and may sit in a read-only folder): no lock.
     if self.data_path.exists() and not overwrite:
+      self._check_prepared()
       return super().download_and_prepare(**kwargs)
     if (config is not None and config.max_examples_per_split is not None
         and _uses_beam(config)):
@@ -156,7 +157,19 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # Logs (CI, nohup) get a line per bar every few seconds, not carriage returns.
     with build_lock.hold(self.data_path, name=f"{self.info.full_name}"), \
         log_friendly_stderr():
+      if self.data_path.exists() and not overwrite:  # (made while this build waited)
+        self._check_prepared()
       return super().download_and_prepare(**kwargs)
+
+  def _check_prepared(self) -> None:
+    """Raises unless the existing version folder is a finished version this build may
+    take as its own: TFDS would take any folder there as prepared (an empty one too) and
+    the build would return without a word. Builders whose versions record what they were
+    built from also check that it is this build's (`named_versions`)."""
+    if not (self.data_path / "dataset_info.json").exists():
+      raise problems.one_line_if_uncaught(FileExistsError(
+          f"{self.data_path} exists but is not a finished version (no dataset_info.json): "
+          "delete it and build again"))
 
   def _download_and_prepare(self, dl_manager, download_config):
     super()._download_and_prepare(dl_manager, download_config)

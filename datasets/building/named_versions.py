@@ -92,6 +92,14 @@ def named_builder(base: type, name: str, version: str, *, source: str, about: Ab
       super()._finish_generation(report)
       self.info.metadata.update(metadata)
 
+    def _check_prepared(self):
+      # Another build of NAME:VERSION finished first (they take turns on its lock): this one
+      # is done only when that version is built from this content.
+      super()._check_prepared()
+      if metadata.get("content_fingerprint") is not None:
+        refuse_other_content(pathlib.Path(self.data_path), metadata["content_fingerprint"],
+                             metadata.get("content_files"), metadata.get("content_options"))
+
   for key, value in attributes.items():
     setattr(NamedBuilder, key, value)
   NamedBuilder.name = name
@@ -167,12 +175,20 @@ def already_built(version_dir: pathlib.Path, fingerprint: str, content_files: di
   there is none; VersionExistsError, saying what changed, when it was built from other."""
   if not (version_dir / "dataset_info.json").exists():
     return None
-  spec, data_dir = f"{version_dir.parent.name}:{version_dir.name}", version_dir.parent.parent
+  refuse_other_content(version_dir, fingerprint, content_files, content_options)
+  log(f"{version_dir.parent.name}:{version_dir.name} is already built from this content in "
+      f"{version_dir.parent.parent}: nothing to do.")
+  return tfds.builder_from_directory(version_dir)
+
+
+def refuse_other_content(version_dir: pathlib.Path, fingerprint: str, content_files: dict,
+                         content_options: dict) -> None:
+  """VersionExistsError, saying what changed, when the version in `version_dir` was built
+  from content of another fingerprint."""
   stored = stored_metadata(version_dir)
   if stored.get("content_fingerprint") != fingerprint:
     raise VersionExistsError(
-        f"{spec} in {data_dir} was built from other content or options "
+        f"{version_dir.parent.name}:{version_dir.name} in {version_dir.parent.parent} was "
+        "built from other content or options "
         f"({what_changed(stored, content_files, content_options)}): build a new version "
         f"(a higher version number), or delete {version_dir} first.")
-  log(f"{spec} is already built from this content in {data_dir}: nothing to do.")
-  return tfds.builder_from_directory(version_dir)

@@ -588,6 +588,9 @@ def _check_detection(source: "sources.Source") -> None:
 def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
                batch_size, num_epochs, drop_remainder, input_context):
   """(source, max_boxes) of a detection pipeline, its options checked."""
+  if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
+    raise ValueError(f"max_boxes={max_boxes!r}: give a whole number of at least 1 (the "
+                     "padded length of each image's boxes), or None for the version's most")
   if isinstance(dataset, mixing.Mix):
     raise ValueError("mixing detection datasets is not supported yet: read one dataset")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)

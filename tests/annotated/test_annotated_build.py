@@ -246,3 +246,52 @@ def test_the_annotated_builder_builds_its_example_with_the_stock_tfds_cli(tmp_pa
   assert builder.info.metadata["task"] == "detection"
   assert round_trip.verify(builder.data_dir, REPO / "datasets" / "annotated" / "dummy_data"
                            / "images").ok
+
+
+def test_the_fingerprint_is_what_the_annotations_say_from_whichever_files(known, tmp_path):
+  # A YOLO build given its data.yaml: its label files and names count; a stray file in an
+  # annotation folder does not.
+  import shutil
+  yolo = tmp_path / "yolo"
+  shutil.copytree(known.yolo, yolo)
+  options = annotated_builder.AnnotatedConfig(name="given", split_proportions={"train": 1.0})
+  build = lambda: annotated_build.build(known.images_dir, yolo / "data.yaml", "yolo_parts",
+                                        data_dir=tmp_path / "tfds", options=options,
+                                        check_registered=False, log=said.append)
+  said = []
+  build()
+  (yolo / "labels" / ".DS_Store").write_bytes(b"\0\1")
+  build()
+  assert "nothing to do" in said[-1]
+  label_file = next(p for p in sorted((yolo / "labels").rglob("*.txt")) if p.read_text().strip())
+  first, rest = label_file.read_text().split("\n", 1)
+  label_file.write_text(" ".join(["0"] + first.split()[1:]) + "\n" + rest
+                        if first.split()[0] != "0" else
+                        " ".join(["1"] + first.split()[1:]) + "\n" + rest)
+  with pytest.raises(named_versions.VersionExistsError, match="<annotations>"):
+    build()
+
+
+def test_a_version_folder_that_is_not_a_finished_version_is_named_not_taken(known, tmp_path):
+  (tmp_path / "tfds" / "half" / "1.0.0").mkdir(parents=True)
+  with pytest.raises(FileExistsError, match=r"half/1.0.0 exists but is not a finished version"):
+    annotated_build.build(known.images_dir, known.coco, "half", data_dir=tmp_path / "tfds",
+                          check_registered=False)
+
+
+def test_a_build_that_finds_its_version_made_by_another_of_other_content_says_so(known,
+                                                                                  tmp_path):
+  # Two builds of one NAME:VERSION take turns on its lock; the second finds the first's
+  # version there: it is its own only when built from the same content.
+  data_dir = tmp_path / "tfds"
+  annotated_build.build(known.images_dir, known.coco, "raced", data_dir=data_dir,
+                        check_registered=False)
+  other = annotated_builder.AnnotatedConfig(name="given", images=str(known.images_dir),
+                                            annotations=str(known.voc))
+  cls = named_versions.named_builder(
+      annotated_builder.AnnotatedBuilder, "raced", "1.0.0", source="x",
+      about=named_versions.About(), default_description=lambda features: "",
+      metadata={"content_fingerprint": "other", "content_files": {}, "content_options": {}},
+      OPTIONS=other)
+  with pytest.raises(named_versions.VersionExistsError, match="built from other content"):
+    cls(data_dir=data_dir).download_and_prepare()

@@ -171,3 +171,13 @@ def test_bad_jsonl_lines_are_problems_naming_their_line_all_at_once(tmp_path):
 def test_a_jsonl_file_with_no_labelled_line_is_an_error(tmp_path, lines):
   with pytest.raises(objects.AnnotationError, match="no line with an image and a label"):
     _jsonl(tmp_path, lines)
+
+
+def test_a_file_whose_every_row_is_bad_names_the_rows_not_only_no_class(tmp_path):
+  with pytest.raises(objects.AnnotationError) as stopped:
+    _csv(tmp_path, "file_name,label\nsub/,cat\n/etc/passwd,dog\n")
+  said = str(stopped.value)
+  assert "no class names" in said and "2 problem(s) found before" in said
+  assert "line 2" in said and "line 3" in said
+  with pytest.raises(objects.AnnotationError, match=r"problem\(s\) found before"):
+    _jsonl(tmp_path, [{"file_name": "a.jpg", "label": 7}])

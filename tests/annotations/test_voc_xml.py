@@ -227,3 +227,12 @@ def test_hidden_files_are_left_out_and_a_folder_without_xml_is_an_error(tmp_path
     voc_xml.read(str(tmp_path / "empty"), IMAGES)
   with pytest.raises(objects.AnnotationError, match="not a folder"):
     voc_xml.read(str(tmp_path / "Annotations" / "a.xml"), IMAGES)
+
+
+def test_an_object_with_two_names_or_boxes_is_a_problem_not_a_guess(tmp_path):
+  twice = ("<object><name>dog</name><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin>"
+           "<xmax>9</xmax><ymax>9</ymax></bndbox><bndbox><xmin>2</xmin><ymin>2</ymin>"
+           "<xmax>8</xmax><ymax>8</ymax></bndbox></object>")
+  annotations = _read(tmp_path, {"a.xml": _xml(twice, _object("dog"))})
+  (problem,) = annotations.problems
+  assert "more than one <name>, <bndbox>" in problem.reason

@@ -113,6 +113,8 @@ def test_a_dataset_without_boxes_is_refused_in_one_line(detection, tmp_path):
                             name="given", split_proportions={"train": 1.0}))
   with pytest.raises(ValueError, match=r"labels_only.* has no boxes"):
     ip.detection_train("labels_only", data_dir=data_dir, batch_size=2)
+  with pytest.raises(ValueError, match=r"max_boxes=0: give a whole number"):
+    ip.detection_eval("boxes", data_dir=data_dir, batch_size=2, max_boxes=0)
 
 
 
