@@ -34,6 +34,7 @@ from tqdm import auto as tqdm_auto
 
 import imagesets.cli_process as cli_process
 import imagesets.tfds_internals as tfds_internals
+from imagesets.annotations import schema
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import problems as problems_lib
@@ -122,13 +123,12 @@ def _report_lines(outcome, split):
   if note is not None:
     yield json.dumps({"note": [key, note]})
   if identity is not None and identity[2] is not None:
-    file_name, label, fingerprint = identity
-    label = label if label is None or isinstance(label, str) else int(label)
+    file_name, label, fingerprint = identity  # (`schema.annotation`: JSON-able already)
     yield json.dumps({"image": [split, key, file_name, label, fingerprint.to_json()]})
 
 
 def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
-  """(file name, label, fingerprint) of an example, computed where its image bytes are
+  """(file name, annotation (`schema.annotation`), fingerprint) of an example, computed where its image bytes are
   already in memory (the worker that made it). The name is the source file's, or the
   source's id, or the example's key."""
   image = example.get("image")
@@ -139,7 +139,7 @@ def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerpri
   except Exception:  # pylint: disable=broad-except  # (checked images; never fail a build here)
     fingerprint = None
   return (str(example.get("file_name") or example.get("image_id") or key),
-          example.get("label"), fingerprint)
+          schema.annotation(example), fingerprint)
 
 
 def _local_outcome(work):
@@ -333,17 +333,10 @@ class Generation:
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
 
   def _members(self, images) -> list[tuple[str, duplicates.Member, image_hashes.Fingerprint]]:
-    """(key, member, fingerprint) of `images`, (split, key, identity) triples; labels as
-    names."""
-    label = self.features["label"] if self.features and "label" in self.features else None
-    names = getattr(label, "names", None)
-
-    def label_name(value):
-      if value is None or isinstance(value, str) or not names:
-        return None if value is None else str(value)
-      return names[int(value)]
-
-    return [(key, duplicates.Member(split, file_name, label_name(value)), fingerprint)
+    """(key, member, fingerprint) of `images`, (split, key, identity) triples; each
+    member's label is what its annotations say (`schema.Schema.describe`)."""
+    described = schema.of(self.features).describe
+    return [(key, duplicates.Member(split, file_name, described(value)), fingerprint)
             for split, key, (file_name, value, fingerprint) in images
             if fingerprint is not None]
 

@@ -295,3 +295,28 @@ def test_a_build_that_finds_its_version_made_by_another_of_other_content_says_so
       OPTIONS=other)
   with pytest.raises(named_versions.VersionExistsError, match="built from other content"):
     cls(data_dir=data_dir).download_and_prepare()
+
+
+def test_a_copy_of_a_photo_with_other_objects_is_a_conflict_the_same_objects_are_not(tmp_path):
+  from imagesets.verifying import duplicates
+  photos = list(real_photos.photos().values())
+  for name, pixels in (("a.jpg", photos[0]), ("b.jpg", photos[3])):
+    path = tmp_path / "images" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    PIL.Image.fromarray(np.ascontiguousarray(pixels[:60, :90])).save(path, "JPEG")
+    (tmp_path / "images" / name.replace(".", "_copy.")).write_bytes(path.read_bytes())
+  boxes = {"a.jpg": [1], "a_copy.jpg": [2], "b.jpg": [1, 2], "b_copy.jpg": [2, 1]}
+  images = [{"id": i, "file_name": n, "width": 90, "height": 60}
+            for i, n in enumerate(sorted(boxes))]
+  annotations = [{"id": 10 * i + k, "image_id": i, "category_id": c, "bbox": [5 + k, 5, 20, 20]}
+                 for i, n in enumerate(sorted(boxes)) for k, c in enumerate(boxes[n])]
+  (tmp_path / "coco.json").write_text(json.dumps(_coco(images, annotations)))
+  builder = annotated_build.build(
+      tmp_path / "images", tmp_path / "coco.json", "copies", data_dir=tmp_path / "tfds",
+      check_registered=False, options=annotated_builder.AnnotatedConfig(
+          name="given", split_proportions={"train": 1.0}))
+  report = json.loads((pathlib.Path(builder.data_dir) / duplicates.REPORT_FILE).read_text())
+  groups = {tuple(sorted(m["file_name"] for m in g["members"])): g for g in report["groups"]}
+  a, b = groups[("a.jpg", "a_copy.jpg")], groups[("b.jpg", "b_copy.jpg")]
+  assert a["label_conflict"] and {m["label"] for m in a["members"]} == {"1 part", "1 tool"}
+  assert not b["label_conflict"] and {m["label"] for m in b["members"]} == {"1 part, 1 tool"}
