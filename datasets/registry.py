@@ -55,9 +55,12 @@ DATASETS = (
     Dataset("voc_segmentation",
             source=("PASCAL VOC 2012 images + class/instance masks as class ids (`default`: "
                     "train 1,464, validation 1,449; `train_aug`: VOC2012 train + SBD minus "
-                    "VOC2012 val, train 10,582, validation 1,449)"),
+                    "VOC2012 val, train 10,582, validation 1,449), or + boxes as TFDS's "
+                    "voc/2012 (`detection`: train 5,717, validation 5,823)"),
             card="docs/voc_segmentation.md", round_trip="voc_segmentation",
-            no_round_trip=(("train_aug", "it is built from two sources, VOC2012 and SBD"),)),
+            no_round_trip=(("train_aug", "it is built from two sources, VOC2012 and SBD"),
+                           ("detection", "its examples are boxes from Annotations/*.xml, "
+                            "and the voc_segmentation round trip checks masks"))),
 )
 
 NAMES = tuple(dataset.name for dataset in DATASETS)

@@ -28,6 +28,7 @@ class Builder(annotated_builder.AnnotatedBuilder):
           annotations=str(EXAMPLE / "coco" / "instances.json"),
           split_proportions={"train": 0.5, "test": 0.5}, description=(
               "The small COCO export in this builder's dummy_data (crops of real photos "
-              "with boxes; the same boxes as VOC XML, YOLO and tables beside it), to try the builder; pass your own with --config "
+              "with boxes; the same boxes as VOC XML, YOLO and tables beside it), to try "
+              "the builder; pass your own with --config "
               "'{\"name\": ..., \"images\": ..., \"annotations\": ...}'.")),
   ]

@@ -70,17 +70,17 @@ def parse(path: str) -> ElementTree.Element:
         f"({expat.errors.messages[e.code]}): fix the file or export it again") from None
 
 
-def _text(element: ElementTree.Element, tag: str) -> str | None:
+def element_text(element: ElementTree.Element, tag: str) -> str | None:
   child = element.find(tag)
   return None if child is None else (child.text or "").strip()
 
 
-def _size(root: ElementTree.Element) -> tuple[int, int] | None:
+def read_size(root: ElementTree.Element) -> tuple[int, int] | None:
   """(height, width) of <size>, if both are positive whole numbers."""
   size = root.find("size")
   if size is None:
     return None
-  height, width = (objects.text_number(_text(size, tag)) for tag in ("height", "width"))
+  height, width = (objects.text_number(element_text(size, tag)) for tag in ("height", "width"))
   if all(v is not None and 0 < v < float("inf") and v == int(v) for v in (height, width)):
     return int(height), int(width)
   return None
@@ -89,7 +89,7 @@ def _size(root: ElementTree.Element) -> tuple[int, int] | None:
 def _file_name(reader: objects.Reader, where: str, root: ElementTree.Element, relative: str,
                by_stem: dict[str, list[str]]) -> str | None:
   """The claimed image of the XML at `relative`, else None (and a problem)."""
-  filename = _text(root, "filename")
+  filename = element_text(root, "filename")
   if not filename:
     return objects.image_of_stem(reader, where, posixpath.splitext(relative)[0], by_stem)
   if reader.name(where, filename) is None:
@@ -101,18 +101,18 @@ def _file_name(reader: objects.Reader, where: str, root: ElementTree.Element, re
 
 def _flag(reader: objects.Reader, where: str, element: ElementTree.Element,
           tag: str) -> int | None:
-  text = _text(element, tag)
+  text = element_text(element, tag)
   if text in (None, "", "0", "1"):
     return int(text or 0)
   reader.problem(where, f"<{tag}> {objects.shown(text)} is not 0 or 1")
   return None
 
 
-def _object(reader: objects.Reader, where: str, element: ElementTree.Element,
+def read_object(reader: objects.Reader, where: str, element: ElementTree.Element,
             size: tuple[int, int] | None) -> tuple | None:
   """(bbox, class name, flags with the pose as an index of POSES) of one <object>, or None
   (its problems recorded, or its box left out)."""
-  name = _text(element, "name")
+  name = element_text(element, "name")
   reason = "no <name>" if name is None else objects.class_name_problem(name)
   if reason:
     reader.problem(where, reason)
@@ -123,16 +123,18 @@ def _object(reader: objects.Reader, where: str, element: ElementTree.Element,
     reason = f"more than one <{'>, <'.join(repeated)}> in one <object>"
     reader.problem(where, reason)
   flags = [_flag(reader, where, element, "difficult"), _flag(reader, where, element, "truncated")]
-  pose = (_text(element, "pose") or "unspecified").lower()
+  pose = (element_text(element, "pose") or "unspecified").lower()
   if pose not in POSES:
     reader.problem(where, f"<pose> {objects.shown(pose)} is not one of {', '.join(POSES)}")
   box = element.find("bndbox")
-  corners = [] if box is None else [objects.text_number(_text(box, tag)) for tag in _CORNERS]
+  corners = ([] if box is None else
+             [objects.text_number(element_text(box, tag)) for tag in _CORNERS])
   if box is None:
     reader.problem(where, "no <bndbox>")
   for tag, value in zip(_CORNERS, corners):
     if value is None:
-      reader.problem(where, f"<bndbox> <{tag}> {objects.shown(_text(box, tag))} is not a number")
+      reader.problem(where, f"<bndbox> <{tag}> {objects.shown(element_text(box, tag))} "
+                            "is not a number")
   if reason or None in flags or pose not in POSES or None in corners or not corners or not size:
     return None
   xmin, ymin, xmax, ymax = corners
@@ -160,14 +162,14 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
       reader.problem(where, f"root element <{root.tag}>, not <annotation>: not a Pascal VOC file")
       continue
     file_name = _file_name(reader, where, root, relative, by_stem)
-    size = _size(root)
+    size = read_size(root)
     elements = root.findall("object")
-    names.update(name for name in (_text(e, "name") for e in elements)
+    names.update(name for name in (element_text(e, "name") for e in elements)
                  if objects.class_name_problem(name) is None)
     if elements and size is None:
       reader.problem(where, f"no <size> with positive whole <width> and <height>: its "
                             f"{len(elements)} object(s) cannot be placed")
-    placed = [_object(reader, f"{where}: object {k}", element, size)
+    placed = [read_object(reader, f"{where}: object {k}", element, size)
               for k, element in enumerate(elements, 1)]
     if file_name is not None:
       found.append((file_name, size, [p for p in placed if p is not None]))

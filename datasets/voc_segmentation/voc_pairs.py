@@ -98,18 +98,20 @@ def load_example(image_id: str, folder: os.PathLike) -> tuple[dict | None, list[
   return example(jpeg, masks["class_mask"], masks["object_mask"], image_id, shape), []
 
 
-def read_split_lists(folder: os.PathLike) -> tuple[dict[str, list[str]], list[problems_lib.Problem]]:
-  """{split: ids} from ImageSets/Segmentation, and problems (missing or empty lists, repeats)."""
+def read_split_lists(folder: os.PathLike, lists_dir: str = LISTS_DIR
+                     ) -> tuple[dict[str, list[str]], list[problems_lib.Problem]]:
+  """{split: ids} from `lists_dir` (ImageSets/Segmentation; the detection config's:
+  ImageSets/Main), and problems (missing or empty lists, repeats)."""
   folder = pathlib.Path(folder)
   ids, found, listed_in = {}, [], {}
   for split, file_name in SPLIT_LISTS.items():
-    path = folder / LISTS_DIR / file_name
+    path = folder / lists_dir / file_name
     if not path.is_file():
-      found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is missing"))
+      found.append(problems_lib.Problem(f"{lists_dir}/{file_name}", "split list is missing"))
       continue
     listed = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     if not listed:
-      found.append(problems_lib.Problem(f"{LISTS_DIR}/{file_name}", "split list is empty"))
+      found.append(problems_lib.Problem(f"{lists_dir}/{file_name}", "split list is empty"))
     ids[split] = []
     for image_id in listed:
       if "/" in image_id or "\\" in image_id or image_id.startswith("."):

@@ -76,7 +76,7 @@ def test_train_is_voc_train_plus_sbd_minus_voc_val(built):
   assert ids == {"train": EXPECTED_TRAIN, "validation": VOC_VAL}
   assert {s: built.info.splits[s].num_examples for s in ("train", "validation")} == {
       "train": 8, "validation": 3}
-  assert built.info.full_name == "voc_segmentation/train_aug/1.1.0"
+  assert built.info.full_name == f"voc_segmentation/train_aug/{voc.Builder.VERSION}"
 
 
 def test_voc_pairs_come_from_voc_and_the_others_from_sbd(sources, built):
@@ -232,6 +232,6 @@ def test_work_items_prefer_voc_and_drop_every_voc_val_id(sources):
 def test_verify_says_it_does_not_support_train_aug_yet(sources, built):
   from imagesets.verifying import round_trip
   folders, *_ = sources
-  with pytest.raises(ValueError, match=r"^voc_segmentation/train_aug/1.1.0: no round trip for "
-                                       "this config yet"):
+  with pytest.raises(ValueError, match=rf"^voc_segmentation/train_aug/{voc.Builder.VERSION}: no "
+                                       "round trip for this config yet"):
     round_trip.verify(built.data_path, folders)

@@ -184,7 +184,7 @@ def test_every_problem_of_a_build_is_reported_in_one_error(tmp_path):
   assert all(ids[index] in message for index, _ in EXPECTED)
   assert "Fix: every id listed in ImageSets/Segmentation" in message
   assert "restore the named files from the original VOCtrainval_11-May-2012.tar" in message
-  assert not list((tmp_path / "tfds").glob("voc_segmentation/default/1.1.0"))  # nothing half-written
+  assert not list((tmp_path / "tfds").glob(f"voc_segmentation/default/{voc.Builder.VERSION}"))  # nothing half-written
 
 
 def test_a_pair_with_several_problems_gets_all_of_them(tmp_path):
@@ -379,7 +379,7 @@ def test_cli_build_is_byte_identical_to_the_library_build(tree, built, tmp_path)
   # Another process (the stock tfds CLI, builder imported by path) writes the same bytes.
   tfds_cli("build", "datasets/voc_segmentation", "--config", "default", "--manual_dir", str(root),
            "--data_dir", str(tmp_path))
-  cli = shard_bytes(tmp_path / "voc_segmentation" / "default" / "1.1.0")
+  cli = shard_bytes(tmp_path / "voc_segmentation" / "default" / str(voc.Builder.VERSION))
   assert cli == shard_bytes(pathlib.Path(built.data_path))
   assert len(cli) == 8
 
