@@ -4,12 +4,17 @@
 `write(root, seed)` makes root/images/ (JPEG crops of the real photos, of random sizes,
 some in a sub-folder), random boxes, flags and labels (seeded), and writes them as
   * root/coco/instances.json (COCO's own category ids, listed out of order; crowd
-    objects with RLE, the others with polygons),
+    objects with uncompressed RLE of their pixel rectangle, the others with polygons),
   * root/voc/ (one labelImg-style XML per image, mirroring the sub-folder; one image
     with an XML without objects, one with no XML, one XML without <filename>),
   * root/yolo/data.yaml + root/yolo/labels/ (6-decimal values as exporters write them;
     one empty label file, one image without one),
-  * root/tables/{single,multi}.{csv,jsonl} (a class an image; the classes in an image).
+  * root/tables/{single,multi}.{csv,jsonl} (a class an image; the classes in an image),
+  * root/masks/ (classes.txt: background and the classes; a VOC-style palette PNG of class
+    ids per image, mirroring the sub-folder: every object's pixel rectangle, in order,
+    crowd objects 255) and root/masks_cvat/ (CVAT's "Segmentation mask" export: labelmap.txt,
+    ImageSets/Segmentation/default.txt, SegmentationClass/*.png as RGB colours, crowd
+    objects in their class's colour): `Known.class_mask` gives each.
 The returned `Known` says what a reader must give back: boxes normalised exactly (a
 YOLO file is within 1e-6 of them), labels, flags and class names per format.
 """
@@ -20,7 +25,9 @@ import pathlib
 from xml.etree import ElementTree
 
 import numpy as np
+import PIL.Image
 
+from imagesets.building import segmentation_masks
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
@@ -30,6 +37,10 @@ COCO_IDS = (1, 2, 10, 17, 18)
 POSES = ("frontal", "left", "rear", "right", "unspecified")   # the readers' pose classes
 FORMATS = ("coco", "voc", "yolo", "csv", "jsonl")
 SUB_FOLDER = "street"
+MASK_CLASS_NAMES = ("background", *CLASS_NAMES)   # the mask folders' class ids
+# masks_cvat's labelmap.txt colours, of MASK_CLASS_NAMES (CVAT's own kind of colours).
+CVAT_COLORS = ((0, 0, 0), (250, 50, 83), (51, 221, 255), (255, 204, 51), (131, 224, 112),
+               (61, 61, 245))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +52,13 @@ class KnownObject:
   difficult: int
   truncated: int
   pose: str                                   # one of POSES
+
+  @property
+  def rectangle(self) -> tuple[int, int, int, int]:
+    """The pixels it covers in mask files and crowd RLE: columns x0..x1 - 1, rows y0..y1 - 1
+    of (x0, y0, x1, y1), its box rounded outward."""
+    x0, y0, x1, y1 = self.pixels
+    return int(np.floor(x0)), int(np.floor(y0)), int(np.ceil(x1)), int(np.ceil(y1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +75,22 @@ class Known:
   csv_multi: pathlib.Path
   jsonl_single: pathlib.Path
   jsonl_multi: pathlib.Path
+  masks: pathlib.Path | None = None        # classes.txt + palette PNGs of class ids
+  masks_cvat: pathlib.Path | None = None   # CVAT's export: labelmap.txt + RGB PNGs
 
   @property
   def images(self) -> list[str]:
     return sorted(self.sizes)
+
+  def class_mask(self, file_name: str, crowd_void: bool = True) -> np.ndarray:
+    """The class ids (MASK_CLASS_NAMES) of `file_name`'s mask file: every object's
+    rectangle in order, later over earlier; crowd objects 255 (`crowd_void`, root/masks)
+    or their class (root/masks_cvat)."""
+    mask = np.zeros(self.sizes[file_name], np.uint8)
+    for o in self.objects[file_name]:
+      x0, y0, x1, y1 = o.rectangle
+      mask[y0:y1, x0:x1] = 255 if o.is_crowd and crowd_void else MASK_CLASS_NAMES.index(o.name)
+    return mask
 
   @property
   def yolo_yaml(self) -> pathlib.Path:
@@ -199,8 +229,8 @@ def _write_coco(path: pathlib.Path, known: Known, rng: np.random.Generator) -> N
                    "license": 1})
     for o in known.objects[file_name]:
       x0, y0, x1, y1 = o.pixels
-      segmentation = ({"counts": [int(x1 - x0), 3, 7], "size": [height, width]} if o.is_crowd
-                      else [[x0, y0, x1, y0, x1, y1, x0, y1]])
+      segmentation = ({"counts": _rle_counts(o.rectangle, height, width), "size": [height, width]}
+                      if o.is_crowd else [[x0, y0, x1, y0, x1, y1, x0, y1]])
       annotations.append({"id": len(annotations) + 1, "image_id": image_id,
                           "category_id": COCO_IDS[CLASS_NAMES.index(o.name)],
                           "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0),
@@ -208,6 +238,40 @@ def _write_coco(path: pathlib.Path, known: Known, rng: np.random.Generator) -> N
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps({"info": {"description": "known boxes"}, "images": images,
                               "annotations": annotations, "categories": categories}, indent=1))
+
+
+def _rle_counts(rectangle: tuple[int, int, int, int], height: int, width: int) -> list[int]:
+  """COCO's uncompressed RLE of a pixel rectangle: runs down the columns, 0s first."""
+  mask = np.zeros((height, width), np.uint8)
+  x0, y0, x1, y1 = rectangle
+  mask[y0:y1, x0:x1] = 1
+  flat = mask.flatten(order="F")
+  edges = np.flatnonzero(np.diff(flat)) + 1
+  runs = np.diff(np.concatenate([[0], edges, [flat.size]])).tolist()
+  return ([0] if flat[0] else []) + runs
+
+
+def _write_masks(known: Known) -> None:
+  palette = segmentation_masks.pascal_palette().tobytes()
+  (known.masks).mkdir(parents=True, exist_ok=True)
+  (known.masks / "classes.txt").write_text("".join(f"{n}\n" for n in MASK_CLASS_NAMES))
+  cvat = known.masks_cvat
+  (cvat / "ImageSets" / "Segmentation").mkdir(parents=True, exist_ok=True)
+  (cvat / "labelmap.txt").write_text("# label:color_rgb:parts:actions\n" + "".join(
+      f"{n}:{r},{g},{b}::\n" for n, (r, g, b) in zip(MASK_CLASS_NAMES, CVAT_COLORS)))
+  (cvat / "ImageSets" / "Segmentation" / "default.txt").write_text(
+      "".join(f"{_stem(name)}\n" for name in known.images))
+  colors = np.array(CVAT_COLORS, np.uint8)
+  for file_name in known.images:
+    for folder, mask in ((known.masks, known.class_mask(file_name)),
+                         (cvat / "SegmentationClass",
+                          colors[known.class_mask(file_name, crowd_void=False)])):
+      path = folder / f"{_stem(file_name)}.png"
+      path.parent.mkdir(parents=True, exist_ok=True)
+      image = PIL.Image.fromarray(mask)
+      if mask.ndim == 2:
+        image.putpalette(palette)   # mode P: the ids, coloured as VOC colours them
+      image.save(path)
 
 
 def _voc_xml(file_name: str, size: tuple[int, int], objects, with_filename: bool) -> bytes:
@@ -306,9 +370,52 @@ def write(root: pathlib.Path, seed: int = 0, count: int = 12) -> Known:
                 yolo=root / "yolo", csv_single=root / "tables" / "single.csv",
                 csv_multi=root / "tables" / "multi.csv",
                 jsonl_single=root / "tables" / "single.jsonl",
-                jsonl_multi=root / "tables" / "multi.jsonl")
+                jsonl_multi=root / "tables" / "multi.jsonl",
+                masks=root / "masks", masks_cvat=root / "masks_cvat")
   _write_coco(known.coco, known, rng)
   _write_voc(known.voc, known)
   _write_yolo(known.yolo, known)
   _write_tables(known)
+  _write_masks(known)
   return known
+
+
+def compressed_coco(document: dict) -> dict:
+  """A COCO `document` with every RLE as COCO's compressed string, and every other polygon
+  object as a compressed RLE of its pixels too (pycocotools' own encoder, as exporters
+  write them)."""
+  from pycocotools import mask as coco_mask   # pylint: disable=import-outside-toplevel
+  document = json.loads(json.dumps(document))
+  sizes = {image["id"]: (image["height"], image["width"]) for image in document["images"]}
+  for k, annotation in enumerate(document["annotations"]):
+    height, width = sizes[annotation["image_id"]]
+    segmentation = annotation["segmentation"]
+    if isinstance(segmentation, dict):
+      rle = coco_mask.frPyObjects(segmentation, height, width)
+    elif k % 2:
+      rle = coco_mask.merge(coco_mask.frPyObjects(segmentation, height, width))
+    else:
+      continue
+    annotation["segmentation"] = {"size": [height, width], "counts": rle["counts"].decode()}
+  return document
+
+
+def coco_reference_masks(path: pathlib.Path, file_name: str) -> tuple[np.ndarray, np.ndarray]:
+  """(class_mask, object_mask) of one image of the COCO file `path`, by pycocotools' COCO
+  API itself (annToMask per annotation), painted in annotation order: category (by id
+  order) + 1 and 1-based object number, crowd objects 255 in both. The reference the
+  build's masks must equal."""
+  from pycocotools import coco as coco_api   # pylint: disable=import-outside-toplevel
+  api = coco_api.COCO(str(path))
+  (image_id,) = [i for i, image in api.imgs.items() if image["file_name"] == file_name]
+  image = api.imgs[image_id]
+  labels = {category_id: k + 1 for k, category_id in enumerate(sorted(api.cats))}
+  class_mask = np.zeros((image["height"], image["width"]), np.uint8)
+  object_mask = class_mask.copy()
+  in_order = [a for a in json.loads(pathlib.Path(path).read_text())["annotations"]
+              if a["image_id"] == image_id]
+  for number, annotation in enumerate(in_order, 1):
+    pixels = api.annToMask(annotation).astype(bool)
+    class_mask[pixels] = 255 if annotation["iscrowd"] else labels[annotation["category_id"]]
+    object_mask[pixels] = 255 if annotation["iscrowd"] else number
+  return class_mask, object_mask

@@ -3,7 +3,8 @@ reads any of them into `objects.Annotations`.
 
 Detection goes by what the path is, never by guessing from content: a file by its
 suffix (.json COCO, .csv, .jsonl/.ndjson, .yaml/.yml or a names file YOLO); a folder by
-what it holds (*.xml: VOC; *.txt labels or a names file: YOLO). When that names no
+what it holds (*.xml: VOC; *.txt labels or a names file: YOLO; *.png with labelmap.txt or
+classes.txt and no .txt but those and ImageSets/ lists: masks). When that names no
 format, or more than one, the error says to give the format.
 """
 
@@ -11,18 +12,19 @@ import os
 from typing import Callable, Iterable
 
 from imagesets.annotations import coco
+from imagesets.annotations import masks
 from imagesets.annotations import objects
 from imagesets.annotations import tables
 from imagesets.annotations import voc_xml
 from imagesets.annotations import yolo
 
-FORMATS = ("coco", "voc", "yolo", "csv", "jsonl")
-_FOLDER_FORMATS = ("voc", "yolo")   # the others are one file
+FORMATS = ("coco", "voc", "yolo", "csv", "jsonl", "masks")
+_FOLDER_FORMATS = ("voc", "yolo", "masks")   # the others are one file
 _SUFFIXES = {".json": "coco", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
              ".yaml": "yolo", ".yml": "yolo"}
 _READERS: dict[str, Callable[..., objects.Annotations]] = {
     "coco": coco.read, "voc": voc_xml.read, "yolo": yolo.read,
-    "csv": tables.read_csv, "jsonl": tables.read_jsonl}
+    "csv": tables.read_csv, "jsonl": tables.read_jsonl, "masks": masks.read}
 
 
 def _unclear(path: str, what: str, candidates: Iterable[str] = FORMATS) -> objects.AnnotationError:
@@ -32,9 +34,17 @@ def _unclear(path: str, what: str, candidates: Iterable[str] = FORMATS) -> objec
 
 def _folder_formats(path: str) -> list[str]:
   found = ["voc"] if objects.files_under(path, ".xml") else []
-  names = any(os.path.isfile(os.path.join(folder, name))
-              for folder in (path, os.path.join(path, "labels")) for name in yolo.NAMES_FILES)
-  if names or objects.files_under(path, ".txt"):
+  names = [os.path.join(folder, name) for folder in (path, os.path.join(path, "labels"))
+           for name in yolo.NAMES_FILES if os.path.isfile(os.path.join(folder, name))]
+  texts = objects.files_under(path, ".txt")
+  # PNGs and labelmap.txt/classes.txt, and no other .txt (YOLO labels): a mask folder,
+  # whose classes.txt is no YOLO evidence. (labelImg's YOLO folders hold PNG images,
+  # classes.txt and label files: YOLO.)
+  if masks.looks_like(path) and all(map(masks.own_text_file, texts)):
+    found.append("masks")
+    names = [name for name in names if name != os.path.join(path, masks.CLASSES)]
+    texts = []
+  if names or texts:
     found.append("yolo")
   return found
 
@@ -53,15 +63,15 @@ def detect(path: str) -> str:
                                   "or folder")
   found = _folder_formats(path)
   if len(found) != 1:
-    raise _unclear(path, f"a folder of both *.xml and *.txt files, it could be {' or '.join(found)}"
-                   if found else "a folder with no *.xml (VOC) or *.txt (YOLO) files",
-                   found or _FOLDER_FORMATS)
+    raise _unclear(path, f"a folder that could be {' or '.join(found)}" if found else
+                   "a folder with no *.xml (VOC), *.txt (YOLO) or *.png with labelmap.txt or "
+                   "classes.txt (masks) files", found or _FOLDER_FORMATS)
   return found[0]
 
 
 def read(path: str, images: Iterable[str], *, format: str | None = None,
          on_bad_box: str = "error", images_root: str = "") -> objects.Annotations:
-  """The annotations at `path` (a file, or a folder for VOC and YOLO) for `images`, the
+  """The annotations at `path` (a file, or a folder for VOC, YOLO, masks) for `images`, the
   relative posix paths of the image files of the images folder (`images_root`, named in
   messages only). `format`: one of FORMATS, None to `detect` it. `on_bad_box`: one of
   objects.ON_BAD_BOX. Raises AnnotationError when the file cannot be read at all;

@@ -1,10 +1,12 @@
 """The one model every annotation format is read into, and the checks all formats share.
 
 `Annotations` holds the classes, one `Entry` per image (boxes for detection, label ids
-for classification and multi-label) and everything found wrong (`problems`) or repaired
-(`fixed`). `Reader` is what a parser fills while it reads: it applies the rules that must
-be the same for every format (safe relative names, one entry per image, the bad-box
-policy `on_bad_box`) and assembles the `Annotations` at the end.
+for classification and multi-label, a mask file for segmentation; objects may carry their
+COCO outline, `segmentation`, from which the build draws masks) and everything found
+wrong (`problems`) or repaired (`fixed`). `Reader` is what a parser fills while it reads:
+it applies the rules that must be the same for every format (safe relative names, one
+entry per image, the bad-box policy `on_bad_box`) and assembles the `Annotations` at the
+end.
 
 Boxes are (ymin, xmin, ymax, xmax) in [0, 1] of the image as it is shown upright, the
 order of TFDS's BBoxFeature.
@@ -17,7 +19,7 @@ import posixpath
 import re
 from typing import Iterable, Iterator
 
-TASKS = ("classification", "multi_label", "detection")
+TASKS = ("classification", "multi_label", "detection", "segmentation")
 ON_BAD_BOX = ("error", "clip", "skip")
 
 # Streamed formats (CSV, JSONL, YOLO txt) refuse longer lines (the line end not counted).
@@ -45,10 +47,22 @@ class Problem:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rle:
+  """COCO run-length encoding of one object's pixels (column-major runs, 0s first), as the
+  file gives it: `counts` a list of run lengths or COCO's compressed string (checked: the
+  runs cover size[0] * size[1] pixels)."""
+  size: tuple[int, int]           # (height, width) of the image
+  counts: tuple[int, ...] | str
+
+
+@dataclasses.dataclass(frozen=True)
 class Object:
   bbox: tuple[float, float, float, float]  # ymin, xmin, ymax, xmax in [0, 1], min < max
   label: int                                # index into Annotations.class_names
   flags: tuple[int, ...] = ()               # one per Annotations.flag_names, in order
+  # Its outline in pixels of the image (COCO `segmentation`): polygons (x0, y0, x1, y1,
+  # ...), or an Rle; None when the file gives none. Drawn by `masks.object_masks`.
+  segmentation: tuple[tuple[float, ...], ...] | Rle | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +71,21 @@ class Entry:
   size: tuple[int, int] | None = None   # (height, width) the file declares, if it does
   objects: tuple[Object, ...] = ()      # detection
   labels: tuple[int, ...] = ()          # classification: one; multi_label: sorted, unique
+  mask: str | None = None               # segmentation (mask folder): the mask file's path
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskSource:
+  """How a build makes an image's masks (`masks.make`); Annotations.masks, None for none."""
+  kind: str                      # "objects": drawn from the objects' segmentation (COCO);
+                                 # "files": one mask file per image (Entry.mask)
+  class_names: tuple[str, ...]   # class id i of a class_mask pixel is class_names[i]; 255 void
+  # "files" with CVAT's labelmap.txt: the colour of class id i (the masks are read as
+  # colours); () when the masks' pixel values are the class ids themselves.
+  colors: tuple[tuple[int, int, int], ...] = ()
+  # "objects": the index into Object.flags of the flag whose 1 makes an object's pixels
+  # void (COCO's is_crowd); None when no object is void.
+  void_flag: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +101,12 @@ class Annotations:
   problems: tuple[Problem, ...] = ()  # any one stops a build
   fixed: tuple[Problem, ...] = ()     # boxes clipped or left out under on_bad_box
   unlisted: tuple[str, ...] = ()      # images the annotation file never mentions, sorted
+  masks: MaskSource | None = None     # the build stores masks (see MaskSource)
 
   @property
   def negatives(self) -> int:
     """Entries with no objects (detection) or no labels (multi-label)."""
-    if self.task == "classification":
+    if self.task in ("classification", "segmentation"):
       return 0
     return sum(not (entry.objects or entry.labels) for entry in self.entries.values())
 
@@ -223,6 +253,10 @@ class Reader:
       return False
     return True
 
+  def unclaimed(self) -> list[str]:
+    """The images no entry has claimed yet, sorted."""
+    return sorted(self.images.difference(self._claimed))
+
   def bad_box(self, where: str, reason: str) -> None:
     """A box that cannot be placed: left out and recorded under "skip", else a problem."""
     if self.on_bad_box == "skip":
@@ -272,7 +306,8 @@ class Reader:
   def annotations(self, *, task: str, format: str, class_names: Iterable[str],
                   entries: Iterable[Entry], unmentioned: str,
                   flag_names: tuple[str, ...] = (),
-                  flag_classes: dict[str, tuple[str, ...]] | None = None) -> Annotations:
+                  flag_classes: dict[str, tuple[str, ...]] | None = None,
+                  masks: MaskSource | None = None) -> Annotations:
     """The result. `entries`: of claimed images. `unmentioned`: what the images nothing
     claimed are: "negative" (an entry without annotations) or "unlisted"."""
     class_names = tuple(class_names)
@@ -289,7 +324,8 @@ class Reader:
         task=task, format=format, source=self.source, class_names=class_names,
         entries={name: by_name[name] for name in sorted(by_name)},
         flag_names=tuple(flag_names), flag_classes=dict(flag_classes or {}),
-        problems=tuple(self.problems), fixed=tuple(self.fixed), unlisted=tuple(rest))
+        problems=tuple(self.problems), fixed=tuple(self.fixed), unlisted=tuple(rest),
+        masks=masks)
 
 
 def images_by_stem(images: Iterable[str]) -> dict[str, list[str]]:

@@ -13,7 +13,10 @@ clipped or left out (`on_bad_box`), the images without annotations (negatives, k
 The features follow the annotations' task (`features`): TFDS's `object_detection/coco.py`
 and `voc.py` layout for boxes (`objects: Sequence({"bbox": BBoxFeature, "label":
 ClassLabel, ...flags})`, normalised ymin, xmin, ymax, xmax), a `Sequence(ClassLabel)` for
-several labels per image, a `ClassLabel` for one.
+several labels per image, a `ClassLabel` for one. Masks are stored as voc_segmentation
+stores them (single-channel PNG of class ids, 255 void): `class_mask` and `object_mask`
+beside the boxes of a COCO file with segmentation, `class_mask` alone for a mask folder
+(task "segmentation", supervised keys ("image", "class_mask")).
 """
 
 import collections
@@ -26,6 +29,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets.annotations import formats
+from imagesets.annotations import masks as masks_lib
 from imagesets.annotations import objects
 from imagesets.building import annotated_examples
 from imagesets.building import builder_base
@@ -91,6 +95,8 @@ def features(annotations: objects.Annotations) -> tfds.features.FeaturesDict:
   names = list(annotations.class_names)
   if annotations.task == "classification":
     labels = {"label": tfds.features.ClassLabel(names=names)}
+  elif annotations.task == "segmentation":
+    labels = {}
   elif annotations.task == "multi_label":
     labels = {"labels": tfds.features.Sequence(tfds.features.ClassLabel(names=names))}
   else:
@@ -110,14 +116,48 @@ def features(annotations: objects.Annotations) -> tfds.features.FeaturesDict:
       "channels": tfds.features.Scalar(np.int32),
       "format": tfds.features.Text(),
       **labels,
+      **mask_features(annotations.masks),
   })
+
+
+def _mask(desc: str, value_range: str) -> tfds.features.Image:
+  # Single-channel PNG of ids, as voc_segmentation: tf.io.decode_png gives the ids.
+  return tfds.features.Image(
+      shape=(None, None, 1), encoding_format="png", use_colormap=True,
+      doc=tfds.features.Documentation(desc=desc, value_range=value_range))
+
+
+def mask_features(source: objects.MaskSource | None) -> dict:
+  """The mask features of annotations with masks (`annotated_examples.mask_arrays`)."""
+  if source is None:
+    return {}
+  void = masks_lib.VOID
+  shown = ", ".join(f"{i} {name}" for i, name in enumerate(source.class_names[:20])) + (
+      ", ..." if len(source.class_names) > 20 else "")
+  if source.kind == "files":
+    return {"class_mask": _mask(
+        f"Class id per pixel, as the mask file gives it: {shown} (metadata "
+        f"mask_class_names); {void} void (ignore in losses and metrics).",
+        f"0-{len(source.class_names) - 1} or {void}")}
+  return {
+      "class_mask": _mask(
+          f"Class id per pixel: 0 background, k + 1 the class of objects' label k ({shown}: "
+          f"metadata mask_class_names); {void} void (crowd objects; ignore in losses and "
+          "metrics). Drawn from the segmentation in annotation order, later objects over "
+          "earlier.", f"0-{len(source.class_names) - 1} or {void}"),
+      "object_mask": _mask(
+          "Object per pixel: 0 background, i the image's i-th object (objects[i - 1], "
+          f"annotation order; a crowd object keeps its number but is drawn {void}); {void} "
+          "void (crowd objects). Later objects drawn over earlier.", f"0-N or {void}"),
+  }
 
 
 def supervised_keys(task: str) -> tuple[str, str] | None:
   """`as_supervised` pairs where one feature is the target (not for boxes: TFDS's coco and
   voc declare none either)."""
   return {"classification": ("image", "label"),
-          "multi_label": ("image", "labels")}.get(task)
+          "multi_label": ("image", "labels"),
+          "segmentation": ("image", "class_mask")}.get(task)
 
 
 ANNOTATION_FIX = ("correct these annotations (for boxes, --on-bad-box clip or skip also "
@@ -184,7 +224,8 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     return {split: self.generation.examples(split, [
         (name, annotated_examples.work_item(options.images, annotations.entries[name],
                                             annotations.task, flag_names,
-                                            image_size=options.image_size))
+                                            image_size=options.image_size,
+                                            masks=annotations.masks))
         for name in paths], annotated_examples.process)
             for split, paths in by_split.items()}
 
@@ -236,3 +277,12 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         "num_converted_files": len(report.notes),
         "converted_files": report.notes,
     })
+    if annotations.masks is not None:
+      self.info.metadata.update({
+          "mask_class_names": list(annotations.masks.class_names),
+          "mask_source": annotations.masks.kind,
+          "void_value": masks_lib.VOID,
+      })
+    if annotations.task == "segmentation":  # dense labels: no per-image classes, no negatives
+      for key in ("num_examples_per_class", "num_negatives"):
+        del self.info.metadata[key]

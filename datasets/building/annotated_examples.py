@@ -9,16 +9,25 @@ before rotation (boxes drawn on the unrotated photo) is a bad item that names bo
 never boxes silently put on the wrong part of the picture. Normalised boxes do not move
 when a build stores the image smaller (`image_size`).
 
+Masks (`annotations.masks`: COCO segmentation, or a mask folder) are made here, in the
+worker (pycocotools draws COCO's polygons and RLE), on the upright image's pixel grid,
+resized nearest-neighbour to the stored size when the build stores the image smaller, and
+stored as single-channel PNGs (`segmentation_masks.encode`: PIL at a fixed level, the bytes
+a function of the pixels and of Pillow's zlib build). A mask file of another size than its
+upright image is a bad item.
+
 A module of its own, in the build machinery, so that Beam workers and forked processes
 unpickle `process` by its module path.
 """
 
 import numpy as np
 
+from imagesets.annotations import masks as masks_lib
 from imagesets.annotations import objects
 from imagesets.building import class_folders_tree
 from imagesets.building import generation
 from imagesets.building import image_checks
+from imagesets.building import segmentation_masks
 from imagesets.constants import ORIGINAL_SIZE
 
 
@@ -29,6 +38,8 @@ def label_features(task: str, entry: objects.Entry, flag_names: tuple[str, ...])
     return {"label": entry.labels[0]}
   if task == "multi_label":
     return {"labels": list(entry.labels)}
+  if task == "segmentation":
+    return {}  # its class_mask: `mask_arrays`
   found = entry.objects
   columns = {
       "bbox": np.array([o.bbox for o in found], np.float32).reshape(len(found), 4),
@@ -37,6 +48,17 @@ def label_features(task: str, entry: objects.Entry, flag_names: tuple[str, ...])
   for i, name in enumerate(flag_names):
     columns[name] = np.array([o.flags[i] for o in found], np.int64)
   return {"objects": columns}
+
+
+def mask_arrays(source: objects.MaskSource, entry: objects.Entry, stored: tuple[int, int],
+                upright: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+  """The masks of `entry` as a build stores them ({"class_mask"[, "object_mask"]}: uint8
+  H x W at the `stored` image's (height, width)): `masks.make`'s, with `upright` the size
+  of the upright source image (None: unchecked), resized nearest-neighbour when the
+  image was stored smaller. `verify` compares against this very function. Raises
+  masks.MaskError."""
+  return {key: masks_lib.resized(array, *stored)
+          for key, array in masks_lib.make(source, entry, upright).items()}
 
 
 def _size_problem(entry: objects.Entry, facts: image_checks.ImageFacts) -> str | None:
@@ -52,8 +74,10 @@ def _size_problem(entry: objects.Entry, facts: image_checks.ImageFacts) -> str |
 
 def make_example(root: str, entry: objects.Entry, task: str, flag_names: tuple[str, ...],
                  *, shorter_side: int = ORIGINAL_SIZE,
-                 image_size: int = ORIGINAL_SIZE) -> tuple[dict, str | None]:
-  """(features, why the image was re-encoded or None); raises BadImageError."""
+                 image_size: int = ORIGINAL_SIZE,
+                 masks: objects.MaskSource | None = None) -> tuple[dict, str | None]:
+  """(features, why the image was re-encoded or None); raises BadImageError, and
+  masks.MaskError for a mask that cannot be made (`masks`: the annotations' masks)."""
   data = class_folders_tree.read(root, entry.file_name)
   facts = image_checks.check(data, resized_below=image_checks.resize_threshold(
       shorter_side, image_size))
@@ -62,6 +86,9 @@ def make_example(root: str, entry: objects.Entry, task: str, flag_names: tuple[s
     raise image_checks.BadImageError(wrong_size)
   encoded, stored = image_checks.prepare(data, shorter_side=shorter_side,
                                          image_size=image_size, facts=facts)
+  mask_features = {} if masks is None else {
+      key: segmentation_masks.encode(array) for key, array in mask_arrays(
+          masks, entry, (stored.height, stored.width), (facts.height, facts.width)).items()}
   return {
       "image": encoded,
       "file_name": entry.file_name,
@@ -70,22 +97,24 @@ def make_example(root: str, entry: objects.Entry, task: str, flag_names: tuple[s
       "channels": 3,
       "format": stored.format,
       **label_features(task, entry, flag_names),
+      **mask_features,
   }, stored.conversion
 
 
 def work_item(root: str, entry: objects.Entry, task: str, flag_names: tuple[str, ...],
-              shorter_side: int = ORIGINAL_SIZE, image_size: int = ORIGINAL_SIZE) -> tuple:
+              shorter_side: int = ORIGINAL_SIZE, image_size: int = ORIGINAL_SIZE,
+              masks: objects.MaskSource | None = None) -> tuple:
   """The picklable work item `process` takes, for one annotated image."""
-  return (root, entry, task, flag_names, shorter_side, image_size)
+  return (root, entry, task, flag_names, shorter_side, image_size, masks)
 
 
 def process(item: tuple) -> tuple[dict, str | None]:
-  """`make_example` for `generation`: a bad image becomes a BadItem, not a crash."""
-  root, entry, task, flag_names, shorter_side, image_size = item
+  """`make_example` for `generation`: a bad image or mask becomes a BadItem, not a crash."""
+  root, entry, task, flag_names, shorter_side, image_size, masks = item
   try:
     return make_example(root, entry, task, flag_names, shorter_side=shorter_side,
-                        image_size=image_size)
-  except image_checks.BadImageError as error:
+                        image_size=image_size, masks=masks)
+  except (image_checks.BadImageError, masks_lib.MaskError) as error:
     raise generation.BadItem(str(error)) from None
   except OSError as error:
     raise generation.BadItem(f"cannot be read: {error}") from None

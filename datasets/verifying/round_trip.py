@@ -12,7 +12,9 @@ check of a prepared dataset version against the folder or archive it was built f
 * builds from annotations (`annotated`, `imagesets build --annotations`): each image as
   above, and its annotations as the annotation file (re-read, with the build's format and
   bad-box policy) gives them: labels and flags exactly, boxes to 1e-6 of their normalised
-  value. Every annotated image is stored once or listed as skipped.
+  value, masks (class_mask, object_mask) pixel for pixel as `annotated_examples.mask_arrays`
+  makes them from the annotations. Every annotated image is stored once or listed as
+  skipped.
 * voc_segmentation: the image is the source JPEG byte for byte, both masks decode to the
   source PNGs' palette indices exactly, and every id of the split lists is stored in its
   split.
@@ -33,6 +35,7 @@ import tensorflow_datasets as tfds
 
 from imagesets import registry
 from imagesets.annotations import formats
+from imagesets.annotations import masks as masks_lib
 from imagesets.building import annotated_examples
 from imagesets.building import archives
 from imagesets.building import class_folders_tree
@@ -215,6 +218,12 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
   features = builder.info.features
   keys = {"image": tfds.decode.SkipDecoding(), "file_name": None}
   keys.update({key: None for key in ("label", "labels", "objects") if key in features})
+  mask_keys = [key for key in ("class_mask", "object_mask") if key in features]
+  keys.update({key: tfds.decode.SkipDecoding() for key in mask_keys})
+  keys.update({key: None for key in ("height", "width") if mask_keys})
+  if read.masks is not None and not mask_keys:
+    report.mismatches.append(problems_lib.Problem(
+        path, "the annotations give masks (segmentation), the build stores none"))
   converted = metadata.get("converted_files", {})
   seen = collections.Counter()
   for examples in _examples(builder, keys).values():
@@ -230,6 +239,8 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
                    _resize_options(metadata))
       expected = annotated_examples.label_features(read.task, entry, tuple(read.flag_names))
       for why in _annotation_differences(expected, example):
+        report.mismatches.append(problems_lib.Problem(name, why))
+      for why in _mask_differences(read.masks, entry, example, mask_keys):
         report.mismatches.append(problems_lib.Problem(name, why))
   for name, count in seen.items():
     if count > 1:
@@ -264,6 +275,35 @@ def _annotation_differences(expected: dict, stored: dict) -> list[str]:
       if not same:
         differences.append(f"objects' {column} {kept.tolist()}, the annotations give "
                            f"{values.tolist()}")
+  return differences
+
+
+def _mask_differences(source, entry, stored: dict, keys: list[str]) -> list[str]:
+  """What differs between the stored masks (PNG bytes under `keys`) and those the
+  annotations give, made by the build's own function at the stored image's size."""
+  if not keys:
+    return []
+  if source is None:
+    return [f"{', '.join(keys)} stored, the annotations give no masks"]
+  try:
+    expected = annotated_examples.mask_arrays(source, entry,
+                                              (int(stored["height"]), int(stored["width"])))
+  except masks_lib.MaskError as error:
+    return [str(error)]
+  differences = []
+  for key in keys:
+    got, want = _pixels(stored[key]), expected.get(key)
+    got = got.reshape(got.shape[:2])
+    if want is None or got.shape != want.shape:
+      differences.append(f"{key} is {got.shape[1]}x{got.shape[0]}, the annotations give "
+                         f"{'none' if want is None else f'{want.shape[1]}x{want.shape[0]}'}")
+      continue
+    wrong = np.argwhere(got != want)
+    if len(wrong):
+      y, x = wrong[0]
+      differences.append(f"{key}: {len(wrong)} pixel(s) differ from the annotations' (first "
+                         f"at x {x}, y {y}: stored {got[y, x]}, the annotations give "
+                         f"{want[y, x]})")
   return differences
 
 

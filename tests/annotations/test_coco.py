@@ -36,7 +36,7 @@ def _doc(**changes) -> dict:
       "annotations": [{"id": 10, "image_id": 1, "category_id": 7, "bbox": [33.3, 50, 33.3, 50],
                        "area": 1665.0, "iscrowd": 0, "segmentation": [[1, 2, 3, 4, 5, 6]]},
                       {"id": 11, "image_id": 1, "category_id": 3, "bbox": [0, 0, 333, 500],
-                       "iscrowd": 1, "segmentation": {"counts": "PPYo0", "size": [500, 333]}}],
+                       "iscrowd": 1, "segmentation": {"counts": "0TcR5", "size": [500, 333]}}],
   }
   doc.update(changes)
   return doc
@@ -98,6 +98,8 @@ def test_names_ids_and_references_that_collide_or_dangle(tmp_path):
       {"id": 12, "image_id": 99, "category_id": 3, "bbox": [1, 1, 2, 2]},
       {"id": 13, "image_id": 2, "category_id": 5, "bbox": [1, 1, 2, 2]},
       {"id": 14, "image_id": 2, "category_id": 9, "bbox": [1, 1, 2, 2]}]
+  for annotation in doc["annotations"]:   # the file has segmentation: every object needs one
+    annotation.setdefault("segmentation", [[1, 1, 2, 1, 2, 2]])
   annotations = _read(tmp_path, doc)
   assert _reasons(annotations) == [
       ("instances.json: category id 3", "category id 3 given twice ('cat' and 'bird')"),
@@ -164,6 +166,8 @@ def test_every_bad_thing_is_listed_at_once_and_no_annotation_is_dropped_silently
            [float("nan"), 1, 2, 2], "x", [0, 0, 100, 100]]
   doc["annotations"] += [{"id": 20 + k, "image_id": 3, "category_id": 3, "bbox": box}
                          for k, box in enumerate(boxes)]
+  for annotation in doc["annotations"]:   # the file has segmentation: every object needs one
+    annotation.setdefault("segmentation", [[1, 1, 2, 1, 2, 2]])
   for policy, kept, fixed, problems in (("error", 2, 0, 6), ("clip", 3, 1, 5),
                                         ("skip", 3, 4, 2)):
     annotations = _read(tmp_path, doc, on_bad_box=policy)

@@ -55,8 +55,8 @@ def test_folders_are_detected_by_what_they_hold(tmp_path):
 
 @pytest.mark.parametrize("files, words", [
     (["a.xml", "b.txt"], "could be voc or yolo: give the format with --format"),
-    ([], "no \\*.xml \\(VOC\\) or \\*.txt \\(YOLO\\) files: give the format with --format "
-         "\\(one of voc, yolo\\)"),
+    ([], "no \\*.xml \\(VOC\\), \\*.txt \\(YOLO\\) or \\*.png with labelmap.txt or classes.txt "
+         "\\(masks\\) files: give the format with --format \\(one of voc, yolo, masks\\)"),
     (["a.json"], "no \\*.xml"),
 ])
 def test_unclear_folders_name_the_candidates_and_say_format(tmp_path, files, words):
