@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 import tensorflow_datasets as tfds
 
 from imagesets import progress_lines
+from imagesets.annotations import schema
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes
 
@@ -69,12 +70,16 @@ def folder(source) -> pathlib.Path:
 _BATCH = 256  # rows taken from tf.data at a time: its per-element cost is paid per batch
 
 
-def _rows(dataset, keys: list[str]) -> Iterator[dict]:
-  """The rows of a tf.data dataset (batched, then split here) or of a data source."""
+def _rows(dataset, keys: list[str], ragged: bool = False) -> Iterator[dict]:
+  """The rows of a tf.data dataset (batched, then split here, unless a key's length varies
+  from row to row: `ragged`) or of a data source."""
   if not hasattr(dataset, "as_numpy_iterator"):  # an ArrayRecord data source: rows already
     yield from iter(dataset)
     return
   dataset = dataset.map(lambda row: {key: row[key] for key in keys})
+  if ragged:
+    yield from dataset.as_numpy_iterator()
+    return
   for batch in dataset.batch(_BATCH).as_numpy_iterator():
     for i in range(len(batch[keys[0]])):
       yield {key: batch[key][i] for key in keys}
@@ -99,17 +104,14 @@ def examples(source, split: str) -> Iterator[Example | Located]:
     dataset = builder.as_data_source(split, decoders=decoders)
   else:
     dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False)
-  label = features["label"] if "label" in features else None
+  held = schema.of(features)  # what an example's label is: its annotations, described
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)
-  keys = ["image"] + [key for key in ("label", name_key) if key and key in features]
-  for row in _rows(dataset, keys):
-    value = row.get("label") if label is not None else None
+  keys = ["image"] + [key for key in (held.key, name_key) if key]
+  for row in _rows(dataset, keys, ragged=held.task in (schema.MULTI_LABEL, schema.DETECTION)):
     yield Example(
         split,
         row[name_key].decode("utf-8", "surrogateescape") if name_key else None,
-        None if value is None else (label.int2str(int(value)) if hasattr(label, "int2str")
-                                    else str(value)),
-        bytes(row["image"]))
+        held.describe(schema.annotation(row)), bytes(row["image"]))
 
 
 def splits(source) -> list[str]:

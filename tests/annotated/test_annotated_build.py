@@ -320,3 +320,28 @@ def test_a_copy_of_a_photo_with_other_objects_is_a_conflict_the_same_objects_are
   a, b = groups[("a.jpg", "a_copy.jpg")], groups[("b.jpg", "b_copy.jpg")]
   assert a["label_conflict"] and {m["label"] for m in a["members"]} == {"1 part", "1 tool"}
   assert not b["label_conflict"] and {m["label"] for m in b["members"]} == {"1 part, 1 tool"}
+
+
+def test_diff_counts_an_example_whose_objects_changed(known, built, tmp_path):
+  from imagesets.reading import sources
+  from imagesets.verifying import version_diff
+  from imagesets.verifying import version_examples
+  edited = json.loads(known.coco.read_text())
+  boxed = next(a for a in edited["annotations"])
+  edited["annotations"] = [a for a in edited["annotations"] if a is not boxed]
+  path = tmp_path / "instances.json"
+  path.write_text(json.dumps(edited))
+  data_dir = pathlib.Path(built["coco"].data_dir).parents[1]
+  options = annotated_builder.AnnotatedConfig(name="given",
+                                              split_proportions={"train": 0.6, "test": 0.4})
+  annotated_build.build(known.images_dir, path, "parts_coco", version="1.0.1",
+                        data_dir=data_dir, options=options, check_registered=False)
+  sides = [[version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
+            for e in version_examples.every_example(
+                sources.open_source(f"parts_coco:{v}", str(data_dir)), "reading")]
+           for v in ("1.0.0", "1.0.1")]
+  result = version_diff.diff(*sides)
+  changed = [item for split in result.splits.values() for item in split["relabelled"]]
+  image = next(i["file_name"] for i in edited["images"] if i["id"] == boxed["image_id"])
+  assert [item["file_name"] for item in changed] == [image]
+  assert changed[0]["old_label"] != changed[0]["label"]
