@@ -35,6 +35,7 @@ import tensorflow_datasets as tfds
 
 from imagesets import registry
 from imagesets.annotations import formats
+from imagesets.annotations import schema
 from imagesets.annotations import masks as masks_lib
 from imagesets.building import annotated_examples
 from imagesets.building import archives
@@ -216,6 +217,7 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
                   skipped=dict(metadata.get("skipped_files", {})), ignored=len(ignored))
   report.mismatches += [problems_lib.Problem(p.where, p.reason) for p in read.problems]
   features = builder.info.features
+  report.mismatches += _class_differences(features, read, path)
   keys = {"image": tfds.decode.SkipDecoding(), "file_name": None}
   keys.update({key: None for key in ("label", "labels", "objects") if key in features})
   mask_keys = [key for key in ("class_mask", "object_mask") if key in features]
@@ -250,6 +252,23 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
       report.mismatches.append(problems_lib.Problem(
           name, "annotated but neither stored nor listed as skipped"))
   return report
+
+
+def _class_differences(features, read, path: str) -> list[problems_lib.Problem]:
+  """The stored class names (and class-valued flags) against the annotations': an id
+  means the class at its place in these lists, so any difference relabels examples."""
+  held = schema.of(features)
+  found = []
+  if held.class_names is not None and tuple(held.class_names) != tuple(read.class_names):
+    found.append(problems_lib.Problem(path, f"class names {list(held.class_names)} stored, "
+                                      f"the annotations give {list(read.class_names)}"))
+  for flag, names in read.flag_classes.items():
+    stored = getattr(features["objects"].feature[flag], "names", None) if (
+        "objects" in features and flag in features["objects"].feature) else None
+    if stored is not None and tuple(stored) != tuple(names):
+      found.append(problems_lib.Problem(path, f"{flag} classes {list(stored)} stored, the "
+                                        f"annotations give {list(names)}"))
+  return found
 
 
 BOX_TOLERANCE = 1e-6  # boxes are stored as float32: within this of the normalised value

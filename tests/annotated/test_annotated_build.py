@@ -107,6 +107,12 @@ def test_verify_passes_and_sees_a_changed_annotation(built, known, format, attri
   report = round_trip.verify(builder.data_dir, known.images_dir, path)
   assert not report.ok and len(report.mismatches) == 1, report.lines()
   assert "bbox" in report.mismatches[0].reason
+  swapped = json.loads(known.coco.read_text())
+  first, second = swapped["categories"][0], swapped["categories"][1]
+  first["name"], second["name"] = second["name"], first["name"]
+  path.write_text(json.dumps(swapped))
+  report = round_trip.verify(builder.data_dir, known.images_dir, path)
+  assert [p.reason for p in report.mismatches if "class names" in p.reason], report.lines()
 
 
 def test_stock_tfds_loads_a_detection_build_without_the_package(built):
