@@ -24,25 +24,12 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from imagesets.reading.box_formats import (  # noqa: F401  (re-exported: the ops' settings)
+    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible)
 from imagesets.reading.preprocess_ops import (  # noqa: F401  (SEED_KEY re-exported)
     CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, FITS, SEED_KEY, Op, _CROP_SALT, _aspect_window,
     _crop_window, _decode_any, _decode_window_and_shape, _fit, _flip_drawn, _op_seed, _resize,
     _size)
-
-# keras 3's box formats (keras.utils.bounding_boxes.convert_format): "rel_" ones are
-# fractions of the image's height and width, the others pixels.
-FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
-           "rel_xyxy", "rel_yxyx", "rel_xywh", "rel_center_xywh")
-
-# What keras' MaxNumBoundingBoxes pads with: boxes and labels of the missing objects.
-PAD_VALUE = -1
-
-MIN_VISIBLE = 0.5
-
-
-def _check_min_visible(min_visible):
-  if not 0 <= min_visible <= 1:
-    raise ValueError(f"min_visible must be in [0, 1], not {min_visible}")
 
 
 def _boxes(objects, bbox_key):
@@ -99,7 +86,7 @@ def decode_and_random_crop(size, min_visible: float = MIN_VISIBLE,
   inside the window go). An already decoded image is cropped (`random_resized_crop`'s
   pixels).
   """
-  _check_min_visible(min_visible)
+  check_min_visible(min_visible)
 
   def op(data):
     seed = _op_seed(data, _CROP_SALT)
@@ -170,7 +157,7 @@ def decode_and_fit(size, fit: str = "stretch", min_visible: float = MIN_VISIBLE,
   """
   if fit not in FITS:
     raise ValueError(f"fit must be one of {FITS}, not {fit!r}")
-  _check_min_visible(min_visible)
+  check_min_visible(min_visible)
 
   def op(data):
     image = data[key]
@@ -185,17 +172,11 @@ def decode_and_fit(size, fit: str = "stretch", min_visible: float = MIN_VISIBLE,
   return op
 
 
-def _check_format(name: str) -> str:
-  if name.lower() not in FORMATS:
-    raise ValueError(f"box format must be one of {FORMATS}, not {name!r}")
-  return name.lower()
-
-
 def boxes_to_format(boxes, source: str, target: str, height=None, width=None) -> tf.Tensor:
   """Boxes [..., 4] from keras format `source` to `target` (float32), as keras'
   `convert_format`; `height` and `width` (of the image) are needed between relative and
   pixel formats."""
-  source, target = _check_format(source), _check_format(target)
+  source, target = check_format(source), check_format(target)
   boxes = tf.cast(boxes, tf.float32)
   if source == target:
     return boxes
@@ -241,7 +222,7 @@ def to_keras(max_boxes: int, bounding_box_format: str = "rel_yxyx", size=None,
   from the dataset's most objects per image to cut none. Pixel formats refer to `size`
   (height, width), by default the image's own. Every other feature is dropped.
   """
-  bounding_box_format = _check_format(bounding_box_format)
+  bounding_box_format = check_format(bounding_box_format)
 
   def op(data):
     image, objects = data[key], data[objects_key]

@@ -621,8 +621,8 @@ def _detection(dataset, *, split, data_dir, cache_dir, cache_limit, max_boxes, b
                num_epochs, drop_remainder, bounding_box_format, min_visible=0.0) -> int:
   """max_boxes of a detection loader, its options checked as input_pipeline's (a mix, a
   dataset without boxes, a split too small for one batch, each refused in one line)."""
-  numpy_box_ops._check_format(bounding_box_format)
-  numpy_box_ops._check_min_visible(min_visible)
+  numpy_box_ops.check_format(bounding_box_format)
+  numpy_box_ops.check_min_visible(min_visible)
   _, max_boxes = input_pipeline._detection(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,

@@ -17,20 +17,12 @@ import math
 
 import numpy as np
 
+from imagesets.reading.box_formats import (  # noqa: F401  (re-exported: the ops' settings)
+    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible)
 from imagesets.reading import numpy_ops
 from imagesets.reading.numpy_ops import CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, _size
 
-# As box_ops: keras 3's box formats, its padding value and the default visible share.
-FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
-           "rel_xyxy", "rel_yxyx", "rel_xywh", "rel_center_xywh")
 FITS = ("stretch", "crop", "pad")
-PAD_VALUE = -1
-MIN_VISIBLE = 0.5
-
-
-def _check_min_visible(min_visible):
-  if not 0 <= min_visible <= 1:
-    raise ValueError(f"min_visible must be in [0, 1], not {min_visible}")
 
 
 def _boxes(objects, bbox_key):
@@ -66,7 +58,7 @@ def decode_and_random_crop(image: bytes | np.ndarray, objects: dict, size,
                            bbox_key: str = "bbox") -> tuple[np.ndarray, dict]:
   """`numpy_ops.random_resized_crop` (same window and pixels for the same `rng` state) with
   the objects cropped along (`crop_objects`). `image`: encoded, or a decoded array."""
-  _check_min_visible(min_visible)
+  check_min_visible(min_visible)
   encoded = isinstance(image, bytes)
   shape = numpy_ops.image_shape(image) if encoded else image.shape[:2]
   window = numpy_ops.crop_window(shape, rng, area_range, aspect_ratio_range)
@@ -133,7 +125,7 @@ def decode_and_fit(image: bytes | np.ndarray, objects: dict, size, fit: str = "s
   cropped to the central window of the target's aspect ratio ("crop")."""
   if fit not in FITS:
     raise ValueError(f"fit must be one of {FITS}, not {fit!r}")
-  _check_min_visible(min_visible)
+  check_min_visible(min_visible)
   pixels = _decoded(image).astype(np.float32)
   shape = pixels.shape[:2]
   if fit == "crop":
@@ -154,16 +146,10 @@ def decode_and_fit(image: bytes | np.ndarray, objects: dict, size, fit: str = "s
   return framed, {**objects, bbox_key: boxes}
 
 
-def _check_format(name: str) -> str:
-  if name.lower() not in FORMATS:
-    raise ValueError(f"box format must be one of {FORMATS}, not {name!r}")
-  return name.lower()
-
-
 def boxes_to_format(boxes, source: str, target: str, height=None, width=None) -> np.ndarray:
   """`box_ops.boxes_to_format` in numpy: boxes [..., 4] from keras format `source` to
   `target` (float32); `height` and `width` between relative and pixel formats."""
-  source, target = _check_format(source), _check_format(target)
+  source, target = check_format(source), check_format(target)
   boxes = np.asarray(boxes, np.float32)
   if source == target:
     return boxes
@@ -197,7 +183,7 @@ def to_keras(image: np.ndarray, objects: dict, max_boxes: int,
   """`box_ops.to_keras`: {"images": image, "bounding_boxes": {"boxes": float32
   [max_boxes, 4], "labels": int32 [max_boxes]}}, padded with -1, the first `max_boxes`
   objects kept; pixel formats refer to `size`, by default the image's own."""
-  bounding_box_format = _check_format(bounding_box_format)
+  bounding_box_format = check_format(bounding_box_format)
   height, width = image.shape[:2] if size is None else _size(size)
   boxes = boxes_to_format(_boxes(objects, bbox_key)[:max_boxes], "rel_yxyx",
                           bounding_box_format, height, width)

@@ -160,14 +160,19 @@ def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
       seen[path] += 1
       report.checked += 1
       _check_class_example(report, root, path, example, names, path in converted, resize)
-  for path, count in seen.items():
-    if count > 1:
-      report.mismatches.append(problems_lib.Problem(path, f"stored {count} times"))
-  for path in tree.images:
-    if path not in seen and path not in report.skipped:
-      report.mismatches.append(problems_lib.Problem(
-          path, "in the source but neither stored nor listed as skipped"))
+  _stored_once(report, seen, tree.images, "in the source")
   return report
+
+
+def _stored_once(report: Report, seen: collections.Counter, expected, what: str) -> None:
+  """Each of `expected` stored once (`seen`: times stored), or listed as skipped."""
+  for name, count in seen.items():
+    if count > 1:
+      report.mismatches.append(problems_lib.Problem(name, f"stored {count} times"))
+  for name in expected:
+    if name not in seen and name not in report.skipped:
+      report.mismatches.append(problems_lib.Problem(
+          name, f"{what} but neither stored nor listed as skipped"))
 
 
 def _check_class_example(report, root, path, example, names, was_converted, resize):
@@ -244,13 +249,7 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
         report.mismatches.append(problems_lib.Problem(name, why))
       for why in _mask_differences(read.masks, entry, example, mask_keys):
         report.mismatches.append(problems_lib.Problem(name, why))
-  for name, count in seen.items():
-    if count > 1:
-      report.mismatches.append(problems_lib.Problem(name, f"stored {count} times"))
-  for name in read.entries:
-    if name not in seen and name not in report.skipped:
-      report.mismatches.append(problems_lib.Problem(
-          name, "annotated but neither stored nor listed as skipped"))
+  _stored_once(report, seen, read.entries, "annotated")
   return report
 
 
