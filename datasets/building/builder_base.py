@@ -42,6 +42,7 @@ from etils import epath
 import tensorflow_datasets as tfds
 
 import imagesets.tfds_internals as tfds_internals
+from imagesets.annotations import schema
 from imagesets.checksums import DIRECTORY as CHECKSUMS_DIRECTORY
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
@@ -114,6 +115,12 @@ def _image_of(read, key: str, label_id: int | None) -> bytes:
         f"the record read for {key} is {name} (label {label}): the version's record index "
         "does not describe its shards")
   return image
+
+
+def _boxes_of(read, held: schema.Schema) -> tuple:
+  """The `report_page.Box`es of the detection example `read` gives."""
+  return tuple((*bbox, held.name(label))
+               for bbox, label in record_index.example_objects(read()))
 
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -256,6 +263,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     if not self.RECORD_INDEX:
       return None
     file_format = self.info.file_format.value
+    held = schema.of(self.info.features)
+    boxed = held.task == schema.DETECTION
     catalog = {}
     for split, info in self.info.splits.items():
       rows = self._index_rows(split)
@@ -269,7 +278,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         for (key, _, _), read in zip(shard_rows, readers):
           label, label_id = self._page_label(key)
           located.append(version_examples.Located(
-              split, key, label, functools.partial(_image_of, read, key, label_id)))
+              split, key, label, functools.partial(_image_of, read, key, label_id),
+              functools.partial(_boxes_of, read, held) if boxed else None))
       catalog[split] = located
     return catalog
 

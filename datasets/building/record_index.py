@@ -69,6 +69,18 @@ def example_fields(record: bytes) -> tuple[str | None, int | None, bytes]:
           labels[0] if len(labels) == 1 else None, images[0] if len(images) == 1 else b"")
 
 
+def example_objects(record: bytes) -> list[tuple[tuple[float, ...], int]]:
+  """[(bbox, label id)] of a detection example's serialized record (TFDS stores its
+  `objects` sequence as flat lists: "objects/bbox" 4 floats an object, "objects/label")."""
+  features = tfds_internals.Example.FromString(record).features.feature
+  flat = list(features["objects/bbox"].float_list.value)
+  labels = list(features["objects/label"].int64_list.value)
+  if len(flat) != 4 * len(labels):
+    raise RecordIndexError(f"a record with {len(labels)} object labels and {len(flat)} box "
+                           "numbers (not 4 each)")
+  return [(tuple(flat[4 * i:4 * i + 4]), label) for i, label in enumerate(labels)]
+
+
 def write(version_dir, shard_name: str, split: str, records: list[list],
           same_as: pathlib.Path | None = None) -> None:
   """Writes the index of one shard (which is written): `records` are [key, size,

@@ -21,8 +21,11 @@ import dataclasses
 import base64
 import html
 import io
+from typing import Sequence
+import zlib
 
 import PIL.Image
+import PIL.ImageDraw
 
 from imagesets import constants
 from imagesets.verifying import image_hashes
@@ -39,16 +42,32 @@ _CHART_CLASSES = 60  # bars drawn; the table below the chart has every class
 _SPLIT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948")
 
 
-def thumbnail(image: bytes) -> str | None:
+# An object drawn on a thumbnail: its normalised box (TFDS's ymin, xmin, ymax, xmax) and
+# class name.
+Box = tuple[float, float, float, float, str]
+_BOX_COLOURS = ("#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#46f0f0")
+
+
+def thumbnail(image: bytes, boxes: Sequence[Box] = ()) -> str | None:
   """A data URI of a JPEG at most THUMBNAIL px a side of encoded image bytes (from the
-  fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), or
-  None for bytes that do not decode (a page is drawn whatever one image holds)."""
+  fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), with
+  `boxes` drawn and named (a colour per class name), or None for bytes that do not decode
+  (a page is drawn whatever one image holds)."""
   try:
     small, _, _, _ = image_hashes.decode_small(image)
   except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
     return None
   picture = PIL.Image.fromarray(small)
   picture.thumbnail((THUMBNAIL, THUMBNAIL), PIL.Image.Resampling.BILINEAR)
+  if boxes:
+    picture = picture.convert("RGB")
+    draw = PIL.ImageDraw.Draw(picture)
+    width, height = picture.size
+    for ymin, xmin, ymax, xmax, name in boxes:
+      colour = _BOX_COLOURS[zlib.crc32(name.encode()) % len(_BOX_COLOURS)]
+      corner = (xmin * (width - 1), ymin * (height - 1))
+      draw.rectangle([corner, (xmax * (width - 1), ymax * (height - 1))], outline=colour)
+      draw.text((corner[0] + 2, corner[1] + 1), name, fill=colour)
   out = io.BytesIO()
   picture.save(out, "JPEG", quality=THUMBNAIL_QUALITY)
   return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")

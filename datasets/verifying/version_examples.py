@@ -28,6 +28,7 @@ class Example:
   file_name: str | None  # None: the builder keeps no source name (synthetic_images)
   label: str | None
   image: bytes
+  boxes: tuple = ()      # `report_page.Box`es of a detection example, drawn on its picture
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +41,15 @@ class Located:
   file_name: str
   label: str | None
   read: Callable[[], bytes]
+  read_boxes: Callable[[], tuple] | None = None  # its `report_page.Box`es, read when asked
 
   @property
   def image(self) -> bytes:
     return self.read()
+
+  @property
+  def boxes(self) -> tuple:
+    return self.read_boxes() if self.read_boxes is not None else ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +117,14 @@ def examples(source, split: str) -> Iterator[Example | Located]:
     yield Example(
         split,
         row[name_key].decode("utf-8", "surrogateescape") if name_key else None,
-        held.describe(schema.annotation(row)), bytes(row["image"]))
+        held.describe(schema.annotation(row)), bytes(row["image"]),
+        boxes(held, row["objects"]) if held.task == schema.DETECTION else ())
+
+
+def boxes(held: "schema.Schema", objects: dict) -> tuple:
+  """The `report_page.Box`es of a detection example's `objects` (bbox, label)."""
+  return tuple((*map(float, bbox), held.name(label))
+               for bbox, label in zip(objects["bbox"], objects["label"]))
 
 
 def splits(source) -> list[str]:

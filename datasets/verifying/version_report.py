@@ -105,7 +105,7 @@ class _Pass:
       uri = None
       for key in keys:
         if key in self.wanted:
-          uri = uri or report_page.thumbnail(example.image)
+          uri = uri or report_page.thumbnail(example.image, example.boxes)
           self.pictures[key] = uri
       if grid and (self.grid_labels is None or label in self.grid_labels):
         if label not in self.grid and len(self.grid) == report_page.GRID_CLASSES:
@@ -129,7 +129,8 @@ class _Pass:
   def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
     return {label: [report_page.Picture(key[0], key[1], example_label,
                                         self.pictures.get(key)
-                                        or report_page.thumbnail(example.image))
+                                        or report_page.thumbnail(example.image,
+                                                                 example.boxes))
                     for _, _, key, example_label, example in sorted(heap, reverse=True)]
             for label, heap in sorted(self.grid.items())[:report_page.GRID_CLASSES]}
 

@@ -351,3 +351,26 @@ def test_diff_counts_an_example_whose_objects_changed(known, built, tmp_path):
   image = next(i["file_name"] for i in edited["images"] if i["id"] == boxed["image_id"])
   assert [item["file_name"] for item in changed] == [image]
   assert changed[0]["old_label"] != changed[0]["label"]
+
+
+def test_the_page_pictures_each_example_with_its_boxes_and_class_names(built, known):
+  import base64
+  import io
+  from imagesets.verifying import report_page
+  builder = built["coco"]
+  catalog = builder._page_catalog(pathlib.Path(builder.data_dir))
+  stored = _stored(builder)
+  names = known.class_names("coco")
+  for located in (e for split in catalog.values() for e in split):
+    objects = stored[located.file_name]["objects"]
+    assert [b[4] for b in located.boxes] == [names[i] for i in objects["label"]]
+    np.testing.assert_allclose([b[:4] for b in located.boxes] or np.zeros((0, 4)),
+                               objects["bbox"], atol=1e-6)
+  grey = io.BytesIO()
+  PIL.Image.new("RGB", (192, 96), (128, 128, 128)).save(grey, "PNG")
+  drawn = report_page.thumbnail(grey.getvalue(), [(0.25, 0.25, 0.75, 0.75, "cat")])
+  pixels = np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(drawn.split(",", 1)[1]))))
+  assert pixels.shape[:2] == (48, 96)
+  edge, inside = pixels[int(0.75 * 47), 48].astype(int), pixels[30, 60].astype(int)
+  assert np.abs(edge - 128).max() > 60 and np.abs(inside - 128).max() < 12
+  assert report_page.thumbnail(grey.getvalue()) != drawn
