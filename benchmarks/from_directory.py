@@ -1,12 +1,14 @@
 """imagesets.image_dataset_from_directory against keras.utils.image_dataset_from_directory.
 
-    python benchmarks/from_directory.py [--photos 3000] [--phone 300] [--work /tmp/fromdir_bench]
-        [--content-check]
+    python benchmarks/from_directory.py [--photos 3000] [--crops 0] [--phone 300]
+        [--work /tmp/fromdir_bench] [--content-check] [--compare-with CHECKOUT]
 
-Two trees made once with PIL (imagesets_testing.sample_images: smooth colour fields, soft
-shapes and grain, so they compress and decode like photos):
+Trees made once with PIL (imagesets_testing.sample_images: smooth colour fields, soft
+shapes and grain, so they compress and decode like photos; photo_crops: real photos):
 
 * photos: `--photos` JPEGs of 500x375 (quality 90), 5 classes;
+* crops:  `--crops` real-photo crops, JPEGs of 500x333 (quality 90, ~23 KB: cheaper for
+  keras to decode than the photos), 5 classes;
 * phone:  `--phone` JPEGs of 4032x3024 (quality 90, ~3 MB each), 5 classes.
 
 For each tree, each run in a fresh process (TensorFlow started and both functions imported
@@ -14,7 +16,12 @@ before the clock, the disk's writeback of the run before done: `os.sync()`): ker
 first call + one epoch, keras' second call + one epoch (keras has no cache: the same
 work), ours first call (build into an empty cache + one epoch), ours second call (reads
 the build + one epoch); with `--content-check` also ours second call with
-`content_check=True` (every file hashed and compared with the build's content fingerprint).
+`content_check=True` (every file hashed and compared with the build's content fingerprint);
+with `--compare-with CHECKOUT` also ours second call with the code of that copy of the
+repository (before/after a change in the same rounds). The epoch is a `for` loop over an
+iterator, deleted at its end as the loop's own would be; "end wait" is the time from the
+last batch to that deletion's return (tf.data's autotune thread made it wait, see
+from_directory._without_autotune).
 224x224, batch 64, shuffle on, seed 1. `--photos 0` / `--phone 0` skip a tree. Reported: wall seconds,
 images/s and CPU ms per image (user + system of the whole process, all threads and
 worker processes; split into the call, which for ours 1st is the build, and its epoch), medians of `--repeats` interleaved rounds, and the goals' ratios
@@ -26,12 +33,14 @@ by up to 2x between identical runs, CPU time per image barely moves).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import resource
 import shutil
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -42,6 +51,7 @@ CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 SIZE, BATCH, SEED = (224, 224), 64, 1
 RUNS = ["keras 1st", "keras 2nd", "ours 1st", "ours 2nd"]
 CONTENT_CHECK_RUN = "ours 2nd, content check"
+OTHER_CODE_RUN = "ours 2nd, --compare-with code"
 PIXEL_FILES = 300  # files compared pixel by pixel with keras
 
 
@@ -51,6 +61,16 @@ def make_photos(root: pathlib.Path, count: int) -> None:
     path = root / CLASSES[i % 5] / f"{i:05d}.jpg"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(sample_images.jpeg(375, 500, seed=i))
+
+
+def make_crops(root: pathlib.Path, count: int) -> None:
+  """Real-photo crops (imagesets_testing.photo_crops: 500x333 JPEGs, quality 90, of five
+  real scenes, half of them in bursts of near copies)."""
+  from imagesets_testing import photo_crops
+  for i, (_, data) in enumerate(photo_crops.jpegs(count, seed=1)):
+    path = root / CLASSES[i % 5] / f"{i:05d}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
 
 
 def make_phone(root: pathlib.Path, count: int) -> None:
@@ -76,7 +96,7 @@ def tree(work: pathlib.Path, kind: str, count: int) -> pathlib.Path:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     started = time.perf_counter()
-    (make_photos if kind == "photos" else make_phone)(root, count)
+    {"photos": make_photos, "crops": make_crops, "phone": make_phone}[kind](root, count)
     done.write_text("")
     print(f"made {count} {kind} JPEGs in {time.perf_counter() - started:.0f} s")
   return root
@@ -102,10 +122,14 @@ def one_run(which: str, root: str, cache: str) -> dict:
   images = 0
   dataset = make()
   call = {"call_wall": time.perf_counter() - started, "call_cpu": _cpu_seconds() - cpu_before}
-  for batch, _ in dataset:
+  iterator = iter(dataset)
+  for batch, _ in iterator:
     images += int(batch.shape[0])
+  last_batch = time.perf_counter()
+  del iterator  # what the end of a `for batch in dataset` loop does
   wall = time.perf_counter() - started
-  return {"images": images, "wall": wall, "cpu": _cpu_seconds() - cpu_before, **call}
+  return {"images": images, "wall": wall, "cpu": _cpu_seconds() - cpu_before,
+          "end_wait": started + wall - last_batch, **call}
 
 
 def _stored(cache: str, count: int):
@@ -189,10 +213,32 @@ def _round_ratio(runs: dict, measure: str) -> float:
                            for ours, theirs in zip(runs["ours 1st"], runs["keras 1st"]))
 
 
+@contextlib.contextmanager
+def _code_of(checkout: pathlib.Path | None):
+  """Child runs import `imagesets` (and `imagesets_testing`) from `checkout` (a copy of
+  this repository, e.g. `git worktree add /tmp/before HEAD~1`), or as installed."""
+  if checkout is None:
+    yield
+    return
+  with tempfile.TemporaryDirectory() as packages:
+    os.symlink(checkout.resolve() / "datasets", os.path.join(packages, "imagesets"))
+    os.symlink(checkout.resolve() / "testing", os.path.join(packages, "imagesets_testing"))
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = packages + (os.pathsep + before if before else "")
+    try:
+      yield
+    finally:
+      if before is None:
+        del os.environ["PYTHONPATH"]
+      else:
+        os.environ["PYTHONPATH"] = before
+
+
 def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
-          repeats: int, content_check: bool) -> None:
+          repeats: int, content_check: bool, other_code: pathlib.Path | None = None) -> None:
   cache = work / f"cache_{name.split()[0]}"
-  runs = {which: [] for which in RUNS + ([CONTENT_CHECK_RUN] if content_check else [])}
+  runs = {which: [] for which in RUNS + ([CONTENT_CHECK_RUN] if content_check else []) +
+          ([OTHER_CODE_RUN] if other_code else [])}
   for _ in range(repeats):  # interleaved, so a load change hits every run alike
     shutil.rmtree(cache, ignore_errors=True)  # "ours 1st" builds into an empty cache
     for which in runs:
@@ -201,22 +247,25 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
       # with the kernel's writeback (ours 2nd 0.73 s of wall for 0.54 s of CPU, 0.37 s
       # in the round where it did not).
       os.sync()
-      runs[which].append(child_runs.run(__file__, which, root, cache))
+      with _code_of(other_code if which == OTHER_CODE_RUN else None):
+        runs[which].append(child_runs.run(__file__, which, root, cache))
   count = runs["keras 1st"][0]["images"]
   size = sum(p.stat().st_size for p in root.rglob("*.jpg")) / count / 1e6
   print(f"\n{name}: {count} images, {size:.2f} MB each; medians of {repeats} rounds")
-  print("| run | wall s | img/s | CPU ms / image (the call, its epoch) |")
-  print("|---|---|---|---|")
-  wall, cpu = {}, {}
+  print("| run | wall s | img/s | CPU ms / image (the call, its epoch) | end wait s |")
+  print("|---|---|---|---|---|")
+  wall, cpu, busy = {}, {}, {}
   for which, results in runs.items():
     assert all(r["images"] == count for r in results), (which, results)
     wall[which] = statistics.median(r["wall"] for r in results)
+    busy[which] = statistics.median(r["wall"] - r["end_wait"] for r in results)
     cpu[which] = statistics.median(r["cpu"] for r in results) / count
     walls = ", ".join(f"{r['wall']:.2f}" for r in results)
+    waits = ", ".join(f"{r['end_wait']:.2f}" for r in results)
     call_cpu = statistics.median(r["call_cpu"] for r in results) / count
     print(f"| {which} | {wall[which]:.2f} ({walls}) | {count / wall[which]:,.0f} | "
           f"{1000 * cpu[which]:.2f} (call {1000 * call_cpu:.2f}, epoch "
-          f"{1000 * (cpu[which] - call_cpu):.2f}) |")
+          f"{1000 * (cpu[which] - call_cpu):.2f}) | {waits} |")
   keras_wall = statistics.mean([wall["keras 1st"], wall["keras 2nd"]])
   keras_cpu = statistics.mean([cpu["keras 1st"], cpu["keras 2nd"]])
   pixels = child_runs.run(__file__, "pixels", root, cache)
@@ -236,6 +285,14 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
         f"{cpu['ours 1st'] / keras_cpu:.2f}x by CPU; median of the rounds' own ratios "
         f"(each round's two runs a few seconds apart): {_round_ratio(runs, 'wall'):.2f}x by "
         f"wall, {_round_ratio(runs, 'cpu'):.2f}x by CPU")
+  keras_busy = statistics.mean([busy["keras 1st"], busy["keras 2nd"]])
+  print(f"second call by wall without the end waits (each run's wall less its own end wait, "
+        f"keras' too): {keras_busy / busy['ours 2nd']:.2f}x keras" + (
+            f"; with the code of {other_code}: {keras_busy / busy[OTHER_CODE_RUN]:.2f}x"
+            if OTHER_CODE_RUN in runs else ""))
+  if OTHER_CODE_RUN in runs:
+    print(f"second call with the code of {other_code}: {keras_wall / wall[OTHER_CODE_RUN]:.2f}x "
+          f"keras by wall, {keras_cpu / cpu[OTHER_CODE_RUN]:.2f}x by CPU")
   if CONTENT_CHECK_RUN in runs:
     print(f"second call with content_check=True: {keras_wall / wall[CONTENT_CHECK_RUN]:.2f}x "
           f"keras by wall, {keras_cpu / cpu[CONTENT_CHECK_RUN]:.2f}x by CPU")
@@ -244,11 +301,17 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--photos", type=int, default=3000)
+  parser.add_argument("--crops", type=int, default=0,
+                      help="a tree of real-photo crops (500x333) of this many JPEGs")
   parser.add_argument("--phone", type=int, default=300)
   parser.add_argument("--work", default="/tmp/fromdir_bench")
   parser.add_argument("--repeats", type=int, default=3, help="rounds; medians are reported")
   parser.add_argument("--content-check", action="store_true",
                       help="also time ours second call with content_check=True")
+  parser.add_argument("--compare-with", type=pathlib.Path, metavar="CHECKOUT",
+                      help="also time the second call with the code of another copy of this "
+                      "repository (e.g. `git worktree add /tmp/before HEAD`), reading the same "
+                      "build, in the same rounds")
   parser.add_argument("--child", nargs=3, metavar=("RUN", "ROOT", "CACHE"),
                       help="(internal) one run in this process")
   args = parser.parse_args()
@@ -261,10 +324,13 @@ def main():
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
   if args.photos:
     bench("photos 500x375", tree(work, "photos", args.photos), work, 2.5, args.repeats,
-          args.content_check)
+          args.content_check, args.compare_with)
+  if args.crops:
+    bench("real-photo crops 500x333", tree(work, "crops", args.crops), work, 2.5, args.repeats,
+          args.content_check, args.compare_with)
   if args.phone:
     bench("phone 4032x3024", tree(work, "phone", args.phone), work, 30, args.repeats,
-          args.content_check)
+          args.content_check, args.compare_with)
   print(f"load average after: {os.getloadavg()}")
 
 

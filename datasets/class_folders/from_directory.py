@@ -42,7 +42,10 @@ clips); format="grain" gives the same pixels as format="tf" (keras' grain route 
 with PIL and resizes with keras.ops: JPEGs a few levels apart, grey PNGs up to ~28, padding
 one row apart; see docs/class_folders.md); the shuffle order
 differs (keras' buffer is fed by its decoding pipeline); bad files stop
-the first call unless `skip_bad_files=True`. Unsupported arguments raise ValueError saying
+the first call unless `skip_bad_files=True`; the tf.data datasets run with tf.data's
+autotuning off (`_without_autotune`: its thread made the end of every epoch wait, up to
+the epoch's own time), which holds for what is chained after them unless the caller turns
+it back on with `ds.with_options(...)`. Unsupported arguments raise ValueError saying
 what to do.
 """
 
@@ -263,12 +266,27 @@ def _tf_labels_op(label_mode, num_classes, order):
   return op
 
 
+def _records(files) -> tf.data.Dataset:
+  """The serialized records of the TFRecord `files`, file after file, read by one reader op
+  (TensorFlow's, which takes a list). `tf.data.TFRecordDataset` of a list makes a dataset
+  of the names and a reader per name in a `flat_map`, whose function is traced at each
+  call and instantiated at each epoch's start: 0.03-0.05 s of CPU a call (issue 53)."""
+  names = [os.fspath(path) for path in files]
+  return tf.data.experimental.from_variant(
+      tf.raw_ops.TFRecordDataset(filenames=names, compression_type="",
+                                 buffer_size=_READ_BUFFER),
+      tf.TensorSpec([], tf.string))
+
+
+_READ_BUFFER = 256 << 10  # tf.data.TFRecordDataset's default read buffer
+
+
 def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
   """The split's serialized examples in batches, in stored order (keras' `file_paths`
   order: already shuffled by the seed when `shuffle`), then as keras through a buffer of
   `8 x batch_size` (1024 without batches), anew each epoch."""
   files = sorted(builder.info.splits[split].filepaths, key=str)  # -00000-of-... in order
-  ds = tf.data.TFRecordDataset([os.fspath(path) for path in files])
+  ds = _records(files)
   if shuffle:
     ds = ds.shuffle(8 * batch_size if batch_size else 1024, seed=seed,
                     reshuffle_each_iteration=True)
@@ -276,6 +294,19 @@ def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
 
 
 _READ_BATCH = 64  # records fetched and parsed at a time when keras' batch_size is None
+
+
+def _without_autotune() -> tf.data.Options:
+  """tf.data's autotuning off (issue 53). Its optimisation thread wakes 10, 30, 70, ...,
+  630, 1270, 2550 ms after an iterator starts (each wait twice the one before), and
+  deleting the iterator (the end of every `for batch in ds` loop and of every keras epoch)
+  waited for its next wake-up: 3,000 images of 224x224 that took 1.0-1.3 s ended at 1.27
+  or 2.55 s (up to 1.3 s of wall an epoch, no CPU). Without it, AUTOTUNE parallelism is
+  the core count and prefetch(AUTOTUNE) grows its buffer while it runs empty (tf.data's
+  defaults); the options hold for what a user chains after the dataset too."""
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return options
 
 
 def _tf_dataset(builder, split, *, label_mode, num_classes, order, channels_first, dtype,
@@ -301,7 +332,7 @@ def _tf_dataset(builder, split, *, label_mode, num_classes, order, channels_firs
   ds = ds.map(to_keras, num_parallel_calls=tf.data.AUTOTUNE)
   if batch_size is None:
     ds = ds.unbatch()
-  return ds.prefetch(tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE).with_options(_without_autotune())
 
 
 def _grain_dataset(builder, split, *, label_mode, num_classes, order, channels_first, dtype,

@@ -236,6 +236,34 @@ def test_a_seed_gives_the_same_batches_and_epochs_reshuffle(tree, cache):
   assert batches(first) != batches(first)  # each epoch in a new order
 
 
+@pytest.mark.parametrize("kwargs", [dict(), dict(batch_size=None, shuffle=False),
+                                    dict(validation_split=0.3, subset="both", seed=1)])
+def test_tf_datasets_start_no_autotune_thread(tree, cache, kwargs):
+  # Issue 53: with tf.data's autotuning on, deleting an epoch's iterator (the end of every
+  # `for batch in ds` loop and keras epoch) waited for its optimisation thread's next
+  # wake-up, 10, 30, 70, ... ms after the iterator started: up to the epoch's own time.
+  # Off for the datasets returned, and for what a user chains after them.
+  made = imagesets.image_dataset_from_directory(tree, image_size=SIZE, cache_dir=cache,
+                                                verbose=False, **kwargs)
+  for ds in made if isinstance(made, list) else [made]:
+    assert ds.options().autotune.enabled is False
+    chained = ds.map(lambda *element: element, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE)
+    assert chained.options().autotune.enabled is False
+    assert len(pixels_and_labels(chained)) == len(ds.file_paths)
+
+
+def test_the_records_of_several_shards_are_read_file_after_file(tmp_path):
+  paths = []
+  for shard in range(3):
+    paths.append(tmp_path / f"x.tfrecord-{shard:05d}-of-00003")
+    with tf.io.TFRecordWriter(str(paths[-1])) as writer:
+      for i in range(4 + shard):
+        writer.write(f"{shard}-{i}".encode())
+  read = [record.decode() for record in from_directory._records(paths).as_numpy_iterator()]
+  assert read == [f"{shard}-{i}" for shard in range(3) for i in range(4 + shard)]
+
+
 def call(root, cache, **kwargs):
   return imagesets.image_dataset_from_directory(root, image_size=SIZE, cache_dir=cache,
                                                 shuffle=False, verbose=False, **kwargs)
