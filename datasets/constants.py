@@ -27,6 +27,9 @@ IMAGE_SIZE = 224
 CROP_AREA_RANGE = (0.08, 1.0)
 CROP_ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
 CENTRAL_CROP_FRACTION = 0.875
+# Detection's random-resized crop keeps most of each object (8 % of the area would cut most
+# boxes): 30-100 % of the image.
+DETECTION_CROP_AREA_RANGE = (0.3, 1.0)
 
 # A version's page (`verifying.report_page`), beside its card: published and fetched with
 # the version, not downloaded by a job that streams it (nothing reads it to train).

@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from imagesets import constants
 from imagesets.publishing import versions
 from imagesets.reading import box_ops
 from imagesets.reading import mixing
@@ -561,9 +562,7 @@ def segmentation_eval(
                  mask_keys=_MASK)
 
 
-# Detection: random-resized crops that keep most of each object (Inception's 8 % of the
-# area would cut most boxes), keras 3's box dict out.
-DETECTION_CROP_AREA_RANGE = (0.3, 1.0)
+DETECTION_CROP_AREA_RANGE = constants.DETECTION_CROP_AREA_RANGE
 DETECTION_EVAL_MODES = ("resize", "pad")
 
 
