@@ -25,7 +25,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from imagesets.reading.box_formats import (  # noqa: F401  (re-exported: the ops' settings)
-    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible)
+    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible, convert)
 from imagesets.reading.preprocess_ops import (  # noqa: F401  (SEED_KEY re-exported)
     CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, FITS, SEED_KEY, Op, _CROP_SALT, _aspect_window,
     _crop_window, _decode_any, _decode_window_and_shape, _fit, _flip_drawn, _op_seed, _resize,
@@ -180,28 +180,9 @@ def boxes_to_format(boxes, source: str, target: str, height=None, width=None) ->
   boxes = tf.cast(boxes, tf.float32)
   if source == target:
     return boxes
-  a, b, c, d = tf.unstack(boxes, axis=-1)
-  ymin, xmin, ymax, xmax = {
-      "xyxy": lambda: (b, a, d, c),
-      "yxyx": lambda: (a, b, c, d),
-      "xywh": lambda: (b, a, b + d, a + c),
-      "center_xywh": lambda: (b - d / 2, a - c / 2, b + d / 2, a + c / 2),
-      "center_yxhw": lambda: (a - c / 2, b - d / 2, a + c / 2, b + d / 2),
-  }[source.removeprefix("rel_")]()
-  if source.startswith("rel_") != target.startswith("rel_"):
-    if height is None or width is None:
-      raise ValueError(f"{source} -> {target} needs the image's height and width")
-    y_scale, x_scale = tf.cast(height, tf.float32), tf.cast(width, tf.float32)
-    if target.startswith("rel_"):
-      y_scale, x_scale = 1 / y_scale, 1 / x_scale
-    ymin, xmin, ymax, xmax = ymin * y_scale, xmin * x_scale, ymax * y_scale, xmax * x_scale
-  return tf.stack({
-      "xyxy": lambda: (xmin, ymin, xmax, ymax),
-      "yxyx": lambda: (ymin, xmin, ymax, xmax),
-      "xywh": lambda: (xmin, ymin, xmax - xmin, ymax - ymin),
-      "center_xywh": lambda: ((xmin + xmax) / 2, (ymin + ymax) / 2, xmax - xmin, ymax - ymin),
-      "center_yxhw": lambda: ((ymin + ymax) / 2, (xmin + xmax) / 2, ymax - ymin, xmax - xmin),
-  }[target.removeprefix("rel_")](), axis=-1)
+  scale = {} if height is None or width is None else {
+      "height": tf.cast(height, tf.float32), "width": tf.cast(width, tf.float32)}
+  return tf.stack(convert(*tf.unstack(boxes, axis=-1), source, target, **scale), axis=-1)
 
 
 def _height_width(image):

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from imagesets.reading.box_formats import (  # noqa: F401  (re-exported: the ops' settings)
-    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible)
+    FORMATS, MIN_VISIBLE, PAD_VALUE, check_format, check_min_visible, convert)
 from imagesets.reading import numpy_ops
 from imagesets.reading.numpy_ops import CROP_AREA_RANGE, CROP_ASPECT_RATIO_RANGE, _size
 
@@ -153,28 +153,10 @@ def boxes_to_format(boxes, source: str, target: str, height=None, width=None) ->
   boxes = np.asarray(boxes, np.float32)
   if source == target:
     return boxes
-  a, b, c, d = np.moveaxis(boxes, -1, 0)
-  ymin, xmin, ymax, xmax = {
-      "xyxy": lambda: (b, a, d, c),
-      "yxyx": lambda: (a, b, c, d),
-      "xywh": lambda: (b, a, b + d, a + c),
-      "center_xywh": lambda: (b - d / 2, a - c / 2, b + d / 2, a + c / 2),
-      "center_yxhw": lambda: (a - c / 2, b - d / 2, a + c / 2, b + d / 2),
-  }[source.removeprefix("rel_")]()
-  if source.startswith("rel_") != target.startswith("rel_"):
-    if height is None or width is None:
-      raise ValueError(f"{source} -> {target} needs the image's height and width")
-    y_scale, x_scale = np.float32(height), np.float32(width)
-    if target.startswith("rel_"):
-      y_scale, x_scale = 1 / y_scale, 1 / x_scale
-    ymin, xmin, ymax, xmax = ymin * y_scale, xmin * x_scale, ymax * y_scale, xmax * x_scale
-  return np.stack({
-      "xyxy": lambda: (xmin, ymin, xmax, ymax),
-      "yxyx": lambda: (ymin, xmin, ymax, xmax),
-      "xywh": lambda: (xmin, ymin, xmax - xmin, ymax - ymin),
-      "center_xywh": lambda: ((xmin + xmax) / 2, (ymin + ymax) / 2, xmax - xmin, ymax - ymin),
-      "center_yxhw": lambda: ((ymin + ymax) / 2, (xmin + xmax) / 2, ymax - ymin, xmax - xmin),
-  }[target.removeprefix("rel_")](), axis=-1).astype(np.float32)
+  scale = {} if height is None or width is None else {
+      "height": np.float32(height), "width": np.float32(width)}
+  return np.stack(convert(*np.moveaxis(boxes, -1, 0), source, target, **scale),
+                  axis=-1).astype(np.float32)
 
 
 def to_keras(image: np.ndarray, objects: dict, max_boxes: int,
