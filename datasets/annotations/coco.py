@@ -84,6 +84,20 @@ def _lists(document: object, path: str) -> tuple[list, list, list]:
   return tuple(found)
 
 
+def _new_id(reader: objects.Reader, src: str, kind: str, i: int, item, seen: set):
+  """The integer id of the `i`-th `kind` ("image", "annotation") of the file, added to
+  `seen`; None, the problem recorded, when it has none or repeats one in `seen`."""
+  item_id = item.get("id") if isinstance(item, dict) else None
+  if not _integer(item_id):
+    reader.problem(f"{src}: {kind}s[{i}]", f"{kind} {objects.shown(item)} has no integer id")
+    return None
+  if item_id in seen:
+    reader.problem(f"{src}: {kind} id {item_id}", f"{kind} id {item_id} given twice")
+    return None
+  seen.add(item_id)
+  return item_id
+
+
 def _categories(reader: objects.Reader, src: str,
                 categories: list) -> tuple[dict[int, int], list[str]]:
   """({category id: label}, class names). A category whose id or name repeats another is
@@ -124,15 +138,10 @@ def _images(reader: objects.Reader, src: str,
   """(every image id, {id: (file_name, (height, width))} of the usable records)."""
   ids, usable = set(), {}
   for i, image in enumerate(images):
-    image_id = image.get("id") if isinstance(image, dict) else None
-    if not _integer(image_id):
-      reader.problem(f"{src}: images[{i}]", f"image {objects.shown(image)} has no integer id")
+    image_id = _new_id(reader, src, "image", i, image, ids)
+    if image_id is None:
       continue
     where = f"{src}: image id {image_id}"
-    if image_id in ids:
-      reader.problem(where, f"image id {image_id} given twice")
-      continue
-    ids.add(image_id)
     name = reader.name(where, image.get("file_name"))
     height, width = _pixels(image.get("height")), _pixels(image.get("width"))
     if not (height and width):
@@ -282,16 +291,10 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
                         f"0 (background) and categories 1-{masks.MAX_CLASS_IDS - 1}")
   annotation_ids = set()
   for i, annotation in enumerate(annotation_list):
-    annotation_id = annotation.get("id") if isinstance(annotation, dict) else None
-    if not _integer(annotation_id):
-      reader.problem(f"{src}: annotations[{i}]",
-                     f"annotation {objects.shown(annotation)} has no integer id")
+    annotation_id = _new_id(reader, src, "annotation", i, annotation, annotation_ids)
+    if annotation_id is None:
       continue
     where = f"{src}: annotation id {annotation_id}"
-    if annotation_id in annotation_ids:
-      reader.problem(where, f"annotation id {annotation_id} given twice")
-      continue
-    annotation_ids.add(annotation_id)
     image_id = annotation.get("image_id")
     if not (_integer(image_id) and image_id in image_ids):
       reader.problem(where, f"image_id {objects.shown(image_id)} is not an image of the file")
