@@ -3,7 +3,8 @@ what they serve.
 
 `FileServer({"/a.tgz": data})` serves files to TFDS's real download manager and to the
 reachability probe, and counts the requests per path (404 for anything else);
-`silent_server()` accepts connections and never answers (a hung server);
+`silent_server()` accepts connections and never answers (a hung server, or with
+`hang_up` one that resets every request), counting them;
 `write_checksums(path, {url: file})` writes a TFDS checksum file (`url size sha256 name`,
 size 0 for "not yet known") registering test archives under the URLs they are served at.
 """
@@ -84,26 +85,45 @@ class FileServer:
     self._server.server_close()
 
 
+class Listener:
+  """The port of a local server that never sends a byte, and how many connections it took."""
+
+  def __init__(self, port: int):
+    self.port = port
+    self.connections = 0
+
+
 @contextlib.contextmanager
-def silent_server():
-  """A server that accepts every connection and never sends a byte; yields its port."""
+def silent_server(hang_up: bool = False):
+  """A server that accepts every connection and never sends a byte; yields a `Listener`.
+
+  It holds each connection open (a hung server), or with `hang_up` closes it at once (a
+  proxy or server that resets every request). `connections` counts the attempts, so a test
+  can tell one probe from a retry loop without timing it.
+  """
   listener = socket.socket()
   listener.bind(("127.0.0.1", 0))
   listener.listen()
   held, stop = [], threading.Event()
+  server = Listener(listener.getsockname()[1])
 
   def accept():
     listener.settimeout(0.2)
     while not stop.is_set():
       try:
-        held.append(listener.accept()[0])
+        connection = listener.accept()[0]
       except OSError:
         continue
+      server.connections += 1
+      if hang_up:
+        connection.close()
+      else:
+        held.append(connection)
 
   thread = threading.Thread(target=accept, daemon=True)
   thread.start()
   try:
-    yield listener.getsockname()[1]
+    yield server
   finally:
     stop.set()
     thread.join()

@@ -84,8 +84,9 @@ def registered(*paths) -> dict:
           for p in paths}
 
 
-def offline_env() -> dict:
-  """Environment of a process without network: every HTTP(S) request goes to a closed port."""
-  closed = "http://127.0.0.1:9"
-  return {**os.environ, "HTTP_PROXY": closed, "HTTPS_PROXY": closed, "http_proxy": closed,
-          "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}
+def offline_env(proxy_port: int = 9) -> dict:
+  """Environment of a process without network: every HTTP(S) request goes to a local port
+  (by default a closed one; a `silent_server(hang_up=True)`'s port counts the attempts)."""
+  proxy = f"http://127.0.0.1:{proxy_port}"
+  return {**os.environ, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy,
+          "https_proxy": proxy, "NO_PROXY": "", "no_proxy": ""}

@@ -62,11 +62,12 @@ def test_an_unresolvable_host_is_unreachable():
 
 
 def test_a_server_that_accepts_and_never_answers_is_unreachable_after_the_timeout():
-  with http_server.silent_server() as port:
+  with http_server.silent_server() as hung:
     started = time.monotonic()
-    reason = downloads.unreachable(f"http://127.0.0.1:{port}/a.tgz")
+    reason = downloads.unreachable(f"http://127.0.0.1:{hung.port}/a.tgz")
     took = time.monotonic() - started
-  assert reason == f"no answer from 127.0.0.1:{port} within {downloads.PROBE_TIMEOUT_S} s"
+  assert reason == f"no answer from 127.0.0.1:{hung.port} within {downloads.PROBE_TIMEOUT_S} s"
+  assert hung.connections == 1
   assert downloads.PROBE_TIMEOUT_S <= took < 3 * downloads.PROBE_TIMEOUT_S
 
 
