@@ -15,6 +15,9 @@ DEFAULT_DATA_DIR = os.path.join("~", "tensorflow_datasets")
 CACHE_ENV = "IMAGESETS_CACHE"
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "imagesets")
 
+# The files a build reads as images (by name): what TensorFlow's decode_image decodes.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif")
+
 # Padding: images with 0 (black); masks with 255, VOC's "void" class that losses and
 # metrics ignore (0 would be the background class).
 IMAGE_PAD_VALUE = 0

@@ -61,7 +61,9 @@ def load(path: str) -> object:
   objects.check_size(path, MAX_DOCUMENT_BYTES, "COCO JSON file")
   try:
     with open(path, "rb") as f:
-      return json.load(f)
+      return json.load(f, object_pairs_hook=objects.unique_keys)
+  except objects.DuplicateKeyError as e:
+    raise objects.AnnotationError(f"{path}: {e}: keep one and build again") from None
   except json.JSONDecodeError as e:
     raise objects.AnnotationError(f"{path} line {e.lineno} column {e.colno}: not valid JSON "
                                   f"({e.msg}): fix the file or export it again") from None

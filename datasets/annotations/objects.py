@@ -19,6 +19,8 @@ import posixpath
 import re
 from typing import Iterable, Iterator
 
+from imagesets.constants import IMAGE_SUFFIXES
+
 TASKS = ("classification", "multi_label", "detection", "segmentation")
 ON_BAD_BOX = ("error", "clip", "skip")
 
@@ -109,6 +111,21 @@ class Annotations:
     if self.task in ("classification", "segmentation"):
       return 0
     return sum(not (entry.objects or entry.labels) for entry in self.entries.values())
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+  """A JSON object's dict (json's `object_pairs_hook`); a key given twice is refused,
+  since which of its values the labeling tool meant cannot be known."""
+  made = {}
+  for key, value in pairs:
+    if key in made:
+      raise DuplicateKeyError(f"the key {key!r} twice in one object")
+    made[key] = value
+  return made
+
+
+class DuplicateKeyError(ValueError):
+  """A JSON object that names one key twice."""
 
 
 def shown(value: object, limit: int = 80) -> str:
@@ -249,7 +266,13 @@ class Reader:
       return False
     self._claimed[file_name] = where
     if file_name not in self.images:
-      self.problem(where, f"{file_name}: no such image in {self.images_root}")
+      suffix = posixpath.splitext(file_name)[1]
+      if not file_name.lower().endswith(IMAGE_SUFFIXES):
+        self.problem(where, f"{file_name}: a build reads {', '.join(IMAGE_SUFFIXES)} images, "
+                            f"not {suffix or 'files without a suffix'}: convert it to JPEG "
+                            "or PNG and name the new file")
+      else:
+        self.problem(where, f"{file_name}: no such image in {self.images_root}")
       return False
     return True
 

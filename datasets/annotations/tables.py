@@ -104,7 +104,10 @@ def read_jsonl(path: str, images: Iterable[str], *, on_bad_box: str = "error",
     if not text.strip():
       continue
     try:
-      record = json.loads(text)
+      record = json.loads(text, object_pairs_hook=objects.unique_keys)
+    except objects.DuplicateKeyError as e:
+      reader.problem(where, f"{e}: keep one")
+      continue
     except (ValueError, RecursionError) as e:
       reader.problem(where, f"not a JSON object ({type(e).__name__}: {str(e)[:80]})")
       continue

@@ -14,7 +14,7 @@ import posixpath
 
 import tensorflow as tf
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".gif")
+from imagesets.constants import IMAGE_SUFFIXES
 
 
 @dataclasses.dataclass(frozen=True)

@@ -217,6 +217,24 @@ def test_files_that_are_not_coco_at_all_are_one_line_errors(tmp_path, text, word
   assert "\n" not in str(e.value)
 
 
+def test_a_key_given_twice_is_refused_not_read_as_its_last_value(tmp_path):
+  # {"bbox": [...], "bbox": [...]}: json keeps the last; which one the tool meant is unknown.
+  text = json.dumps(_doc()).replace('"bbox": [0, 0, 333, 500]',
+                                    '"bbox": [0, 0, 333, 500], "bbox": [1, 1, 2, 2]')
+  with pytest.raises(objects.AnnotationError,
+                     match=r"instances.json: the key 'bbox' twice in one object: keep one"):
+    _read(tmp_path, text)
+
+
+def test_an_image_of_a_format_builds_do_not_read_is_named_as_such_not_as_missing(tmp_path):
+  doc = _doc()
+  doc["images"][1]["file_name"] = "sub/b.webp"
+  (where, reason), = _reasons(_read(tmp_path, doc, images=IMAGES))
+  assert where == "instances.json: image id 2 (sub/b.webp)"
+  assert reason.startswith("sub/b.webp: a build reads .jpg, .jpeg") and "not .webp" in reason
+  assert "convert it to JPEG or PNG" in reason and "no such image" not in reason
+
+
 def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path):
   path = tmp_path / "instances.json"
   with open(path, "wb") as f:

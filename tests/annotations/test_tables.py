@@ -150,6 +150,7 @@ def test_bad_jsonl_lines_are_problems_naming_their_line_all_at_once(tmp_path):
       {"file_name": "/b.jpg", "labels": ["cat"]},
       {"file_name": "b.jpg", "image": "c.jpg", "labels": ["cat"]},
       "[" * 100_000,
+      '{"file_name": "b.jpg", "labels": ["cat"], "labels": ["dog"]}',
       {"file_name": "a.jpg", "labels": ["dog"]}])
   found = [(where, reason.split(" (")[0].split(":")[0]) for where, reason in _reasons(annotations)]
   assert found == [
@@ -164,7 +165,8 @@ def test_bad_jsonl_lines_are_problems_naming_their_line_all_at_once(tmp_path):
       ("labels.jsonl line 8", "file name '/b.jpg' is absolute"),
       ("labels.jsonl line 9", "{'file_name'"),
       ("labels.jsonl line 10", "not a JSON object"),
-      ("labels.jsonl line 11", "a second entry for a.jpg")]
+      ("labels.jsonl line 11", "the key 'labels' twice in one object"),
+      ("labels.jsonl line 12", "a second entry for a.jpg")]
 
 
 @pytest.mark.parametrize("lines", [[], [""], [{"file_name": "a.jpg"}]])
