@@ -116,11 +116,11 @@ class Annotations:
 def unique_keys(pairs: list[tuple[str, object]]) -> dict:
   """A JSON object's dict (json's `object_pairs_hook`); a key given twice is refused,
   since which of its values the labeling tool meant cannot be known."""
-  made = {}
-  for key, value in pairs:
-    if key in made:
-      raise DuplicateKeyError(f"the key {key!r} twice in one object")
-    made[key] = value
+  made = dict(pairs)
+  if len(made) < len(pairs):
+    seen = set()
+    twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+    raise DuplicateKeyError(f"the key {shown(twice)} twice in one object, {shown(made)}")
   return made
 
 
@@ -266,13 +266,13 @@ class Reader:
       return False
     self._claimed[file_name] = where
     if file_name not in self.images:
-      suffix = posixpath.splitext(file_name)[1]
-      if not file_name.lower().endswith(IMAGE_SUFFIXES):
-        self.problem(where, f"{file_name}: a build reads {', '.join(IMAGE_SUFFIXES)} images, "
-                            f"not {suffix or 'files without a suffix'}: convert it to JPEG "
-                            "or PNG and name the new file")
-      else:
-        self.problem(where, f"{file_name}: no such image in {self.images_root}")
+      reason = f"{file_name}: no such image in {self.images_root}"
+      if not file_name.lower().endswith(IMAGE_SUFFIXES):   # (such files are not listed)
+        suffix = posixpath.splitext(file_name)[1]
+        reason += (f" that a build reads (it reads {', '.join(IMAGE_SUFFIXES)} files; "
+                   + (f"convert a {suffix} image to JPEG or PNG and name the new file)"
+                      if suffix else "a name without a suffix is never read)"))
+      self.problem(where, reason)
       return False
     return True
 

@@ -165,7 +165,7 @@ def test_bad_jsonl_lines_are_problems_naming_their_line_all_at_once(tmp_path):
       ("labels.jsonl line 8", "file name '/b.jpg' is absolute"),
       ("labels.jsonl line 9", "{'file_name'"),
       ("labels.jsonl line 10", "not a JSON object"),
-      ("labels.jsonl line 11", "the key 'labels' twice in one object"),
+      ("labels.jsonl line 11", "the key 'labels' twice in one object, {'file_name'"),
       ("labels.jsonl line 12", "a second entry for a.jpg")]
 
 

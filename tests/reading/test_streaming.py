@@ -440,16 +440,17 @@ def test_a_job_resumed_twice_reads_the_same_examples_and_downloads_only_what_it_
 
 
 WORKER = """
-import json, sys
+import json, re, sys
 import imagesets
 %(audit)s
 url, cache, limit = sys.argv[1], sys.argv[2], sys.argv[3]
 BucketReads.root = url[len("file://"):]
 evicted = collections.Counter()  # shard files this process removed from the cache, by SHA-256
 def removals(event, args):
-  folder, _, name = str(args[0]).rpartition("/")
-  if event == "os.remove" and folder.startswith(cache) and folder.endswith("/shards"):
-    evicted[name] += 1
+  if event == "os.remove":   # (shards are named by SHA-256; part and layout files are not)
+    folder, _, name = str(args[0]).rpartition("/")
+    if folder == cache + "/shards" and re.fullmatch("[0-9a-f]{64}", name):
+      evicted[name] += 1
 sys.addaudithook(removals)
 count = sum(1 for _ in imagesets.load("%(spec)s", "train", url, cache_dir=cache, shuffle=True,
                                       seed=int(sys.argv[4]), num_epochs=2,
