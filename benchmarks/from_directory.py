@@ -21,7 +21,7 @@ with `--compare-with CHECKOUT` also ours second call with the code of that copy 
 repository (before/after a change in the same rounds). The epoch is a `for` loop over an
 iterator, deleted at its end as the loop's own would be; "end wait" is the time from the
 last batch to that deletion's return (tf.data's autotune thread made it wait, see
-from_directory._without_autotune).
+keras_pixels.without_autotune).
 224x224, batch 64, shuffle on, seed 1. `--photos 0` / `--phone 0` skip a tree. Reported: wall seconds,
 images/s and CPU ms per image (user + system of the whole process, all threads and
 worker processes; split into the call, which for ours 1st is the build, and its epoch), medians of `--repeats` interleaved rounds, and the goals' ratios

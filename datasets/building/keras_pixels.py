@@ -102,6 +102,22 @@ def _graph_pixels(path, spec: KerasImage):
   return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8)
 
 
+def without_autotune():
+  """tf.data's autotuning off, for the datasets of keras' one call: those it returns and
+  the build's `PixelFeed` (issue 53). Its optimisation thread wakes 10, 30, 70, ..., 630,
+  1270, 2550 ms after an iterator starts (each wait twice the one before), and deleting
+  the iterator (the end of every `for batch in ds` loop, of every keras epoch, of a
+  build's decoding) waited for its next wake-up: 3,000 images of 224x224 that took
+  1.0-1.3 s ended at 1.27 or 2.55 s (up to 1.3 s of wall, no CPU). Without it, AUTOTUNE
+  parallelism is the core count and prefetch(AUTOTUNE) grows its buffer while it runs
+  empty (tf.data's defaults); the options hold for what a user chains after a dataset."""
+  import tensorflow as tf
+
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return options
+
+
 _FEED_BATCH = 64
 # Pixels made ahead of the workers: 128 MB, 850 images at 224x224 (256 images left the
 # decoding idle at times: a build of 2,000 photos took 1.2-1.8 s instead of 1.0 s).
@@ -166,7 +182,8 @@ class PixelFeed:
           lambda i, path: (i, _graph_pixels(path, spec))),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       made = 0
-      for indices, images in ds.ignore_errors().batch(_FEED_BATCH):
+      for indices, images in ds.ignore_errors().batch(_FEED_BATCH).with_options(
+          without_autotune()):
         batch = {}
         for i, image in zip(indices.numpy(), images.numpy()):
           batch.update((paths[j], None) for j in range(made, i))

@@ -42,9 +42,9 @@ clips); format="grain" gives the same pixels as format="tf" (keras' grain route 
 with PIL and resizes with keras.ops: JPEGs a few levels apart, grey PNGs up to ~28, padding
 one row apart; see docs/class_folders.md); the shuffle order
 differs (keras' buffer is fed by its decoding pipeline); bad files stop
-the first call unless `skip_bad_files=True`; the tf.data datasets run with tf.data's
-autotuning off (`_without_autotune`: its thread made the end of every epoch wait, up to
-the epoch's own time), which holds for what is chained after them unless the caller turns
+the first call unless `skip_bad_files=True`; the tf.data datasets (and the build's
+decoding) run with tf.data's autotuning off (`keras_pixels.without_autotune`: its thread
+made the end of every epoch wait, up to the epoch's own time), which holds for what is chained after them unless the caller turns
 it back on with `ds.with_options(...)`. Unsupported arguments raise ValueError saying
 what to do.
 """
@@ -296,19 +296,6 @@ def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
 _READ_BATCH = 64  # records fetched and parsed at a time when keras' batch_size is None
 
 
-def _without_autotune() -> tf.data.Options:
-  """tf.data's autotuning off (issue 53). Its optimisation thread wakes 10, 30, 70, ...,
-  630, 1270, 2550 ms after an iterator starts (each wait twice the one before), and
-  deleting the iterator (the end of every `for batch in ds` loop and of every keras epoch)
-  waited for its next wake-up: 3,000 images of 224x224 that took 1.0-1.3 s ended at 1.27
-  or 2.55 s (up to 1.3 s of wall an epoch, no CPU). Without it, AUTOTUNE parallelism is
-  the core count and prefetch(AUTOTUNE) grows its buffer while it runs empty (tf.data's
-  defaults); the options hold for what a user chains after the dataset too."""
-  options = tf.data.Options()
-  options.autotune.enabled = False
-  return options
-
-
 def _tf_dataset(builder, split, *, label_mode, num_classes, order, channels_first, dtype,
                 shuffle, seed, batch_size):
   """keras' tf.data output. A batch is parsed, and its raw pixels cast, in one op each:
@@ -332,7 +319,7 @@ def _tf_dataset(builder, split, *, label_mode, num_classes, order, channels_firs
   ds = ds.map(to_keras, num_parallel_calls=tf.data.AUTOTUNE)
   if batch_size is None:
     ds = ds.unbatch()
-  return ds.prefetch(tf.data.AUTOTUNE).with_options(_without_autotune())
+  return ds.prefetch(tf.data.AUTOTUNE).with_options(keras_pixels.without_autotune())
 
 
 def _grain_dataset(builder, split, *, label_mode, num_classes, order, channels_first, dtype,

@@ -148,3 +148,24 @@ def test_a_later_splits_feed_starts_when_the_one_before_is_done_or_at_its_first_
   for name in second:
     np.testing.assert_array_equal(taken[name], keras_pixels.pixels(files[name], spec))
   stuck.close()
+
+
+def test_the_feeds_decoding_runs_without_tf_datas_autotune_thread(tmp_path, monkeypatch):
+  # Issue 53: with autotuning on, the end of the feed's iterator waited for the optimisation
+  # thread's next wake-up (up to the decoding's own time, no CPU), and the next split's feed
+  # starts only then. Every tf.data iterator the feed starts is counted here.
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  started, iterate = [], tf.data.Dataset.__iter__
+
+  def counted(ds):
+    started.append(ds.options().autotune.enabled)
+    return iterate(ds)
+
+  monkeypatch.setattr(tf.data.Dataset, "__iter__", counted)
+  files = {f"{i}.jpg": sample_images.jpeg(30, 40, seed=i) for i in range(5)}
+  for name, data in files.items():
+    (tmp_path / name).write_bytes(data)
+  feed = keras_pixels.PixelFeed(str(tmp_path), list(files), keras_pixels.KerasImage(24, 36))
+  assert all(feed.take(name) is not None for name in files)
+  feed._thread.join(timeout=60)  # pylint: disable=protected-access
+  assert started == [False]
