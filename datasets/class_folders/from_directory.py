@@ -44,9 +44,9 @@ one row apart; see docs/class_folders.md); the shuffle order
 differs (keras' buffer is fed by its decoding pipeline); bad files stop
 the first call unless `skip_bad_files=True`; the tf.data datasets (and the build's
 decoding) run with tf.data's autotuning off (`keras_pixels.without_autotune`: its thread
-made the end of every epoch wait, up to the epoch's own time), which holds for what is chained after them unless the caller turns
-it back on with `ds.with_options(...)`. Unsupported arguments raise ValueError saying
-what to do.
+made the end of every epoch wait, up to the epoch's own time), which holds for what is
+chained after them unless the caller turns it back on with `ds.with_options(...)`.
+Unsupported arguments raise ValueError saying what to do.
 """
 
 import dataclasses
@@ -266,6 +266,9 @@ def _tf_labels_op(label_mode, num_classes, order):
   return op
 
 
+_READ_BUFFER = 256 << 10  # tf.data.TFRecordDataset's default read buffer
+
+
 def _records(files) -> tf.data.Dataset:
   """The serialized records of the TFRecord `files`, file after file, read by one reader op
   (TensorFlow's, which takes a list). `tf.data.TFRecordDataset` of a list makes a dataset
@@ -276,9 +279,6 @@ def _records(files) -> tf.data.Dataset:
       tf.raw_ops.TFRecordDataset(filenames=names, compression_type="",
                                  buffer_size=_READ_BUFFER),
       tf.TensorSpec([], tf.string))
-
-
-_READ_BUFFER = 256 << 10  # tf.data.TFRecordDataset's default read buffer
 
 
 def _batches_of_records(builder, split, *, shuffle, seed, batch_size):
