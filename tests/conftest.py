@@ -1,5 +1,6 @@
 """Shared test fixtures and helpers."""
 
+import atexit
 import os
 import pathlib
 import subprocess
@@ -28,9 +29,27 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
   return result
 
 
-def tfds_cli(*args, **kwargs) -> subprocess.CompletedProcess:
-  """The stock `tfds` command of this environment."""
-  return run([str(BIN / "tfds"), *args], **kwargs)
+_WARM = []
+
+
+def warm(command: str) -> str:
+  """Path of a stand-in for `python` or `tfds` for subprocesses whose subject is not
+  start-up: each command is its own process, forked from one interpreter (of this test
+  process's environment) that has TensorFlow loaded: warm_commands.py. Real processes
+  (`sys.executable`) are for what differs between processes: those started from one warm
+  interpreter share its hash seed and protobuf's map order, so a comparison of two runs
+  needs real ones; and a process a test kills from outside must be real."""
+  if not _WARM:
+    import warm_commands  # pylint: disable=import-outside-toplevel
+    _WARM.append(warm_commands.Server(dict(os.environ), commands=("python", "tfds")))
+    atexit.register(_WARM[0].close)
+  return str(_WARM[0].bin_dir / command)
+
+
+def tfds_cli(*args, fresh: bool = False, **kwargs) -> subprocess.CompletedProcess:
+  """The stock `tfds` command of this environment: started warm, or a new interpreter
+  (`fresh`) where the test compares what two runs wrote (see `warm`)."""
+  return run([str(BIN / "tfds") if fresh else warm("tfds"), *args], **kwargs)
 
 
 def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:

@@ -3,7 +3,10 @@
 Blocks are found in every docs/*.md (a new page is picked up without changing this file)
 and run in document order, one page after the other:
 
-* ```sh / ```bash blocks run in bash (`set -eo pipefail`) with the venv's bin first on PATH;
+* ```sh / ```bash blocks run in bash (`set -eo pipefail`) with the venv's bin first on PATH,
+  and before it stand-ins for `imagesets` and `tfds` that run the same entry points in a
+  child of one warm interpreter per page (warm_commands.py: TensorFlow is not loaded again
+  for each command; the real scripts' start-up is test_startup.py's subject);
 * ```python blocks run in one Python process per page (a fresh namespace per block, so
   each block stands alone as with `python -`; the process is kept so TensorFlow is
   imported once per page, not once per block);
@@ -34,6 +37,7 @@ from concurrent import futures
 import pytest
 
 import docs_runner
+import warm_commands
 from conftest import BIN, REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -130,10 +134,16 @@ def _env(home: pathlib.Path) -> dict[str, str]:
 
 
 class Page:
-  """One page's reader: its HOME, and its Python process (started on first use)."""
+  """One page's reader: its HOME, its Python process and its warm commands (each started
+  on first use)."""
 
   def __init__(self, home: pathlib.Path):
-    self.home, self.env, self._python = home, _env(home), None
+    self.home, self.env, self._python, self._commands = home, _env(home), None, None
+
+  def shell_env(self) -> dict[str, str]:
+    if self._commands is None:
+      self._commands = warm_commands.Server(self.env)
+    return {**self.env, "PATH": f"{self._commands.bin_dir}{os.pathsep}{self.env['PATH']}"}
 
   def python(self) -> futures.ProcessPoolExecutor:
     if self._python is None:
@@ -144,6 +154,9 @@ class Page:
   def close(self):
     if self._python is not None:
       self._python.shutdown()
+    if self._commands is not None:
+      self._commands.close()
+      self._commands = None
 
 
 @pytest.fixture(scope="session")
@@ -190,7 +203,8 @@ def test_block_runs_as_written(block: Block, readers, shared_tfds, passed):
     return
   if block.kind == "sh":
     result = subprocess.run(["bash", "-c", "set -eo pipefail\n" + code], cwd=REPO,
-                            env=page.env, capture_output=True, text=True, timeout=600)
+                            env=page.shell_env(), capture_output=True, text=True,
+                            timeout=600)
     ok, output = result.returncode == 0, result.stdout + result.stderr
   else:
     ok, output = page.python().submit(docs_runner.run_python, code, page.env,

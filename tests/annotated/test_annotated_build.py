@@ -5,14 +5,13 @@ TFDS reads it without the package, bad annotations stop the build naming each.""
 import json
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import PIL.Image
 import pytest
 import tensorflow_datasets as tfds
 
-from conftest import REPO
+from conftest import REPO, warm
 from imagesets.annotated import annotated_build
 from imagesets.building import annotated_builder
 from imagesets.building import named_versions
@@ -122,7 +121,7 @@ def test_stock_tfds_loads_a_detection_build_without_the_package(built):
           "n = sum(int(e['objects']['bbox'].shape[0]) for e in tfds.as_numpy(ds))\n"
           "assert not any(m.startswith('imagesets') for m in sys.modules)\n"
           "print(n)\n")
-  done = subprocess.run([sys.executable, "-c", code, str(pathlib.Path(builder.data_dir).parents[1])],
+  done = subprocess.run([warm("python"), "-c", code, str(pathlib.Path(builder.data_dir).parents[1])],
                         capture_output=True, text=True, cwd="/", timeout=300)
   assert done.returncode == 0, done.stderr[-2000:]
   expected = sum(len(e["objects"]["label"]) for e in tfds.as_numpy(
@@ -244,7 +243,7 @@ def test_the_command_line_builds_from_annotations_and_says_what_it_left_out(know
 
 
 def test_the_annotated_builder_builds_its_example_with_the_stock_tfds_cli(tmp_path):
-  done = subprocess.run([str(pathlib.Path(sys.executable).parent / "tfds"), "build",
+  done = subprocess.run([warm("tfds"), "build",
                          str(REPO / "datasets" / "annotated"), "--data_dir", str(tmp_path),
                          "--config", "example"], capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stderr[-3000:]

@@ -1,11 +1,10 @@
 """Registration, CLI and checksum rules shared by every builder."""
 
-import sys
 
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import REPO, run, tfds_cli
+from conftest import REPO, run, tfds_cli, warm
 from imagesets import checksums
 
 
@@ -33,13 +32,13 @@ print("ok")
 """
   by_path = "importlib.import_module('synthetic_images.synthetic_images_dataset_builder')"
   for first, second in [("import imagesets", by_path), (by_path, "import imagesets")]:
-    out = run([sys.executable, "-c", script.format(datasets=str(REPO / "datasets"),
+    out = run([warm("python"), "-c", script.format(datasets=str(REPO / "datasets"),
                                                    first=first, second=second)])
     assert out.stdout.strip().endswith("ok")
 
 
 def test_schema_command_from_the_issue():
-  out = run([sys.executable, "-c", "import imagesets, tensorflow_datasets as tfds; "
+  out = run([warm("python"), "-c", "import imagesets, tensorflow_datasets as tfds; "
              "print(tfds.builder('synthetic_images').info.features)"])
   assert "Image(shape=(224, 224, 3), dtype=uint8)" in out.stdout
   assert "ClassLabel(shape=(), dtype=int64, num_classes=10)" in out.stdout

@@ -2,7 +2,6 @@
 stays as it was for every other dataset."""
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import records_by_split, tfds_cli
+from conftest import records_by_split, tfds_cli, warm
 from imagesets.building import deterministic_writer
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets.voc_segmentation import voc_segmentation_dataset_builder as voc
@@ -29,7 +28,7 @@ def test_two_cli_builds_write_identical_shards(tmp_path, file_format, pattern):
   # the deterministic writer.
   for run in ("a", "b"):
     tfds_cli("build", "datasets/synthetic_images", "--config", "variable",
-             "--file_format", file_format, "--data_dir", str(tmp_path / run))
+             "--file_format", file_format, "--data_dir", str(tmp_path / run), fresh=True)
   first, second = ({p.name: p.read_bytes() for p in sorted(
       (tmp_path / run / "synthetic_images" / "variable" / "1.0.0").glob(pattern))}
                    for run in ("a", "b"))
@@ -112,7 +111,7 @@ after = (example_serializer.ExampleSerializer.serialize_example, shuffle.MAX_MEM
 assert before == after, (before, after)
 print("unchanged")
 """
-  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+  out = subprocess.run([warm("python"), "-c", script], capture_output=True, text=True)
   assert out.stdout.strip() == "unchanged", out.stderr[-3000:]
 
   # In this process: build one of ours, then a stock dataset; the stock one is written by

@@ -101,7 +101,7 @@ def test_two_processes_write_identical_shards(photos, tmp_path):
   config = json.dumps({"name": "p", "root": str(photos), "skip_bad_files": True})
   for run in ("a", "b"):
     tfds_cli("build", "datasets/class_folders", "--config", config,
-             "--data_dir", str(tmp_path / run))
+             "--data_dir", str(tmp_path / run), fresh=True)
   first, second = (shard_bytes(tmp_path / run / "class_folders" / "p" / "1.0.0")
                    for run in ("a", "b"))
   assert len(first) >= 8 and first == second

@@ -7,14 +7,13 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 import tensorflow_datasets as tfds
 
 import cli_runs
 import imagesets  # noqa: F401
-from conftest import beam_download_config, records_by_split, shard_bytes
+from conftest import beam_download_config, records_by_split, shard_bytes, warm
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -88,7 +87,7 @@ def test_loads_by_name_in_a_process_that_never_imports_imagesets(data_dir):
       "labels = sorted(int(e['label']) for e in tfds.as_numpy(ds))\n"
       "assert not any(m.startswith('imagesets') for m in sys.modules)\n"
       "print(labels.count(0), labels.count(1))\n")
-  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+  result = subprocess.run([warm("python"), "-c", script], capture_output=True, text=True,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == ["12", "13"]

@@ -7,14 +7,13 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 import bucket_servers as servers
-from conftest import REPO, build_synthetic
+from conftest import REPO, build_synthetic, warm
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 from imagesets.publishing import bucket as bucket_lib
 from imagesets.reading import input_pipeline
@@ -78,7 +77,7 @@ for name in ('synthetic_images:1.0.0', '{TINY}'):
   ds = tfds.load(name, split='train', data_dir={str(team)!r}, download=False)
   print(builder.builder_config.name, sum(1 for _ in ds))
 """
-  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+  out = subprocess.run([warm("python"), "-c", script], capture_output=True, text=True,
                        cwd=tmp_path)
   assert out.returncode == 0, out.stderr[-3000:]
   assert out.stdout.split() == ["default", "800", "tiny", "12"]
@@ -121,7 +120,7 @@ def test_stock_tfds_reads_gs_with_tensorflows_own_client(bucket_servers, tensorf
   quiet_publish(TINY, tiny_data_dir, urls[0])
   kill_publisher_after(4, TINY, tiny_data_dir, urls[1], tmp_path)
   kill_publisher_after(15, TINY, tiny_data_dir, urls[2], tmp_path)
-  result = subprocess.run([sys.executable, "-c", STOCK_TFDS_ON_GS, *urls], capture_output=True,
+  result = subprocess.run([warm("python"), "-c", STOCK_TFDS_ON_GS, *urls], capture_output=True,
                           text=True, cwd=tmp_path, env={**os.environ, **tensorflow_gcs_env},
                           timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]

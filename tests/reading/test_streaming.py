@@ -29,6 +29,7 @@ import tensorflow_datasets as tfds
 
 import bucket_servers as servers
 from bucket_reads import AUDIT
+from conftest import warm
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.publishing import bucket as bucket_lib
@@ -468,7 +469,7 @@ def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited
   imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c")  # metadata only
   metadata = folder_bytes(tmp_path / "c")
   script = WORKER % {"spec": SPEC, "audit": AUDIT}
-  workers = [subprocess.Popen([sys.executable, "-c", script, url, str(tmp_path / "c"),
+  workers = [subprocess.Popen([warm("python"), "-c", script, url, str(tmp_path / "c"),
                                str(limit or "none"), str(seed)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for seed in (0, 1)]
@@ -568,7 +569,7 @@ def test_processes_opening_a_cold_cache_at_once_all_work(built, tmp_path):
   url = published_to(built, "file", tmp_path)
   ready = tmp_path / "ready"
   ready.mkdir()
-  processes = [subprocess.Popen([sys.executable, "-c", COLD % {"spec": SPEC}, url,
+  processes = [subprocess.Popen([warm("python"), "-c", COLD % {"spec": SPEC}, url,
                                  str(tmp_path / "c"), str(ready), "3", "20"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(3)]
@@ -599,7 +600,7 @@ sum(1 for _ in imagesets.load("%(spec)s", "train", url, cache_dir=cache, shuffle
 @pytest.mark.parametrize("limited", [True, False])
 def test_a_reader_killed_mid_download_leaves_a_cache_that_works(built, tmp_path, limited):
   url = published_to(built, "file", tmp_path)
-  killed = subprocess.run([sys.executable, "-c", KILLED % {"spec": SPEC}, url,
+  killed = subprocess.run([warm("python"), "-c", KILLED % {"spec": SPEC}, url,
                            str(tmp_path / "c")], capture_output=True, text=True, timeout=300)
   assert killed.returncode == -9, killed.stderr[-3000:]
   leftovers = [p for p in (tmp_path / "c").rglob("*") if ".part-" in p.name]

@@ -1,0 +1,228 @@
+"""Commands (`imagesets`, `tfds`, `python -c ...`) run from an interpreter that has
+TensorFlow loaded.
+
+A doc block's `imagesets build ...` or a test's `python -c SCRIPT` starts a new Python that
+imports TensorFlow: 6-10 s of CPU a process here, most of the suite's time in processes.
+`Server(env, commands)` starts one process that imports TensorFlow and Beam (nothing that
+reads the user's files, HOME or data dirs at import), then forks a child per command. The
+child takes the caller's argv, working directory, environment and stdin/stdout/stderr,
+imports the rest and runs the command: a console script's entry point as the installed
+script does (`sys.exit(main())`), or `python -c`/`-m`/a script in a fresh `__main__`. Same
+parsing, output, files and exit status, and what a program sees of Python's exit (threads
+joined, atexit handlers run, streams flushed). Each command is its own process: it can kill itself, crash, or race another.
+
+`Server.bin_dir` holds a stand-in for each command, to put first on PATH or run by path: it
+passes its three descriptors over a Unix socket (SCM_RIGHTS), forwards SIGINT/SIGTERM/SIGHUP
+to the child and exits with the child's status (or dies of its signal). A SIGKILL sent to
+the stand-in cannot be forwarded: a test that kills its process from outside starts a real
+one. The children share the server's hash seed and protobuf's map-order seed (numpy's
+global generator is seeded again in each): two runs compared for equal output must be
+real processes.
+
+What only a fresh process shows (start-up time, TensorFlow's start-up lines, environment
+read when TensorFlow loads) is tested on real processes: test_startup.py, tests/cli.
+
+Run as a script, this file is the server: `python warm_commands.py SOCKET OWNER_PID MODULE...`.
+"""
+
+import atexit
+import importlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import runpy
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import types
+
+COMMANDS = ("imagesets", "tfds", "python")
+# Loaded once by the server: slow to import and independent of HOME and the data dirs.
+PRELOAD = ("numpy", "PIL.Image", "tensorflow", "apache_beam")
+_HEADER = 8  # bytes of a request's length
+
+_STAND_IN = """\
+#!{python} -S
+import json, os, signal, socket, sys
+for fd in (0, 1, 2):
+  try:
+    os.fstat(fd)
+  except OSError:
+    os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+body = json.dumps({{"command": {command!r}, "argv": sys.argv, "cwd": os.getcwd(),
+                   "env": dict(os.environ)}}).encode()
+server = socket.socket(socket.AF_UNIX)
+server.connect({socket_path!r})
+socket.send_fds(server, [len(body).to_bytes({header}, "big") + body], [0, 1, 2])
+replies = server.makefile("rb")
+child = int(replies.readline())
+for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+  signal.signal(number, lambda number, _: os.kill(child, number))
+status = int(replies.readline())
+if status < 0:
+  if -status not in (signal.SIGKILL, signal.SIGSTOP):
+    signal.signal(-status, signal.SIG_DFL)
+  os.kill(os.getpid(), -status)
+sys.exit(status)
+"""
+
+
+class Server:
+  """A warm interpreter for `commands` (of `COMMANDS`), started with `env` (HOME etc.)."""
+
+  def __init__(self, env: dict[str, str], commands=("imagesets", "tfds")):
+    self._folder = tempfile.TemporaryDirectory(prefix="warm_commands_")
+    folder = pathlib.Path(self._folder.name)
+    socket_path = str(folder / "socket")
+    self.bin_dir = folder / "bin"
+    self.bin_dir.mkdir()
+    for command in commands:
+      script = self.bin_dir / command
+      script.write_text(_STAND_IN.format(python=sys.executable, command=command,
+                                         socket_path=socket_path, header=_HEADER))
+      script.chmod(0o755)
+    # Its own session: close() ends the server, its children and what they started.
+    self._process = subprocess.Popen(
+        [sys.executable, __file__, socket_path, str(os.getpid()), *PRELOAD], env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = self._process.stdout.readline()
+    if ready != b"ready\n":
+      self.close()
+      raise RuntimeError(f"warm_commands server did not start: {ready!r}")
+
+  def close(self):
+    if self._process.poll() is None:
+      os.killpg(self._process.pid, signal.SIGKILL)
+    self._process.wait()
+    self._process.stdout.close()
+    self._folder.cleanup()
+
+
+def _entry_points() -> dict[str, str]:
+  """{command: "module:function"} of the installed console scripts (nothing imported)."""
+  found = importlib.metadata.entry_points(group="console_scripts")
+  return {command: found[command].value for command in COMMANDS if command != "python"}
+
+
+def _run_python(argv: list[str]):
+  """`python -c CODE ARGS`, `python -m MODULE ARGS` or `python SCRIPT ARGS`; other
+  interpreter options are refused (exit 2) rather than ignored."""
+  main = types.ModuleType("__main__")
+  main.__builtins__ = __builtins__
+  sys.modules["__main__"] = main
+  if len(argv) >= 3 and argv[1] == "-c":
+    sys.argv, sys.path[0] = ["-c", *argv[3:]], ""
+    exec(compile(argv[2], "<string>", "exec"), main.__dict__)  # pylint: disable=exec-used
+  elif len(argv) >= 3 and argv[1] == "-m":
+    sys.argv, sys.path[0] = ["-m", *argv[3:]], os.getcwd()
+    runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+  elif len(argv) >= 2 and not argv[1].startswith("-"):
+    sys.argv, sys.path[0] = argv[1:], os.path.dirname(os.path.abspath(argv[1]))
+    runpy.run_path(argv[1], run_name="__main__")
+  else:
+    print(f"warm_commands: python {' '.join(argv[1:2])}...: only -c, -m or a script",
+          file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
+  data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+  while len(data) < _HEADER or len(data) < _HEADER + int.from_bytes(data[:_HEADER], "big"):
+    more = connection.recv(1 << 16)
+    if not more:
+      raise EOFError("the stand-in hung up mid-request")
+    data += more
+  return json.loads(data[_HEADER:]), fds
+
+
+def _become_the_command(request: dict, fds: list[int], entry_point: str):
+  """In the forked child: takes the caller's place and runs the command; never returns."""
+  for target, fd in enumerate(fds):
+    os.dup2(fd, target)
+  for fd in fds:
+    if fd > 2:
+      os.close(fd)
+  os.chdir(request["cwd"])
+  os.environ.clear()
+  os.environ.update(request["env"])
+  if "numpy" in sys.modules:  # seeded when the server imported it: each process its own
+    sys.modules["numpy"].random.seed()
+  interrupted = False
+  try:
+    if request["command"] == "python":
+      _run_python(request["argv"])
+      status = 0
+    else:
+      sys.argv = request["argv"]
+      module, function = entry_point.split(":")
+      status = getattr(importlib.import_module(module), function)()
+  except SystemExit as exit_:
+    status = exit_.code
+  except BaseException as error:  # pylint: disable=broad-except
+    sys.excepthook(type(error), error, error.__traceback__)
+    status, interrupted = 1, isinstance(error, KeyboardInterrupt)
+  if status is not None and not isinstance(status, int):
+    print(status, file=sys.stderr)
+    status = 1
+  # Python's exit without the seconds of tearing TensorFlow's modules down: what a script
+  # can see of it (non-daemon threads joined, atexit handlers, streams flushed) happens.
+  threading._shutdown()  # pylint: disable=protected-access
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):
+      pass
+  if interrupted:  # as Python ends on an uncaught KeyboardInterrupt: killed by SIGINT
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+  os._exit(status or 0)
+
+
+def serve(socket_path: str, owner: int, preload: list[str]):
+  sys.path[0] = os.path.dirname(sys.executable)  # as for a console script: not tests/
+  for module in preload:
+    importlib.import_module(module)
+  entry_points = _entry_points()
+  listener = socket.socket(socket.AF_UNIX)
+  listener.bind(socket_path)
+  listener.listen(16)
+  selector = selectors.DefaultSelector()
+  selector.register(listener, selectors.EVENT_READ)
+  # The test process that started it ends (even by SIGKILL): so do it and its commands.
+  selector.register(os.pidfd_open(owner), selectors.EVENT_READ, "owner")
+  print("ready", flush=True)
+  while True:
+    for key, _ in selector.select():
+      if key.data == "owner":
+        os.killpg(0, signal.SIGKILL)
+      elif key.fileobj is listener:
+        connection, _ = listener.accept()
+        request, fds = _receive(connection)
+        sys.stdout.flush()
+        child = os.fork()
+        if child == 0:
+          selector.close()
+          listener.close()
+          connection.close()
+          _become_the_command(request, fds, entry_points.get(request["command"], ""))
+        for fd in fds:
+          os.close(fd)
+        connection.sendall(f"{child}\n".encode())
+        selector.register(os.pidfd_open(child), selectors.EVENT_READ, (child, connection))
+      else:
+        child, connection = key.data
+        selector.unregister(key.fd)
+        os.close(key.fd)
+        _, status = os.waitpid(child, 0)
+        connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        connection.close()
+
+
+if __name__ == "__main__":
+  serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
