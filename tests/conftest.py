@@ -76,8 +76,27 @@ def tiny_data_dir(tmp_path_factory) -> pathlib.Path:
   return build_synthetic(tmp_path_factory.mktemp("tiny_tfds"))
 
 
+class _WarmWorkerSys:
+  """What Beam's local runner reads of `sys`: the command its worker processes start with
+  (`sys.executable -m apache_beam.runners.worker.sdk_worker_main`)."""
+
+  @property
+  def executable(self) -> str:
+    return warm("python")
+
+
+def warm_beam_workers() -> None:
+  """Beam's DirectRunner (multi_processing) in this process starts its workers warm: each
+  still its own process, which Beam kills at the end (see `warm`)."""
+  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
+  fn_runner.sys = _WarmWorkerSys()
+
+
 def beam_download_config(*, multi_processing: bool = True, **kwargs):
-  """DownloadConfig that makes TFDS generate on Beam's DirectRunner with 2 workers."""
+  """DownloadConfig that makes TFDS generate on Beam's DirectRunner with 2 workers (started
+  warm: `warm_beam_workers`)."""
+  pytest.importorskip("apache_beam")
+  warm_beam_workers()
   options = pytest.importorskip("apache_beam").options.pipeline_options.PipelineOptions(
       ["--direct_num_workers=2",
        f"--direct_running_mode={'multi_processing' if multi_processing else 'in_memory'}"])

@@ -13,9 +13,9 @@ joined, atexit handlers run, streams flushed). Each command is its own process: 
 
 `Server.bin_dir` holds a stand-in for each command, to put first on PATH or run by path: it
 passes its three descriptors over a Unix socket (SCM_RIGHTS), forwards SIGINT/SIGTERM/SIGHUP
-to the child and exits with the child's status (or dies of its signal). A SIGKILL sent to
-the stand-in cannot be forwarded: a test that kills its process from outside starts a real
-one. The children share the server's hash seed and protobuf's map-order seed (numpy's
+to the child and exits with the child's status (or dies of its signal). A stand-in killed
+(SIGKILL) takes its command with it, a moment later: a test that kills its process from
+outside and then looks at what it left starts a real one. The children share the server's hash seed and protobuf's map-order seed (numpy's
 global generator is seeded again in each): two runs compared for equal output must be
 real processes.
 
@@ -26,6 +26,7 @@ Run as a script, this file is the server: `python warm_commands.py SOCKET OWNER_
 """
 
 import atexit
+import fcntl
 import importlib
 import importlib.metadata
 import json
@@ -35,6 +36,7 @@ import runpy
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ COMMANDS = ("imagesets", "tfds", "python")
 # Loaded once by the server: slow to import and independent of HOME and the data dirs.
 PRELOAD = ("numpy", "PIL.Image", "tensorflow", "apache_beam")
 _HEADER = 8  # bytes of a request's length
+_MAX_FDS = 253  # Linux's most descriptors in one message (SCM_MAX_FD)
 
 _STAND_IN = """\
 #!{python} -S
@@ -54,16 +57,26 @@ for fd in (0, 1, 2):
     os.fstat(fd)
   except OSError:
     os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+fds = []  # every descriptor it was given (stdio, and a spawned child's pipes)
+for name in sorted(os.listdir("/proc/self/fd"), key=int):
+  try:
+    os.fstat(int(name))
+  except OSError:  # (listdir's own, closed)
+    continue
+  fds.append(int(name))
 body = json.dumps({{"command": {command!r}, "argv": sys.argv, "cwd": os.getcwd(),
-                   "env": dict(os.environ)}}).encode()
+                   "env": dict(os.environ), "fds": fds}}).encode()
 server = socket.socket(socket.AF_UNIX)
 server.connect({socket_path!r})
-socket.send_fds(server, [len(body).to_bytes({header}, "big") + body], [0, 1, 2])
+socket.send_fds(server, [len(body).to_bytes({header}, "big") + body], fds)
 replies = server.makefile("rb")
-child = int(replies.readline())
+child = int(replies.readline() or 0)
 for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-  signal.signal(number, lambda number, _: os.kill(child, number))
-status = int(replies.readline())
+  signal.signal(number, lambda number, _: child and os.kill(child, number))
+reply = replies.readline()
+if not child or not reply:
+  sys.exit("warm_commands: the server ended before the command did")
+status = int(reply)
 if status < 0:
   if -status not in (signal.SIGKILL, signal.SIGSTOP):
     signal.signal(-status, signal.SIG_DFL)
@@ -110,8 +123,16 @@ def _entry_points() -> dict[str, str]:
 
 
 def _run_python(argv: list[str]):
-  """`python -c CODE ARGS`, `python -m MODULE ARGS` or `python SCRIPT ARGS`; other
+  """`python [-B] [-u] -c CODE ARGS`, `... -m MODULE ARGS` or `... SCRIPT ARGS`; other
   interpreter options are refused (exit 2) rather than ignored."""
+  argv = list(argv)
+  while len(argv) > 1 and argv[1] in ("-B", "-u"):  # no .pyc files to write; unbuffered
+    if argv.pop(1) == "-u":
+      sys.stdout.reconfigure(write_through=True)
+      sys.stderr.reconfigure(write_through=True)
+  # As at start-up: the caller's PYTHONPATH after the script's folder.
+  extra = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+  sys.path[1:1] = [path for path in extra if path not in sys.path]
   main = types.ModuleType("__main__")
   main.__builtins__ = __builtins__
   sys.modules["__main__"] = main
@@ -125,13 +146,13 @@ def _run_python(argv: list[str]):
     sys.argv, sys.path[0] = argv[1:], os.path.dirname(os.path.abspath(argv[1]))
     runpy.run_path(argv[1], run_name="__main__")
   else:
-    print(f"warm_commands: python {' '.join(argv[1:2])}...: only -c, -m or a script",
-          file=sys.stderr)
+    print(f"warm_commands: python {' '.join(argv[1:2])}...: only -B, -u, then -c, -m or a "
+          "script", file=sys.stderr)
     raise SystemExit(2)
 
 
 def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
-  data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+  data, fds, _, _ = socket.recv_fds(connection, 1 << 16, _MAX_FDS)
   while len(data) < _HEADER or len(data) < _HEADER + int.from_bytes(data[:_HEADER], "big"):
     more = connection.recv(1 << 16)
     if not more:
@@ -142,11 +163,13 @@ def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
 
 def _become_the_command(request: dict, fds: list[int], entry_point: str):
   """In the forked child: takes the caller's place and runs the command; never returns."""
-  for target, fd in enumerate(fds):
-    os.dup2(fd, target)
+  # Each descriptor at the caller's number: first out of the way of all those numbers.
+  high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]
   for fd in fds:
-    if fd > 2:
-      os.close(fd)
+    os.close(fd)
+  for fd, target in zip(high, request["fds"]):
+    os.dup2(fd, target)
+    os.close(fd)
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
@@ -184,6 +207,12 @@ def _become_the_command(request: dict, fds: list[int], entry_point: str):
   os._exit(status or 0)
 
 
+def _peer_pid(connection: socket.socket) -> int:
+  pid, _, _ = struct.unpack("3i", connection.getsockopt(
+      socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+  return pid
+
+
 def serve(socket_path: str, owner: int, preload: list[str]):
   sys.path[0] = os.path.dirname(sys.executable)  # as for a console script: not tests/
   for module in preload:
@@ -193,20 +222,27 @@ def serve(socket_path: str, owner: int, preload: list[str]):
   listener.bind(socket_path)
   listener.listen(16)
   selector = selectors.DefaultSelector()
-  selector.register(listener, selectors.EVENT_READ)
+  selector.register(listener, selectors.EVENT_READ, ("listener",))
   # The test process that started it ends (even by SIGKILL): so do it and its commands.
-  selector.register(os.pidfd_open(owner), selectors.EVENT_READ, "owner")
+  selector.register(os.pidfd_open(owner), selectors.EVENT_READ, ("owner",))
+  running = {}  # child pid -> [its stand-in's connection, its pidfd, the stand-in's pidfd]
   print("ready", flush=True)
   while True:
     for key, _ in selector.select():
-      if key.data == "owner":
+      event, *about = key.data
+      if event == "owner":
         os.killpg(0, signal.SIGKILL)
-      elif key.fileobj is listener:
+      elif event == "listener":
         connection, _ = listener.accept()
         request, fds = _receive(connection)
         sys.stdout.flush()
         child = os.fork()
         if child == 0:
+          for other in running.values():
+            other[0].close()
+          for watched in list(selector.get_map().values()):
+            if watched.fileobj is not listener:
+              os.close(watched.fd)
           selector.close()
           listener.close()
           connection.close()
@@ -214,13 +250,33 @@ def serve(socket_path: str, owner: int, preload: list[str]):
         for fd in fds:
           os.close(fd)
         connection.sendall(f"{child}\n".encode())
-        selector.register(os.pidfd_open(child), selectors.EVENT_READ, (child, connection))
-      else:
-        child, connection = key.data
+        child_fd = os.pidfd_open(child)
+        selector.register(child_fd, selectors.EVENT_READ, ("ended", child))
+        running[child] = [connection, child_fd, None]
+        try:
+          stand_in_fd = os.pidfd_open(_peer_pid(connection))
+        except ProcessLookupError:
+          os.kill(child, signal.SIGKILL)
+        else:
+          selector.register(stand_in_fd, selectors.EVENT_READ, ("stand-in gone", child))
+          running[child][2] = stand_in_fd
+      elif event == "stand-in gone":  # killed before its command ended: so is the command
+        (child,) = about
         selector.unregister(key.fd)
         os.close(key.fd)
+        running[child][2] = None
+        os.kill(child, signal.SIGKILL)  # (not reaped yet: the pid is still the child's)
+      else:
+        (child,) = about
+        connection, child_fd, stand_in_fd = running.pop(child)
+        for fd in filter(None, (child_fd, stand_in_fd)):
+          selector.unregister(fd)
+          os.close(fd)
         _, status = os.waitpid(child, 0)
-        connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        try:
+          connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:  # the stand-in is gone
+          pass
         connection.close()
 
 

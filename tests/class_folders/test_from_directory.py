@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from conftest import warm
 import imagesets
 from imagesets.building import build_lock
 from imagesets.building import class_folders_tree
@@ -414,7 +415,7 @@ def test_a_second_process_waits_for_the_build_under_way_and_reuses_it(tmp_path, 
   call(root, tmp_path / "built")  # what the first process's build makes
   (made,) = (tmp_path / "built").glob("folder_*")
   with build_lock.hold(cache / made.name / "1.0.0", made.name):  # this process is building
-    second = subprocess.Popen([sys.executable, "-u", "-c", _CALL, str(root), str(cache)],
+    second = subprocess.Popen([warm("python"), "-u", "-c", _CALL, str(root), str(cache)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines = []
     while not (lines and lines[-1].startswith(("Waiting for", "elements"))):

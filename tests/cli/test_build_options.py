@@ -10,7 +10,7 @@ import tensorflow_datasets as tfds
 
 import cli_runs
 import imagesets  # noqa: F401
-from conftest import records_by_split
+from conftest import records_by_split, warm_beam_workers
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.reading import input_pipeline
@@ -95,6 +95,7 @@ def test_the_old_shorter_side_option_keeps_its_meaning_and_its_builds(tmp_path):
 
 def test_beam_pipeline_options_run_the_build_on_beam(tmp_path):
   tree = write_tree(tmp_path / "pets", files())
+  warm_beam_workers()
   # The flags of docs/scaling.md's local example: Beam's DirectRunner, 2 worker processes.
   result = imagesets_build(tree, tmp_path / "beam", "--beam_pipeline_options",
                            "direct_num_workers=2,direct_running_mode=multi_processing")
