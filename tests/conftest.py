@@ -10,6 +10,7 @@ import sys
 # started with it shows whether importing imagesets changes the environment.
 ENVIRONMENT_AT_START = dict(os.environ)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_WARM_ENVIRONMENT = dict(os.environ)  # the warm server's: not that of the test that starts it
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -41,7 +42,7 @@ def warm(command: str) -> str:
   needs real ones; and a process a test kills from outside must be real."""
   if not _WARM:
     import warm_commands  # pylint: disable=import-outside-toplevel
-    _WARM.append(warm_commands.Server(dict(os.environ), commands=("python", "tfds")))
+    _WARM.append(warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds")))
     atexit.register(_WARM[0].close)
   return str(_WARM[0].bin_dir / command)
 

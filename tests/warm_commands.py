@@ -27,13 +27,18 @@ Run as a script, this file is the server: `python warm_commands.py SOCKET OWNER_
 
 import atexit
 import fcntl
+import gc
 import importlib
+import importlib.machinery
 import importlib.metadata
+import importlib.util
 import json
+import multiprocessing.process
 import os
 import pathlib
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -89,10 +94,10 @@ class Server:
   """A warm interpreter for `commands` (of `COMMANDS`), started with `env` (HOME etc.)."""
 
   def __init__(self, env: dict[str, str], commands=("imagesets", "tfds")):
-    self._folder = tempfile.TemporaryDirectory(prefix="warm_commands_")
-    folder = pathlib.Path(self._folder.name)
-    socket_path = str(folder / "socket")
-    self.bin_dir = folder / "bin"
+    self._owner = os.getpid()  # (a fork of the test process must not end the server)
+    self._folder = pathlib.Path(tempfile.mkdtemp(prefix="warm_commands_"))
+    socket_path = str(self._folder / "socket")
+    self.bin_dir = self._folder / "bin"
     self.bin_dir.mkdir()
     for command in commands:
       script = self.bin_dir / command
@@ -101,19 +106,24 @@ class Server:
       script.chmod(0o755)
     # Its own session: close() ends the server, its children and what they started.
     self._process = subprocess.Popen(
-        [sys.executable, __file__, socket_path, str(os.getpid()), *PRELOAD], env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        [sys.executable, __file__, socket_path, str(self._owner), *PRELOAD], env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True)
     ready = self._process.stdout.readline()
     if ready != b"ready\n":
       self.close()
       raise RuntimeError(f"warm_commands server did not start: {ready!r}")
 
   def close(self):
-    if self._process.poll() is None:
+    if os.getpid() != self._owner or self._process.returncode is not None:
+      return
+    try:  # the group outlives a dead server: its commands are ended with it
       os.killpg(self._process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
     self._process.wait()
     self._process.stdout.close()
-    self._folder.cleanup()
+    shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _entry_points() -> dict[str, str]:
@@ -130,9 +140,6 @@ def _run_python(argv: list[str]):
     if argv.pop(1) == "-u":
       sys.stdout.reconfigure(write_through=True)
       sys.stderr.reconfigure(write_through=True)
-  # As at start-up: the caller's PYTHONPATH after the script's folder.
-  extra = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
-  sys.path[1:1] = [path for path in extra if path not in sys.path]
   main = types.ModuleType("__main__")
   main.__builtins__ = __builtins__
   sys.modules["__main__"] = main
@@ -161,6 +168,21 @@ def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
   return json.loads(data[_HEADER:]), fds
 
 
+def _start_up_as_the_caller():
+  """What a new interpreter does with the caller's environment before running anything:
+  PYTHONPATH after the script's folder, then a `sitecustomize` found there imported."""
+  extra = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+  sys.path[1:1] = [path for path in extra if path not in sys.path]
+  found = importlib.machinery.PathFinder.find_spec("sitecustomize", extra) if extra else None
+  if found is not None:
+    module = importlib.util.module_from_spec(found)
+    sys.modules["sitecustomize"] = module
+    found.loader.exec_module(module)
+  multiprocessing.process.ORIGINAL_DIR = os.getcwd()  # (spawned children find scripts)
+  if "numpy" in sys.modules:  # seeded when the server imported it: each process its own
+    sys.modules["numpy"].random.seed()
+
+
 def _become_the_command(request: dict, fds: list[int], entry_point: str):
   """In the forked child: takes the caller's place and runs the command; never returns."""
   # Each descriptor at the caller's number: first out of the way of all those numbers.
@@ -173,10 +195,9 @@ def _become_the_command(request: dict, fds: list[int], entry_point: str):
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
-  if "numpy" in sys.modules:  # seeded when the server imported it: each process its own
-    sys.modules["numpy"].random.seed()
   interrupted = False
   try:
+    _start_up_as_the_caller()
     if request["command"] == "python":
       _run_python(request["argv"])
       status = 0
@@ -192,10 +213,15 @@ def _become_the_command(request: dict, fds: list[int], entry_point: str):
   if status is not None and not isinstance(status, int):
     print(status, file=sys.stderr)
     status = 1
-  # Python's exit without the seconds of tearing TensorFlow's modules down: what a script
-  # can see of it (non-daemon threads joined, atexit handlers, streams flushed) happens.
+  # Python's exit without the seconds of tearing TensorFlow's modules down: what a program
+  # can see of it happens (non-daemon threads joined, atexit handlers, the objects of
+  # __main__ and cycles finalised: files they hold flushed, streams flushed).
   threading._shutdown()  # pylint: disable=protected-access
   atexit._run_exitfuncs()  # pylint: disable=protected-access
+  main = sys.modules.get("__main__")
+  if main is not None and main.__dict__ is not globals():  # (a console script's is ours)
+    main.__dict__.clear()
+  gc.collect()
   for stream in (sys.stdout, sys.stderr):
     try:
       stream.flush()
@@ -213,11 +239,47 @@ def _peer_pid(connection: socket.socket) -> int:
   return pid
 
 
+def _start(connection: socket.socket, selector, listener, running: dict, entry_points):
+  """Forks the command a stand-in asks for and watches both; a stand-in that hangs up or
+  dies on the way gets nothing started, or its command killed."""
+  child = None
+  try:
+    request, fds = _receive(connection)
+    stand_in = _peer_pid(connection)
+    sys.stdout.flush()
+    child = os.fork()
+    if child == 0:
+      for other in running.values():
+        other[0].close()
+      for watched in list(selector.get_map().values()):
+        if watched.fileobj is not listener:
+          os.close(watched.fd)
+      selector.close()
+      listener.close()
+      connection.close()
+      _become_the_command(request, fds, entry_points.get(request["command"], ""))
+    for fd in fds:
+      os.close(fd)
+    child_fd = os.pidfd_open(child)
+    selector.register(child_fd, selectors.EVENT_READ, ("ended", child))
+    running[child] = [connection, child_fd, None]
+    stand_in_fd = os.pidfd_open(stand_in)
+    selector.register(stand_in_fd, selectors.EVENT_READ, ("stand-in gone", child))
+    running[child][2] = stand_in_fd
+    connection.sendall(f"{child}\n".encode())
+  except (OSError, EOFError, ValueError):  # (ProcessLookupError: the stand-in is gone)
+    if child is None:
+      connection.close()
+    else:
+      os.kill(child, signal.SIGKILL)  # reaped, and the connection closed, when it ends
+
+
 def serve(socket_path: str, owner: int, preload: list[str]):
   sys.path[0] = os.path.dirname(sys.executable)  # as for a console script: not tests/
   for module in preload:
     importlib.import_module(module)
   entry_points = _entry_points()
+  gc.freeze()  # what is loaded now stays: each child's last collection is cheap
   listener = socket.socket(socket.AF_UNIX)
   listener.bind(socket_path)
   listener.listen(16)
@@ -231,37 +293,15 @@ def serve(socket_path: str, owner: int, preload: list[str]):
     for key, _ in selector.select():
       event, *about = key.data
       if event == "owner":
+        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
         os.killpg(0, signal.SIGKILL)
       elif event == "listener":
         connection, _ = listener.accept()
-        request, fds = _receive(connection)
-        sys.stdout.flush()
-        child = os.fork()
-        if child == 0:
-          for other in running.values():
-            other[0].close()
-          for watched in list(selector.get_map().values()):
-            if watched.fileobj is not listener:
-              os.close(watched.fd)
-          selector.close()
-          listener.close()
-          connection.close()
-          _become_the_command(request, fds, entry_points.get(request["command"], ""))
-        for fd in fds:
-          os.close(fd)
-        connection.sendall(f"{child}\n".encode())
-        child_fd = os.pidfd_open(child)
-        selector.register(child_fd, selectors.EVENT_READ, ("ended", child))
-        running[child] = [connection, child_fd, None]
-        try:
-          stand_in_fd = os.pidfd_open(_peer_pid(connection))
-        except ProcessLookupError:
-          os.kill(child, signal.SIGKILL)
-        else:
-          selector.register(stand_in_fd, selectors.EVENT_READ, ("stand-in gone", child))
-          running[child][2] = stand_in_fd
+        _start(connection, selector, listener, running, entry_points)
       elif event == "stand-in gone":  # killed before its command ended: so is the command
         (child,) = about
+        if child not in running or running[child][2] != key.fd:
+          continue  # (its command ended in the same round: already handled)
         selector.unregister(key.fd)
         os.close(key.fd)
         running[child][2] = None
