@@ -57,6 +57,8 @@ _MAX_FDS = 253  # Linux's most descriptors in one message (SCM_MAX_FD)
 _STAND_IN = """\
 #!{python} -S
 import json, os, signal, socket, sys
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held until the command's pid is known
 for fd in (0, 1, 2):
   try:
     os.fstat(fd)
@@ -76,8 +78,9 @@ server.connect({socket_path!r})
 socket.send_fds(server, [len(body).to_bytes({header}, "big") + body], fds)
 replies = server.makefile("rb")
 child = int(replies.readline() or 0)
-for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+for number in FORWARDED:
   signal.signal(number, lambda number, _: child and os.kill(child, number))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
 reply = replies.readline()
 if not child or not reply:
   sys.exit("warm_commands: the server ended before the command did")
