@@ -1,6 +1,7 @@
 """Shared test fixtures and helpers."""
 
 import atexit
+import functools
 import os
 import pathlib
 import subprocess
@@ -30,7 +31,12 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
   return result
 
 
-_WARM = []
+@functools.cache
+def _warm_server():
+  import warm_commands  # pylint: disable=import-outside-toplevel
+  server = warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds"))
+  atexit.register(server.close)
+  return server
 
 
 def warm(command: str) -> str:
@@ -40,11 +46,7 @@ def warm(command: str) -> str:
   (`sys.executable`) are for what differs between processes: those started from one warm
   interpreter share its hash seed and protobuf's map order, so a comparison of two runs
   needs real ones; and a process a test kills from outside must be real."""
-  if not _WARM:
-    import warm_commands  # pylint: disable=import-outside-toplevel
-    _WARM.append(warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds")))
-    atexit.register(_WARM[0].close)
-  return str(_WARM[0].bin_dir / command)
+  return str(_warm_server().bin_dir / command)
 
 
 def tfds_cli(*args, fresh: bool = False, **kwargs) -> subprocess.CompletedProcess:
@@ -96,9 +98,9 @@ def warm_beam_workers() -> None:
 def beam_download_config(*, multi_processing: bool = True, **kwargs):
   """DownloadConfig that makes TFDS generate on Beam's DirectRunner with 2 workers (started
   warm: `warm_beam_workers`)."""
-  pytest.importorskip("apache_beam")
+  beam = pytest.importorskip("apache_beam")
   warm_beam_workers()
-  options = pytest.importorskip("apache_beam").options.pipeline_options.PipelineOptions(
+  options = beam.options.pipeline_options.PipelineOptions(
       ["--direct_num_workers=2",
        f"--direct_running_mode={'multi_processing' if multi_processing else 'in_memory'}"])
   return tfds.download.DownloadConfig(beam_options=options, **kwargs)

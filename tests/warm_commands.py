@@ -312,9 +312,10 @@ def serve(socket_path: str, owner: int, preload: list[str]):
       else:
         (child,) = about
         connection, child_fd, stand_in_fd = running.pop(child)
-        for fd in filter(None, (child_fd, stand_in_fd)):
-          selector.unregister(fd)
-          os.close(fd)
+        for fd in (child_fd, stand_in_fd):
+          if fd is not None:
+            selector.unregister(fd)
+            os.close(fd)
         _, status = os.waitpid(child, 0)
         try:
           connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
