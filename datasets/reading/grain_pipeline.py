@@ -173,16 +173,21 @@ class EvalSegmentation(_Settings, grain.MapTransform):
 class TrainDetection(_Settings, grain.RandomMapTransform):
   """A record's random-resized crop with its boxes moved along (a box less than
   `min_visible` inside the crop dropped with its label), flip, keras 3's box dict
-  (`numpy_box_ops`, the tf.data pipeline's `box_ops` semantics)."""
+  (`numpy_box_ops`, the tf.data pipeline's `box_ops` semantics); a mix's record (part,
+  record) also gives its "source", its labels the mix's (`label_ids`)."""
 
   def random_map(self, record, rng):
+    part, record = record if isinstance(record, tuple) else (None, record)
     image, objects = parse_objects(record)
+    if part is not None:
+      objects["label"] = np.asarray(self.label_ids[part], np.int64)[objects["label"]]
     image, objects = numpy_box_ops.decode_and_random_crop(
         image, objects, self.size, rng, self.min_visible, self.area_range,
         self.aspect_ratio_range)
     if self.flip:
       image, objects = numpy_box_ops.random_flip_left_right(image, objects, rng)
-    return numpy_box_ops.to_keras(image, objects, self.max_boxes, self.bounding_box_format)
+    out = numpy_box_ops.to_keras(image, objects, self.max_boxes, self.bounding_box_format)
+    return out if part is None else {**out, "source": np.int64(part)}
 
 
 class EvalDetection(_Settings, grain.MapTransform):
@@ -498,16 +503,22 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
       shard_options=grain.NoSharding(), read_options=_READ_OPTIONS)
 
 
+_MIXED_TASKS = {TrainClassification: mixing.schema_lib.CLASSIFICATION,
+                TrainDetection: mixing.schema_lib.DETECTION}
+
+
 def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num_epochs,
             drop_remainder, shard_index, shard_count, worker_count, cache_dir=None,
             cache_limit=None, start=None):
   if isinstance(dataset, mixing.Mix):
-    if not isinstance(transform, TrainClassification):
-      raise ValueError("a mix is of classification datasets, for training: read it with "
-                       "classification_train; evaluate each part on its own split")
-    if split is not None or data_dir is not None or cache_dir is not None or cache_limit is not None:
-      raise ValueError("with a mix, the parts give their own split and data_dir, and the mix "
-                       "its cache_dir and cache_limit (mixing.mix(..., cache_limit=...))")
+    if type(transform) not in _MIXED_TASKS:
+      raise ValueError("a mix is for training: read it with classification_train or "
+                       "detection_train; evaluate each part on its own split")
+    keys = (getattr(transform, "image_key", dataset.image_key),
+            getattr(transform, "label_key", dataset.label_key))
+    input_pipeline.check_mixed(dataset, keys=keys,
+                               task=_MIXED_TASKS[type(transform)], split=split,
+                               data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
     return _mixed_loader(dataset, transform, batch_size=batch_size, seed=seed,
                          num_epochs=num_epochs, drop_remainder=drop_remainder,
                          shard_index=shard_index, shard_count=shard_count,
@@ -630,7 +641,7 @@ def _detection(dataset, *, split, data_dir, cache_dir, cache_limit, max_boxes, b
   return max_boxes
 
 
-def detection_train(dataset, *, batch_size: int, split: str = "train", data_dir=None,
+def detection_train(dataset, *, batch_size: int, split: str | None = None, data_dir=None,
                     image_size=numpy_ops.IMAGE_SIZE, seed: int = 0,
                     area_range=input_pipeline.DETECTION_CROP_AREA_RANGE,
                     aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE,
@@ -646,7 +657,9 @@ def detection_train(dataset, *, batch_size: int, split: str = "train", data_dir=
   boxes with the pixels (clipped; less than `min_visible` inside: dropped with the label),
   then a flip; `max_boxes` None: the most objects one image of the version holds (its
   metadata). Read, shuffled, resumed and split between processes and workers as
-  `classification_train` (`start`: bucket reads)."""
+  `classification_train` (`start`: bucket reads and mixes); `split` defaults to "train".
+  `dataset` may be a `mixing.mix(...)` of detection datasets: labels mapped by class name,
+  batches also hold "source", `max_boxes` None is the most of any part."""
   max_boxes = _detection(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
                          cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
                          num_epochs=num_epochs, drop_remainder=drop_remainder,
@@ -672,6 +685,7 @@ def detection_eval(dataset, *, batch_size: int, split: str = "test", data_dir=No
   `input_pipeline.detection_eval`'s."""
   if mode not in input_pipeline.DETECTION_EVAL_MODES:
     raise ValueError(f"mode must be one of {input_pipeline.DETECTION_EVAL_MODES}, not {mode!r}")
+  input_pipeline.refuse_mix_in_eval(dataset, "detection_eval")
   max_boxes = _detection(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
                          cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
                          num_epochs=1, drop_remainder=drop_remainder,

@@ -39,7 +39,6 @@ the mask uint8 [H, W, 1] of class ids, 255 = void (also for every padded pixel).
 
 import contextlib
 import logging
-import os
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -302,6 +301,8 @@ def _eval(source, split, *, keys, encoded_keys, preprocess, input_context, cache
 
 
 TRAIN_CACHE_MODES = (None, "encoded", "decoded")
+_START_WITHOUT_MIX = ("start= resumes a mixed pipeline; to resume one dataset exactly, read "
+                      "it as a mix of one part: mixing.mix([mixing.Part(name, data_dir=...)])")
 
 
 def classification_train(
@@ -342,13 +343,12 @@ def classification_train(
   if cache not in TRAIN_CACHE_MODES:
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
   if isinstance(dataset, mixing.Mix):
-    _check_mixed(dataset, split=split, data_dir=data_dir, cache=cache, cache_dir=cache_dir,
+    check_mixed(dataset, split=split, data_dir=data_dir, cache=cache, cache_dir=cache_dir,
                  cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
-                 keys=(image_key, label_key))
+                 keys=(image_key, label_key), task=mixing.schema_lib.CLASSIFICATION)
     image_key, label_key = "image", "label"   # (mixing.records' names)
   elif start is not None:
-    raise ValueError("start= resumes a mixed pipeline; to resume one dataset exactly, read "
-                     "it as a mix of one part: mixing.mix([mixing.Part(name, data_dir=...)])")
+    raise ValueError(_START_WITHOUT_MIX)
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -390,8 +390,22 @@ def _label_ops(source: "sources.Source", label_key: str) -> list[ops.Op]:
   return [box_ops.multi_hot(feature.feature.num_classes, "label")]
 
 
-def _check_mixed(mix, *, keys, **given) -> None:
-  """Refuses, in one line, options a mix's parts or its position already decide."""
+def refuse_mix_in_eval(dataset, call: str) -> None:
+  if isinstance(dataset, mixing.Mix):
+    raise ValueError("a mix is for training; evaluate each part on its own split "
+                     f"({call}(part.dataset, data_dir=part.data_dir, ...))")
+
+
+_READ_WITH = {mixing.schema_lib.CLASSIFICATION: "classification_train",
+              mixing.schema_lib.DETECTION: "detection_train"}
+
+
+def check_mixed(mix, *, keys, task, **given) -> None:
+  """Refuses, in one line, a mix of another task than the pipeline's and options a mix's
+  parts or its position already decide."""
+  if mix.task != task:
+    raise ValueError(f"the mix's parts are {mix.task} datasets: read it with "
+                     f"{_READ_WITH[mix.task]}")
   for name, value in given.items():
     if value is not None:
       raise ValueError(
@@ -413,7 +427,7 @@ def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
   key = tf.constant(order_lib.derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT),
                     tf.int64)
   ds = mixing.records(run, reader).map(
-      lambda e: preprocess({"image": e["image"], "label": e["label"], "source": e["source"],
+      lambda e: preprocess({**{k: v for k, v in e.items() if k != "index"},
                             ops.SEED_KEY: tf.stack([key, e["index"]])}),
       num_parallel_calls=AUTOTUNE)
   ds = _finish(ds, **finish)
@@ -444,9 +458,7 @@ def classification_eval(
   """
   if mode not in CLASSIFICATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
-  if isinstance(dataset, mixing.Mix):
-    raise ValueError("a mix is for training; evaluate each part on its own split "
-                     "(classification_eval(part.dataset, data_dir=part.data_dir, ...))")
+  refuse_mix_in_eval(dataset, "classification_eval")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
   _check_batches(source, split, batch_size, 1, drop_remainder, input_context)
@@ -586,12 +598,18 @@ def _check_detection(source: "sources.Source") -> None:
 
 def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
                batch_size, num_epochs, drop_remainder, input_context):
-  """(source, max_boxes) of a detection pipeline, its options checked."""
+  """(source, or the mix, and max_boxes) of a detection pipeline, its options checked (a
+  mix's batches are checked by `_mixed_train`)."""
   if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
     raise ValueError(f"max_boxes={max_boxes!r}: give a whole number of at least 1 (the "
                      "padded length of each image's boxes), or None for the version's most")
   if isinstance(dataset, mixing.Mix):
-    raise ValueError("mixing detection datasets is not supported yet: read one dataset")
+    check_mixed(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
+                 cache_limit=cache_limit, keys=(dataset.image_key, dataset.label_key),
+                 task=mixing.schema_lib.DETECTION)
+    return dataset, (max(max_objects(s) for s in dataset.sources) if max_boxes is None
+                     else max_boxes)
+  split = "train" if split is None else split
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   _check_detection(source)
   _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
@@ -599,7 +617,7 @@ def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
 
 
 def detection_train(
-    dataset: Dataset, *, batch_size: int, split: str = "train",
+    dataset: Dataset, *, batch_size: int, split: Optional[str] = None,
     data_dir: Optional[str] = None, image_size=ops.IMAGE_SIZE, seed: Optional[int] = None,
     area_range: Sequence[float] = DETECTION_CROP_AREA_RANGE,
     aspect_ratio_range: Sequence[float] = ops.CROP_ASPECT_RATIO_RANGE,
@@ -610,7 +628,7 @@ def detection_train(
     num_epochs: Optional[int] = None, drop_remainder: bool = True,
     input_context: Optional[tf.distribute.InputContext] = None,
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
-    cache_limit=None) -> tf.data.Dataset:
+    cache_limit=None, start=None) -> tf.data.Dataset:
   """Shuffled, augmented detection batches in keras 3's layout: `{"images": [B, S, S, 3],
   "bounding_boxes": {"boxes": float32 [B, max_boxes, 4], "labels": int32 [B, max_boxes]}}`,
   missing boxes and labels -1 (keras' `MaxNumBoundingBoxes`), boxes in keras'
@@ -622,21 +640,31 @@ def detection_train(
   `min_visible` of its area is inside (`box_ops.crop_objects`); then a left-right flip and
   a resize to `image_size`. `max_boxes` (None: the most objects one image of the version
   holds, from its metadata) cuts none by default. Seeded like `classification_train`.
+  `split` defaults to "train". A `mixing.mix(...)` of detection datasets is read as
+  `classification_train` reads a mix (labels mapped by class name; batches also hold
+  "source"; `start=` resumes it; `max_boxes` None: the most of any part).
   """
   source, max_boxes = _detection(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
       drop_remainder=drop_remainder, input_context=input_context)
-  preprocess = ops.compose(
+  augment = ops.compose(
       box_ops.decode_and_random_crop(image_size, min_visible, area_range, aspect_ratio_range),
-      *([box_ops.random_flip_left_right()] if flip else []),
-      box_ops.to_keras(max_boxes, bounding_box_format))
-  ds = _train(source, split, keys=["image", "objects"], encoded_keys=["image"],
-              preprocess=preprocess, seed=seed, input_context=input_context,
-              shuffle_buffer=shuffle_buffer, num_epochs=num_epochs)
-  return _finish(ds, batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
-                 dtype=dtype, mean=mean, std=std, input_context=input_context,
-                 prefetch_devices=prefetch_devices, image_key="images")
+      *([box_ops.random_flip_left_right()] if flip else []))
+  to_keras = box_ops.to_keras(max_boxes, bounding_box_format)
+  finish = dict(batch_size=batch_size, drop_remainder=drop_remainder, padded=False,
+                dtype=dtype, mean=mean, std=std, input_context=input_context,
+                prefetch_devices=prefetch_devices, image_key="images")
+  if isinstance(source, mixing.Mix):
+    return _mixed_train(source, ops.compose(
+        augment, lambda data: {**to_keras(data), "source": data["source"]}),
+        seed=seed, num_epochs=num_epochs, start=start, **finish)
+  if start is not None:
+    raise ValueError(_START_WITHOUT_MIX)
+  ds = _train(source, split or "train", keys=["image", "objects"], encoded_keys=["image"],
+              preprocess=ops.compose(augment, to_keras), seed=seed,
+              input_context=input_context, shuffle_buffer=shuffle_buffer, num_epochs=num_epochs)
+  return _finish(ds, **finish)
 
 
 def _rounded_uint8(data):
@@ -659,6 +687,7 @@ def detection_eval(
   """
   if mode not in DETECTION_EVAL_MODES:
     raise ValueError(f"mode must be one of {DETECTION_EVAL_MODES}, not {mode!r}")
+  refuse_mix_in_eval(dataset, "detection_eval")
   source, max_boxes = _detection(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=1,

@@ -27,7 +27,12 @@ once) and the unfinished mixed epochs keep their counts.
 
 Labels: parts whose class names are the same (after `label_map`) mix as they are; other
 class lists are refused in one line unless `labels="union"` (the ids of the sorted union,
-`mix.classes`; each part's mapping in `mix.label_ids`). Parts in buckets share one shard
+`mix.classes`; each part's mapping in `mix.label_ids`). Ids are matched by class name,
+never by number: a part whose ids list the same names in another order is mapped.
+The parts share one task (`mix.task`): classification (an image and a class label) or
+detection (an image and "objects" with boxes and class labels, as builds from COCO, VOC
+or YOLO annotations store them; each object's label mapped by name, its box as stored:
+`input_pipeline.detection_train` / `grain_pipeline.detection_train` read such a mix). Parts in buckets share one shard
 cache (`cache_dir`, `cache_limit`): windows are sized so that every part's windows of every
 reader, and the next ones, fit in the limit together.
 """
@@ -40,6 +45,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from imagesets.annotations import schema as schema_lib
 from imagesets.reading import mix_order
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
@@ -47,6 +53,7 @@ from imagesets.reading import sources as sources_lib
 from imagesets.reading import streaming
 
 LABELS = ("same", "union")
+TASKS = (schema_lib.CLASSIFICATION, schema_lib.DETECTION)
 # Positions read per call into Python (tf.data); one call at a time, so that each part's
 # reads come in the order its windows were sized for (calls at once straddle windows, and a
 # read behind the windows held pins its shard again: under a cache limit, downloads again).
@@ -109,13 +116,13 @@ class Mix(sources_lib.Reopened):
     for part, size in zip(self.parts, self.sizes):
       if not size:
         raise ValueError(f"{part.describe()} has no records: a mix reads from every part")
-    self.classes, self.label_ids = _classes(self, args["labels"])
+    self.task, self.classes, self.label_ids = _classes(self, args["labels"])
     self.per_epoch, self.examples_per_epoch = _shares(self.parts, self.sizes,
                                                       args["examples_per_epoch"])
     self.orders = [order_lib.Order(shards, order_lib.derived_seed(self.seed, _PART_SALT, k),
                                    True, "shuffle")
                    for k, shards in enumerate(self.shards)]
-    described = json.dumps(["exact epochs", [o.fingerprint for o in self.orders],
+    described = json.dumps(["exact epochs", self.task, [o.fingerprint for o in self.orders],
                             list(self.per_epoch),
                             [list(ids) for ids in self.label_ids], self.seed,
                             self.examples_per_epoch, self.image_key, self.label_key])
@@ -194,18 +201,34 @@ def _shares(parts, sizes, examples_per_epoch):
   return tuple(shares), total
 
 
+def _task_and_names(part: Part, source, image_key: str, label_key: str):
+  """(task, class names) of a part: a classification dataset's `label_key` class label, or
+  the class label of a detection dataset's objects (`annotations.schema`)."""
+  features = source.builder.info.features
+  if image_key in features:
+    label = features[label_key] if label_key in features.keys() else None
+    if hasattr(label, "names"):
+      return schema_lib.CLASSIFICATION, list(label.names)
+    described = schema_lib.of(features)
+    if (described.task == schema_lib.DETECTION and described.class_names
+        and "bbox" in features["objects"].feature):
+      return schema_lib.DETECTION, list(described.class_names)
+  raise ValueError(
+      f"{part.describe()} has no {image_key!r} image with a {label_key!r} class label or "
+      f"\"objects\" with boxes and class labels (its features: {', '.join(features.keys())}): "
+      "a mix is of classification or detection datasets; name the features with image_key= "
+      "and label_key=")
+
+
 def _classes(mix_: Mix, labels: str):
-  """(the mix's class names, each part's [its label id -> the mix's])."""
-  named = []
+  """(the parts' task, the mix's class names, each part's [its label id -> the mix's])."""
+  named, tasks = [], []
   for part, source in zip(mix_.parts, mix_.sources):
-    features = source.builder.info.features
-    label = features[mix_.label_key] if mix_.label_key in features.keys() else None
-    if mix_.image_key not in features or not hasattr(label, "names"):
-      raise ValueError(
-          f"{part.describe()} has no {mix_.image_key!r} image and {mix_.label_key!r} class "
-          f"label (its features: {', '.join(features.keys())}): a mix is of classification "
-          "datasets; name the features with image_key= and label_key=")
-    names = list(label.names)
+    task, names = _task_and_names(part, source, mix_.image_key, mix_.label_key)
+    if tasks and task != tasks[0]:
+      raise ValueError(f"{mix_.parts[0].describe()} is a {tasks[0]} dataset and "
+                       f"{part.describe()} a {task} one: the parts of a mix share one task")
+    tasks.append(task)
     renames = dict(part.label_map or {})
     unknown = sorted(set(renames) - set(names))
     if unknown:
@@ -223,7 +246,7 @@ def _classes(mix_: Mix, labels: str):
             f"{_shown(part, names)}; give labels='union' (ids of the sorted union, in "
             "mix.classes) or map them with Part(label_map={name: mix_name})")
   index = {name: i for i, name in enumerate(classes)}
-  return tuple(classes), tuple(tuple(index[n] for n in names) for names in named)
+  return tasks[0], tuple(classes), tuple(tuple(index[n] for n in names) for names in named)
 
 
 def _shown(part: Part, names) -> str:
@@ -357,11 +380,18 @@ MAX_EPOCHS = 100_000
 
 def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
   """The reader's examples as tf.data: {"image" (encoded), "label" (the mix's id),
-  "source" (part), "index" (the job's count of the example: seeds its augmentation)}."""
+  "source" (part), "index" (the job's count of the example: seeds its augmentation)}; a
+  detection mix's hold "objects": {"bbox": float32 [N, 4] as stored, "label": int64 [N]
+  (the mix's ids)} instead of "label"."""
   mix_ = run.mix
   reads = streaming.weakly(run)
-  spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string),
-          mix_.label_key: tf.io.FixedLenFeature([], tf.int64)}
+  detection = mix_.task == schema_lib.DETECTION
+  spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string)}
+  if detection:   # (TFDS stores a Sequence's fields flattened: N x 4 floats, N ints)
+    spec.update({"objects/bbox": tf.io.RaggedFeature(tf.float32),
+                 "objects/label": tf.io.RaggedFeature(tf.int64)})
+  else:
+    spec[mix_.label_key] = tf.io.FixedLenFeature([], tf.int64)
   width = max(len(ids) for ids in mix_.label_ids)
   table = tf.constant(np.array([list(ids) + [-1] * (width - len(ids)) for ids in mix_.label_ids],
                                np.int64).reshape(-1))
@@ -377,17 +407,30 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
     parts.set_shape([None])
     serialized.set_shape([None])
     parsed = tf.io.parse_example(serialized, spec)
-    label = tf.gather(table, parts * width + parsed[mix_.label_key])
-    return {"image": parsed[mix_.image_key], "label": label, "source": parts,
-            "index": int(run.global_index(reader, 0)) + js * run.readers}
+    out = {"image": parsed[mix_.image_key], "source": parts,
+           "index": int(run.global_index(reader, 0)) + js * run.readers}
+    if not detection:
+      return {**out, "label": tf.gather(table, parts * width + parsed[mix_.label_key])}
+    labels, boxes = parsed["objects/label"], parsed["objects/bbox"]
+    tf.debugging.assert_equal(boxes.row_lengths(), 4 * labels.row_lengths(),
+                              message="a record's objects/bbox does not hold 4 per label")
+    of_part = tf.gather(parts, labels.value_rowids()) * width
+    return {**out, "objects": {
+        "bbox": tf.RaggedTensor.from_row_lengths(tf.reshape(boxes.flat_values, [-1, 4]),
+                                                 labels.row_lengths()),
+        "label": labels.with_flat_values(tf.gather(table, of_part + labels.flat_values))}}
 
   end = run.length(reader)
   ds = tf.data.Dataset.range(run.offsets[reader], _ENDLESS if end is None else end)
   ds = ds.batch(_READ_BATCH).map(batch).unbatch()
+  if detection:   # (unbatched ragged rows keep a ragged spec: a map gives plain tensors)
+    ds = ds.map(lambda e: e)
   if end is not None:
     none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
+    nothing = ({"objects": {"bbox": tf.zeros([0, 4]), "label": tf.zeros([0], tf.int64)}}
+               if detection else {"label": none})
     ds = ds.concatenate(streaming.finishing(run).map(
-        lambda s: {"image": s, "label": none, "source": none, "index": none}))
+        lambda s: {"image": s, **nothing, "source": none, "index": none}))
   ds = streaming.with_file_reads(ds)
   ds._imagesets_mix_run = run   # (held by the dataset: the numpy functions hold it weakly)
   return ds
