@@ -34,19 +34,25 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
 @functools.cache
 def _warm_server():
   import warm_commands  # pylint: disable=import-outside-toplevel
-  server = warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds"))
+  server = warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds", "imagesets"))
   atexit.register(server.close)
   return server
 
 
 def warm(command: str) -> str:
-  """Path of a stand-in for `python` or `tfds` for subprocesses whose subject is not
+  """Path of a stand-in for `python`, `tfds` or `imagesets` for subprocesses whose subject is not
   start-up: each command is its own process, forked from one interpreter (of this test
   process's environment) that has TensorFlow loaded: warm_commands.py. Real processes
   (`sys.executable`) are for what differs between processes: those started from one warm
   interpreter share its hash seed and protobuf's map order, so a comparison of two runs
   needs real ones; and a process a test kills from outside must be real."""
   return str(_warm_server().bin_dir / command)
+
+
+def warm_bin(*commands: str) -> pathlib.Path:
+  """A folder holding only the warm stand-ins of `commands` (see `warm`), to put first on
+  a PATH."""
+  return _warm_server().bin_dir_of(*commands)
 
 
 def tfds_cli(*args, fresh: bool = False, **kwargs) -> subprocess.CompletedProcess:

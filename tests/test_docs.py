@@ -5,11 +5,11 @@ and run in document order, one page after the other:
 
 * ```sh / ```bash blocks run in bash (`set -eo pipefail`) with the venv's bin first on PATH,
   and before it stand-ins for `imagesets` and `tfds` that run the same entry points in a
-  child of one warm interpreter per page (warm_commands.py: TensorFlow is not loaded again
-  for each command; the real scripts' start-up is test_startup.py's subject);
-* ```python blocks run in one Python process per page (a fresh namespace per block, so
-  each block stands alone as with `python -`; the process is kept so TensorFlow is
-  imported once per page, not once per block);
+  child of the suite's warm interpreter (conftest.warm, warm_commands.py: each command its
+  own process, with the page's environment, TensorFlow not loaded again for each; the real
+  scripts' start-up is test_startup.py's subject);
+* ```python blocks run as `python -c BLOCK`, each its own process (so each block stands
+  alone, as a reader's script would), started the same warm way;
 * output blocks (```text, ``` without a language, toml, bibtex, ...) are not run.
 
 Each page runs in its own temporary HOME holding what the docs assume a reader has:
@@ -25,20 +25,16 @@ A block that cannot run here says so in the markdown, on the line before its fen
 skipped with that reason.
 """
 
-import multiprocessing
 import os
 import pathlib
 import re
 import shutil
 import subprocess
 import tarfile
-from concurrent import futures
 
 import pytest
 
-import docs_runner
-import warm_commands
-from conftest import BIN, REPO
+from conftest import BIN, REPO, warm, warm_bin
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python", "py": "python"}
@@ -134,29 +130,19 @@ def _env(home: pathlib.Path) -> dict[str, str]:
 
 
 class Page:
-  """One page's reader: its HOME, its Python process and its warm commands (each started
-  on first use)."""
+  """One page's reader: its HOME and environment, and its commands."""
 
   def __init__(self, home: pathlib.Path):
-    self.home, self.env, self._python, self._commands = home, _env(home), None, None
+    self.home, self.env = home, _env(home)
 
   def shell_env(self) -> dict[str, str]:
-    if self._commands is None:
-      self._commands = warm_commands.Server(self.env)
-    return {**self.env, "PATH": f"{self._commands.bin_dir}{os.pathsep}{self.env['PATH']}"}
+    """The page's environment with warm `imagesets` and `tfds` first on PATH (not `python`:
+    a shell block's `python` is the venv's own)."""
+    return {**self.env, "PATH": f"{warm_bin('imagesets', 'tfds')}{os.pathsep}{self.env['PATH']}"}
 
-  def python(self) -> futures.ProcessPoolExecutor:
-    if self._python is None:
-      self._python = futures.ProcessPoolExecutor(
-          1, mp_context=multiprocessing.get_context("spawn"))
-    return self._python
-
-  def close(self):
-    if self._python is not None:
-      self._python.shutdown()
-    if self._commands is not None:
-      self._commands.close()
-      self._commands = None
+  def run_python(self, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([warm("python"), "-c", code], cwd=REPO, env=self.env,
+                          capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="session")
@@ -165,13 +151,9 @@ def readers(tmp_path_factory):
 
   def reader(page: pathlib.Path) -> Page:
     if page not in made:
-      for other in made.values():  # pages run one after the other: one process at a time
-        other.close()
       made[page] = Page(_home(tmp_path_factory.mktemp("docs_home") / "home"))
     return made[page]
-  yield reader
-  for page in made.values():
-    page.close()
+  return reader
 
 
 def _only_shared(code: str) -> bool:
@@ -205,9 +187,8 @@ def test_block_runs_as_written(block: Block, readers, shared_tfds, passed):
     result = subprocess.run(["bash", "-c", "set -eo pipefail\n" + code], cwd=REPO,
                             env=page.shell_env(), capture_output=True, text=True,
                             timeout=600)
-    ok, output = result.returncode == 0, result.stdout + result.stderr
   else:
-    ok, output = page.python().submit(docs_runner.run_python, code, page.env,
-                                      str(REPO)).result(timeout=600)
-  assert ok, f"{block.id} failed:\n{code}\n--- output\n{output[-6000:]}"
+    result = page.run_python(code)
+  output = result.stdout + result.stderr
+  assert result.returncode == 0, f"{block.id} failed:\n{code}\n--- output\n{output[-6000:]}"
   passed.add(same)

@@ -117,6 +117,15 @@ class Server:
       self.close()
       raise RuntimeError(f"warm_commands server did not start: {ready!r}")
 
+  def bin_dir_of(self, *commands: str) -> pathlib.Path:
+    """A folder holding only the stand-ins of `commands` (to put first on a PATH)."""
+    folder = self._folder / "-".join(("bin", *commands))
+    if not folder.is_dir():
+      folder.mkdir()
+      for command in commands:
+        (folder / command).symlink_to(self.bin_dir / command)
+    return folder
+
   def close(self):
     if os.getpid() != self._owner or self._process.returncode is not None:
       return
