@@ -45,6 +45,13 @@ class Schema:
       return str(value)
     return self.class_names[int(value)]
 
+  def classes(self, value: Any) -> tuple[str, ...] | None:
+    """The classes an example shows, each once, sorted (what the page counts it under): its
+    tags' or its objects' class names; None where its one label says it (classification)."""
+    if self.task not in (MULTI_LABEL, DETECTION) or value is None:
+      return None
+    return tuple(sorted({self.name(v) for v in value}))
+
   def describe(self, value: Any) -> str | None:
     """The description of what `annotation(example)` gave (see the module's table)."""
     if value is None:

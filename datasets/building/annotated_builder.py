@@ -31,6 +31,7 @@ import tensorflow_datasets as tfds
 from imagesets.annotations import formats
 from imagesets.annotations import masks as masks_lib
 from imagesets.annotations import objects
+from imagesets.annotations import schema
 from imagesets.building import annotated_examples
 from imagesets.building import builder_base
 from imagesets.building import class_folders_tree
@@ -234,10 +235,25 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
 
   def _page_label(self, key: str) -> tuple[str | None, int | None]:
     annotations = self.source.annotations
-    if annotations.task != "classification":
-      return None, None
-    label = annotations.entries[key].labels[0]
-    return annotations.class_names[label], label
+    if annotations.task == "classification":
+      label = annotations.entries[key].labels[0]
+      return annotations.class_names[label], label
+    held, annotation = self._page_annotation(key)
+    return held.describe(annotation), None
+
+  def _page_classes(self, key: str) -> tuple[str, ...] | None:
+    held, annotation = self._page_annotation(key)
+    return held.classes(annotation)
+
+  def _page_annotation(self, key: str):
+    """(the build's schema, the example's annotation as `schema.annotation` gives it)."""
+    entry = self.source.annotations.entries[key]
+    held = schema.of(self.info.features)
+    if held.task == schema.DETECTION:
+      return held, sorted(o.label for o in entry.objects)
+    if held.task == schema.MULTI_LABEL:
+      return held, sorted(entry.labels)
+    return held, None
 
   def _finish_generation(self, report) -> None:
     options, source = self.options, self.source

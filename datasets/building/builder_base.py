@@ -279,14 +279,19 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           label, label_id = self._page_label(key)
           located.append(version_examples.Located(
               split, key, label, functools.partial(_image_of, read, key, label_id),
-              functools.partial(_boxes_of, read, held) if boxed else None))
+              functools.partial(_boxes_of, read, held) if boxed else None,
+              self._page_classes(key)))
       catalog[split] = located
     return catalog
 
   def _page_label(self, key: str) -> tuple[str | None, int | None]:
-    """(class name, label id) the page shows for the example of `key`, as its record's
-    "label" holds it; (None, None) for examples without one label."""
+    """(label the page shows, label id) for the example of `key`: its class name and id as
+    its record's "label" holds them; id None for examples without one label."""
     return None, None
+
+  def _page_classes(self, key: str) -> tuple[str, ...] | None:
+    """The classes the example of `key` shows (`schema.Schema.classes`); None: its label."""
+    return None
 
   def _index_rows(self, split: str) -> list[list]:
     """[key, size, fingerprint json] of each record of `split`, in shard order."""

@@ -105,6 +105,7 @@ class Content:
   findings_summary: str
   diff: list[tuple[str, list[Listed]]] | None = None  # (split line, kinds) per split
   diff_summary: str = ""
+  examples: dict[str, int] | None = None     # split -> examples (None: the counts' sums)
 
 
 def _e(text) -> str:
@@ -174,16 +175,22 @@ def _chart(counts: dict[str, dict[str, int]]) -> str:
           f'and split">{legend}{"".join(rows)}</svg>{more}')
 
 
-def _count_table(counts: dict[str, dict[str, int]]) -> str:
+def _count_table(counts: dict[str, dict[str, int]], examples: dict[str, int] | None) -> str:
   splits = list(counts)
+  examples = examples or {s: sum(counts[s].values()) for s in splits}
   classes = sorted({c for per in counts.values() for c in per})
   head = "".join(f"<th>{_e(s)}</th>" for s in splits)
   body = "".join(
       f"<tr><td>{_e(c)}</td>" + "".join(f"<td>{counts[s].get(c, 0)}</td>" for s in splits)
       + "</tr>" for c in classes)
-  total = "".join(f"<td><b>{sum(counts[s].values())}</b></td>" for s in splits)
-  return (f"<details><summary>Table ({len(classes)} classes)</summary><table><tr><th>class"
-          f"</th>{head}</tr>{body}<tr><td><b>total</b></td>{total}</tr></table></details>")
+  total = "".join(f"<td><b>{examples.get(s, 0)}</b></td>" for s in splits)
+  several = any(sum(counts[s].values()) != examples.get(s, 0) for s in splits)
+  note = ("<p>An example counts under each class it shows (its objects' or its tags' "
+          "classes), so a split's classes can add up to more than its examples.</p>"
+          if several else "")
+  return (f"{note}<details><summary>Table ({len(classes)} classes)</summary><table><tr><th>"
+          f"class</th>{head}</tr>{body}<tr><td><b>examples</b></td>{total}</tr></table>"
+          "</details>")
 
 
 def _listed(section: Listed) -> str:
@@ -209,7 +216,7 @@ def render(content: Content) -> str:
            f"<h1>{_e(content.title)}</h1>",
            "".join(f'<p class="facts">{_e(line)}</p>' for line in content.facts),
            "<h2 id=\"counts\">Examples per split and class</h2>", _chart(content.counts),
-           _count_table(content.counts),
+           _count_table(content.counts, content.examples),
            f"<h2 id=\"examples\">Examples of each class</h2><p>Up to {GRID_PER_CLASS} per class, "
            "sampled by a hash of split and file name (the same every time)"
            + (f"; the first {GRID_CLASSES} classes by name"

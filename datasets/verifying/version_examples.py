@@ -29,6 +29,7 @@ class Example:
   label: str | None
   image: bytes
   boxes: tuple = ()      # `report_page.Box`es of a detection example, drawn on its picture
+  classes: tuple | None = None  # the classes it shows (`schema.Schema.classes`); None: label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Located:
   label: str | None
   read: Callable[[], bytes]
   read_boxes: Callable[[], tuple] | None = None  # its `report_page.Box`es, read when asked
+  classes: tuple | None = None  # as `Example.classes`
 
   @property
   def image(self) -> bytes:
@@ -114,11 +116,13 @@ def examples(source, split: str) -> Iterator[Example | Located]:
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)
   keys = ["image"] + [key for key in (held.key, name_key) if key]
   for row in _rows(dataset, keys, ragged=held.task in (schema.MULTI_LABEL, schema.DETECTION)):
+    annotation = schema.annotation(row)
     yield Example(
         split,
         row[name_key].decode("utf-8", "surrogateescape") if name_key else None,
-        held.describe(schema.annotation(row)), bytes(row["image"]),
-        boxes(held, row["objects"]) if held.task == schema.DETECTION else ())
+        held.describe(annotation), bytes(row["image"]),
+        boxes(held, row["objects"]) if held.task == schema.DETECTION else (),
+        held.classes(annotation))
 
 
 def boxes(held: "schema.Schema", objects: dict) -> tuple:

@@ -23,6 +23,7 @@ import uuid
 
 import tensorflow_datasets as tfds
 
+from imagesets.annotations import schema
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_quality
 from imagesets.verifying import report_page
@@ -88,8 +89,9 @@ class _Pass:
   with_content: bool = False  # also key nameless examples by content (a diff's names)
   grid_labels: frozenset | None = None  # the classes the grid shows (None: every one)
   pictures: dict = dataclasses.field(default_factory=dict)  # Key -> data URI
-  counts: dict = dataclasses.field(
+  counts: dict = dataclasses.field(   # split -> class -> examples showing it
       default_factory=lambda: collections.defaultdict(collections.Counter))
+  examples: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   grid: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
   seen: int = 0  # examples offered to the grid (the heap's tie-break: equal ranks never
                  # compare their labels or bytes)
@@ -97,7 +99,10 @@ class _Pass:
   def read(self, source, what: str, grid: bool = True) -> "_Pass":
     for name, example in version_examples.numbered(source, what):
       label = NO_LABEL if example.label is None else example.label
-      self.counts[example.split][label] += 1
+      # an example counts, and is a grid candidate, under each class it shows
+      shown = example.classes or (label,)
+      self.counts[example.split].update(shown)
+      self.examples[example.split] += 1
       keys = [(example.split, name)]
       if self.with_content and example.file_name is None:
         keys.append((example.split, version_diff.Entry.of(
@@ -107,24 +112,31 @@ class _Pass:
         if key in self.wanted:
           uri = uri or report_page.thumbnail(example.image, example.boxes)
           self.pictures[key] = uri
-      if grid and (self.grid_labels is None or label in self.grid_labels):
-        if label not in self.grid and len(self.grid) == report_page.GRID_CLASSES:
-          # labels not known up front (no ClassLabel): keep the first classes by name only
-          last = max(self.grid)
-          if label > last:
-            continue
-          del self.grid[last]
-        heap, rank = self.grid[label], _rank(keys[0])
-        # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks,
-        # holding the examples (their images are read and made thumbnails for the kept
-        # ones only: a `version_examples.Located` reads its bytes when asked)
-        entry = (bytes(255 - b for b in rank), -self.seen, keys[0], example.label, example)
-        self.seen += 1
-        if len(heap) < report_page.GRID_PER_CLASS:
-          heapq.heappush(heap, entry)
-        elif entry[0] > heap[0][0]:
-          heapq.heapreplace(heap, entry)
+      if grid:
+        for shown_label in shown:
+          self._offer(shown_label, keys[0], example)
     return self
+
+  def _offer(self, label: str, key, example) -> None:
+    """`example` (of `key`) as a grid candidate of class `label`."""
+    if self.grid_labels is not None and label not in self.grid_labels:
+      return
+    if label not in self.grid and len(self.grid) == report_page.GRID_CLASSES:
+      # labels not known up front (no ClassLabel): keep the first classes by name only
+      last = max(self.grid)
+      if label > last:
+        return
+      del self.grid[last]
+    heap, rank = self.grid[label], _rank(key)
+    # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks,
+    # holding the examples (their images are read and made thumbnails for the kept
+    # ones only: a `version_examples.Located` reads its bytes when asked)
+    entry = (bytes(255 - b for b in rank), -self.seen, key, example.label, example)
+    self.seen += 1
+    if len(heap) < report_page.GRID_PER_CLASS:
+      heapq.heappush(heap, entry)
+    elif entry[0] > heap[0][0]:
+      heapq.heapreplace(heap, entry)
 
   def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
     return {label: [report_page.Picture(key[0], key[1], example_label,
@@ -238,8 +250,7 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
     wanted |= new_keys
     diff_summary = version_diff.summary(result, against.builder.info.full_name,
                                         info.full_name)[0]
-  label = info.features["label"] if "label" in info.features else None
-  names = getattr(label, "names", None)  # a ClassLabel's: the grid's classes known up front
+  names = schema.of(info.features).class_names  # the grid's classes known up front
   grid_labels = frozenset(sorted(names)[:report_page.GRID_CLASSES]) if names else None
   read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels)
   for split in info.splits:  # (every split and class counted, also those with no example)
@@ -251,7 +262,7 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
                                                  ) if old_keys else _Pass(set())
     diff = [(line, [_pictured(kind, pictures, old.pictures) for kind in kinds])
             for line, kinds in diff]
-  examples = sum(sum(c.values()) for c in read.counts.values())
+  examples = sum(read.examples.values())
   summary = duplicates.summary(groups, num_images)
   quality = (image_quality.summary(findings) + f" among {num_images} images (definitions and "
              "thresholds: docs/know_your_data.md, \"Quality findings\").")
@@ -264,6 +275,7 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
   return report_page.Content(
       title=info.full_name, facts=facts,
       counts={split: dict(counter) for split, counter in read.counts.items()},
+      examples={split: read.examples[split] for split in read.counts},
       grid=read.grid_pictures(),
       groups=[_pictured(view, pictures, {}) for view in views], groups_summary=summary,
       findings=[_pictured(view, pictures, {}) for view in finding_views],

@@ -11,7 +11,7 @@ import PIL.Image
 import pytest
 import tensorflow_datasets as tfds
 
-from conftest import REPO, warm
+from conftest import REPO, beam_download_config, records_by_split, warm
 from imagesets.annotated import annotated_build
 from imagesets.building import annotated_builder
 from imagesets.building import named_versions
@@ -373,3 +373,56 @@ def test_the_page_pictures_each_example_with_its_boxes_and_class_names(built, kn
   edge, inside = pixels[int(0.75 * 47), 48].astype(int), pixels[30, 60].astype(int)
   assert np.abs(edge - 128).max() > 60 and np.abs(inside - 128).max() < 12
   assert report_page.thumbnail(grey.getvalue()) != drawn
+
+
+@pytest.mark.parametrize("format,attribute", [("coco", "coco"), ("csv", "csv_multi")])
+def test_a_beam_build_writes_the_local_builds_records_and_reports(built, known, tmp_path,
+                                                                  format, attribute):
+  # COCO: boxes, flags and both masks; CSV: multi-label tags.
+  local = built[format]
+  beam = annotated_build.build(
+      known.images_dir, getattr(known, attribute), f"parts_{format}", data_dir=tmp_path,
+      options=annotated_builder.AnnotatedConfig(
+          name="given", split_proportions={"train": 0.6, "test": 0.4}),
+      check_registered=False,
+      beam_options=beam_download_config(multi_processing=False).beam_options)
+  assert beam.info.features.to_json() == local.info.features.to_json()
+  assert records_by_split(beam.data_path) == records_by_split(local.data_path)
+  assert dict(beam.info.metadata) == dict(local.info.metadata)
+  for report in ("duplicates.json", "quality.json", "README.md"):
+    assert ((pathlib.Path(beam.data_path) / report).read_bytes()
+            == (pathlib.Path(local.data_path) / report).read_bytes()), report
+
+
+@pytest.mark.parametrize("format,key", [("coco", "objects"), ("csv", "labels")])
+def test_the_page_counts_each_example_under_every_class_it_shows(built, known, format, key):
+  # Counted from the stored records here; the build's own page (its record index, no record
+  # read) and a page computed from the records must both say it.
+  from imagesets.verifying import report_page
+  from imagesets.verifying import version_examples
+  from imagesets.verifying import version_report
+  builder = built[format]
+  reader = tfds.builder_from_directory(builder.data_dir)
+  feature = reader.info.features[key].feature
+  names = (feature["label"] if key == "objects" else feature).names
+  none = "(no objects)" if key == "objects" else "(no labels)"
+  want, examples = {}, {}
+  for split in reader.info.splits:
+    counts = dict.fromkeys(names, 0)
+    rows = list(tfds.as_numpy(reader.as_dataset(split=split, shuffle_files=False)))
+    for row in rows:
+      ids = row[key]["label"] if key == "objects" else row[key]
+      for name in ({names[i] for i in ids} or {none}):
+        counts[name] = counts.get(name, 0) + 1
+    want[split], examples[split] = counts, len(rows)
+  assert any(sum(c.values()) > examples[s] for s, c in want.items())  # several classes
+  assert any(none in c for c in want.values())                         # and negatives
+  folder = pathlib.Path(builder.data_dir)
+  for source in (version_examples.Folder(builder, folder, catalog=builder._page_catalog(folder)),
+                 version_examples.Folder.at(folder)):
+    content = version_report.content(source)
+    assert content.counts == want and content.examples == examples
+    html = report_page.render(content)
+    assert "An example counts under each class it shows" in html
+    assert set(content.grid) <= set(names) and len(content.grid) == min(
+        len([n for n in names if any(want[s][n] for s in want)]), report_page.GRID_CLASSES)
