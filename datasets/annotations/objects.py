@@ -232,6 +232,13 @@ def _corners(x0: float, y0: float, x1: float, y1: float) -> str:
   return f"x {_n(x0)}..{_n(x1)}, y {_n(y0)}..{_n(y1)}"
 
 
+_NO_ROOT = "the images folder"
+# Files beside the images that are annotations, not pictures (YOLO's labels may be there).
+_ANNOTATION_SUFFIXES = (".txt", ".xml", ".json", ".jsonl", ".csv", ".yaml", ".yml")
+# What follows "no such image ..." for a file a build does not read: the fix.
+_NOT_READ = f" that a build reads (it reads {', '.join(IMAGE_SUFFIXES)} files; {{}})"
+
+
 class Reader:
   """What one read collects: entries' names checked and claimed, boxes placed under the
   bad-box policy, problems and fixes in the order found."""
@@ -243,7 +250,7 @@ class Reader:
     self.source = source
     self.images = frozenset(images)
     self.on_bad_box = on_bad_box
-    self.images_root = images_root or "the images folder"
+    self.images_root = images_root or _NO_ROOT
     self.problems: list[Problem] = []
     self.fixed: list[Problem] = []
     self._claimed: dict[str, str] = {}   # file_name -> where its entry is
@@ -269,9 +276,9 @@ class Reader:
       reason = f"{file_name}: no such image in {self.images_root}"
       if not file_name.lower().endswith(IMAGE_SUFFIXES):   # (such files are not listed)
         suffix = posixpath.splitext(file_name)[1]
-        reason += (f" that a build reads (it reads {', '.join(IMAGE_SUFFIXES)} files; "
-                   + (f"convert a {suffix} image to JPEG or PNG and name the new file)"
-                      if suffix else "a name without a suffix is never read)"))
+        reason += (_NOT_READ.format(f"convert a {suffix} image to JPEG or PNG and name the "
+                                    "new file") if suffix else
+                   _NOT_READ.format("a name without a suffix is never read"))
       self.problem(where, reason)
       return False
     return True
@@ -360,12 +367,31 @@ def images_by_stem(images: Iterable[str]) -> dict[str, list[str]]:
   return found
 
 
+def _unread_of_stem(root: str, stem: str) -> list[str]:
+  """The files `stem`.* in the local images folder `root` that a build does not read (a
+  .webp, a .heic: never listed as images)."""
+  if not root or name_problem(stem):
+    return []
+  folder, base = posixpath.split(stem)
+  try:
+    names = os.listdir(os.path.join(root, folder))
+  except OSError:
+    return []
+  return sorted(posixpath.join(folder, name) for name in names
+                if posixpath.splitext(name)[0] == base
+                and not name.lower().endswith(IMAGE_SUFFIXES + _ANNOTATION_SUFFIXES))
+
+
 def image_of_stem(reader: Reader, where: str, stem: str,
                   by_stem: dict[str, list[str]]) -> str | None:
   """The one image whose path without suffix is `stem`, claimed; else None and a problem."""
   candidates = by_stem.get(stem, [])
+  if not candidates:
+    unread = _unread_of_stem(reader.images_root if reader.images_root != _NO_ROOT else "", stem)
+    reader.problem(where, f"no image {stem}.* in {reader.images_root}" + (_NOT_READ.format(
+        f"{', '.join(unread)} is not one: convert it to JPEG or PNG") if unread else ""))
+    return None
   if len(candidates) != 1:
-    reader.problem(where, f"no image {stem}.* in {reader.images_root}" if not candidates
-                   else f"several images for it: {', '.join(candidates)}")
+    reader.problem(where, f"several images for it: {', '.join(candidates)}")
     return None
   return candidates[0] if reader.claim(where, candidates[0]) else None
