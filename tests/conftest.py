@@ -4,6 +4,7 @@ import atexit
 import functools
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -33,9 +34,15 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
 
 @functools.cache
 def _warm_server():
+  import tempfile  # pylint: disable=import-outside-toplevel
   import warm_commands  # pylint: disable=import-outside-toplevel
-  server = warm_commands.Server(_WARM_ENVIRONMENT, commands=("python", "tfds", "imagesets"))
+  home = tempfile.mkdtemp(prefix="warm_home_")   # (see warm_commands: what the server reads)
+  env = {k: v for k, v in _WARM_ENVIRONMENT.items()
+         if k not in ("PYTHONPATH", "TFDS_DATA_DIR", "IMAGESETS_CACHE", "KERAS_HOME")}
+  server = warm_commands.Server({**env, "HOME": home},
+                                commands=("python", "tfds", "imagesets"))
   atexit.register(server.close)
+  atexit.register(shutil.rmtree, home, True)
   return server
 
 

@@ -29,6 +29,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
 
@@ -140,9 +141,21 @@ class Page:
     a shell block's `python` is the venv's own)."""
     return {**self.env, "PATH": f"{warm_bin('imagesets', 'tfds')}{os.pathsep}{self.env['PATH']}"}
 
-  def run_python(self, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([warm("python"), "-c", code], cwd=REPO, env=self.env,
-                          capture_output=True, text=True, timeout=600)
+  def run(self, kind: str, code: str) -> tuple[int, str]:
+    """(exit status, stdout + stderr) of a block, run in a session of its own, with no
+    stdin (as a reader's script run from a terminal sees none of the test's): on a timeout
+    the whole session is killed, whatever the block started."""
+    args, env = ((["bash", "-c", "set -eo pipefail\n" + code], self.shell_env())
+                 if kind == "sh" else ([warm("python"), "-c", code], self.env))
+    with subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as process:
+      try:
+        output = process.communicate(timeout=600)[0]
+      except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output = process.communicate()[0] + "\n(killed after 600 s)"
+    return process.returncode, output
 
 
 @pytest.fixture(scope="session")
@@ -183,12 +196,6 @@ def test_block_runs_as_written(block: Block, readers, shared_tfds, passed):
           None if _only_shared(block.code) else block.page)
   if same in passed:
     return
-  if block.kind == "sh":
-    result = subprocess.run(["bash", "-c", "set -eo pipefail\n" + code], cwd=REPO,
-                            env=page.shell_env(), capture_output=True, text=True,
-                            timeout=600)
-  else:
-    result = page.run_python(code)
-  output = result.stdout + result.stderr
-  assert result.returncode == 0, f"{block.id} failed:\n{code}\n--- output\n{output[-6000:]}"
+  status, output = page.run(block.kind, code)
+  assert status == 0, f"{block.id} failed:\n{code}\n--- output\n{output[-6000:]}"
   passed.add(same)

@@ -3,8 +3,11 @@ TensorFlow loaded.
 
 A doc block's `imagesets build ...` or a test's `python -c SCRIPT` starts a new Python that
 imports TensorFlow: 6-10 s of CPU a process here, most of the suite's time in processes.
-`Server(env, commands)` starts one process that imports TensorFlow and Beam (nothing that
-reads the user's files, HOME or data dirs at import), then forks a child per command. The
+`Server(env, commands)` starts one process that imports TensorFlow and Beam, then forks a
+child per command. Of what those imports read, keras (loaded with TensorFlow) reads its
+config, ~/.keras/keras.json, of the server's HOME: start it with a HOME of its own (an empty
+one: keras' defaults, as a reader's fresh HOME has them) and without PYTHONPATH, so that no
+caller's files decide what a command sees (TFDS and our package load in the child). The
 child takes the caller's argv, working directory, environment and stdin/stdout/stderr,
 imports the rest and runs the command: a console script's entry point as the installed
 script does (`sys.exit(main())`), or `python -c`/`-m`/a script in a fresh `__main__`. Same

@@ -107,7 +107,7 @@ def parse_objects(record: bytes, image_key: str = "image",
   boxes = np.asarray(feature[f"{objects_key}/bbox"].float_list.value, np.float32)
   labels = np.asarray(feature[f"{objects_key}/label"].int64_list.value, np.int64)
   if boxes.size != 4 * labels.size:
-    raise ValueError(f"a record with {boxes.size} box coordinates for {labels.size} labels "
+    raise ValueError(f"a record with {boxes.size} box coordinates and {labels.size} labels "
                      f"(\"{objects_key}/bbox\" holds 4 per label)")
   return (feature[image_key].bytes_list.value[0],
           {"bbox": boxes.reshape(-1, 4), "label": labels})
@@ -133,7 +133,9 @@ class TrainClassification(_Settings, grain.RandomMapTransform):
       (image,) = numpy_ops.random_flip(rng, image)
     if part is None:
       return {"image": image, "label": np.int64(features[self.label_key])}
-    return {"image": image, "label": np.int64(self.label_ids[part][features[self.label_key]]),
+    return {"image": image,
+            "label": np.int64(mixing.mapped_labels(self.label_ids, part,
+                                                   features[self.label_key])),
             "source": np.int64(part)}
 
 
@@ -178,9 +180,9 @@ class TrainDetection(_Settings, grain.RandomMapTransform):
 
   def random_map(self, record, rng):
     part, record = record if isinstance(record, tuple) else (None, record)
-    image, objects = parse_objects(record)
+    image, objects = parse_objects(record, self.image_key)
     if part is not None:
-      objects["label"] = np.asarray(self.label_ids[part], np.int64)[objects["label"]]
+      objects["label"] = mixing.mapped_labels(self.label_ids, part, objects["label"])
     image, objects = numpy_box_ops.decode_and_random_crop(
         image, objects, self.size, rng, self.min_visible, self.area_range,
         self.aspect_ratio_range)
@@ -496,6 +498,8 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
                        held=1 if _READ_OPTIONS.num_threads == 1 else 2)
   sampler = MixedSampler(source, worker_count, shard_index, mix.seed if seed is None else seed)
   transform.label_ids = mix.label_ids
+  if isinstance(transform, TrainDetection):
+    transform.image_key = mix.image_key
   padded = [NotPadding()] if num_epochs is not None else []   # (an endless run has none)
   return grain.DataLoader(
       data_source=source, sampler=sampler, worker_count=worker_count,
@@ -514,8 +518,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     if type(transform) not in _MIXED_TASKS:
       raise ValueError("a mix is for training: read it with classification_train or "
                        "detection_train; evaluate each part on its own split")
-    keys = (getattr(transform, "image_key", dataset.image_key),
-            getattr(transform, "label_key", dataset.label_key))
+    keys = ((transform.image_key, transform.label_key)   # (detection: the mix's own)
+            if isinstance(transform, TrainClassification) else (dataset.image_key, dataset.label_key))
     input_pipeline.check_mixed(dataset, keys=keys,
                                task=_MIXED_TASKS[type(transform)], split=split,
                                data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
@@ -664,7 +668,7 @@ def detection_train(dataset, *, batch_size: int, split: str | None = None, data_
                          cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
                          num_epochs=num_epochs, drop_remainder=drop_remainder,
                          bounding_box_format=bounding_box_format, min_visible=min_visible)
-  transform = TrainDetection(size=image_size, area_range=area_range,
+  transform = TrainDetection(image_key="image", size=image_size, area_range=area_range,
                              aspect_ratio_range=aspect_ratio_range, min_visible=min_visible,
                              flip=flip, max_boxes=max_boxes,
                              bounding_box_format=bounding_box_format)

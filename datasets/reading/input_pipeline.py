@@ -624,7 +624,7 @@ def detection_train(
     min_visible: float = box_ops.MIN_VISIBLE, flip: bool = True,
     max_boxes: Optional[int] = None, bounding_box_format: str = "rel_yxyx",
     dtype: tf.DType = tf.uint8, mean: Optional[Sequence[float]] = None,
-    std: Optional[Sequence[float]] = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    std: Optional[Sequence[float]] = None, shuffle_buffer: Optional[int] = None,
     num_epochs: Optional[int] = None, drop_remainder: bool = True,
     input_context: Optional[tf.distribute.InputContext] = None,
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
@@ -644,6 +644,9 @@ def detection_train(
   `classification_train` reads a mix (labels mapped by class name; batches also hold
   "source"; `start=` resumes it; `max_boxes` None: the most of any part).
   """
+  if isinstance(dataset, mixing.Mix) and shuffle_buffer is not None:
+    check_mixed(dataset, keys=(dataset.image_key, dataset.label_key),
+                task=mixing.schema_lib.DETECTION, shuffle_buffer=shuffle_buffer)
   source, max_boxes = _detection(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
@@ -663,7 +666,8 @@ def detection_train(
     raise ValueError(_START_WITHOUT_MIX)
   ds = _train(source, split or "train", keys=["image", "objects"], encoded_keys=["image"],
               preprocess=ops.compose(augment, to_keras), seed=seed,
-              input_context=input_context, shuffle_buffer=shuffle_buffer, num_epochs=num_epochs)
+              input_context=input_context, num_epochs=num_epochs,
+              shuffle_buffer=DEFAULT_SHUFFLE_BUFFER if shuffle_buffer is None else shuffle_buffer)
   return _finish(ds, **finish)
 
 

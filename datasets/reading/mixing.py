@@ -54,6 +54,7 @@ from imagesets.reading import streaming
 
 LABELS = ("same", "union")
 TASKS = (schema_lib.CLASSIFICATION, schema_lib.DETECTION)
+OBJECTS = "objects"   # a detection dataset's Sequence of {"bbox", "label", ...}
 # Positions read per call into Python (tf.data); one call at a time, so that each part's
 # reads come in the order its windows were sized for (calls at once straddle windows, and a
 # read behind the windows held pins its shard again: under a cache limit, downloads again).
@@ -122,10 +123,12 @@ class Mix(sources_lib.Reopened):
     self.orders = [order_lib.Order(shards, order_lib.derived_seed(self.seed, _PART_SALT, k),
                                    True, "shuffle")
                    for k, shards in enumerate(self.shards)]
-    described = json.dumps(["exact epochs", self.task, [o.fingerprint for o in self.orders],
+    described = json.dumps(["exact epochs", [o.fingerprint for o in self.orders],
                             list(self.per_epoch),
                             [list(ids) for ids in self.label_ids], self.seed,
-                            self.examples_per_epoch, self.image_key, self.label_key])
+                            self.examples_per_epoch, self.image_key, self.label_key,
+                            # (classification mixes' fingerprints stay those saved before)
+                            *([self.task] if self.task != schema_lib.CLASSIFICATION else [])])
     self.fingerprint = hashlib.sha256(described.encode()).hexdigest()[:16]
 
   @property
@@ -151,9 +154,10 @@ class Mix(sources_lib.Reopened):
 def mix(parts, *, seed: int = 0, labels: str = "same", cache_dir=None, cache_limit=None,
         examples_per_epoch: int | None = None, image_key: str = "image",
         label_key: str = "label") -> Mix:
-  """The parts (`Part`s) as one mixed source for `input_pipeline.classification_train` and
-  `grain_pipeline.classification_train` (see the module docstring). `examples_per_epoch`:
-  an epoch's records with weights (default: the parts' records together)."""
+  """The parts (`Part`s) as one mixed source for `classification_train` or, of detection
+  datasets, `detection_train` (`input_pipeline`'s and `grain_pipeline`'s; see the module
+  docstring). `examples_per_epoch`: an epoch's records with weights (default: the parts'
+  records together)."""
   return Mix(parts, seed=seed, labels=labels, cache_dir=cache_dir, cache_limit=cache_limit,
              examples_per_epoch=examples_per_epoch, image_key=image_key, label_key=label_key)
 
@@ -207,12 +211,15 @@ def _task_and_names(part: Part, source, image_key: str, label_key: str):
   features = source.builder.info.features
   if image_key in features:
     label = features[label_key] if label_key in features.keys() else None
-    if hasattr(label, "names"):
+    if hasattr(label, "names") and not hasattr(label, "feature"):   # (not a Sequence's)
       return schema_lib.CLASSIFICATION, list(label.names)
-    described = schema_lib.of(features)
-    if (described.task == schema_lib.DETECTION and described.class_names
-        and "bbox" in features["objects"].feature):
-      return schema_lib.DETECTION, list(described.class_names)
+    objects = getattr(features[OBJECTS] if OBJECTS in features.keys() else None, "feature", None)
+    inner = objects["label"] if objects is not None and "label" in objects.keys() else None
+    if objects is not None and "bbox" in objects.keys() and hasattr(inner, "names"):
+      if label_key != "label":
+        raise ValueError(f"label_key={label_key!r}: {part.describe()} is a detection dataset, "
+                         f"whose labels are its {OBJECTS!r}' own; leave label_key out")
+      return schema_lib.DETECTION, list(inner.names)
   raise ValueError(
       f"{part.describe()} has no {image_key!r} image with a {label_key!r} class label or "
       f"\"objects\" with boxes and class labels (its features: {', '.join(features.keys())}): "
@@ -378,6 +385,33 @@ class MixedRun:
 MAX_EPOCHS = 100_000
 
 
+def _out_of_range(part: int, label, count: int) -> str:
+  return (f"a record of part {part} has label {label}, not one of its {count} class ids: "
+          "its features do not describe its records")
+
+
+def mapped_labels(label_ids, part: int, labels) -> np.ndarray:
+  """Part `part`'s label ids (numpy) as the mix's: -1 (no label) stays -1; an id the part's
+  features do not list is an error."""
+  ids, labels = np.asarray(label_ids[part], np.int64), np.asarray(labels, np.int64)
+  bad = labels >= len(ids)
+  if bad.any():
+    raise ValueError(_out_of_range(part, int(labels[bad][0]), len(ids)))
+  return np.where(labels < 0, labels, ids[np.maximum(labels, 0)])
+
+
+def mapped_label_tensor(label_ids, parts: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+  """`mapped_labels` in TensorFlow: `labels[i]` of part `parts[i]` (int64 vectors)."""
+  width = max(len(ids) for ids in label_ids)
+  table = tf.constant(np.array([list(ids) + [-1] * (width - len(ids)) for ids in label_ids],
+                               np.int64).reshape(-1))
+  counts = tf.gather(tf.constant([len(ids) for ids in label_ids], tf.int64), parts)
+  checked = tf.debugging.assert_less(
+      labels, counts, message="a record has a label its part's features do not list")
+  with tf.control_dependencies([checked]):
+    return tf.where(labels < 0, labels, tf.gather(table, parts * width + tf.maximum(labels, 0)))
+
+
 def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
   """The reader's examples as tf.data: {"image" (encoded), "label" (the mix's id),
   "source" (part), "index" (the job's count of the example: seeds its augmentation)}; a
@@ -388,14 +422,10 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
   detection = mix_.task == schema_lib.DETECTION
   spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string)}
   if detection:   # (TFDS stores a Sequence's fields flattened: N x 4 floats, N ints)
-    spec.update({"objects/bbox": tf.io.RaggedFeature(tf.float32),
-                 "objects/label": tf.io.RaggedFeature(tf.int64)})
+    spec.update({f"{OBJECTS}/bbox": tf.io.RaggedFeature(tf.float32),
+                 f"{OBJECTS}/label": tf.io.RaggedFeature(tf.int64)})
   else:
     spec[mix_.label_key] = tf.io.FixedLenFeature([], tf.int64)
-  width = max(len(ids) for ids in mix_.label_ids)
-  table = tf.constant(np.array([list(ids) + [-1] * (width - len(ids)) for ids in mix_.label_ids],
-                               np.int64).reshape(-1))
-
   def read(js):
     js = js.tolist()
     parts, records_ = reads().read(reader, js[0], len(js))
@@ -410,15 +440,18 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
     out = {"image": parsed[mix_.image_key], "source": parts,
            "index": int(run.global_index(reader, 0)) + js * run.readers}
     if not detection:
-      return {**out, "label": tf.gather(table, parts * width + parsed[mix_.label_key])}
-    labels, boxes = parsed["objects/label"], parsed["objects/bbox"]
-    tf.debugging.assert_equal(boxes.row_lengths(), 4 * labels.row_lengths(),
-                              message="a record's objects/bbox does not hold 4 per label")
-    of_part = tf.gather(parts, labels.value_rowids()) * width
-    return {**out, "objects": {
-        "bbox": tf.RaggedTensor.from_row_lengths(tf.reshape(boxes.flat_values, [-1, 4]),
-                                                 labels.row_lengths()),
-        "label": labels.with_flat_values(tf.gather(table, of_part + labels.flat_values))}}
+      return {**out, "label": mapped_label_tensor(mix_.label_ids, parts,
+                                                  parsed[mix_.label_key])}
+    labels, boxes = parsed[f"{OBJECTS}/label"], parsed[f"{OBJECTS}/bbox"]
+    checked = tf.debugging.assert_equal(
+        boxes.row_lengths(), 4 * labels.row_lengths(),
+        message=f"a record's {OBJECTS}/bbox does not hold 4 coordinates a label")
+    with tf.control_dependencies([checked]):
+      flat = tf.reshape(boxes.flat_values, [-1, 4])
+    return {**out, OBJECTS: {
+        "bbox": tf.RaggedTensor.from_row_lengths(flat, labels.row_lengths()),
+        "label": labels.with_flat_values(mapped_label_tensor(
+            mix_.label_ids, tf.gather(parts, labels.value_rowids()), labels.flat_values))}}
 
   end = run.length(reader)
   ds = tf.data.Dataset.range(run.offsets[reader], _ENDLESS if end is None else end)
@@ -427,7 +460,7 @@ def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
     ds = ds.map(lambda e: e)
   if end is not None:
     none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
-    nothing = ({"objects": {"bbox": tf.zeros([0, 4]), "label": tf.zeros([0], tf.int64)}}
+    nothing = ({OBJECTS: {"bbox": tf.zeros([0, 4]), "label": tf.zeros([0], tf.int64)}}
                if detection else {"label": none})
     ds = ds.concatenate(streaming.finishing(run).map(
         lambda s: {"image": s, **nothing, "source": none, "index": none}))

@@ -63,6 +63,8 @@ def test_every_example_is_a_record_of_its_part_with_the_mix_label(data_dir):
                     mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
   assert mix.classes == ("boat", "cat", "dog", "ship")
   assert mix.label_ids == ((1, 2), (0, 3))   # pets: cat, dog; boats: boat, ship
+  # The fingerprint positions are saved under, as earlier releases made it: they resume.
+  assert mix.fingerprint == "32a293cc6f1b8b47"
   truth = [records_of(data_dir, "pets:1.0.0"), records_of(data_dir, "boats:1.0.0")]
   seen = raw(mix.run(), 0, 150)
   for part, image, label in seen:

@@ -76,8 +76,12 @@ def test_the_class_ids_of_each_part_are_mapped_by_name(parts):
   assert union.classes == tuple(voc_order)
 
 
-def test_records_hold_every_object_by_class_name_with_its_box(parts):
-  mix = _mix(parts)
+@pytest.mark.parametrize("renamed", [False, True])
+def test_records_hold_every_object_by_class_name_with_its_box(parts, renamed):
+  data_dir, made = parts
+  animals = {"cat": "animal", "dog": "animal"}
+  mix = mixing.mix([mixing.Part(made[0][0], data_dir, label_map=animals if renamed else None),
+                    mixing.Part(made[1][0], data_dir)], labels="union")
   examples = []
   for e in mixing.records(mix.run(), 0).take(mix.examples_per_epoch).as_numpy_iterator():
     boxes, labels = e["objects"]["bbox"], e["objects"]["label"]
@@ -85,7 +89,50 @@ def test_records_hold_every_object_by_class_name_with_its_box(parts):
     examples.append((int(e["source"]), tuple((mix.classes[label], box)
                                              for label, box in zip(labels, boxes))))
   assert collections.Counter(s for s, _ in examples) == {0: 12, 1: 9}
+  if renamed:   # part 0's cats and dogs are the mix's animals; part 1's keep their names
+    assert "animal" in mix.classes
+    examples = [(s, tuple((animals.get(n, n) if s == 0 else n, b) for n, b in objects))
+                for s, objects in examples]
+    truth = [{k: tuple((animals.get(n, n) if part == 0 else n, b) for n, b in objects)
+              for k, objects in t.items()} for part, (_, t) in enumerate(made)]
+    parts = (data_dir, [(spec, t) for (spec, _), t in zip(made, truth)])
   assert _unmatched(examples, parts) == ([], [])
+
+
+def test_labels_are_mapped_by_part_minus_one_kept_and_an_unlisted_id_refused():
+  import tensorflow as tf
+  label_ids = ((2, 0), (1, 3, 0))   # part 0: 2 classes, part 1: 3
+  assert mixing.mapped_labels(label_ids, 1, [2, -1, 0]).tolist() == [0, -1, 1]
+  got = mixing.mapped_label_tensor(label_ids, tf.constant([0, 0, 1, 1], tf.int64),
+                                   tf.constant([1, -1, 2, 0], tf.int64))
+  assert got.numpy().tolist() == [0, -1, 0, 1]
+  with pytest.raises(ValueError, match="^a record of part 0 has label 2, not one of its 2 "
+                                       "class ids: its features do not describe its records$"):
+    mixing.mapped_labels(label_ids, 0, [1, 2])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="a label its part's features do "
+                                                           "not list"):
+    mixing.mapped_label_tensor(label_ids, tf.constant([0], tf.int64), tf.constant([2], tf.int64))
+
+
+def test_a_dataset_with_tags_beside_its_objects_is_a_detection_part():
+  # TFDS's own voc holds "labels" (the image's tags) and "objects": it mixes by its objects.
+  import tensorflow_datasets as tfds
+  names = ["cat", "dog"]
+  features = tfds.features.FeaturesDict({
+      "image": tfds.features.Image(), "labels": tfds.features.Sequence(
+          tfds.features.ClassLabel(names=names)),
+      "objects": tfds.features.Sequence({"bbox": tfds.features.BBoxFeature(),
+                                         "label": tfds.features.ClassLabel(names=names)})})
+
+  class Source:
+    class builder:
+      class info:
+        pass
+  Source.builder.info.features = features
+  part = mixing.Part("voc_like")
+  assert mixing._task_and_names(part, Source, "image", "label") == ("detection", names)
+  with pytest.raises(ValueError, match="^label_key='labels': voc_like.* is a detection dataset"):
+    mixing._task_and_names(part, Source, "image", "labels")
 
 
 def _keras_examples(batches, classes):
@@ -130,10 +177,24 @@ def test_grain_worker_processes_read_the_mix_to_the_end_with_the_classes_by_name
   examples = _keras_examples(list(loader), mix.classes)
   assert collections.Counter(s for s, _ in examples) == {0: 12, 1: 9}
   assert _unmatched(examples, parts) == ([], [])
+  # In this process, a position taken after 2 batches resumes the rest.
+  def train(**more):
+    return gp.detection_train(mix, batch_size=5, image_size=16, num_epochs=1,
+                              drop_remainder=False, seed=None, **WHOLE, **more)
+  loader = train()
+  batches = list(loader)
+  iterator = iter(loader)
+  for _ in range(2):
+    next(iterator)
+  rest = list(train(start=gp.position(loader, iterator.get_state())))
+  assert len(rest) == len(batches) - 2
+  for a, b in zip(rest, batches[2:]):
+    np.testing.assert_array_equal(a["images"], b["images"])
+    np.testing.assert_array_equal(a["bounding_boxes"]["boxes"], b["bounding_boxes"]["boxes"])
+    np.testing.assert_array_equal(a["source"], b["source"])
 
 
-def test_a_mix_of_other_tasks_or_options_the_parts_decide_are_refused_in_one_line(
-    parts, tmp_path):
+def test_a_mix_of_other_tasks_or_options_the_parts_decide_are_refused_in_one_line(parts):
   from imagesets.reading import grain_pipeline as gp
   data_dir, made = parts
   photo_datasets.build(data_dir, "pets", ["cat", "dog"], 8, seed=1, size=(32, 24))
@@ -155,5 +216,7 @@ def test_a_mix_of_other_tasks_or_options_the_parts_decide_are_refused_in_one_lin
     with pytest.raises(ValueError, match=r"^a mix is for training; evaluate each part .*"
                                          r"\(detection_eval\(part.dataset"):
       pipeline.detection_eval(detection, batch_size=2)
+  with pytest.raises(ValueError, match="^shuffle_buffer=7 with a mix"):
+    ip.detection_train(detection, batch_size=2, shuffle_buffer=7)
   with pytest.raises(ValueError, match="^start= resumes a mixed pipeline"):
     ip.detection_train(made[0][0], data_dir=data_dir, batch_size=2, start={"a": 1})
