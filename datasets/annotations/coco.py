@@ -279,9 +279,9 @@ def _object(reader: objects.Reader, where: str, annotation: dict, label_of: dict
 
 
 def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-         images_root: str = "") -> objects.Annotations:
+         images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The detection annotations of the COCO file `path` for the image files `images`."""
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   src = os.path.basename(path)
   image_list, annotation_list, category_list = _lists(load(path), path)
   label_of, class_names = _categories(reader, src, category_list)

@@ -70,10 +70,12 @@ def detect(path: str) -> str:
 
 
 def read(path: str, images: Iterable[str], *, format: str | None = None,
-         on_bad_box: str = "error", images_root: str = "") -> objects.Annotations:
+         on_bad_box: str = "error", images_root: str = "",
+         unread: Iterable[str] = ()) -> objects.Annotations:
   """The annotations at `path` (a file, or a folder for VOC, YOLO, masks) for `images`, the
   relative posix paths of the image files of the images folder (`images_root`, named in
-  messages only). `format`: one of FORMATS, None to `detect` it. `on_bad_box`: one of
+  messages only); `unread`, its other files (named when an annotation's image is one of
+  them in a format builds do not read). `format`: one of FORMATS, None to `detect` it. `on_bad_box`: one of
   objects.ON_BAD_BOX. Raises AnnotationError when the file cannot be read at all;
   everything else wrong is in the result's `problems`."""
   if format is not None and format not in FORMATS:
@@ -83,4 +85,5 @@ def read(path: str, images: Iterable[str], *, format: str | None = None,
   format = format or detect(path)
   if format not in _FOLDER_FORMATS and not os.path.isfile(path):
     raise objects.AnnotationError(f"{path}: not a file: {format} annotations are one file")
-  return _READERS[format](path, images, on_bad_box=on_bad_box, images_root=images_root)
+  return _READERS[format](path, images, on_bad_box=on_bad_box, images_root=images_root,
+                          unread=unread)

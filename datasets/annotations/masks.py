@@ -114,7 +114,7 @@ def class_table(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int],
 
 
 def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-         images_root: str = "") -> objects.Annotations:
+         images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The segmentation annotations of the mask folder `path` for the image files `images`
   (`on_bad_box`: masks have no boxes; taken as every reader takes it)."""
   if not os.path.isdir(path):
@@ -122,7 +122,7 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
                                   f"PNG masks with {LABELMAP} or {CLASSES}")
   class_names, colors = class_table(path)
   folder = mask_folder(path)
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   by_stem = objects.images_by_stem(reader.images)
   entries = []
   for relative in objects.files_under(folder, ".png"):

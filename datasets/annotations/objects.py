@@ -19,6 +19,7 @@ import posixpath
 import re
 from typing import Iterable, Iterator
 
+from imagesets.annotations import schema
 from imagesets.constants import IMAGE_SUFFIXES
 
 TASKS = ("classification", "multi_label", "detection", "segmentation")
@@ -164,6 +165,8 @@ def class_name_problem(name: object) -> str | None:
     return "empty class name"
   if _CONTROL.search(name) or name != name.strip():
     return f"class name {shown(name)} has control characters or surrounding spaces"
+  if name in (schema.NO_LABELS, schema.NO_OBJECTS):
+    return f"class name {shown(name)} is what reports call an image without any: rename it"
   return None
 
 
@@ -233,8 +236,10 @@ def _corners(x0: float, y0: float, x1: float, y1: float) -> str:
 
 
 _NO_ROOT = "the images folder"
-# Files beside the images that are annotations, not pictures (YOLO's labels may be there).
-_ANNOTATION_SUFFIXES = (".txt", ".xml", ".json", ".jsonl", ".csv", ".yaml", ".yml")
+# Suffixes of files beside the images that are not pictures: annotations (YOLO's labels
+# may be there), sidecars; "" (no suffix) and "." (a trailing dot) too.
+_NOT_PICTURES = frozenset({"", ".", ".txt", ".xml", ".json", ".jsonl", ".csv", ".yaml", ".yml",
+                           ".xmp", ".aae", ".npy", ".md", ".ds_store"})
 # What follows "no such image ..." for a file a build does not read: the fix.
 _NOT_READ = f" that a build reads (it reads {', '.join(IMAGE_SUFFIXES)} files; {{}})"
 
@@ -244,13 +249,16 @@ class Reader:
   bad-box policy, problems and fixes in the order found."""
 
   def __init__(self, source: str, images: Iterable[str], on_bad_box: str = "error",
-               images_root: str = ""):
+               images_root: str = "", unread: Iterable[str] = ()):
     if on_bad_box not in ON_BAD_BOX:
       raise ValueError(f"on_bad_box={on_bad_box!r}: use one of {', '.join(ON_BAD_BOX)}")
     self.source = source
     self.images = frozenset(images)
     self.on_bad_box = on_bad_box
     self.images_root = images_root or _NO_ROOT
+    # the images folder's other files (`class_folders_tree.image_files`' ignored), by stem
+    self.unread_by_stem = images_by_stem(
+        name for name in unread if posixpath.splitext(name)[1].lower() not in _NOT_PICTURES)
     self.problems: list[Problem] = []
     self.fixed: list[Problem] = []
     self._claimed: dict[str, str] = {}   # file_name -> where its entry is
@@ -367,29 +375,14 @@ def images_by_stem(images: Iterable[str]) -> dict[str, list[str]]:
   return found
 
 
-def _unread_of_stem(root: str, stem: str) -> list[str]:
-  """The files `stem`.* in the local images folder `root` that a build does not read (a
-  .webp, a .heic: never listed as images)."""
-  if not root or name_problem(stem):
-    return []
-  folder, base = posixpath.split(stem)
-  try:
-    names = os.listdir(os.path.join(root, folder))
-  except OSError:
-    return []
-  return sorted(posixpath.join(folder, name) for name in names
-                if posixpath.splitext(name)[0] == base
-                and not name.lower().endswith(IMAGE_SUFFIXES + _ANNOTATION_SUFFIXES))
-
-
 def image_of_stem(reader: Reader, where: str, stem: str,
                   by_stem: dict[str, list[str]]) -> str | None:
   """The one image whose path without suffix is `stem`, claimed; else None and a problem."""
   candidates = by_stem.get(stem, [])
   if not candidates:
-    unread = _unread_of_stem(reader.images_root if reader.images_root != _NO_ROOT else "", stem)
+    unread = reader.unread_by_stem.get(stem)
     reader.problem(where, f"no image {stem}.* in {reader.images_root}" + (_NOT_READ.format(
-        f"{', '.join(unread)} is not one: convert it to JPEG or PNG") if unread else ""))
+        f"{shown(unread[0])} is not one: convert it to JPEG or PNG") if unread else ""))
     return None
   if len(candidates) != 1:
     reader.problem(where, f"several images for it: {', '.join(candidates)}")

@@ -26,6 +26,8 @@ import dataclasses
 from typing import Any, Mapping
 
 CLASSIFICATION, MULTI_LABEL, DETECTION, NONE = "classification", "multi_label", "detection", "none"
+# What an example without tags or objects is described as (never a class name: refused).
+NO_LABELS, NO_OBJECTS = "(no labels)", "(no objects)"
 
 
 def _names(feature) -> tuple[str, ...] | None:
@@ -40,10 +42,16 @@ class Schema:
   class_names: tuple[str, ...] | None = None   # label i is class_names[i]; None: not known
 
   def name(self, value) -> str:
-    """A class name from a label id (or a name given as such)."""
-    if isinstance(value, str) or self.class_names is None:
+    """A class name from a label id (or a name given as such); an id without one (-1: no
+    label) as the number."""
+    if isinstance(value, str) or self.class_names is None or int(value) < 0:
       return str(value)
     return self.class_names[int(value)]
+
+  @property
+  def no_annotation(self) -> str | None:
+    """The description of an example without tags or objects; None for other tasks."""
+    return {MULTI_LABEL: NO_LABELS, DETECTION: NO_OBJECTS}.get(self.task)
 
   def classes(self, value: Any) -> tuple[str, ...] | None:
     """The classes an example shows, each once, sorted (what the page counts it under): its
@@ -57,10 +65,10 @@ class Schema:
     if value is None:
       return None
     if self.task == MULTI_LABEL:
-      return "+".join(sorted({self.name(v) for v in value})) or "(no labels)"
+      return "+".join(sorted({self.name(v) for v in value})) or NO_LABELS
     if self.task == DETECTION:
       counts = collections.Counter(self.name(v) for v in value)
-      return ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "(no objects)"
+      return ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or NO_OBJECTS
     return self.name(value)
 
 

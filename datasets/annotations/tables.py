@@ -64,10 +64,10 @@ def _header(path: str, header: list[str] | None) -> tuple[int, int, str]:
 
 
 def read_csv(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-             images_root: str = "") -> objects.Annotations:
+             images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The labels of the CSV file `path` for the image files `images` (no boxes: on_bad_box
   is accepted for a uniform call and unused)."""
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   src = os.path.basename(path)
   # strict: a stray quote is an error, not a field that swallows the rows after it.
   table = csv.reader((text for _, text in objects.lines(path)), strict=True)
@@ -93,10 +93,10 @@ def read_csv(path: str, images: Iterable[str], *, on_bad_box: str = "error",
 
 
 def read_jsonl(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-               images_root: str = "") -> objects.Annotations:
+               images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The labels of the JSON Lines file `path` for the image files `images` (the task is
   the first record's: `label` or `labels`; on_bad_box is unused)."""
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   src = os.path.basename(path)
   task, rows = None, []
   for number, text in objects.lines(path):

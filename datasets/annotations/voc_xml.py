@@ -143,7 +143,7 @@ def read_object(reader: objects.Reader, where: str, element: ElementTree.Element
 
 
 def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-         images_root: str = "") -> objects.Annotations:
+         images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The detection annotations of the folder of VOC XML files `path` for `images`."""
   if not os.path.isdir(path):
     raise objects.AnnotationError(f"{path}: not a folder: Pascal VOC annotations are a "
@@ -152,7 +152,7 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   if not relatives:
     raise objects.AnnotationError(f"{path}: no *.xml files: give the folder of Pascal VOC "
                                   "XML files (e.g. VOC's Annotations/)")
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   by_stem = objects.images_by_stem(reader.images)
   names, found = set(), []
   for relative in relatives:

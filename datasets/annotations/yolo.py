@@ -125,11 +125,11 @@ def _object(reader: objects.Reader, where: str, values: list[str],
 
 
 def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
-         images_root: str = "") -> objects.Annotations:
+         images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The detection annotations of the YOLO labels at `path` for the image files `images`."""
   labels, names_file = locate(path)
   names = class_names(names_file)
-  reader = objects.Reader(path, images, on_bad_box, images_root)
+  reader = objects.Reader(path, images, on_bad_box, images_root, unread)
   by_stem = objects.images_by_stem(reader.images)
   entries = []
   for relative in objects.files_under(labels, ".txt"):

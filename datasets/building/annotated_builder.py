@@ -86,7 +86,8 @@ def read_source(options: AnnotatedConfig) -> Source:
   images, ignored = class_folders_tree.image_files(options.images,
                                                    follow_links=options.follow_links)
   annotations = formats.read(options.annotations, images, format=options.format or None,
-                             on_bad_box=options.on_bad_box, images_root=options.images)
+                             on_bad_box=options.on_bad_box, images_root=options.images,
+                             unread=ignored)
   return Source(images, ignored, annotations)
 
 

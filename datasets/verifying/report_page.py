@@ -223,7 +223,7 @@ def render(content: Content) -> str:
               if len({c for per in content.counts.values() for c in per}) > GRID_CLASSES
               else "")
            + ".</p>"]
-  for label, pictures in list(content.grid.items())[:GRID_CLASSES]:
+  for label, pictures in content.grid.items():   # (at most GRID_CLASSES and the unlabelled)
     parts.append(f"<h3>{_e(label)}</h3><div class=\"row\">"
                  + "".join(_figure(p) for p in pictures) + "</div>")
   parts.append(f"<h2 id=\"duplicates\">Duplicates</h2><p>{_e(content.groups_summary)}.</p>")

@@ -121,7 +121,8 @@ class _Pass:
     """`example` (of `key`) as a grid candidate of class `label`."""
     if self.grid_labels is not None and label not in self.grid_labels:
       return
-    if label not in self.grid and len(self.grid) == report_page.GRID_CLASSES:
+    if (self.grid_labels is None and label not in self.grid
+        and len(self.grid) == report_page.GRID_CLASSES):
       # labels not known up front (no ClassLabel): keep the first classes by name only
       last = max(self.grid)
       if label > last:
@@ -144,7 +145,7 @@ class _Pass:
                                         or report_page.thumbnail(example.image,
                                                                  example.boxes))
                     for _, _, key, example_label, example in sorted(heap, reverse=True)]
-            for label, heap in sorted(self.grid.items())[:report_page.GRID_CLASSES]}
+            for label, heap in sorted(self.grid.items())}
 
 
 def _group_view(group: duplicates.Group, pictured: bool) -> tuple[list[Key], report_page.Listed]:
@@ -250,8 +251,10 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
     wanted |= new_keys
     diff_summary = version_diff.summary(result, against.builder.info.full_name,
                                         info.full_name)[0]
-  names = schema.of(info.features).class_names  # the grid's classes known up front
-  grid_labels = frozenset(sorted(names)[:report_page.GRID_CLASSES]) if names else None
+  held = schema.of(info.features)
+  names = held.class_names  # the grid's classes known up front (and images without any)
+  grid_labels = (frozenset(sorted(names)[:report_page.GRID_CLASSES]) | {held.no_annotation}
+                 if names else None)
   read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels)
   for split in info.splits:  # (every split and class counted, also those with no example)
     read.counts[split].update({name: 0 for name in names or ()})
@@ -267,9 +270,9 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
   quality = (image_quality.summary(findings) + f" among {num_images} images (definitions and "
              "thresholds: docs/know_your_data.md, \"Quality findings\").")
   origin = "stored by the build" if stored else "computed from the records"
-  facts = [f"{examples} examples in "
-           f"{len(read.counts)} split(s), {len({c for per in read.counts.values() for c in per})}"
-           f" class(es); duplicates and quality findings {origin}.",
+  classes = {c for per in read.counts.values() for c in per} - {held.no_annotation}
+  facts = [f"{examples} examples in {len(read.counts)} split(s), {len(classes)} class(es); "
+           f"duplicates and quality findings {origin}.",
            f"Thumbnails at most {report_page.THUMBNAIL} px."]  # (no time: a rebuild's page
   # is byte for byte the same, as the rest of the version)
   return report_page.Content(

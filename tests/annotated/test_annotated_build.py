@@ -12,6 +12,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import REPO, beam_download_config, records_by_split, warm
+from imagesets import constants
 from imagesets.annotated import annotated_build
 from imagesets.building import annotated_builder
 from imagesets.building import named_versions
@@ -389,7 +390,8 @@ def test_a_beam_build_writes_the_local_builds_records_and_reports(built, known, 
   assert beam.info.features.to_json() == local.info.features.to_json()
   assert records_by_split(beam.data_path) == records_by_split(local.data_path)
   assert dict(beam.info.metadata) == dict(local.info.metadata)
-  for report in ("duplicates.json", "quality.json", "README.md"):
+  # (the page too: Beam writes no record index, so its page is read from the records)
+  for report in ("duplicates.json", "quality.json", "README.md", "report.html"):
     assert ((pathlib.Path(beam.data_path) / report).read_bytes()
             == (pathlib.Path(local.data_path) / report).read_bytes()), report
 
@@ -424,5 +426,18 @@ def test_the_page_counts_each_example_under_every_class_it_shows(built, known, f
     assert content.counts == want and content.examples == examples
     html = report_page.render(content)
     assert "An example counts under each class it shows" in html
-    assert set(content.grid) <= set(names) and len(content.grid) == min(
-        len([n for n in names if any(want[s][n] for s in want)]), report_page.GRID_CLASSES)
+    # every class shown is pictured, and the examples without any under their own heading
+    assert set(content.grid) == {n for n in (*names, none) if any(want[s].get(n) for s in want)}
+    assert f"{len(names)} class(es)" in content.facts[0]
+
+
+def test_a_label_file_whose_image_is_a_webp_names_it_with_the_fix(tmp_path):
+  known = annotation_files.write(tmp_path / "labelled", seed=4, count=8)
+  jpeg = known.images_dir / "img_003.jpg"
+  jpeg.rename(jpeg.with_suffix(".webp"))   # (the bytes do not matter: it is never read)
+  source = annotated_builder.read_source(annotated_builder.AnnotatedConfig(
+      name="given", images=str(known.images_dir), annotations=str(known.yolo)))
+  assert [p.reason for p in source.annotations.problems if "img_003" in p.reason] == [
+      f"no image img_003.* in {known.images_dir} that a build reads (it reads "
+      f"{', '.join(constants.IMAGE_SUFFIXES)} files; 'img_003.webp' is not one: convert it "
+      "to JPEG or PNG)"]

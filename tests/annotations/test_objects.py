@@ -200,17 +200,26 @@ def test_images_by_stem_finds_the_one_image_of_a_label_file():
       "several images for it: a.jpg, a.png", "no image c.* in /data/images"]
 
 
-def test_a_label_files_image_in_a_format_builds_do_not_read_is_named_with_the_fix(tmp_path):
-  (tmp_path / "sub").mkdir()
-  for name in ("sub/a.webp", "sub/a.txt.bak", "b.heic", "b.jpg", "c.txt"):
-    (tmp_path / name).write_bytes(b"x")
-  reader = objects.Reader("src", ["b.jpg"], images_root=str(tmp_path))
+def test_a_label_files_image_in_a_format_builds_do_not_read_is_named_with_the_fix():
+  # `unread`: the images folder's other files, as the build lists them (no folder is read
+  # here: a folder per missing image would cost a listing each).
+  reader = objects.Reader("src", ["b.jpg"], images_root="/data/images",
+                          unread=["sub/a.webp", "sub/a.txt.bak", "b.heic", "c.txt", "d.xmp",
+                                  "e.", "f.we\x1bbp"])
   by_stem = objects.images_by_stem(reader.images)
-  assert objects.image_of_stem(reader, "labels/sub/a.txt", "sub/a", by_stem) is None
-  assert objects.image_of_stem(reader, "labels/c.txt", "c", by_stem) is None
+  for stem in ("sub/a", "c", "d", "e", "f"):
+    assert objects.image_of_stem(reader, f"labels/{stem}.txt", stem, by_stem) is None
   assert objects.image_of_stem(reader, "labels/b.txt", "b", by_stem) == "b.jpg"
   suffixes = ", ".join(objects.IMAGE_SUFFIXES)
   assert [p.reason for p in reader.problems] == [
-      f"no image sub/a.* in {tmp_path} that a build reads (it reads {suffixes} files; "
-      "sub/a.webp is not one: convert it to JPEG or PNG)",
-      f"no image c.* in {tmp_path}"]   # (c.txt: an annotation, not a picture)
+      f"no image sub/a.* in /data/images that a build reads (it reads {suffixes} files; "
+      "'sub/a.webp' is not one: convert it to JPEG or PNG)",
+      "no image c.* in /data/images",   # annotations, sidecars, no suffix: not pictures
+      "no image d.* in /data/images", "no image e.* in /data/images",
+      f"no image f.* in /data/images that a build reads (it reads {suffixes} files; "
+      "'f.we\\x1bbp' is not one: convert it to JPEG or PNG)"]
+
+
+def test_reserved_descriptions_are_not_class_names():
+  for name in ("(no objects)", "(no labels)"):
+    assert "is what reports call an image without any" in objects.class_name_problem(name)
