@@ -344,8 +344,8 @@ def classification_train(
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
   if isinstance(dataset, mixing.Mix):
     check_mixed(dataset, split=split, data_dir=data_dir, cache=cache, cache_dir=cache_dir,
-                 cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
-                 keys=(image_key, label_key), task=mixing.schema_lib.CLASSIFICATION)
+                cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
+                keys=(image_key, label_key), task=mixing.schema_lib.CLASSIFICATION)
     image_key, label_key = "image", "label"   # (mixing.records' names)
   elif start is not None:
     raise ValueError(_START_WITHOUT_MIX)
@@ -597,7 +597,7 @@ def _check_detection(source: "sources.Source") -> None:
 
 
 def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
-               batch_size, num_epochs, drop_remainder, input_context):
+               batch_size, num_epochs, drop_remainder, input_context, shuffle_buffer=None):
   """(source, or the mix, and max_boxes) of a detection pipeline, its options checked (a
   mix's batches are checked by `_mixed_train`)."""
   if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
@@ -605,8 +605,8 @@ def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
                      "padded length of each image's boxes), or None for the version's most")
   if isinstance(dataset, mixing.Mix):
     check_mixed(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
-                 cache_limit=cache_limit, keys=(dataset.image_key, dataset.label_key),
-                 task=mixing.schema_lib.DETECTION)
+                cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
+                keys=(dataset.image_key, dataset.label_key), task=mixing.schema_lib.DETECTION)
     return dataset, (max(max_objects(s) for s in dataset.sources) if max_boxes is None
                      else max_boxes)
   split = "train" if split is None else split
@@ -644,13 +644,11 @@ def detection_train(
   `classification_train` reads a mix (labels mapped by class name; batches also hold
   "source"; `start=` resumes it; `max_boxes` None: the most of any part).
   """
-  if isinstance(dataset, mixing.Mix) and shuffle_buffer is not None:
-    check_mixed(dataset, keys=(dataset.image_key, dataset.label_key),
-                task=mixing.schema_lib.DETECTION, shuffle_buffer=shuffle_buffer)
   source, max_boxes = _detection(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
-      drop_remainder=drop_remainder, input_context=input_context)
+      drop_remainder=drop_remainder, input_context=input_context,
+      shuffle_buffer=shuffle_buffer)
   augment = ops.compose(
       box_ops.decode_and_random_crop(image_size, min_visible, area_range, aspect_ratio_range),
       *([box_ops.random_flip_left_right()] if flip else []))

@@ -53,7 +53,6 @@ from imagesets.reading import sources as sources_lib
 from imagesets.reading import streaming
 
 LABELS = ("same", "union")
-TASKS = (schema_lib.CLASSIFICATION, schema_lib.DETECTION)
 OBJECTS = "objects"   # a detection dataset's Sequence of {"bbox", "label", ...}
 # Positions read per call into Python (tf.data); one call at a time, so that each part's
 # reads come in the order its windows were sized for (calls at once straddle windows, and a
