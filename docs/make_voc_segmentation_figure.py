@@ -17,7 +17,7 @@ import PIL.ImageDraw
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from imagesets.building import segmentation_masks
+from imagesets.annotations import masks
 from imagesets_testing import fake_voc
 from imagesets.voc_segmentation import voc_pairs
 
@@ -27,7 +27,7 @@ LABEL_HEIGHT = 14
 
 
 def _overlay(image, class_ids, alpha=0.55):
-  colours = segmentation_masks.pascal_palette()[class_ids]
+  colours = masks.pascal_palette()[class_ids]
   blended = image * (1 - alpha) + colours * alpha
   labelled = class_ids != 0  # background shows the photo
   return np.where(labelled[..., None], blended, image).astype(np.uint8)
@@ -39,7 +39,7 @@ def _legend(width, per_row=8, swatch=12):
   rows = -(-len(entries) // per_row)
   legend = PIL.Image.new("RGB", (width, rows * (swatch + 6) + 6), (255, 255, 255))
   draw = PIL.ImageDraw.Draw(legend)
-  palette = segmentation_masks.pascal_palette()
+  palette = masks.pascal_palette()
   for position, (class_id, name) in enumerate(entries):
     x, y = 6 + (position % per_row) * (width // per_row), 6 + (position // per_row) * (swatch + 6)
     draw.rectangle((x, y, x + swatch, y + swatch), fill=tuple(int(v) for v in palette[class_id]),
@@ -49,7 +49,7 @@ def _legend(width, per_row=8, swatch=12):
 
 
 def main():
-  palette = segmentation_masks.pascal_palette()
+  palette = masks.pascal_palette()
   with tempfile.TemporaryDirectory() as tmp:
     fake_voc.write_tree(tmp, num_train=4, num_val=1, num_unlabelled=0,
                         height=(150, 150), width=(200, 200), seed=3)

@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 import numpy as np
 import PIL.Image
 
-from imagesets.building import segmentation_masks
+from imagesets.annotations import masks
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
@@ -252,7 +252,7 @@ def _rle_counts(rectangle: tuple[int, int, int, int], height: int, width: int) -
 
 
 def _write_masks(known: Known) -> None:
-  palette = segmentation_masks.pascal_palette().tobytes()
+  palette = masks.pascal_palette().tobytes()
   (known.masks).mkdir(parents=True, exist_ok=True)
   (known.masks / "classes.txt").write_text("".join(f"{n}\n" for n in MASK_CLASS_NAMES))
   cvat = known.masks_cvat

@@ -25,12 +25,12 @@ import PIL.ImageDraw
 
 import scipy.io
 
-from imagesets.building import segmentation_masks
+from imagesets.annotations import masks
 from imagesets.voc_segmentation import sbd_pairs
 from imagesets.voc_segmentation import voc_boxes
 from imagesets.voc_segmentation import voc_pairs
 
-PALETTE_BYTES = segmentation_masks.pascal_palette().tobytes()
+PALETTE_BYTES = masks.pascal_palette().tobytes()
 
 
 def make_pair(rng: np.random.Generator, height: int, width: int):

@@ -52,6 +52,16 @@ class MaskError(Exception):
   """A mask that cannot be made for its image (a bad item of the build); one line."""
 
 
+def pascal_palette() -> np.ndarray:
+  """The PASCAL VOC colormap, (256, 3) uint8: index 0 black, 1 dark red, ... 255 cream."""
+  index = np.arange(256)
+  palette = np.zeros((256, 3), np.uint8)
+  for bit in range(8):
+    for channel in range(3):
+      palette[:, channel] |= (((index >> (3 * bit + channel)) & 1) << (7 - bit)).astype(np.uint8)
+  return palette
+
+
 def mask_folder(path: str) -> str:
   """The folder of the mask PNGs of the annotation folder `path`."""
   cvat = os.path.join(path, CVAT_MASKS)

@@ -11,7 +11,9 @@ the one string duplicates compare and reports print:
 | classification | `label: ClassLabel` (or a class name) | the class name |
 | multi_label | `labels: Sequence(ClassLabel)` | the sorted names joined by "+", "(no labels)" |
 | detection | `objects: Sequence({"bbox", "label", ...})` | "2 cat, 1 dog" (counts by class, sorted), "(no objects)" |
-| none | anything else (masks, no labels) | None |
+| none | anything else (masks alone, no labels) | None |
+
+Beside its task, a schema says where an example's class-id mask is (`mask`), if it has one.
 
 Two copies of one picture conflict when their descriptions differ: another class, another
 set of tags, other objects (a class or a count). Boxes that only moved do not conflict: a
@@ -28,6 +30,9 @@ from typing import Any, Mapping
 CLASSIFICATION, MULTI_LABEL, DETECTION, NONE = "classification", "multi_label", "detection", "none"
 # What an example without tags or objects is described as (never a class name: refused).
 NO_LABELS, NO_OBJECTS = "(no labels)", "(no objects)"
+# The feature of a class-id mask (voc_segmentation, annotated builds with masks): one id a
+# pixel, 255 void.
+MASK = "class_mask"
 
 
 def _names(feature) -> tuple[str, ...] | None:
@@ -40,6 +45,7 @@ class Schema:
   task: str
   key: str | None = None                       # the example's feature holding its annotations
   class_names: tuple[str, ...] | None = None   # label i is class_names[i]; None: not known
+  mask: str | None = None   # the feature holding its class-id mask (a PNG), drawn on pages
 
   def name(self, value) -> str:
     """A class name from a label id (or a name given as such); an id without one (-1: no
@@ -76,15 +82,17 @@ def of(features: Mapping | None) -> Schema:
   """The schema of a dataset with these TFDS features (a FeaturesDict or a mapping)."""
   if not features:
     return Schema(NONE)
+  mask = MASK if MASK in features else None
   if "label" in features:
-    return Schema(CLASSIFICATION, "label", _names(features["label"]))
+    return Schema(CLASSIFICATION, "label", _names(features["label"]), mask)
   if "labels" in features:
-    return Schema(MULTI_LABEL, "labels", _names(getattr(features["labels"], "feature", None)))
+    return Schema(MULTI_LABEL, "labels", _names(getattr(features["labels"], "feature", None)),
+                  mask)
   if "objects" in features:
     inner = getattr(features["objects"], "feature", None)
     label = inner["label"] if inner is not None and "label" in inner else None
-    return Schema(DETECTION, "objects", _names(label))
-  return Schema(NONE)
+    return Schema(DETECTION, "objects", _names(label), mask)
+  return Schema(NONE, mask=mask)
 
 
 def annotation(example: Mapping) -> Any:

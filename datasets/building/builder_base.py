@@ -117,10 +117,13 @@ def _image_of(read, key: str, label_id: int | None) -> bytes:
   return image
 
 
-def _boxes_of(read, held: schema.Schema) -> tuple:
-  """The `report_page.Box`es of the detection example `read` gives."""
-  return tuple((*bbox, held.name(label))
-               for bbox, label in record_index.example_objects(read()))
+def _marks_of(read, held: schema.Schema) -> tuple[tuple, bytes | None]:
+  """(the `report_page.Box`es, the stored class-id mask or None) of the example `read`
+  gives: what its page picture draws over it."""
+  record = read()
+  boxes = (tuple((*bbox, held.name(label)) for bbox, label in record_index.example_objects(record))
+           if held.task == schema.DETECTION else ())
+  return boxes, record_index.example_bytes(record, held.mask) if held.mask else None
 
 
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -264,7 +267,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       return None
     file_format = self.info.file_format.value
     held = schema.of(self.info.features)
-    boxed = held.task == schema.DETECTION
+    marked = held.task == schema.DETECTION or held.mask is not None
     catalog = {}
     for split, info in self.info.splits.items():
       rows = self._index_rows(split)
@@ -279,7 +282,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           label, label_id = self._page_label(key)
           located.append(version_examples.Located(
               split, key, label, functools.partial(_image_of, read, key, label_id),
-              functools.partial(_boxes_of, read, held) if boxed else None,
+              functools.cache(functools.partial(_marks_of, read, held)) if marked else None,
               self._page_classes(key)))
       catalog[split] = located
     return catalog

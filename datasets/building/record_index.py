@@ -69,6 +69,13 @@ def example_fields(record: bytes) -> tuple[str | None, int | None, bytes]:
           labels[0] if len(labels) == 1 else None, images[0] if len(images) == 1 else b"")
 
 
+def example_bytes(record: bytes, key: str) -> bytes | None:
+  """The one bytes value of feature `key` of an example's serialized record (an encoded
+  image or mask); None where it has not exactly one."""
+  values = tfds_internals.Example.FromString(record).features.feature[key].bytes_list.value
+  return values[0] if len(values) == 1 else None
+
+
 def example_objects(record: bytes) -> list[tuple[tuple[float, ...], int]]:
   """[(bbox, label id)] of a detection example's serialized record (TFDS stores its
   `objects` sequence as flat lists: "objects/bbox" 4 floats an object, "objects/label")."""

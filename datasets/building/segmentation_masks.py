@@ -38,16 +38,6 @@ class IndexMask:
   png: bytes           # single-channel PNG that decodes to `indices`
 
 
-def pascal_palette() -> np.ndarray:
-  """The PASCAL VOC colormap, (256, 3) uint8: index 0 black, 1 dark red, ... 255 cream."""
-  index = np.arange(256)
-  palette = np.zeros((256, 3), np.uint8)
-  for bit in range(8):
-    for channel in range(3):
-      palette[:, channel] |= (((index >> (3 * bit + channel)) & 1) << (7 - bit)).astype(np.uint8)
-  return palette
-
-
 def read(path: os.PathLike) -> tuple[IndexMask | None, str | None]:
   """(mask, None), or (None, why the file is not an index mask)."""
   try:

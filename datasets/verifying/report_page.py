@@ -1,7 +1,7 @@
 """A version's page (`PAGE_FILE`): one self-contained HTML file a person reads in a browser.
 
 What is on it (`Content`): examples per split and class as a bar chart (inline SVG); a
-sampled grid of examples per class; every duplicate, leak and label-conflict group with its
+sampled grid of examples per class (boxes drawn and named, class masks tinted); every duplicate, leak and label-conflict group with its
 members' thumbnails side by side (split, class, file name under each); the quality findings
 (`image_quality`) with thumbnails; and, against an older version, the diff (`version_diff`:
 added, removed, changed (old and new side by side), relabelled, renamed, moved).
@@ -24,10 +24,12 @@ import io
 from typing import Sequence
 import zlib
 
+import numpy as np
 import PIL.Image
 import PIL.ImageDraw
 
 from imagesets import constants
+from imagesets.annotations import masks
 from imagesets.verifying import image_hashes
 
 PAGE_FILE = constants.PAGE_FILE  # beside the card: published and fetched with it
@@ -48,17 +50,26 @@ Box = tuple[float, float, float, float, str]
 _BOX_COLOURS = ("#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#46f0f0")
 
 
-def thumbnail(image: bytes, boxes: Sequence[Box] = ()) -> str | None:
+# A class-id mask (`schema.MASK`) is tinted over its picture in PASCAL VOC's colours, at
+# this opacity; id 0 (background) is left clear, 255 (void) shows VOC's cream.
+_MASK_OPACITY = 0.5
+_MASK_COLOURS = masks.pascal_palette()
+
+
+def thumbnail(image: bytes, boxes: Sequence[Box] = (), mask: bytes | None = None) -> str | None:
   """A data URI of a JPEG at most THUMBNAIL px a side of encoded image bytes (from the
   fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), with
-  `boxes` drawn and named (a colour per class name), or None for bytes that do not decode
-  (a page is drawn whatever one image holds)."""
+  the class-id `mask` (PNG bytes) tinted over it and `boxes` drawn and named (a colour per
+  class name), or None for image bytes that do not decode (a page is drawn whatever one
+  image holds; a mask that does not decode is left off)."""
   try:
     small, _, _, _ = image_hashes.decode_small(image)
   except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
     return None
   picture = PIL.Image.fromarray(small)
   picture.thumbnail((THUMBNAIL, THUMBNAIL), PIL.Image.Resampling.BILINEAR)
+  if mask is not None:
+    picture = _tinted(picture, mask)
   if boxes:
     picture = picture.convert("RGB")
     draw = PIL.ImageDraw.Draw(picture)
@@ -71,6 +82,22 @@ def thumbnail(image: bytes, boxes: Sequence[Box] = ()) -> str | None:
   out = io.BytesIO()
   picture.save(out, "JPEG", quality=THUMBNAIL_QUALITY)
   return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def _tinted(picture: PIL.Image.Image, mask: bytes) -> PIL.Image.Image:
+  """`picture` with the ids of `mask` (a single-channel PNG the size of the stored image,
+  scaled to the picture's by nearest neighbour: ids are never blended) tinted over it."""
+  try:
+    with PIL.Image.open(io.BytesIO(mask)) as opened:
+      if opened.mode not in ("L", "P"):  # (PIL refuses decompression bombs itself)
+        return picture
+      ids = np.asarray(opened.resize(picture.size, PIL.Image.Resampling.NEAREST))
+  except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
+    return picture
+  pixels = np.asarray(picture.convert("RGB"), np.float32)
+  tinted = (1 - _MASK_OPACITY) * pixels + _MASK_OPACITY * _MASK_COLOURS[ids]
+  shown = (ids != 0)[..., None]
+  return PIL.Image.fromarray(np.where(shown, tinted, pixels).round().astype(np.uint8))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ class Example:
   image: bytes
   boxes: tuple = ()      # `report_page.Box`es of a detection example, drawn on its picture
   classes: tuple | None = None  # the classes it shows (`schema.Schema.classes`); None: label
+  mask: bytes | None = None  # its stored class-id mask (`schema.MASK`), tinted on its picture
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +43,8 @@ class Located:
   file_name: str
   label: str | None
   read: Callable[[], bytes]
-  read_boxes: Callable[[], tuple] | None = None  # its `report_page.Box`es, read when asked
+  # (its `report_page.Box`es, its class-id mask or None), read when asked
+  read_marks: Callable[[], tuple[tuple, bytes | None]] | None = None
   classes: tuple | None = None  # as `Example.classes`
 
   @property
@@ -51,7 +53,11 @@ class Located:
 
   @property
   def boxes(self) -> tuple:
-    return self.read_boxes() if self.read_boxes is not None else ()
+    return self.read_marks()[0] if self.read_marks is not None else ()
+
+  @property
+  def mask(self) -> bytes | None:
+    return self.read_marks()[1] if self.read_marks is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +120,7 @@ def examples(source, split: str) -> Iterator[Example | Located]:
     dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False)
   held = schema.of(features)  # what an example's label is: its annotations, described
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)
-  keys = ["image"] + [key for key in (held.key, name_key) if key]
+  keys = ["image"] + [key for key in (held.key, name_key, held.mask) if key]
   for row in _rows(dataset, keys, ragged=held.task in (schema.MULTI_LABEL, schema.DETECTION)):
     annotation = schema.annotation(row)
     yield Example(
@@ -122,7 +128,7 @@ def examples(source, split: str) -> Iterator[Example | Located]:
         row[name_key].decode("utf-8", "surrogateescape") if name_key else None,
         held.describe(annotation), bytes(row["image"]),
         boxes(held, row["objects"]) if held.task == schema.DETECTION else (),
-        held.classes(annotation))
+        held.classes(annotation), bytes(row[held.mask]) if held.mask else None)
 
 
 def boxes(held: "schema.Schema", objects: dict) -> tuple:

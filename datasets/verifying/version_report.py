@@ -110,7 +110,7 @@ class _Pass:
       uri = None
       for key in keys:
         if key in self.wanted:
-          uri = uri or report_page.thumbnail(example.image, example.boxes)
+          uri = uri or _thumbnail(example)
           self.pictures[key] = uri
       if grid:
         for shown_label in shown:
@@ -142,10 +142,14 @@ class _Pass:
   def grid_pictures(self) -> dict[str, list[report_page.Picture]]:
     return {label: [report_page.Picture(key[0], key[1], example_label,
                                         self.pictures.get(key)
-                                        or report_page.thumbnail(example.image,
-                                                                 example.boxes))
+                                        or _thumbnail(example))
                     for _, _, key, example_label, example in sorted(heap, reverse=True)]
             for label, heap in sorted(self.grid.items())}
+
+
+def _thumbnail(example: version_examples.Example) -> str | None:
+  """The page picture of an example: its image with its boxes and class mask drawn."""
+  return report_page.thumbnail(example.image, example.boxes, example.mask)
 
 
 def _group_view(group: duplicates.Group, pictured: bool) -> tuple[list[Key], report_page.Listed]:
@@ -273,8 +277,10 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
   classes = {c for per in read.counts.values() for c in per} - {held.no_annotation}
   facts = [f"{examples} examples in {len(read.counts)} split(s), {len(classes)} class(es); "
            f"duplicates and quality findings {origin}.",
-           f"Thumbnails at most {report_page.THUMBNAIL} px."]  # (no time: a rebuild's page
-  # is byte for byte the same, as the rest of the version)
+           f"Thumbnails at most {report_page.THUMBNAIL} px"
+           + (f"; {held.mask} tinted in PASCAL VOC's colours (id 0 clear, 255 void cream)"
+              if held.mask else "") + "."]  # (no time: a rebuild's page is byte for byte
+  # the same, as the rest of the version)
   return report_page.Content(
       title=info.full_name, facts=facts,
       counts={split: dict(counter) for split, counter in read.counts.items()},

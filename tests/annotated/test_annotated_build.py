@@ -14,6 +14,7 @@ import tensorflow_datasets as tfds
 from conftest import REPO, beam_download_config, records_by_split, warm
 from imagesets import constants
 from imagesets.annotated import annotated_build
+from imagesets.annotations import masks
 from imagesets.building import annotated_builder
 from imagesets.building import named_versions
 from imagesets.building import problems
@@ -353,19 +354,31 @@ def test_diff_counts_an_example_whose_objects_changed(known, built, tmp_path):
   assert changed[0]["old_label"] != changed[0]["label"]
 
 
-def test_the_page_pictures_each_example_with_its_boxes_and_class_names(built, known):
+def test_the_page_pictures_each_example_with_its_boxes_class_names_and_mask(built, known):
   import base64
   import io
+  from imagesets.reading import sources
   from imagesets.verifying import report_page
+  from imagesets.verifying import version_examples
   builder = built["coco"]
   catalog = builder._page_catalog(pathlib.Path(builder.data_dir))
   stored = _stored(builder)
   names = known.class_names("coco")
+  masked = 0
   for located in (e for split in catalog.values() for e in split):
     objects = stored[located.file_name]["objects"]
     assert [b[4] for b in located.boxes] == [names[i] for i in objects["label"]]
     np.testing.assert_allclose([b[:4] for b in located.boxes] or np.zeros((0, 4)),
                                objects["bbox"], atol=1e-6)
+    mask = np.asarray(PIL.Image.open(io.BytesIO(located.mask)))
+    np.testing.assert_array_equal(mask, stored[located.file_name]["class_mask"][..., 0])
+    masked += bool(mask.any())
+  assert masked >= 2
+  # (a version read back, not the build's catalog: the same masks)
+  source = sources.open_source(f"{builder.name}:{builder.version}", str(
+      pathlib.Path(builder.data_dir).parents[1]))
+  read_back = {e.file_name: e.mask for e in version_examples.every_example(source, "reading")}
+  assert read_back == {e.file_name: e.mask for split in catalog.values() for e in split}
   grey = io.BytesIO()
   PIL.Image.new("RGB", (192, 96), (128, 128, 128)).save(grey, "PNG")
   drawn = report_page.thumbnail(grey.getvalue(), [(0.25, 0.25, 0.75, 0.75, "cat")])
@@ -374,6 +387,27 @@ def test_the_page_pictures_each_example_with_its_boxes_and_class_names(built, kn
   edge, inside = pixels[int(0.75 * 47), 48].astype(int), pixels[30, 60].astype(int)
   assert np.abs(edge - 128).max() > 60 and np.abs(inside - 128).max() < 12
   assert report_page.thumbnail(grey.getvalue()) != drawn
+  # the mask: its ids tinted in VOC's colours at half opacity, background (0) left clear
+  photo = next(e for split in catalog.values() for e in split
+               if np.asarray(PIL.Image.open(io.BytesIO(e.mask))).any())
+
+  def shown(uri):
+    return np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))),
+                      np.float32)
+
+  plain = shown(report_page.thumbnail(photo.image))
+  tinted = shown(report_page.thumbnail(photo.image, mask=photo.mask))
+  ids = np.asarray(PIL.Image.open(io.BytesIO(photo.mask)).resize(
+      plain.shape[1::-1], PIL.Image.Resampling.NEAREST))
+  want = np.where((ids != 0)[..., None], (plain + masks.pascal_palette()[ids]) / 2, plain)
+  assert np.abs(tinted - want).mean() < 4  # (JPEG's error)
+  assert np.abs(tinted - plain)[ids != 0].mean() > 4 * np.abs(tinted - plain)[ids == 0].mean()
+  rgb = io.BytesIO()
+  PIL.Image.new("RGB", (8, 8), (255, 0, 0)).save(rgb, "PNG")
+  for unusable in (b"not a png", rgb.getvalue()):  # (left off; the picture is still drawn)
+    assert report_page.thumbnail(photo.image, mask=unusable) == report_page.thumbnail(photo.image)
+  page = (pathlib.Path(builder.data_dir) / report_page.PAGE_FILE).read_text()
+  assert "class_mask tinted in PASCAL VOC&#x27;s colours" in page
 
 
 @pytest.mark.parametrize("format,attribute", [("coco", "coco"), ("csv", "csv_multi")])

@@ -319,3 +319,14 @@ def test_detection_tells_mask_folders_from_yolo_folders(tmp_path):
   assert formats.detect(folder("yolo_names", ["classes.txt", "labels/a.txt"])) == "yolo"
   with pytest.raises(objects.AnnotationError, match="could be masks or yolo"):
     formats.detect(folder("both", ["classes.txt", "a.png", "data.yaml"]))
+
+
+def test_pascal_palette_matches_voc_colours():
+  palette = masks.pascal_palette()
+  assert palette.shape == (256, 3) and palette.dtype == np.uint8
+  assert palette[0].tolist() == [0, 0, 0]
+  assert palette[1].tolist() == [128, 0, 0]       # aeroplane
+  assert palette[15].tolist() == [192, 128, 128]  # person
+  assert palette[20].tolist() == [0, 64, 128]     # tvmonitor
+  assert palette[255].tolist() == [224, 224, 192]  # void
+  assert len({tuple(c) for c in palette}) == 256

@@ -24,3 +24,7 @@ def test_each_task_is_read_from_its_features_and_described():
   assert boxes.describe([]) == "(no objects)"
   masks = schema.of({"image": tfds.features.Image(), "class_mask": tfds.features.Image()})
   assert masks.task == "none" and masks.describe(schema.annotation({"class_mask": b""})) is None
+  assert masks.mask == "class_mask" and boxes.mask is None and classification.mask is None
+  boxes_and_masks = schema.of({"objects": tfds.features.Sequence({
+      "label": tfds.features.ClassLabel(names=names)}), "class_mask": tfds.features.Image()})
+  assert (boxes_and_masks.task, boxes_and_masks.mask) == ("detection", "class_mask")

@@ -17,7 +17,7 @@ from conftest import BIN, REPO, beam_download_config, offline_env, records_by_sp
 from conftest import registered as registered_files
 from imagesets.building import archives
 from imagesets.building import problems
-from imagesets.building import segmentation_masks
+from imagesets.annotations import masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
 from imagesets.verifying import duplicates
 from imagesets_testing import fake_voc
@@ -140,7 +140,7 @@ def _break(folder, ids):
   (objects / f"{ids[2]}.png").unlink()
   small = np.zeros((7, 9), np.uint8)
   fake_voc.write_palette_png(small, classes / f"{ids[3]}.png")
-  colours = segmentation_masks.pascal_palette()[np.array(PIL.Image.open(classes / f"{ids[4]}.png"))]
+  colours = masks.pascal_palette()[np.array(PIL.Image.open(classes / f"{ids[4]}.png"))]
   PIL.Image.fromarray(colours).save(classes / f"{ids[4]}.png")
   bad_values = np.array(PIL.Image.open(classes / f"{ids[5]}.png"))
   bad_values[0, 0], bad_values[-1, -1] = 21, 128
