@@ -31,13 +31,41 @@ from imagesets.building import named_versions
 ANNOTATIONS_KEY = "<annotations>"  # the annotation file's entry among a version's content files
 
 
-def annotation_digest(annotations: objects.Annotations) -> str:
-  """sha256 of what the annotation file says, as read (`formats.read`): the format, task,
-  class and flag names, every entry's boxes, labels and flags, the fixed boxes and the
-  unlisted images. Exactly what the build stores from the file, whichever files gave it (a
-  YOLO names file beside its labels, every XML of a VOC folder), and nothing it ignores."""
+def mask_hashes(annotations: objects.Annotations) -> dict[str, str]:
+  """{image: sha256 of its mask file} of a mask folder's entries (read whole: a mask's
+  pixels are what the build stores of it, not its path)."""
+  named = {name: entry.mask for name, entry in annotations.entries.items() if entry.mask}
+  hashes = fingerprints.file_hashes("", sorted(set(named.values())))  # (absolute paths)
+  return {name: hashes[path] for name, path in named.items()}
+
+
+def _said(annotations: objects.Annotations, masks: dict[str, str]) -> dict:
+  """What the annotation file says, as plain data: `annotations` without where it is, each
+  entry's mask file by its bytes' hash (`mask_hashes`)."""
   said = dataclasses.asdict(annotations)
   del said["source"]  # (where the file is: not what it says)
+  for name, digest in masks.items():
+    said["entries"][name]["mask"] = digest
+  return said
+
+
+def annotation_digest(annotations: objects.Annotations, masks: dict[str, str]) -> str:
+  """sha256 of what the annotation file says, as read (`formats.read`): the format, task,
+  class and flag names, every entry's boxes, labels, flags and mask file's bytes (`masks`:
+  `mask_hashes`), the fixed boxes and the unlisted images. Exactly what the build stores
+  from the file, whichever files gave it (a YOLO names file beside its labels, every XML of
+  a VOC folder), and nothing it ignores."""
+  return _sha256(_said(annotations, masks))
+
+
+def entry_digests(annotations: objects.Annotations, masks: dict[str, str]) -> dict[str, str]:
+  """{image: a prefix of the sha256 of what its entry says} (as `annotation_digest`): a
+  version built on this one keeps an image's record only while its entry's is the same."""
+  return named_versions.short_hashes(
+      {name: _sha256(entry) for name, entry in _said(annotations, masks)["entries"].items()})
+
+
+def _sha256(said) -> str:
   return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
 
 
@@ -85,7 +113,8 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
   with parallel_map.frozen_gc():
     hashes = fingerprints.file_hashes(options.images, sorted(read.entries))
     content_options = fingerprint_options(options, file_format)
-    digest = annotation_digest(read)
+    masks = mask_hashes(read)
+    digest = annotation_digest(read, masks)
     fingerprint = fingerprints.content(options.images, sorted(read.entries),
                                        {**content_options, ANNOTATIONS_KEY: digest},
                                        hashes=hashes)

@@ -279,6 +279,30 @@ def test_the_fingerprint_is_what_the_annotations_say_from_whichever_files(known,
     build()
 
 
+def test_a_mask_folder_counts_by_its_masks_pixels_not_where_it_is(known, tmp_path):
+  import shutil
+  options = annotated_builder.AnnotatedConfig(name="given", split_proportions={"train": 1.0})
+  build = lambda folder: annotated_build.build(known.images_dir, folder, "mask_parts",
+                                               data_dir=tmp_path / "tfds", options=options,
+                                               check_registered=False, log=said.append)
+  said = []
+  shutil.copytree(known.masks, tmp_path / "masks")
+  build(tmp_path / "masks")
+  shutil.move(tmp_path / "masks", tmp_path / "moved")
+  build(tmp_path / "moved")
+  assert "nothing to do" in said[-1]
+  mask_file = next(p for p in sorted((tmp_path / "moved").rglob("*.png"))
+                   if np.asarray(PIL.Image.open(p)).any())
+  with PIL.Image.open(mask_file) as opened:
+    edited = opened.copy()
+  pixels = np.asarray(edited).copy()
+  pixels[pixels != 0] = 0  # (its objects erased: the same file name, other pixels)
+  edited.frombytes(pixels.tobytes())
+  edited.save(mask_file)
+  with pytest.raises(named_versions.VersionExistsError, match="<annotations>"):
+    build(tmp_path / "moved")
+
+
 def test_a_version_folder_that_is_not_a_finished_version_is_named_not_taken(known, tmp_path):
   (tmp_path / "tfds" / "half" / "1.0.0").mkdir(parents=True)
   with pytest.raises(FileExistsError, match=r"half/1.0.0 exists but is not a finished version"):
