@@ -8,6 +8,11 @@ and VERSION and never registered, as `class_folders.named_build` makes class fol
 version is never rebuilt from other content: its fingerprint covers the annotated images'
 bytes, what the annotation file says (`annotation_digest`) and the options; the same content is a
 no-op, other content is refused, saying what changed.
+
+A new version is built on the one before (`from_version`, `building.incremental`): an
+image's record is kept, not made again, while its bytes, its split, what its entry says
+(`entry_digests`, recorded per image) and the ids of the classes it names are the same,
+and the annotations' layout (`layout`: task, flags, masks) is.
 """
 
 import dataclasses
@@ -23,6 +28,7 @@ from imagesets import constants
 from imagesets.annotations import objects
 from imagesets.building import annotated_builder
 from imagesets.building import fingerprints
+from imagesets.building import incremental
 from imagesets.building import parallel_map
 from imagesets.building import problems
 from imagesets.building import splits
@@ -80,6 +86,51 @@ def fingerprint_options(options: annotated_builder.AnnotatedConfig, file_format:
           "file_format": file_format}
 
 
+def layout(annotations: objects.Annotations) -> dict:
+  """What the records' structure rests on beside the class names (as JSON stores it): the
+  task, the objects' flags and the masks' source. A version is built on another of the
+  same layout only."""
+  masks = dataclasses.asdict(annotations.masks) if annotations.masks is not None else None
+  if masks and masks["kind"] == "objects":
+    del masks["class_names"]  # (the objects' classes, id + 1: checked id by id, as theirs)
+  return json.loads(json.dumps({
+      "task": annotations.task, "flag_names": list(annotations.flag_names),
+      "flag_classes": {name: list(names) for name, names in annotations.flag_classes.items()},
+      "masks": masks}))
+
+
+def rule(base: incremental.Base, annotations: objects.Annotations,
+         digests: dict[str, str]) -> incremental.Rule:
+  """`incremental.Rule` of a build of `annotations` on `base`: an image's record is kept
+  while its entry's digest (`entry_digests`) is the one `base` recorded and every class id
+  it names has the same name; incremental.NotABase for a base of another layout or without digests."""
+  stored = base.metadata.get("annotation_digests")
+  if not (isinstance(stored, dict) and isinstance(base.metadata.get("annotation_layout"), dict)):
+    raise incremental.NotABase(f"{base.spec} records no per-image annotations (built before imagesets "
+                   "recorded them)")
+  here = layout(annotations)
+  differ = [f"{key} {base.metadata['annotation_layout'].get(key)!r} -> {value!r}"
+            for key, value in here.items() if base.metadata["annotation_layout"].get(key) != value]
+  if differ:
+    raise incremental.NotABase(f"{base.spec} has annotations of another layout ({'; '.join(differ)})")
+  old, new = list(base.class_names), list(annotations.class_names)
+
+  def kept(name: str) -> bool:
+    entry = annotations.entries[name]
+    ids = set(entry.labels) | {o.label for o in entry.objects}
+    return (stored.get(name) == digests[name]
+            and all(i < len(old) and old[i] == new[i] for i in ids))
+
+  single = annotations.task == "classification"
+  return incremental.Rule(
+      kept=kept,
+      # (the label its record holds: a kept one's is its entry's; another's is not known)
+      label_id=lambda name: (annotations.entries[name].labels[0]
+                             if single and name in annotations.entries and kept(name)
+                             else incremental.UNCHECKED if single else None),
+      label=annotated_builder.labeller(annotations))
+
+
 def _description(annotations: objects.Annotations, images: str) -> str:
   shown = ", ".join(annotations.class_names[:20]) + (
       ", ..." if len(annotations.class_names) > 20 else "")
@@ -93,11 +144,13 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
           options: annotated_builder.AnnotatedConfig | None = None,
           about: named_versions.About | None = None, file_format: str = "tfrecord",
           beam_options=None, log: Callable[[str], None] = logging.info,
-          check_registered: bool = True) -> tfds.core.DatasetBuilder:
+          check_registered: bool = True,
+          from_version: str | None = incremental.FULL) -> tfds.core.DatasetBuilder:
   """Builds `images` with `annotations` as NAME:VERSION into `data_dir`; returns the
   prepared builder. Raises `problems.InvalidSourceError` listing every bad annotation
   before any image is read, and VersionExistsError when NAME:VERSION there was built from
-  other content."""
+  other content. `from_version` (incremental.LATEST or "X.Y.Z" in `data_dir`): the version
+  is built on that one, or, when it cannot be, in full, saying why."""
   named_versions.check_name(name, registered=check_registered)
   tfds.core.Version(version)  # raises on a malformed version
   options = dataclasses.replace(
@@ -125,17 +178,38 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
                                       content_options, log)
     if built is not None:
       return built
+    digests = entry_digests(read, masks)
+    plan = _plan(data_dir, name, version, from_version, beam_options, log, read, digests,
+                 options, hashes, content_options)
     log(f"building {name}:{version}: {len(read.entries)} images with {read.format} "
         f"annotations ({read.task}, {len(read.class_names)} classes) of {options.images}, "
-        f"into {version_dir}")
+        f"into {version_dir}" + (f"; {plan.summary()}" if plan else ""))
     cls = named_versions.named_builder(
         annotated_builder.AnnotatedBuilder, name, version, source=options.images,
         about=about or named_versions.read_about(options.images),
         default_description=lambda features: _description(read, options.images),
         metadata={"content_fingerprint": fingerprint, "content_files": content_files,
-                  "content_options": content_options},
-        OPTIONS=options, SOURCE=source, HASHES=hashes)
+                  "content_options": content_options, "annotation_digests": digests,
+                  "annotation_layout": layout(read)},
+        OPTIONS=options, SOURCE=source, HASHES=hashes, PLAN=plan)
     builder = cls(data_dir=data_dir, file_format=file_format)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         beam_options=beam_options))
     return builder
+
+
+def _plan(data_dir, name, version, from_version, beam_options, log, read, digests, options,
+          hashes, content_options) -> incremental.Plan | None:
+  """What this version keeps of the one it is built on and what it makes; None: in full."""
+  base = incremental.base_for(data_dir, name, version, from_version,
+                              "Beam builds make every example" if beam_options is not None
+                              else "", log)
+  if base is None:
+    return None
+  try:
+    return incremental.plan(base, annotated_builder.assign(options, read, hashes), hashes,
+                            rule(base, read, digests), content_options,
+                            fingerprints_needed=True)
+  except incremental.NotABase as why:
+    log(f"building {name}:{version} in full, not on {base.spec}: {why}")
+    return None

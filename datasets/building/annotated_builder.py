@@ -23,6 +23,7 @@ import collections
 import dataclasses
 import functools
 import os
+from typing import Callable
 
 from absl import logging
 import numpy as np
@@ -182,6 +183,29 @@ def counts_per_class(annotations: objects.Annotations, built: set[str]) -> dict[
   return {class_name: count[i] for i, class_name in enumerate(annotations.class_names)}
 
 
+def assign(options: AnnotatedConfig, annotations: objects.Annotations,
+           hashes: dict[str, str]) -> dict[str, list[str]]:
+  """{split: its annotated images}: each by a seeded hash of its bytes (`hashes`: sha256 by
+  image), so that a renamed photo never moves; ValueError for a split left empty."""
+  names = sorted(annotations.entries)
+  keys = {name: splits.content_key(hashes[name]) for name in names}
+  by_split = splits.assign(names, options.split_proportions, options.seed, keys=keys)
+  empty = [name for name, paths in by_split.items() if not paths]
+  if empty:
+    raise ValueError(f"split(s) {empty} get no images from {len(names)} annotated in "
+                     f"{annotations.source}: add images or change the split proportions.")
+  return by_split
+
+
+def labeller(annotations: objects.Annotations) -> Callable[[str], str | None]:
+  """image name -> what its annotations say, as duplicates compare it (`schema.Schema.
+  describe` of what its example stores)."""
+  described = schema.of(features(annotations)).describe
+  flag_names = tuple(annotations.flag_names)
+  return lambda name: described(schema.annotation(annotated_examples.label_features(
+      annotations.task, annotations.entries[name], flag_names)))
+
+
 class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   """Images of a folder with their annotations, original bytes, split by content hash."""
 
@@ -214,22 +238,15 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     annotations = source.annotations
     problems.raise_if_any(annotation_problems(annotations), source=annotations.source,
                           fix=ANNOTATION_FIX)
-    names = sorted(annotations.entries)
-    hashes = self.HASHES or fingerprints.file_hashes(options.images, names)
-    keys = {name: splits.content_key(hashes[name]) for name in names}
-    by_split = splits.assign(names, options.split_proportions, options.seed, keys=keys)
-    empty = [name for name, paths in by_split.items() if not paths]
-    if empty:
-      raise ValueError(f"split(s) {empty} get no images from {len(names)} annotated in "
-                       f"{annotations.source}: add images or change the split proportions.")
+    hashes = self.HASHES or fingerprints.file_hashes(options.images, sorted(annotations.entries))
     flag_names = tuple(annotations.flag_names)
-    return {split: self.generation.examples(split, [
+    return {split: self._planned_split(split, paths, lambda made: ([
         (name, annotated_examples.work_item(options.images, annotations.entries[name],
                                             annotations.task, flag_names,
                                             image_size=options.image_size,
                                             masks=annotations.masks))
-        for name in paths], annotated_examples.process)
-            for split, paths in by_split.items()}
+        for name in made], annotated_examples.process))
+            for split, paths in assign(options, annotations, hashes).items()}
 
   def _leakage(self) -> str:
     return "warn"

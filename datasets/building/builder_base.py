@@ -33,6 +33,7 @@ description of its source:
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import logging
 import pathlib
@@ -50,6 +51,7 @@ from imagesets.building import deterministic_writer
 from imagesets.building import downloads
 from imagesets.building import duplicate_report
 from imagesets.building import generation
+from imagesets.building import incremental
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import record_index
@@ -131,6 +133,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   # Write `record_index` beside the shards: what a later version is built on (`incremental`).
   RECORD_INDEX = False
+  # A version built on another (named builds): what it keeps of that one, what it makes.
+  PLAN: incremental.Plan | None = None
 
   def __init_subclass__(cls, skip_registration=False, **kwargs):
     canonical = cls.__module__.startswith(CANONICAL_PACKAGE)
@@ -255,9 +259,24 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       self._write_record_index(split_infos)
     return split_infos
 
+  def _planned_split(self, name: str, paths: list[str], make):
+    """What `_split_generators` returns for split `name` of `paths`: `make(paths)` gives
+    (work items, process) of the paths to make, every one, or, built on a base (`PLAN`),
+    those the base has no record of (its kept records are written beside them)."""
+    plan = self.PLAN and self.PLAN.splits[name]
+    items, process = make(plan.new if plan else paths)
+    split = self.generation.examples(name, items, process, kept=plan.kept if plan else 0)
+    if plan:
+      split.writer = incremental.writer(self.PLAN, name, lambda: self.generation.written(name))
+    return split
+
   def _with_kept(self, report: generation.Report) -> generation.Report:
-    """The build's report with what it kept of a version it was built on (none here)."""
-    return report
+    """The build's report with what it kept of the version it was built on (`PLAN`)."""
+    if self.PLAN is None:
+      return report
+    return dataclasses.replace(
+        report, images=[*report.images, *self.PLAN.kept_images()],
+        notes=dict(sorted({**self.PLAN.kept_notes(), **report.notes}.items())))
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
     """Every example of the version as `version_examples.Located` (name, label, where its
@@ -298,12 +317,14 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _index_rows(self, split: str) -> list[list]:
     """[key, size, fingerprint json] of each record of `split`, in shard order."""
-    return self.generation.written(split)
+    if self.PLAN is None:
+      return self.generation.written(split)
+    return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
   def _index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
     """The index file of shard `position` of `split` when it is another version's shard
-    kept whole (its index is then the same bytes); None here."""
-    return None
+    kept whole (its index is then the same bytes); else None."""
+    return None if self.PLAN is None else self.PLAN.index_of_kept_shard(split, position)
 
   def _write_record_index(self, split_infos) -> None:
     """`record_index` of every shard of every split whose records this build listed."""

@@ -24,7 +24,6 @@ from imagesets.building import class_folders_examples
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import generation
-from imagesets.building import incremental
 from imagesets.building import keras_pixels
 from imagesets.building import problems
 from imagesets.building import splits
@@ -126,8 +125,6 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
   OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
   LISTING: Listing | None = None  # the tree of OPTIONS.root, when the caller listed it already
-  # A version built on another (named builds): what it keeps of that one, what it makes.
-  PLAN: incremental.Plan | None = None
 
   @property
   def options(self) -> ClassFoldersConfig:
@@ -177,39 +174,16 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   def _split(self, name: str, paths: list[str]):
     """What `_split_generators` returns for one split: its files made into examples, or,
     built on a base (`PLAN`), only the files the base has no record of."""
-    options, plan = self.options, self.PLAN and self.PLAN.splits[name]
-    made = plan.new if plan else paths
-    split = self.generation.examples(
-        name, [(path, class_folders_examples.work_item(
+    options = self.options
+    return self._planned_split(name, paths, lambda made: (
+        [(path, class_folders_examples.work_item(
             self._root, path, options.shorter_side, options.image_size,
-            options.keras_image or None))
-               for path in made],
-        self._process(made), kept=plan.kept if plan else 0)
-    if plan:
-      split.writer = incremental.writer(plan, self.PLAN.base,
-                                        lambda: self.generation.written(name))
-    return split
-
-  def _with_kept(self, report: generation.Report) -> generation.Report:
-    if self.PLAN is None:
-      return report
-    return dataclasses.replace(
-        report, images=[*report.images, *self.PLAN.kept_images()],
-        notes=dict(sorted({**self.PLAN.kept_notes(), **report.notes}.items())))
-
-  def _index_rows(self, split: str) -> list[list]:
-    if self.PLAN is None:
-      return super()._index_rows(split)
-    return [row for rows in self.PLAN.splits[split].layout for row in rows]
+            options.keras_image or None)) for path in made],
+        self._process(made)))
 
   def _page_label(self, key: str) -> tuple[str, int]:
     name = class_folders_tree.label_of(key)
     return name, self.info.features["label"].str2int(name)
-
-  def _index_of_kept_shard(self, split: str, position: int):
-    if self.PLAN is None:
-      return None
-    return self.PLAN.index_of_kept_shard(split, position)
 
   def _process(self, paths):
     """The per-file work of a split. keras' pixels of a local tree whose items are made in

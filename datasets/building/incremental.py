@@ -5,8 +5,11 @@ The base is a prepared version in the same data dir, built locally with the same
 For each split of the new tree (the split recipe is the base's, so nothing moves):
 
 * a record is kept when its photo is still in the tree with the same bytes, in the same
-  split, and its label keeps its id (class ids come from the sorted class folders: a new
-  class sorting before an old one renumbers it, and its records are made again);
+  split, and what the record says of it is unchanged (the builder's `Rule`): for class
+  folders, its label keeps its id (class ids come from the sorted class folders: a new
+  class sorting before an old one renumbers it, and its records are made again); for
+  annotations, its entry says the same (`annotated_build.entry_digests`) and each class it
+  names keeps its id;
 * a base shard whose records are all kept becomes a shard of the new version byte for
   byte (a hard link, a copy where the file system has none); a shard with some kept records
   is rewritten in its place with exactly those records, their bytes copied, in their order;
@@ -42,8 +45,35 @@ FORMATS = ("tfrecord", "array_record")
 HASH_CHARS = 16
 
 
+LATEST, FULL = "latest", None  # `base_for(from_version=)`: the latest version below, or none
+
+
 class NotABase(ValueError):
   """A version that cannot be built on; the message says why and what to do."""
+
+
+# What its record holds where `Rule.label_id` cannot say (the record is checked by name only).
+UNCHECKED = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """How a builder's records say what they hold, for a version built on a base: `kept(key)`,
+  a base record whose photo has the same bytes is this build's record of it; `label_id(key)`,
+  the "label" each base record holds (a record read at a wrong place is an error; UNCHECKED:
+  its name alone is checked); `label(key)`, its label as duplicates compare them."""
+
+  kept: Callable[[str], bool]
+  label_id: Callable[[str], object]
+  label: Callable[[str], str | None]
+
+
+def folder_rule(base: "Base", class_names: list[str]) -> Rule:
+  """Class folders: a record is kept while its class folder keeps its id."""
+  old_ids, new_ids = base.label_ids, {name: i for i, name in enumerate(class_names)}
+  label_of = class_folders_tree.label_of
+  return Rule(kept=lambda key: old_ids.get(label_of(key)) == new_ids.get(label_of(key)),
+              label_id=lambda key: old_ids.get(label_of(key)), label=label_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +95,7 @@ class Base:
   converted: dict[str, str]      # relative path -> why it was re-encoded
   splits: dict[str, list[Shard]]
   file_format: str = "tfrecord"   # one of FORMATS
+  metadata: dict = dataclasses.field(default_factory=dict)  # its metadata.json (untrusted)
 
   @property
   def label_ids(self) -> dict[str, int]:
@@ -95,6 +126,34 @@ def latest_before(dataset_dir: pathlib.Path, version: str) -> str | None:
   lower = [v for v in versions_in(dataset_dir)
            if tfds.core.Version(v) < tfds.core.Version(version)]
   return lower[-1] if lower else None
+
+
+def base_for(data_dir, name: str, version: str, from_version: str | None, why_full: str,
+             log: Callable[[str], None]) -> Base | None:
+  """The version NAME:VERSION is built on, or None for a full build: `from_version` FULL,
+  the first version, a version already built (a rebuild), or a base that cannot be one
+  (logged, saying why; `why_full`: the build's own reason for a full build, "" for none).
+  `from_version`: LATEST (the highest version below) or an "X.Y.Z" in `data_dir`."""
+  if from_version is FULL or (pathlib.Path(data_dir) / name / version / "dataset_info.json"
+                              ).exists():
+    return None
+  dataset_dir = pathlib.Path(data_dir) / name
+  if from_version == LATEST:
+    from_version = latest_before(dataset_dir, version)
+    if from_version is None:
+      return None  # the first version
+  elif from_version not in versions_in(dataset_dir):
+    raise ValueError(f"{name}:{from_version} is not built in {data_dir} (built: "
+                     f"{', '.join(versions_in(dataset_dir)) or 'none'}): name one "
+                     "of those to build on, or build in full")
+  why = why_full
+  if not why:
+    try:
+      return load(dataset_dir / from_version)
+    except NotABase as error:
+      why = str(error)
+  log(f"building {name}:{version} in full, not on {name}:{from_version}: {why}")
+  return None
 
 
 def load(version_dir: pathlib.Path) -> Base:
@@ -149,7 +208,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
-              {str(k): str(v) for k, v in converted.items()}, splits, file_format)
+              {str(k): str(v) for k, v in converted.items()}, splits, file_format, metadata)
 
 
 @dataclasses.dataclass
@@ -175,6 +234,7 @@ class SplitPlan:
 class Plan:
   base: Base
   splits: dict[str, SplitPlan]
+  rule: Rule
 
   def kept_images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     """(member, fingerprint) of every kept record that has a fingerprint."""
@@ -184,7 +244,7 @@ class Plan:
         for position in positions:
           key, _, fingerprint = shard.records[position]
           if fingerprint is not None:
-            images.append((duplicates.Member(plan.split, key, class_folders_tree.label_of(key)),
+            images.append((duplicates.Member(plan.split, key, self.rule.label(key)),
                            image_hashes.Fingerprint.from_json(fingerprint)))
     return images
 
@@ -225,8 +285,8 @@ def differing_options(base: Base, options: dict) -> list[str]:
           if options.get(key) != base.options.get(key)]
 
 
-def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
-         class_names: list[str], options: dict, fingerprints_needed: bool) -> Plan:
+def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str], rule: Rule,
+         options: dict, fingerprints_needed: bool) -> Plan:
   """What to keep and what to make; NotABase when the base's options differ, its splits
   are not the new tree's, it lacks fingerprints the new build needs, or a shard to keep
   is not the bytes its index was written with."""
@@ -236,8 +296,6 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
   if set(base.splits) != set(by_split):
     raise NotABase(f"{base.spec} has splits {sorted(base.splits)}, this build "
                    f"{sorted(by_split)}")
-  old_ids = base.label_ids
-  new_ids = {name: i for i, name in enumerate(class_names)}
   plans = {}
   for split, paths in by_split.items():
     wanted = set(paths)
@@ -245,9 +303,8 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
     for shard in base.splits[split]:
       positions = []
       for position, (key, _, fingerprint) in enumerate(shard.records):
-        label = class_folders_tree.label_of(key)
         if (key in wanted and base.files.get(key) == hashes[key][:HASH_CHARS]
-            and old_ids.get(label) == new_ids.get(label)):
+            and rule.kept(key)):
           if fingerprints_needed and fingerprint is None:
             raise NotABase(f"{base.spec} was built with --leakage off: its photos have no "
                            "fingerprints to check the new ones against")
@@ -255,7 +312,7 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
       if positions:  # (checked before any photo is made: a bad base gives a full build)
         _check_bytes(base.version_dir / shard.name, shard)
         if len(positions) < len(shard.records):  # to rewrite: every row read and checked
-          for _ in _read_records(base, shard, positions):
+          for _ in _read_records(base, shard, positions, rule):
             pass
         shards.append((shard, positions))
         kept_keys.update(shard.records[p][0] for p in positions)
@@ -263,13 +320,14 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str],
     size = sum(r[1] for shard in old for r in shard.records)
     plans[split] = SplitPlan(split, shards, [p for p in paths if p not in kept_keys],
                              max(1, size // max(1, len(old))))
-  return Plan(base, plans)
+  return Plan(base, plans, rule)
 
 
-def writer(plan: SplitPlan, base: Base, rows: Callable[[], list[list]]):
-  """`prepared_records.LocalSplit.writer` of a split planned on `base`: writes the kept and
-  rewritten shards and the new records' shards, and sets `plan.layout`. `rows`: the new
-  records' index rows (the build's `Generation.written`), once all are taken."""
+def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
+  """`prepared_records.LocalSplit.writer` of `split` planned on a base: writes the kept and
+  rewritten shards and the new records' shards, and sets the split plan's `layout`. `rows`:
+  the new records' index rows (the build's `Generation.written`), once all are taken."""
+  base, plan = planned.base, planned.splits[split]
   version_dir = base.version_dir
 
   def write(records: Iterable[tuple[int, bytes]], filename_template, file_format):
@@ -297,7 +355,7 @@ def writer(plan: SplitPlan, base: Base, rows: Callable[[], list[list]]):
       if len(positions) == len(shard.records):  # (its bytes were checked by `plan`)
         linked_files.link_or_copy(source, path_of(index))
       else:
-        kept = _read_records(base, shard, positions)
+        kept = _read_records(base, shard, positions, planned.rule)
         _write(path_of(index), kept, file_format)
       lengths.append(len(positions))
       layout.append([list(shard.records[p]) for p in positions])
@@ -331,11 +389,12 @@ def _check_bytes(path: pathlib.Path, shard: Shard) -> None:
                    "changed after its build")
 
 
-def _read_records(base: Base, shard: Shard, positions: list[int]) -> Iterator[bytes]:
+def _read_records(base: Base, shard: Shard, positions: list[int], rule: Rule
+                  ) -> Iterator[bytes]:
   """The records at `positions` of a base shard, each record of it checked against its
   index row as it is read: its size, the file name the row names, and the label id the
-  base gave that class."""
-  path, label_ids, wanted = base.version_dir / shard.name, base.label_ids, set(positions)
+  base gave it (`rule.label_id`)."""
+  path, wanted = base.version_dir / shard.name, set(positions)
   records = (prepared_records.tfrecords(path) if base.file_format == "tfrecord"
              else record_index.array_record_reader(path).read_all())
   count = 0
@@ -344,10 +403,11 @@ def _read_records(base: Base, shard: Shard, positions: list[int]) -> Iterator[by
       raise NotABase(f"{path} does not hold the records its index lists")
     count += 1
     key = shard.records[position][0]
-    found = record_index.example_fields(record)[:2]
-    if found != (key, label_ids.get(class_folders_tree.label_of(key))):
-      raise NotABase(f"{path}: record {position} is {found}, its record index says {key}: "
-                     "the index does not describe the shard")
+    name, label = record_index.example_fields(record)[:2]
+    expected = rule.label_id(key)
+    if name != key or (expected is not UNCHECKED and label != expected):
+      raise NotABase(f"{path}: record {position} is {(name, label)}, its record index says "
+                     f"{key}: the index does not describe the shard")
     if position in wanted:
       yield record
   if count != len(shard.records):

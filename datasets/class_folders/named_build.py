@@ -86,7 +86,7 @@ _ADDED_LATER = ("image_size", "leakage", "keras_image", "split_key", "min_shards
 # every version built on one that recorded it: splits by content (a renamed or relabelled
 # photo never changes split), at least 32 shards per split (a relabel rewrites ~1/32 of it).
 LATEST_RECIPE = {"split_key": splits.CONTENT, "min_shards": 32}
-LATEST, FULL = "latest", None  # `build(from_version=)`: the latest version below, or none
+LATEST, FULL = incremental.LATEST, incremental.FULL  # `build(from_version=)`
 
 
 def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None = None,
@@ -137,27 +137,9 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
 
 def _base(data_dir, name, version, from_version, options, beam_options, log):
   """The version this one is built on (`incremental.Base`), or None (a full build)."""
-  if from_version is FULL or (pathlib.Path(data_dir) / name / version / "dataset_info.json"
-                              ).exists():
-    return None
-  dataset_dir = pathlib.Path(data_dir) / name
-  if from_version == LATEST:
-    from_version = incremental.latest_before(dataset_dir, version)
-    if from_version is None:
-      return None  # the first version
-  elif from_version not in incremental.versions_in(dataset_dir):
-    raise ValueError(f"{name}:{from_version} is not built in {data_dir} (built: "
-                     f"{', '.join(incremental.versions_in(dataset_dir)) or 'none'}): name one "
-                     "of those to build on, or build in full")
   why = ("Beam builds make every example" if beam_options is not None else
          "leakage 'drop' decides over every photo at once" if options.leakage == "drop" else "")
-  if not why:
-    try:
-      return incremental.load(dataset_dir / from_version)
-    except incremental.NotABase as error:
-      why = str(error)
-  log(f"building {name}:{version} in full, not on {name}:{from_version}: {why}")
-  return None
+  return incremental.base_for(data_dir, name, version, from_version, why, log)
 
 
 def _say_the_split_key(dataset_dir: pathlib.Path, version: str, options, log) -> None:
@@ -211,7 +193,8 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
   plan = None
   if base is not None:
     try:
-      plan = incremental.plan(base, listing.by_split, hashes, tree.class_names, content_options,
+      plan = incremental.plan(base, listing.by_split, hashes,
+                              incremental.folder_rule(base, tree.class_names), content_options,
                               fingerprints_needed=(options.leakage or "warn") != "off")
     except incremental.NotABase as why:
       log(f"building {name}:{version} in full, not on {base.spec}: {why}")

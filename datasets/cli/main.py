@@ -161,22 +161,28 @@ def cmd_build(args) -> int:
       args.path, args.name, version=args.version, data_dir=data_dir, options=options,
       about=about, file_format=args.file_format,
       beam_options=_beam_options(args.beam_pipeline_options), log=print, versioned=True,
-      from_version=(named_build.FULL if args.full else
-                    args.from_version or named_build.LATEST))
+      from_version=_from_version(args))
   _say_built(builder, data_dir, args.file_format)
   return 0
 
 
+def _from_version(args) -> str | None:
+  """What a build builds on (`incremental.base_for`): none (--full), --from's version, or the
+  latest below its own."""
+  from imagesets.building import incremental
+  return incremental.FULL if args.full else args.from_version or incremental.LATEST
+
+
 # Options of a class-folder build that a build from annotations does not take (yet).
-_CLASS_FOLDER_ONLY = {"leakage": "--leakage", "from_version": "--from", "full": "--full",
-                      "split_key": "--split-key"}
+_CLASS_FOLDER_ONLY = {"leakage": "--leakage", "split_key": "--split-key"}
 
 
 def _build_annotated(args) -> int:
   given = [flag for field, flag in _CLASS_FOLDER_ONLY.items() if getattr(args, field)]
   if given or args.shorter_side:
     raise UserError(f"{', '.join(given) or '--shorter-side'}: not an option of a build from "
-                    "annotations (its splits are by content, each version built in full)")
+                    "annotations (its splits are by content; duplicates and leakage are "
+                    "named, never dropped)")
   for path, what in ((args.path, "images folder"), (args.annotations, "annotations")):
     if "://" in str(path):
       raise UserError(f"{path}: a build from annotations reads local folders (copy the "
@@ -201,7 +207,8 @@ def _build_annotated(args) -> int:
   builder = annotated_build.build(
       args.path, args.annotations, args.name, version=args.version, data_dir=data_dir,
       options=options, about=about, file_format=args.file_format,
-      beam_options=_beam_options(args.beam_pipeline_options), log=print)
+      beam_options=_beam_options(args.beam_pipeline_options), log=print,
+      from_version=_from_version(args))
   metadata, lines = builder.info.metadata, []
   if metadata.get("task") == "detection":
     lines.append(f"  {sum(metadata['num_objects_per_class'].values())} boxes, "

@@ -16,11 +16,13 @@ from imagesets import constants
 from imagesets.annotated import annotated_build
 from imagesets.annotations import masks
 from imagesets.building import annotated_builder
+from imagesets.building import incremental
 from imagesets.building import named_versions
 from imagesets.building import problems
 from imagesets.verifying import round_trip
 from imagesets_testing import annotation_files
 from imagesets_testing import real_photos
+from imagesets_testing import sample_images
 import cli_runs
 
 # (format, the Known attribute of its file, multi-label tables)
@@ -234,10 +236,15 @@ def test_the_command_line_builds_from_annotations_and_says_what_it_left_out(know
   assert "cli_parts:1.0.0" in done.stdout
   boxes = sum(len(o) for o in known.objects.values())
   assert f"{boxes} boxes, 2 image(s) without any" in done.stdout
+  later = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts",
+                              "--annotations", known.coco, "--data-dir", tmp_path / "tfds",
+                              "--splits", "train=0.5,test=0.5", "--version", "1.1.0")
+  assert later.returncode == 0, later.stderr
+  assert "built on cli_parts:1.0.0: kept 14 of its 14 photos" in later.stdout
   wrong = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts2",
-                              "--annotations", known.coco, "--full",
+                              "--annotations", known.coco, "--leakage", "drop",
                               "--data-dir", tmp_path / "tfds")
-  assert wrong.returncode == 1 and "--full: not an option of a build from annotations" in (
+  assert wrong.returncode == 1 and "--leakage: not an option of a build from annotations" in (
       wrong.stderr)
   orphan = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts3",
                                "--on-bad-box", "clip", "--data-dir", tmp_path / "tfds")
@@ -499,3 +506,120 @@ def test_a_label_file_whose_image_is_a_webp_names_it_with_the_fix(tmp_path):
       f"no image img_003.* in {known.images_dir} that a build reads (it reads "
       f"{', '.join(constants.IMAGE_SUFFIXES)} files; 'img_003.webp' is not one: convert it "
       "to JPEG or PNG)"]
+
+
+def _made(builder) -> int:
+  return sum(len(builder.generation.written(split)) for split in builder.info.splits)
+
+
+def _grown_coco(known, root: pathlib.Path) -> dict:
+  """A copy of the known images and COCO file under `root`, changed: one image's box moved,
+  one photo re-encoded, one removed, one added with an object of a new category (listed
+  last: every other class keeps its id). {what: image file name}."""
+  import shutil
+  shutil.copytree(known.images_dir, root / "images")
+  document = json.loads(known.coco.read_text())
+  by_id = {i["id"]: i["file_name"] for i in document["images"]}
+  boxed = sorted({by_id[a["image_id"]] for a in document["annotations"]})
+  moved, edited, removed = boxed[0], boxed[1], boxed[2]
+  box = next(a for a in document["annotations"] if by_id[a["image_id"]] == moved)
+  box["bbox"][0] += 1
+  path = root / "images" / edited
+  path.write_bytes(sample_images.encode(np.asarray(PIL.Image.open(path))[::-1], "JPEG"))
+  gone = next(i["id"] for i in document["images"] if i["file_name"] == removed)
+  document["images"] = [i for i in document["images"] if i["id"] != gone]
+  document["annotations"] = [a for a in document["annotations"] if a["image_id"] != gone]
+  (root / "images" / removed).unlink()
+  _photo(root / "images" / "added.jpg", size=(90, 60))
+  new_id = max(c["id"] for c in document["categories"]) + 1
+  document["categories"].append({"id": new_id, "name": "zz_new", "supercategory": "thing"})
+  document["images"].append({"id": 999, "file_name": "added.jpg", "height": 60, "width": 90})
+  document["annotations"].append({"id": 9999, "image_id": 999, "category_id": new_id,
+                                  "bbox": [10, 5, 30, 20], "area": 600, "iscrowd": 0,
+                                  "segmentation": [[10, 5, 40, 5, 40, 25, 10, 25]]})
+  (root / "instances.json").write_text(json.dumps(document))
+  return {"moved": moved, "edited": edited, "removed": removed, "added": "added.jpg"}
+
+
+def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(known, tmp_path):
+  # COCO with boxes, flags and both masks, built on the version before and in full.
+  options = annotated_builder.AnnotatedConfig(name="given",
+                                              split_proportions={"train": 0.6, "test": 0.4})
+  build = lambda images, coco, data_dir, version, **kw: annotated_build.build(
+      images, coco, "grown", version=version, data_dir=data_dir, options=options,
+      check_registered=False, **kw)
+  first = build(known.images_dir, known.coco, tmp_path / "data", "1.0.0")
+  assert _made(first) == 14
+  _grown_coco(known, tmp_path / "tree")
+  said = []
+  later = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
+                tmp_path / "data", "1.1.0", from_version=incremental.LATEST, log=said.append)
+  assert _made(later) == 3, said  # the moved box, the edited photo, the added one
+  assert "built on grown:1.0.0: kept 11 of its 14 photos" in said[-1]
+  full = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
+               tmp_path / "full", "1.1.0")
+  assert _made(full) == 14
+  v2, whole = pathlib.Path(later.data_path), pathlib.Path(full.data_path)
+  assert records_by_split(v2) == records_by_split(whole)
+  assert dict(later.info.metadata) == dict(full.info.metadata)
+  assert later.info.features.to_json() == full.info.features.to_json()
+  for report in ("duplicates.json", "quality.json"):
+    assert (v2 / report).read_bytes() == (whole / report).read_bytes(), report
+  assert round_trip.verify(v2, str(tmp_path / "tree" / "images"),
+                           str(tmp_path / "tree" / "instances.json")).ok
+  # and a version built on that one, of the same tree, makes nothing
+  again = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
+                tmp_path / "data", "1.2.0", from_version=incremental.LATEST)
+  assert _made(again) == 0
+  assert records_by_split(again.data_path) == records_by_split(whole)
+
+
+def test_a_renamed_class_remakes_its_images_and_another_layout_builds_in_full(known, tmp_path):
+  options = annotated_builder.AnnotatedConfig(name="given",
+                                              split_proportions={"train": 0.6, "test": 0.4})
+  build = lambda coco, version, log=None: annotated_build.build(
+      known.images_dir, coco, "renamed", version=version, data_dir=tmp_path / "data",
+      options=options, check_registered=False, from_version=incremental.LATEST,
+      log=log or (lambda line: None))
+  build(known.coco, "1.0.0")
+  document = json.loads(known.coco.read_text())
+  category = min(document["categories"], key=lambda c: c["id"])
+  naming = {a["image_id"] for a in document["annotations"]
+            if a["category_id"] == category["id"]}
+  category["name"] = "renamed_" + category["name"]
+  (tmp_path / "renamed.json").write_text(json.dumps(document))
+  said = []
+  later = build(tmp_path / "renamed.json", "1.1.0", said.append)
+  assert 0 < len(naming) < 14 and _made(later) == len(naming)
+  for annotation in document["annotations"]:
+    annotation.pop("segmentation")  # no masks: the records hold other features
+  (tmp_path / "boxes.json").write_text(json.dumps(document))
+  said = []
+  plain = build(tmp_path / "boxes.json", "1.2.0", said.append)
+  assert _made(plain) == 14
+  assert any("building renamed:1.2.0 in full, not on renamed:1.1.0: renamed:1.1.0 has "
+             "annotations of another layout (masks" in line for line in said), said
+
+
+@pytest.mark.parametrize("attribute,edit,remade", [
+    # one image relabelled: it alone is made again
+    ("jsonl_single", lambda text: text.replace('"label": "cat"}', '"label": "dog"}', 1), 1),
+    # a tag that sorts first renumbers every class (table classes are the sorted names):
+    # every image is made again but the one left without tags
+    ("csv_multi", lambda text: text.replace(",,someone\n", ",aardvark,someone\n", 1), 13)])
+def test_a_table_built_on_its_version_before_keeps_what_still_says_the_same(
+    known, tmp_path, attribute, edit, remade):
+  options = annotated_builder.AnnotatedConfig(name="given",
+                                              split_proportions={"train": 0.6, "test": 0.4})
+  build = lambda table, data_dir, version, **kw: annotated_build.build(
+      known.images_dir, table, "tagged", version=version, data_dir=data_dir, options=options,
+      check_registered=False, **kw)
+  build(getattr(known, attribute), tmp_path / "data", "1.0.0")
+  table = tmp_path / getattr(known, attribute).name
+  table.write_text(edit(getattr(known, attribute).read_text()))
+  assert table.read_text() != getattr(known, attribute).read_text()
+  later = build(table, tmp_path / "data", "1.1.0", from_version=incremental.LATEST)
+  assert _made(later) == remade
+  full = build(table, tmp_path / "full", "1.1.0")
+  assert records_by_split(later.data_path) == records_by_split(full.data_path)
+  assert dict(later.info.metadata) == dict(full.info.metadata)
