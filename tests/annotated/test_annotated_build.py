@@ -623,3 +623,18 @@ def test_a_table_built_on_its_version_before_keeps_what_still_says_the_same(
   full = build(table, tmp_path / "full", "1.1.0")
   assert records_by_split(later.data_path) == records_by_split(full.data_path)
   assert dict(later.info.metadata) == dict(full.info.metadata)
+
+
+@pytest.mark.parametrize("format,attribute,multi", FORMATS)
+def test_the_digest_of_annotations_without_mask_files_is_the_one_versions_recorded(
+    known, format, attribute, multi):
+  # (versions already built keep their fingerprint: the digest of what asdict gave)
+  import dataclasses
+  import hashlib
+  options = annotated_builder.AnnotatedConfig(name="given", images=str(known.images_dir),
+                                              annotations=str(getattr(known, attribute)))
+  read = annotated_builder.read_source(options).annotations
+  recorded = dataclasses.asdict(read)
+  del recorded["source"]
+  assert annotated_build.annotation_digest(annotated_build.said(read, {})) == hashlib.sha256(
+      json.dumps(recorded, sort_keys=True).encode()).hexdigest()
