@@ -15,9 +15,11 @@ image's record is kept, not made again, while its bytes, its split, what its ent
 and the annotations' layout (`layout`: task, flags, masks) is.
 """
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
+import os
 import pathlib
 from typing import Callable
 
@@ -39,10 +41,22 @@ ANNOTATIONS_KEY = "<annotations>"  # the annotation file's entry among a version
 
 def mask_hashes(annotations: objects.Annotations) -> dict[str, str]:
   """{image: sha256 of its mask file} of a mask folder's entries (read whole: a mask's
-  pixels are what the build stores of it, not its path)."""
+  pixels are what the build stores of it, not its path). A mask that cannot be read is
+  "unreadable: why" here: the build's worker finds it a bad item of its image, named and
+  skipped or stopping the build as every bad image is."""
   named = {name: entry.mask for name, entry in annotations.entries.items() if entry.mask}
-  hashes = fingerprints.file_hashes("", sorted(set(named.values())))  # (absolute paths)
+  with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    paths = sorted(set(named.values()))
+    hashes = dict(zip(paths, pool.map(_file_sha256, paths)))
   return {name: hashes[path] for name, path in named.items()}
+
+
+def _file_sha256(path: str) -> str:
+  try:
+    with open(path, "rb") as f:
+      return hashlib.file_digest(f, "sha256").hexdigest()
+  except OSError as error:
+    return f"unreadable: {error.strerror or error}"
 
 
 def said(annotations: objects.Annotations, masks: dict[str, str]) -> dict:
@@ -117,26 +131,24 @@ def layout(annotations: objects.Annotations) -> dict:
 def rule(base: incremental.Base, annotations: objects.Annotations,
          digests: dict[str, str]) -> incremental.Rule:
   """`incremental.Rule` of a build of `annotations` on `base`: an image's record is kept
-  while its entry's digest (`entry_digests`) is the one `base` recorded and every class id
-  it names has the same name; incremental.NotABase for a base of another layout or without digests."""
-  stored = base.metadata.get("annotation_digests")
-  if not (isinstance(stored, dict) and isinstance(base.metadata.get("annotation_layout"), dict)):
-    raise incremental.NotABase(f"{base.spec} records no per-image annotations (built before imagesets "
-                   "recorded them)")
-  here = layout(annotations)
-  differ = [f"{key} {base.metadata['annotation_layout'].get(key)!r} -> {value!r}"
-            for key, value in here.items() if base.metadata["annotation_layout"].get(key) != value]
+  while its entry's digest (`entry_digests`: its boxes, label ids, flags, mask bytes) is
+  the one `base` recorded (records hold class ids, not names: a renamed class keeps them,
+  a renumbered one changes the digest); NotABase for a base of another layout or without
+  digests."""
+  stored, stored_layout = (base.metadata.get("annotation_digests"),
+                           base.metadata.get("annotation_layout"))
+  if stored is None or stored_layout is None:
+    raise incremental.NotABase(f"{base.spec} records no per-image annotations (built before "
+                               "imagesets recorded them)")
+  if not (isinstance(stored, dict) and isinstance(stored_layout, dict)):
+    raise incremental.NotABase(f"{base.spec}: its metadata.json's annotation_digests or "
+                               "annotation_layout is not as a build writes it")
+  differ = [key for key, value in layout(annotations).items() if stored_layout.get(key) != value]
   if differ:
-    raise incremental.NotABase(f"{base.spec} has annotations of another layout ({'; '.join(differ)})")
-  old, new = list(base.class_names), list(annotations.class_names)
-
-  def kept(name: str) -> bool:
-    entry = annotations.entries[name]
-    ids = set(entry.labels) | {o.label for o in entry.objects}
-    return (stored.get(name) == digests[name]
-            and all(i < len(old) and old[i] == new[i] for i in ids))
-
+    raise incremental.NotABase(f"{base.spec} has annotations of another layout (its "
+                               f"{', '.join(differ)} differ)")
   single = annotations.task == "classification"
+  kept = lambda name: stored.get(name) == digests[name]
   return incremental.Rule(
       kept=kept,
       # (the label its record holds: a kept one's is its entry's; another's is not known)

@@ -82,7 +82,9 @@ def of(features: Mapping | None) -> Schema:
   """The schema of a dataset with these TFDS features (a FeaturesDict or a mapping)."""
   if not features:
     return Schema(NONE)
-  mask = MASK if MASK in features else None
+  # (a PNG Image feature: what the page decodes as ids)
+  mask = (MASK if MASK in features and getattr(features[MASK], "encoding_format", None) == "png"
+          else None)
   if "label" in features:
     return Schema(CLASSIFICATION, "label", _names(features["label"]), mask)
   if "labels" in features:

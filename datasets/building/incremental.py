@@ -8,8 +8,8 @@ For each split of the new tree (the split recipe is the base's, so nothing moves
   split, and what the record says of it is unchanged (the builder's `Rule`): for class
   folders, its label keeps its id (class ids come from the sorted class folders: a new
   class sorting before an old one renumbers it, and its records are made again); for
-  annotations, its entry says the same (`annotated_build.entry_digests`) and each class it
-  names keeps its id;
+  annotations, its entry says the same (`annotated_build.entry_digests`: class ids, boxes,
+  flags, mask bytes);
 * a base shard whose records are all kept becomes a shard of the new version byte for
   byte (a hard link, a copy where the file system has none); a shard with some kept records
   is rewritten in its place with exactly those records, their bytes copied, in their order;

@@ -60,17 +60,17 @@ _MASK_COLOURS = masks.pascal_palette()
 def thumbnail(image: bytes, boxes: Sequence[Box] = (), mask: bytes | None = None) -> str | None:
   """A data URI of a JPEG at most THUMBNAIL px a side of encoded image bytes (from the
   fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), with
-  the class-id `mask` (PNG bytes) tinted over it and `boxes` drawn and named (a colour per
+  the class-id `mask` (PNG bytes of the image's size) tinted over it and `boxes` drawn and named (a colour per
   class name), or None for image bytes that do not decode (a page is drawn whatever one
   image holds; a mask that does not decode is left off)."""
   try:
-    small, _, _, _ = image_hashes.decode_small(image)
+    small, _, _, size = image_hashes.decode_small(image)
   except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
     return None
   picture = PIL.Image.fromarray(small)
   picture.thumbnail((THUMBNAIL, THUMBNAIL), PIL.Image.Resampling.BILINEAR)
   if mask is not None:
-    picture = _tinted(picture, mask)
+    picture = _tinted(picture, mask, size)
   if boxes:
     picture = picture.convert("RGB")
     draw = PIL.ImageDraw.Draw(picture)
@@ -96,12 +96,13 @@ def _text(name: str) -> PIL.Image.Image:
   return mask
 
 
-def _tinted(picture: PIL.Image.Image, mask: bytes) -> PIL.Image.Image:
-  """`picture` with the ids of `mask` (a single-channel PNG the size of the stored image,
-  scaled to the picture's by nearest neighbour: ids are never blended) tinted over it."""
+def _tinted(picture: PIL.Image.Image, mask: bytes, size: tuple[int, int]) -> PIL.Image.Image:
+  """`picture` with the ids of `mask` tinted over it: a single-channel PNG of the image's
+  (height, width) `size` (else left off, before its pixels are decoded), scaled to the
+  picture's by nearest neighbour (ids are never blended)."""
   try:
-    with PIL.Image.open(io.BytesIO(mask)) as opened:
-      if opened.mode not in ("L", "P"):  # (PIL refuses decompression bombs itself)
+    with PIL.Image.open(io.BytesIO(mask), formats=["PNG"]) as opened:
+      if opened.mode not in ("L", "P") or opened.size[::-1] != tuple(size):
         return picture
       ids = np.asarray(opened.resize(picture.size, PIL.Image.Resampling.NEAREST))
   except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)

@@ -433,9 +433,13 @@ def test_the_page_pictures_each_example_with_its_boxes_class_names_and_mask(buil
   want = np.where((ids != 0)[..., None], (plain + masks.pascal_palette()[ids]) / 2, plain)
   assert np.abs(tinted - want).mean() < 4  # (JPEG's error)
   assert np.abs(tinted - plain)[ids != 0].mean() > 4 * np.abs(tinted - plain)[ids == 0].mean()
-  rgb = io.BytesIO()
-  PIL.Image.new("RGB", (8, 8), (255, 0, 0)).save(rgb, "PNG")
-  for unusable in (b"not a png", rgb.getvalue()):  # (left off; the picture is still drawn)
+  rgb, small, jpeg = io.BytesIO(), io.BytesIO(), io.BytesIO()
+  height, width = np.asarray(PIL.Image.open(io.BytesIO(photo.mask))).shape
+  PIL.Image.new("RGB", (width, height), (255, 0, 0)).save(rgb, "PNG")
+  PIL.Image.new("L", (width // 2, height), 1).save(small, "PNG")  # (not the image's size)
+  PIL.Image.new("L", (width, height), 1).save(jpeg, "JPEG")
+  # (left off, the picture still drawn)
+  for unusable in (b"not a png", rgb.getvalue(), small.getvalue(), jpeg.getvalue()):
     assert report_page.thumbnail(photo.image, mask=unusable) == report_page.thumbnail(photo.image)
   page = (pathlib.Path(builder.data_dir) / report_page.PAGE_FILE).read_text()
   assert "class_mask tinted in PASCAL VOC&#x27;s colours" in page
@@ -574,31 +578,82 @@ def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(k
   assert records_by_split(again.data_path) == records_by_split(whole)
 
 
-def test_a_renamed_class_remakes_its_images_and_another_layout_builds_in_full(known, tmp_path):
+def test_a_renamed_class_keeps_every_record_and_another_layout_builds_in_full(known, tmp_path):
   options = annotated_builder.AnnotatedConfig(name="given",
                                               split_proportions={"train": 0.6, "test": 0.4})
-  build = lambda coco, version, log=None: annotated_build.build(
-      known.images_dir, coco, "renamed", version=version, data_dir=tmp_path / "data",
-      options=options, check_registered=False, from_version=incremental.LATEST,
-      log=log or (lambda line: None))
-  build(known.coco, "1.0.0")
+  build = lambda annotations, version, log=None, data_dir="data", **kw: annotated_build.build(
+      known.images_dir, annotations, "renamed", version=version, data_dir=tmp_path / data_dir,
+      options=options, check_registered=False, log=log or (lambda line: None), **kw)
+  build(known.coco, "1.0.0", from_version=incremental.LATEST)
   document = json.loads(known.coco.read_text())
   category = min(document["categories"], key=lambda c: c["id"])
-  naming = {a["image_id"] for a in document["annotations"]
-            if a["category_id"] == category["id"]}
+  assert any(a["category_id"] == category["id"] for a in document["annotations"])
   category["name"] = "renamed_" + category["name"]
   (tmp_path / "renamed.json").write_text(json.dumps(document))
-  said = []
-  later = build(tmp_path / "renamed.json", "1.1.0", said.append)
-  assert 0 < len(naming) < 14 and _made(later) == len(naming)
+  # (records hold class ids: a new name is the features' only change)
+  later = build(tmp_path / "renamed.json", "1.1.0", from_version=incremental.LATEST)
+  full = build(tmp_path / "renamed.json", "1.1.0", data_dir="full")
+  assert _made(later) == 0 and _made(full) == 14
+  assert records_by_split(later.data_path) == records_by_split(full.data_path)
+  assert later.info.features.to_json() == full.info.features.to_json()
+  assert dict(later.info.metadata) == dict(full.info.metadata)
   for annotation in document["annotations"]:
     annotation.pop("segmentation")  # no masks: the records hold other features
   (tmp_path / "boxes.json").write_text(json.dumps(document))
   said = []
-  plain = build(tmp_path / "boxes.json", "1.2.0", said.append)
+  plain = build(tmp_path / "boxes.json", "1.2.0", said.append, from_version=incremental.LATEST)
   assert _made(plain) == 14
-  assert any("building renamed:1.2.0 in full, not on renamed:1.1.0: renamed:1.1.0 has "
-             "annotations of another layout (masks" in line for line in said), said
+  assert ("building renamed:1.2.0 in full, not on renamed:1.1.0: renamed:1.1.0 has "
+          "annotations of another layout (its masks differ)") in said, said
+  # other flags (YOLO has none, VOC pose, truncated, difficult): in full too
+  said = []
+  build(known.yolo, "2.0.0", data_dir="flags")
+  voc = build(known.voc, "2.1.0", said.append, data_dir="flags", from_version=incremental.LATEST)
+  assert _made(voc) == 14
+  assert any("annotations of another layout (its flag_names, flag_classes differ)" in line
+             for line in said), said
+
+
+def test_a_mask_folder_built_on_its_version_before_makes_the_edited_mask_again(known, tmp_path):
+  import shutil
+  options = annotated_builder.AnnotatedConfig(name="given",
+                                              split_proportions={"train": 0.6, "test": 0.4})
+  build = lambda version, data_dir, **kw: annotated_build.build(
+      known.images_dir, tmp_path / "masks", "painted", version=version,
+      data_dir=tmp_path / data_dir, options=options, check_registered=False, **kw)
+  shutil.copytree(known.masks, tmp_path / "masks")
+  build("1.0.0", "data")
+  mask_file = next(p for p in sorted((tmp_path / "masks").rglob("*.png"))
+                   if np.asarray(PIL.Image.open(p)).any())
+  with PIL.Image.open(mask_file) as opened:
+    edited = opened.copy()
+  pixels = np.asarray(edited).copy()
+  pixels[pixels != 0] = 0
+  edited.frombytes(pixels.tobytes())
+  edited.save(mask_file)
+  later = build("1.1.0", "data", from_version=incremental.LATEST)
+  full = build("1.1.0", "full")
+  assert _made(later) == 1 and _made(full) == 14
+  assert records_by_split(later.data_path) == records_by_split(full.data_path)
+  assert dict(later.info.metadata) == dict(full.info.metadata)
+
+
+def test_a_mask_that_cannot_be_read_is_a_bad_item_of_its_image(known, tmp_path):
+  import os
+  import shutil
+  shutil.copytree(known.masks, tmp_path / "masks")
+  victim = sorted((tmp_path / "masks").rglob("*.png"))[0]
+  victim.unlink()
+  os.symlink(tmp_path / "nowhere.png", victim)  # a dangling link where the mask was
+  build = lambda skip: annotated_build.build(
+      known.images_dir, tmp_path / "masks", f"dangling_{int(skip)}", data_dir=tmp_path / "data",
+      check_registered=False, options=annotated_builder.AnnotatedConfig(
+          name="given", split_proportions={"train": 1.0}, skip_bad_files=skip))
+  with pytest.raises(problems.InvalidSourceError, match="nowhere.png|No such file"):
+    build(False)
+  built = build(True)
+  assert len(built.info.metadata["skipped_files"]) == 1
+  assert built.info.splits["train"].num_examples == 13
 
 
 @pytest.mark.parametrize("attribute,edit,remade", [
@@ -638,3 +693,39 @@ def test_the_digest_of_annotations_without_mask_files_is_the_one_versions_record
   del recorded["source"]
   assert annotated_build.annotation_digest(annotated_build.said(read, {})) == hashlib.sha256(
       json.dumps(recorded, sort_keys=True).encode()).hexdigest()
+
+
+def test_a_kept_record_whose_label_is_not_its_entrys_gives_a_full_build(known, tmp_path):
+  """A base shard forged consistently (one record's label changed, its index's size and
+  SHA-256 made to match): rewriting that shard reads each kept record's label."""
+  import tensorflow as tf
+  from imagesets.building import record_index
+  options = annotated_builder.AnnotatedConfig(name="given", split_proportions={"train": 1.0})
+  build = lambda table, version, **kw: annotated_build.build(
+      known.images_dir, table, "forged", version=version, data_dir=tmp_path / "data",
+      options=options, check_registered=False, **kw)
+  base = pathlib.Path(build(known.jsonl_single, "1.0.0").data_path)
+  name = next(p.name for p in sorted(base.glob("*.tfrecord-*"))
+              if len(record_index.read(base, p.name, "train").records) >= 2)
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(base / name))]
+  forged = tf.train.Example.FromString(records[0])
+  labels = forged.features.feature["label"].int64_list.value
+  labels[0] = (labels[0] + 1) % len(known.class_names("jsonl_single"))
+  records[0] = forged.SerializeToString()
+  with tf.io.TFRecordWriter(str(base / name)) as writer:
+    for record in records:
+      writer.write(record)
+  index_path = record_index.path_of(base, name)
+  index = json.loads(index_path.read_text())
+  index["records"][0][1] = len(records[0])
+  index["sha256"] = record_index.sha256_of(base / name)
+  index_path.write_text(json.dumps(index))
+  dropped = index["records"][1][0]  # (its shard is rewritten without it)
+  table = tmp_path / "table.jsonl"
+  table.write_text("".join(line for line in known.jsonl_single.read_text().splitlines(True)
+                           if json.loads(line)["file_name"] != dropped))
+  said = []
+  later = build(table, "1.1.0", from_version=incremental.LATEST, log=said.append)
+  assert _made(later) == 13
+  assert any("in full, not on forged:1.0.0" in line and "index does not describe the shard"
+             in line and name in line for line in said), said

@@ -1,5 +1,6 @@
 """What an example holds, read from its features: every stage's one question."""
 
+import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets.annotations import schema
@@ -22,9 +23,14 @@ def test_each_task_is_read_from_its_features_and_described():
   found = schema.annotation({"objects": {"bbox": [[0, 0, 1, 1]] * 3, "label": [2, 0, 2]}})
   assert found == [0, 2, 2] and boxes.describe(found) == "1 cat, 2 person"
   assert boxes.describe([]) == "(no objects)"
-  masks = schema.of({"image": tfds.features.Image(), "class_mask": tfds.features.Image()})
+  png = tfds.features.Image(shape=(None, None, 1), encoding_format="png")
+  masks = schema.of({"image": tfds.features.Image(), "class_mask": png})
   assert masks.task == "none" and masks.describe(schema.annotation({"class_mask": b""})) is None
   assert masks.mask == "class_mask" and boxes.mask is None and classification.mask is None
   boxes_and_masks = schema.of({"objects": tfds.features.Sequence({
-      "label": tfds.features.ClassLabel(names=names)}), "class_mask": tfds.features.Image()})
+      "label": tfds.features.ClassLabel(names=names)}), "class_mask": png})
   assert (boxes_and_masks.task, boxes_and_masks.mask) == ("detection", "class_mask")
+  # (a class_mask the page cannot decode as ids is no mask to it)
+  for other in (tfds.features.Image(encoding_format="jpeg"), tfds.features.Tensor(
+      shape=(None, None), dtype=np.uint8)):
+    assert schema.of({"image": tfds.features.Image(), "class_mask": other}).mask is None
