@@ -186,11 +186,13 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
       annotations=str(pathlib.Path(annotations).expanduser().resolve()))
   splits.validate(options.split_proportions)  # before anything is read, printed or written
   data_dir = constants.data_dir(data_dir)
-  source = annotated_builder.read_source(options)
-  read = source.annotations
-  problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
-                        fix=annotated_builder.ANNOTATION_FIX)
+  # (reading allocates an object a number, and so does the build: with TensorFlow's objects
+  # frozen, no full collection walks them)
   with parallel_map.frozen_gc():
+    source = annotated_builder.read_source(options)
+    read = source.annotations
+    problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
+                          fix=annotated_builder.ANNOTATION_FIX)
     hashes = fingerprints.file_hashes(options.images, sorted(read.entries))
     content_options = fingerprint_options(options, file_format)
     described = said(read, mask_hashes(read))
