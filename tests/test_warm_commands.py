@@ -55,6 +55,12 @@ def test_a_process_that_kills_itself_is_seen_killed(server):
   assert done.returncode == -signal.SIGKILL
 
 
+def test_the_server_forks_its_commands_from_its_only_thread(server):
+  threads = pathlib.Path(f"/proc/{server._process.pid}/task")
+  names = [(task / "comm").read_text().strip() for task in threads.iterdir()]
+  assert len(names) == 1, names
+
+
 def test_sigterm_reaches_the_command_and_sigkill_takes_it_along(server):
   script = ("import os, signal, sys, time\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
