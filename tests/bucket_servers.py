@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import select
 import shutil
 import socket
@@ -59,32 +60,39 @@ STATIC_ENV = {
 # process drew it first) is started again on other ports (`_started`).
 _PORTS = range(20000, 32768)
 _STARTS = 4
+# What a server's log says when a port it was given is taken (Go's bind error; weed's own
+# check of its ports before it binds them).
+_PORT_TAKEN = re.compile(r"address already in use|Port allocation failed")
 
 
-def free_port() -> int:
-  """A port of 127.0.0.1 no socket holds now, drawn from `_PORTS`."""
+def free_port(taken: frozenset = frozenset()) -> int:
+  """A port of 127.0.0.1 no socket holds now, drawn from `_PORTS`, not one of `taken`."""
   draw = random.SystemRandom()
-  while True:
+  for _ in range(10_000):
     port = draw.choice(_PORTS)
+    if port in taken:
+      continue
     with socket.socket() as s:
       try:
         s.bind(("127.0.0.1", port))
       except OSError:
         continue
       return port
+  raise RuntimeError(f"no free port of 127.0.0.1 in {_PORTS} after 10,000 draws")
 
 
 def _started(start, what: str):
   """(process, what `start()` gave): `start()` -> (process, its log, ready, value) with
-  its ports drawn anew each time, retried while the process stops on a port in use."""
+  its ports drawn anew each time, started again while the process stops on a port taken."""
   for attempt in range(1, _STARTS + 1):
     proc, log, ready, value = start()
     try:
       _wait(ready, proc, log, what)
       return proc, value
-    except RuntimeError as error:
+    except BaseException as error:
       _stop(proc)
-      if "address already in use" not in str(error) or attempt == _STARTS:
+      if (not isinstance(error, RuntimeError) or attempt == _STARTS
+          or not _PORT_TAKEN.search(log.read_text(errors="replace"))):
         raise
   raise AssertionError("unreachable")
 
@@ -122,10 +130,11 @@ def seaweedfs_s3(workdir: pathlib.Path):
   import s3fs
 
   def start():
-    ports = {flag: free_port() for flag in (
-        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-        "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg",
-        "s3.port.lance", "admin.port", "admin.port.grpc")}
+    ports = {}
+    for flag in ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                 "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
+                 "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc"):
+      ports[flag] = free_port(frozenset(ports.values()))
     log = workdir / "weed.log"
     args = [_binary("weed"), "mini", f"-dir={workdir}", "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1", f"-bucket={BUCKET}", "-webdav=false", "-admin.ui=false",

@@ -54,9 +54,10 @@ import types
 COMMANDS = ("imagesets", "tfds", "python")
 # Loaded once by the server: slow to import and independent of HOME and the data dirs.
 PRELOAD = ("numpy", "PIL.Image", "tensorflow", "apache_beam")
-# The server forks a child per command, so it keeps one thread: a thread holding a lock at
-# a fork leaves that lock held for ever in the child. pyarrow's jemalloc (loaded with
-# TensorFlow and Beam) otherwise starts a background purging thread.
+# The server forks a child per command, so it keeps one thread at each fork: a thread
+# holding a lock at a fork leaves that lock held for ever in the child. pyarrow's jemalloc
+# (loaded with TensorFlow and Beam) otherwise keeps a background purging thread running
+# (OpenBLAS's threads are stopped by its own fork handler).
 SINGLE_THREADED = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
 _HEADER = 8  # bytes of a request's length
 _MAX_FDS = 253  # Linux's most descriptors in one message (SCM_MAX_FD)
@@ -117,7 +118,7 @@ class Server:
     # Its own session: close() ends the server, its children and what they started.
     self._process = subprocess.Popen(
         [sys.executable, __file__, socket_path, str(self._owner), *PRELOAD],
-        env={**SINGLE_THREADED, **env},
+        env={**env, **SINGLE_THREADED},
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         start_new_session=True)
     ready = self._process.stdout.readline()

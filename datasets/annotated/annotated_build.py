@@ -121,7 +121,9 @@ def layout(annotations: objects.Annotations) -> dict:
   same layout only."""
   masks = dataclasses.asdict(annotations.masks) if annotations.masks is not None else None
   if masks and masks["kind"] == "objects":
-    del masks["class_names"]  # (the objects' classes, id + 1: checked id by id, as theirs)
+    # (the objects' classes, id + 1: records hold the ids, as the objects' labels. A mask
+    # folder's class list stays: it decides which pixel values are bad.)
+    del masks["class_names"]
   return json.loads(json.dumps({
       "task": annotations.task, "flag_names": list(annotations.flag_names),
       "flag_classes": {name: list(names) for name, names in annotations.flag_classes.items()},
