@@ -10,8 +10,8 @@ bytes, what the annotation file says (`annotation_digest`) and the options; the 
 no-op, other content is refused, saying what changed.
 
 A new version is built on the one before (`from_version`, `building.incremental`): an
-image's record is kept, not made again, while its bytes, its split, what its entry says
-(`entry_digests`, recorded per image) and the ids of the classes it names are the same,
+image's record is kept, not made again, while its bytes, its split and what its entry says
+(`entry_digests`, recorded per image: class ids, boxes, flags, mask bytes) are the same,
 and the annotations' layout (`layout`: task, flags, masks) is.
 """
 
@@ -33,6 +33,7 @@ from imagesets.building import fingerprints
 from imagesets.building import incremental
 from imagesets.building import parallel_map
 from imagesets.building import problems
+from imagesets.building import record_index
 from imagesets.building import splits
 from imagesets.building import named_versions
 
@@ -53,8 +54,7 @@ def mask_hashes(annotations: objects.Annotations) -> dict[str, str]:
 
 def _file_sha256(path: str) -> str:
   try:
-    with open(path, "rb") as f:
-      return hashlib.file_digest(f, "sha256").hexdigest()
+    return record_index.sha256_of(path)
   except OSError as error:
     return f"unreadable: {error.strerror or error}"
 

@@ -197,13 +197,17 @@ def assign(options: AnnotatedConfig, annotations: objects.Annotations,
   return by_split
 
 
+def stored_annotation(annotations: objects.Annotations, name: str):
+  """What image `name`'s example stores of its annotations, as `schema.annotation` gives it."""
+  return schema.annotation(annotated_examples.label_features(
+      annotations.task, annotations.entries[name], tuple(annotations.flag_names)))
+
+
 def labeller(annotations: objects.Annotations) -> Callable[[str], str | None]:
   """image name -> what its annotations say, as duplicates compare it (`schema.Schema.
   describe` of what its example stores)."""
   described = schema.of(features(annotations)).describe
-  flag_names = tuple(annotations.flag_names)
-  return lambda name: described(schema.annotation(annotated_examples.label_features(
-      annotations.task, annotations.entries[name], flag_names)))
+  return lambda name: described(stored_annotation(annotations, name))
 
 
 class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
@@ -256,22 +260,14 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     if annotations.task == "classification":
       label = annotations.entries[key].labels[0]
       return annotations.class_names[label], label
-    held, annotation = self._page_annotation(key)
-    return held.describe(annotation), None
+    return self._schema.describe(stored_annotation(annotations, key)), None
 
   def _page_classes(self, key: str) -> tuple[str, ...] | None:
-    held, annotation = self._page_annotation(key)
-    return held.classes(annotation)
+    return self._schema.classes(stored_annotation(self.source.annotations, key))
 
-  def _page_annotation(self, key: str):
-    """(the build's schema, the example's annotation as `schema.annotation` gives it)."""
-    entry = self.source.annotations.entries[key]
-    held = schema.of(self.info.features)
-    if held.task == schema.DETECTION:
-      return held, sorted(o.label for o in entry.objects)
-    if held.task == schema.MULTI_LABEL:
-      return held, sorted(entry.labels)
-    return held, None
+  @functools.cached_property
+  def _schema(self) -> schema.Schema:
+    return schema.of(self.info.features)
 
   def _finish_generation(self, report) -> None:
     options, source = self.options, self.source

@@ -1,8 +1,9 @@
 """A version's page (`PAGE_FILE`): one self-contained HTML file a person reads in a browser.
 
 What is on it (`Content`): examples per split and class as a bar chart (inline SVG); a
-sampled grid of examples per class (boxes drawn and named, class masks tinted); every duplicate, leak and label-conflict group with its
-members' thumbnails side by side (split, class, file name under each); the quality findings
+sampled grid of examples per class (boxes drawn and named, class masks tinted); every
+duplicate, leak and label-conflict group with its members' thumbnails side by side
+(split, class, file name under each); the quality findings
 (`image_quality`) with thumbnails; and, against an older version, the diff (`version_diff`:
 added, removed, changed (old and new side by side), relabelled, renamed, moved).
 
@@ -60,9 +61,9 @@ _MASK_COLOURS = masks.pascal_palette()
 def thumbnail(image: bytes, boxes: Sequence[Box] = (), mask: bytes | None = None) -> str | None:
   """A data URI of a JPEG at most THUMBNAIL px a side of encoded image bytes (from the
   fingerprint's small decode: a JPEG's DCT scaled down by libjpeg, not a full decode), with
-  the class-id `mask` (PNG bytes of the image's size) tinted over it and `boxes` drawn and named (a colour per
-  class name), or None for image bytes that do not decode (a page is drawn whatever one
-  image holds; a mask that does not decode is left off)."""
+  the class-id `mask` (PNG bytes of the image's size) tinted over it and `boxes` drawn and
+  named (a colour per class name), or None for image bytes that do not decode (a page is
+  drawn whatever one image holds; a mask that does not decode is left off)."""
   try:
     small, _, _, size = image_hashes.decode_small(image)
   except Exception:  # pylint: disable=broad-except  # (untrusted bytes: any decoder error)
@@ -79,8 +80,7 @@ def thumbnail(image: bytes, boxes: Sequence[Box] = (), mask: bytes | None = None
       colour = _BOX_COLOURS[zlib.crc32(name.encode()) % len(_BOX_COLOURS)]
       corner = (xmin * (width - 1), ymin * (height - 1))
       draw.rectangle([corner, (xmax * (width - 1), ymax * (height - 1))], outline=colour)
-      text = _text(name)
-      picture.paste(colour, (int(corner[0] + 2), int(corner[1] + 1)), text)
+      picture.paste(colour, (int(corner[0] + 2), int(corner[1] + 1)), _text(name))
   out = io.BytesIO()
   picture.save(out, "JPEG", quality=THUMBNAIL_QUALITY)
   return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")
@@ -90,7 +90,7 @@ def thumbnail(image: bytes, boxes: Sequence[Box] = (), mask: bytes | None = None
 def _text(name: str) -> PIL.Image.Image:
   """`name` in PIL's default font as a mask ("L", 255 where the letters are): rendered once
   a class name, pasted in its colour on every box of that class."""
-  left, top, right, bottom = PIL.ImageDraw.Draw(PIL.Image.new("L", (1, 1))).textbbox((0, 0), name)
+  _, _, right, bottom = PIL.ImageDraw.Draw(PIL.Image.new("L", (1, 1))).textbbox((0, 0), name)
   mask = PIL.Image.new("L", (max(1, right), max(1, bottom)))
   PIL.ImageDraw.Draw(mask).text((0, 0), name, fill=255)
   return mask
