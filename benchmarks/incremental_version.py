@@ -50,6 +50,7 @@ def child_stream(bucket: str, cache: str, version: str) -> dict:
   import tensorflow_datasets as tfds
   from imagesets.publishing import transfer
   from imagesets.reading import sources
+  from imagesets.reading import streaming
 
   downloads = []
   real = transfer.checked_download
@@ -61,7 +62,7 @@ def child_stream(bucket: str, cache: str, version: str) -> dict:
   transfer.checked_download = counted
   source = sources.open_source(f"{NAME}:{version}", bucket, cache_dir=cache)
   for split in source.builder.info.splits:
-    for _ in tfds.as_numpy(sources.load(f"{NAME}:{version}", split, bucket, cache_dir=cache)):
+    for _ in tfds.as_numpy(streaming.load(f"{NAME}:{version}", split, bucket, cache_dir=cache)):
       pass
   shards = [(rel, size) for rel, size in downloads if "tfrecord-" in rel]
   return {"shard_downloads": len(shards), "shard_bytes": sum(size for _, size in shards)}

@@ -68,7 +68,7 @@ _EXPORTS = {
     "segmentation_train": "imagesets.reading.input_pipeline",
     "segmentation_eval": "imagesets.reading.input_pipeline",
     "fetch": "imagesets.publishing.fetch",
-    "load": "imagesets.reading.sources",
+    "load": "imagesets.reading.streaming",
     "image_dataset_from_directory": "imagesets.class_folders.from_directory",
 }
 __all__ = list(_EXPORTS)

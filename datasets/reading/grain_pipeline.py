@@ -45,14 +45,14 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets import tfds_internals
-from imagesets.reading import input_pipeline
 from imagesets.reading import mixing
 from imagesets.reading import numpy_box_ops
 from imagesets.reading import numpy_ops
 from imagesets.reading import order as order_lib
+from imagesets.reading import pipeline_checks as checks
 from imagesets.reading import shard_reads
 from imagesets.reading import sources
-from imagesets.reading import streaming
+from imagesets.reading import split_runs
 
 _absl_logger = logging.getLogger("absl")
 _importing_thread = threading.get_ident()
@@ -77,14 +77,14 @@ finally:
 
 def data_source(dataset, split: str, data_dir=None):
   """Raw records (serialized tf.train.Example) of an ArrayRecord build, by index."""
-  builder = input_pipeline.open_builder(dataset, data_dir)
+  builder = sources.open_builder(dataset, data_dir)
   if builder.info.file_format != tfds.core.FileFormat.ARRAY_RECORD:
     raise ValueError(
         f"{builder.info.full_name} in {builder.data_dir_root} is stored as "
         f"{builder.info.file_format.value}; Grain reads by random access: rebuild it with "
         "--file_format array_record (tfds build ... --file_format array_record, or "
         "imagesets build ... --file-format array_record)")
-  return input_pipeline.raw_records(builder, split)
+  return sources.raw_records(builder, split)
 
 
 def parse(record: bytes, keys) -> dict:
@@ -228,7 +228,7 @@ class RecordSource(sources.Reopened):
   def __init__(self, url: str, spec: str, split: str, *, shuffle: bool, seed: int,
                num_epochs: int | None, shard_index: int = 0, shard_count: int = 1,
                cache_dir=None, cache_limit=None,
-               window_shards: int = streaming.DEFAULT_WINDOW_SHARDS, worker_count: int = 0,
+               window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS, worker_count: int = 0,
                start=None, reading_threads: int = 16):
     self._args = dict(locals())
     del self._args["self"]
@@ -241,15 +241,15 @@ class RecordSource(sources.Reopened):
     self.source = sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
                                       cache_limit=args["cache_limit"])
     split = args["split"]
-    self.stored = streaming.split_shards(self.source.builder, split)
-    streaming.check_readers(self.source.builder, split, self.stored, args["shard_count"],
-                            "processes")
+    self.stored = split_runs.split_shards(self.source.builder, split)
+    split_runs.check_readers(self.source.builder, split, self.stored, args["shard_count"],
+                             "processes")
     # This process's shards: every shard_count-th, as TFDS's ReadConfig(input_context).
     mine = list(range(args["shard_index"], len(self.stored), args["shard_count"]))
     # Windows a reader holds at once: one, read by one thread (grain_pipeline's loaders);
     # two for several reading threads, which straddle a window's end.
     held = 1 if args["reading_threads"] == 1 else 2
-    self.run = streaming.run_for(
+    self.run = split_runs.run_for(
         self.source, split, shuffle=args["shuffle"], seed=args["seed"],
         readers=max(1, args["worker_count"]), window_shards=args["window_shards"],
         held=held, num_epochs=args["num_epochs"], start=args["start"],
@@ -492,7 +492,7 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
                   shard_index, shard_count, worker_count, start):
   """A mix's loader: every worker of every process one reader of the mix's run."""
   readers = shard_count * max(1, worker_count)
-  input_pipeline.check_batches(mix.examples_per_epoch, "", batch_size, num_epochs,
+  checks.check_batches(mix.examples_per_epoch, "", batch_size, num_epochs,
                                drop_remainder, readers, what="an epoch of the mix")
   source = MixedSource(mix, readers, start=start, num_epochs=num_epochs,
                        held=1 if _READ_OPTIONS.num_threads == 1 else 2)
@@ -520,9 +520,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                        "detection_train; evaluate each part on its own split")
     keys = ((transform.image_key, transform.label_key)   # (detection: the mix's own)
             if isinstance(transform, TrainClassification) else (dataset.image_key, dataset.label_key))
-    input_pipeline.check_mixed(dataset, keys=keys,
-                               task=_MIXED_TASKS[type(transform)], split=split,
-                               data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+    checks.check_mixed(dataset, keys=keys, task=_MIXED_TASKS[type(transform)], split=split,
+                       data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
     return _mixed_loader(dataset, transform, batch_size=batch_size, seed=seed,
                          num_epochs=num_epochs, drop_remainder=drop_remainder,
                          shard_index=shard_index, shard_count=shard_count,
@@ -545,7 +544,7 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                        "ArrayRecord build resumes with the iterator's set_state")
     sources.check_cache_options(data_dir, cache_dir, cache_limit)
     source = data_source(dataset, split, data_dir)
-    input_pipeline.check_batches(len(source), split, batch_size, num_epochs if train else 1,
+    checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
                                  drop_remainder, shard_count)
     shard_options = grain.ShardOptions(shard_index, shard_count, drop_remainder=False)
     sampler = grain.IndexSampler(
@@ -638,7 +637,7 @@ def _detection(dataset, *, split, data_dir, cache_dir, cache_limit, max_boxes, b
   dataset without boxes, a split too small for one batch, each refused in one line)."""
   numpy_box_ops.check_format(bounding_box_format)
   numpy_box_ops.check_min_visible(min_visible)
-  _, max_boxes = input_pipeline._detection(
+  _, max_boxes = checks.detection_source(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
       drop_remainder=drop_remainder, input_context=None)
@@ -647,7 +646,7 @@ def _detection(dataset, *, split, data_dir, cache_dir, cache_limit, max_boxes, b
 
 def detection_train(dataset, *, batch_size: int, split: str | None = None, data_dir=None,
                     image_size=numpy_ops.IMAGE_SIZE, seed: int = 0,
-                    area_range=input_pipeline.DETECTION_CROP_AREA_RANGE,
+                    area_range=checks.DETECTION_CROP_AREA_RANGE,
                     aspect_ratio_range=numpy_ops.CROP_ASPECT_RATIO_RANGE,
                     min_visible: float = numpy_box_ops.MIN_VISIBLE, flip: bool = True,
                     max_boxes: int | None = None, bounding_box_format: str = "rel_yxyx",
@@ -687,9 +686,9 @@ def detection_eval(dataset, *, batch_size: int, split: str = "test", data_dir=No
   records), `detection_train`'s layout; mode "resize" (stretched to `image_size`, normalised
   boxes unchanged) or "pad" (letterboxed, boxes moved into the frame), as
   `input_pipeline.detection_eval`'s."""
-  if mode not in input_pipeline.DETECTION_EVAL_MODES:
-    raise ValueError(f"mode must be one of {input_pipeline.DETECTION_EVAL_MODES}, not {mode!r}")
-  input_pipeline.refuse_mix_in_eval(dataset, "detection_eval")
+  if mode not in checks.DETECTION_EVAL_MODES:
+    raise ValueError(f"mode must be one of {checks.DETECTION_EVAL_MODES}, not {mode!r}")
+  checks.refuse_mix_in_eval(dataset, "detection_eval")
   max_boxes = _detection(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
                          cache_limit=cache_limit, max_boxes=max_boxes, batch_size=batch_size,
                          num_epochs=1, drop_remainder=drop_remainder,

@@ -45,11 +45,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets import constants
 from imagesets.publishing import versions
 from imagesets.reading import box_ops
+from imagesets.reading import mixed_records
 from imagesets.reading import mixing
 from imagesets.reading import order as order_lib
+from imagesets.reading import pipeline_checks as checks
 from imagesets.reading import preprocess_ops as ops
 from imagesets.reading import sources
 from imagesets.reading import streaming
@@ -135,11 +136,6 @@ def read(source: "sources.Source | tfds.core.DatasetBuilder", split, *, keys, en
                               read_config=read_config)
 
 
-def raw_records(builder, split):
-  """The serialized tf.train.Examples of an ArrayRecord split, by index (len, [i])."""
-  return builder.as_data_source(split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
-
-
 _ARRAY_RECORD_READ_BATCH = 64  # records fetched per call into the ArrayRecord reader
 
 
@@ -148,7 +144,7 @@ def _read_array_record(builder, split, decoders, *, shuffle, seed, input_context
   """An ArrayRecord split as tf.data: its record indices, split between `input_context`'s
   workers (every `num_input_pipelines`-th index), shuffled globally per epoch by `seed`,
   fetched in batches by index and parsed with TFDS's own parser and `decoders`."""
-  source = raw_records(builder, split)
+  source = sources.raw_records(builder, split)
   indices = tf.data.Dataset.range(len(source))
   if input_context is not None:
     indices = indices.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
@@ -235,35 +231,6 @@ def _finish(ds, *, batch_size, drop_remainder, padded, dtype, mean, std, input_c
   return prefetch_to_accelerator(ds, prefetch_devices)
 
 
-def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Optional[int],
-                  drop_remainder: bool, num_workers: int = 1, what: Optional[str] = None) -> None:
-  """Refuses in one line a pipeline that would give not one batch: with `drop_remainder`
-  a last partial batch is dropped, so a split (this worker's share of it) smaller than
-  `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing."""
-  if not drop_remainder or num_epochs is None:
-    return
-  share = num_examples // max(1, num_workers)
-  if share * num_epochs >= batch_size:
-    return
-  workers = f" ({share} for each of {num_workers} workers)" if num_workers > 1 else ""
-  epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
-  raise ValueError(
-      f"{what or f'split {split!r}'} has {num_examples} examples{workers}{epochs}, fewer than "
-      f"batch_size={batch_size}: with drop_remainder=True not one batch would come out; give "
-      f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
-
-
-def _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context):
-  if not drop_remainder or num_epochs is None:
-    return
-  try:
-    num_examples = source.builder.info.splits[split].num_examples
-  except Exception:  # pylint: disable=broad-except
-    return  # a split spec TFDS's info cannot count (unknown, malformed): reading it says so
-  check_batches(num_examples, split, batch_size, num_epochs, drop_remainder,
-                input_context.num_input_pipelines if input_context is not None else 1)
-
-
 def _seed_or_random(seed):
   """(seed, deterministic): `None` draws a fresh seed and allows any element order."""
   if seed is None:
@@ -343,10 +310,11 @@ def classification_train(
   if cache not in TRAIN_CACHE_MODES:
     raise ValueError(f"cache must be one of {TRAIN_CACHE_MODES}, not {cache!r}")
   if isinstance(dataset, mixing.Mix):
-    check_mixed(dataset, split=split, data_dir=data_dir, cache=cache, cache_dir=cache_dir,
-                cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
-                keys=(image_key, label_key), task=mixing.schema_lib.CLASSIFICATION)
-    image_key, label_key = "image", "label"   # (mixing.records' names)
+    checks.check_mixed(dataset, split=split, data_dir=data_dir, cache=cache,
+                       cache_dir=cache_dir, cache_limit=cache_limit,
+                       shuffle_buffer=shuffle_buffer, keys=(image_key, label_key),
+                       task=mixing.schema_lib.CLASSIFICATION)
+    image_key, label_key = "image", "label"   # (mixed_records' names)
   elif start is not None:
     raise ValueError(_START_WITHOUT_MIX)
   if cache == "decoded":
@@ -367,7 +335,8 @@ def classification_train(
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
   split = "train" if split is None else split
-  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, num_epochs, drop_remainder,
+                             input_context)
   ds = _train(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
               preprocess=ops.compose(preprocess, *_label_ops(source, label_key),
                                      ops.keep("image", "label")), seed=seed,
@@ -390,43 +359,16 @@ def _label_ops(source: "sources.Source", label_key: str) -> list[ops.Op]:
   return [box_ops.multi_hot(feature.feature.num_classes, "label")]
 
 
-def refuse_mix_in_eval(dataset, call: str) -> None:
-  if isinstance(dataset, mixing.Mix):
-    raise ValueError("a mix is for training; evaluate each part on its own split "
-                     f"({call}(part.dataset, data_dir=part.data_dir, ...))")
-
-
-_READ_WITH = {mixing.schema_lib.CLASSIFICATION: "classification_train",
-              mixing.schema_lib.DETECTION: "detection_train"}
-
-
-def check_mixed(mix, *, keys, task, **given) -> None:
-  """Refuses, in one line, a mix of another task than the pipeline's and options a mix's
-  parts or its position already decide."""
-  if mix.task != task:
-    raise ValueError(f"the mix's parts are {mix.task} datasets: read it with "
-                     f"{_READ_WITH[mix.task]}")
-  for name, value in given.items():
-    if value is not None:
-      raise ValueError(
-          f"{name}={value!r} with a mix: the parts give their own split and data_dir, the "
-          "mix its cache_dir and cache_limit (mixing.mix(..., cache_limit=...)), and a mixed "
-          "pipeline has no shuffle buffer or memory cache (its state is its position)")
-  if keys != (mix.image_key, mix.label_key):
-    raise ValueError(f"image_key/label_key of a mix are given to mixing.mix(..., "
-                     f"image_key={keys[0]!r}, label_key={keys[1]!r})")
-
-
 def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
   """A mix's training batches (see `classification_train`): its examples by position,
   each crop and flip seeded by the example's count in the job."""
   reader, readers = streaming.reader_of(finish["input_context"])
-  check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
+  checks.check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
                 finish["drop_remainder"], readers, what="an epoch of the mix")
   run = mix.run(readers, start=start, num_epochs=num_epochs)
   key = tf.constant(order_lib.derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT),
                     tf.int64)
-  ds = mixing.records(run, reader).map(
+  ds = mixed_records.records(run, reader).map(
       lambda e: preprocess({**{k: v for k, v in e.items() if k != "index"},
                             ops.SEED_KEY: tf.stack([key, e["index"]])}),
       num_parallel_calls=AUTOTUNE)
@@ -458,10 +400,10 @@ def classification_eval(
   """
   if mode not in CLASSIFICATION_EVAL_MODES:
     raise ValueError(f"mode must be one of {CLASSIFICATION_EVAL_MODES}, not {mode!r}")
-  refuse_mix_in_eval(dataset, "classification_eval")
+  checks.refuse_mix_in_eval(dataset, "classification_eval")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
-  _check_batches(source, split, batch_size, 1, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context)
   image_op = {
       "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
       "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
@@ -512,7 +454,8 @@ def segmentation_train(
     raise ValueError(f"mode must be one of {SEGMENTATION_TRAIN_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
-  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, num_epochs, drop_remainder,
+                             input_context)
   geometry = {
       "scale_crop": lambda: ops.compose(ops.random_scale(scale_range, mask_keys=_MASK),
                                         ops.random_crop_or_pad(crop_size, mask_keys=_MASK)),
@@ -557,7 +500,7 @@ def segmentation_eval(
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
-  _check_batches(source, split, batch_size, 1, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context)
   geometry = {
       "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
@@ -574,46 +517,8 @@ def segmentation_eval(
                  mask_keys=_MASK)
 
 
-DETECTION_CROP_AREA_RANGE = constants.DETECTION_CROP_AREA_RANGE
-DETECTION_EVAL_MODES = ("resize", "pad")
-
-
-def max_objects(source: "sources.Source") -> int:
-  """The most objects one image of the version holds (its build's metadata), at least 1."""
-  metadata = source.builder.info.metadata or {}
-  if "max_objects_per_image" not in metadata:
-    raise ValueError(f"{source.builder.info.full_name} records no max_objects_per_image "
-                     "(not a detection build of imagesets): give max_boxes=")
-  return max(1, int(metadata["max_objects_per_image"]))
-
-
-def _check_detection(source: "sources.Source") -> None:
-  features = source.builder.info.features
-  if "objects" not in features or "bbox" not in features["objects"].feature:
-    raise ValueError(f"{source.builder.info.full_name} has no boxes (features "
-                     f"{sorted(features.keys())}): detection pipelines read an "
-                     "\"objects\" sequence with \"bbox\" and \"label\", as builds from "
-                     "COCO, VOC or YOLO annotations store them")
-
-
-def _detection(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
-               batch_size, num_epochs, drop_remainder, input_context, shuffle_buffer=None):
-  """(source, or the mix, and max_boxes) of a detection pipeline, its options checked (a
-  mix's batches are checked by `_mixed_train`)."""
-  if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
-    raise ValueError(f"max_boxes={max_boxes!r}: give a whole number of at least 1 (the "
-                     "padded length of each image's boxes), or None for the version's most")
-  if isinstance(dataset, mixing.Mix):
-    check_mixed(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
-                cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
-                keys=(dataset.image_key, dataset.label_key), task=mixing.schema_lib.DETECTION)
-    return dataset, (max(max_objects(s) for s in dataset.sources) if max_boxes is None
-                     else max_boxes)
-  split = "train" if split is None else split
-  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
-  _check_detection(source)
-  _check_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
-  return source, max_objects(source) if max_boxes is None else max_boxes
+DETECTION_CROP_AREA_RANGE = checks.DETECTION_CROP_AREA_RANGE
+DETECTION_EVAL_MODES = checks.DETECTION_EVAL_MODES
 
 
 def detection_train(
@@ -644,7 +549,7 @@ def detection_train(
   `classification_train` reads a mix (labels mapped by class name; batches also hold
   "source"; `start=` resumes it; `max_boxes` None: the most of any part).
   """
-  source, max_boxes = _detection(
+  source, max_boxes = checks.detection_source(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
       drop_remainder=drop_remainder, input_context=input_context,
@@ -689,8 +594,8 @@ def detection_eval(
   """
   if mode not in DETECTION_EVAL_MODES:
     raise ValueError(f"mode must be one of {DETECTION_EVAL_MODES}, not {mode!r}")
-  refuse_mix_in_eval(dataset, "detection_eval")
-  source, max_boxes = _detection(
+  checks.refuse_mix_in_eval(dataset, "detection_eval")
+  source, max_boxes = checks.detection_source(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=1,
       drop_remainder=drop_remainder, input_context=input_context)

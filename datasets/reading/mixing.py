@@ -43,22 +43,17 @@ import json
 import threading
 
 import numpy as np
-import tensorflow as tf
+import tensorflow_datasets as tfds
 
 from imagesets.annotations import schema as schema_lib
 from imagesets.reading import mix_order
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
 from imagesets.reading import sources as sources_lib
-from imagesets.reading import streaming
+from imagesets.reading import split_runs
 
 LABELS = ("same", "union")
 OBJECTS = "objects"   # a detection dataset's Sequence of {"bbox", "label", ...}
-# Positions read per call into Python (tf.data); one call at a time, so that each part's
-# reads come in the order its windows were sized for (calls at once straddle windows, and a
-# read behind the windows held pins its shard again: under a cache limit, downloads again).
-_READ_BATCH = 64
-_ENDLESS = np.iinfo(np.int64).max
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,11 +101,14 @@ class Mix(sources_lib.Reopened):
     if not any(buckets):   # (refused in one line: only a bucket read has a cache)
       sources_lib.check_cache_options(self.parts[0].data_dir, args["cache_dir"],
                                       args["cache_limit"])
-    self.sources = [sources_lib.open_source(
-        p.dataset, p.data_dir, **(dict(cache_dir=args["cache_dir"],
-                                       cache_limit=args["cache_limit"]) if bucket else {}))
-        for p, bucket in zip(self.parts, buckets)]
-    self.shards = [streaming.split_shards(s.builder, p.split)
+    folders = args.get("folders") or [None] * len(self.parts)
+    self.sources = [
+        sources_lib.open_source(tfds.builder_from_directory(folder)) if folder
+        else sources_lib.open_source(
+            p.dataset, p.data_dir, **(dict(cache_dir=args["cache_dir"],
+                                           cache_limit=args["cache_limit"]) if bucket else {}))
+        for p, bucket, folder in zip(self.parts, buckets, folders)]
+    self.shards = [split_runs.split_shards(s.builder, p.split)
                    for p, s in zip(self.parts, self.sources)]
     self.sizes = [sum(s.take for s in shards) for shards in self.shards]
     for part, size in zip(self.parts, self.sizes):
@@ -130,6 +128,12 @@ class Mix(sources_lib.Reopened):
                             *([self.task] if self.task != schema_lib.CLASSIFICATION else [])])
     self.fingerprint = hashlib.sha256(described.encode()).hexdigest()[:16]
 
+  def __getstate__(self):
+    # Local parts reopened from the version folders opened here: a worker process reads
+    # the same versions without the builders' code (nor TensorFlow).
+    return {**self._args, "folders": [None if s.streamed else str(s.folder)
+                                      for s in self.sources]}
+
   @property
   def proportions(self) -> tuple[float, ...]:
     """Each part's share of a mixed epoch's records."""
@@ -145,7 +149,7 @@ class Mix(sources_lib.Reopened):
     return f"Mix({shares}; seed={self.seed}, {len(self.classes)} classes)"
 
   def run(self, readers: int = 1, *, start=None, held: int = 1, num_epochs=None,
-          window_shards: int = streaming.DEFAULT_WINDOW_SHARDS) -> "MixedRun":
+          window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS) -> "MixedRun":
     return MixedRun(self, readers, start=start, held=held, num_epochs=num_epochs,
                     window_shards=window_shards)
 
@@ -269,7 +273,7 @@ class MixedRun:
   `num_epochs` (None: no end). `held`: windows of each part a reader pins at once."""
 
   def __init__(self, mix_: Mix, readers: int, *, start=None, held: int = 1, num_epochs=None,
-               window_shards: int = streaming.DEFAULT_WINDOW_SHARDS):
+               window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS):
     self.mix, self.readers, self.num_epochs = mix_, readers, num_epochs
     if readers < 1:
       raise ValueError(f"readers must be at least 1, not {readers}")
@@ -290,7 +294,7 @@ class MixedRun:
                                               readers * len(streamed))
         source.cache.check_fits(largest, "the mix's parts in the cache", held,
                                 readers * len(streamed))
-      streaming.check_readers(source.builder, part.split, shards, readers, "readers of the mix")
+      split_runs.check_readers(source.builder, part.split, shards, readers, "readers of the mix")
       windows.append(window)
     self.windows = tuple(windows)
     resumed, self.offsets, self.first_index = {}, [0] * readers, 0
@@ -397,75 +401,6 @@ def mapped_labels(label_ids, part: int, labels) -> np.ndarray:
   if bad.any():
     raise ValueError(_out_of_range(part, int(labels[bad][0]), len(ids)))
   return np.where(labels < 0, labels, ids[np.maximum(labels, 0)])
-
-
-def mapped_label_tensor(label_ids, parts: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-  """`mapped_labels` in TensorFlow: `labels[i]` of part `parts[i]` (int64 vectors)."""
-  width = max(len(ids) for ids in label_ids)
-  table = tf.constant(np.array([list(ids) + [-1] * (width - len(ids)) for ids in label_ids],
-                               np.int64).reshape(-1))
-  counts = tf.gather(tf.constant([len(ids) for ids in label_ids], tf.int64), parts)
-  checked = tf.debugging.assert_less(
-      labels, counts, message="a record has a label its part's features do not list")
-  with tf.control_dependencies([checked]):
-    return tf.where(labels < 0, labels, tf.gather(table, parts * width + tf.maximum(labels, 0)))
-
-
-def records(run: MixedRun, reader: int = 0) -> tf.data.Dataset:
-  """The reader's examples as tf.data: {"image" (encoded), "label" (the mix's id),
-  "source" (part), "index" (the job's count of the example: seeds its augmentation)}; a
-  detection mix's hold "objects": {"bbox": float32 [N, 4] as stored, "label": int64 [N]
-  (the mix's ids)} instead of "label"."""
-  mix_ = run.mix
-  reads = streaming.weakly(run)
-  detection = mix_.task == schema_lib.DETECTION
-  spec = {mix_.image_key: tf.io.FixedLenFeature([], tf.string)}
-  if detection:   # (TFDS stores a Sequence's fields flattened: N x 4 floats, N ints)
-    spec.update({f"{OBJECTS}/bbox": tf.io.RaggedFeature(tf.float32),
-                 f"{OBJECTS}/label": tf.io.RaggedFeature(tf.int64)})
-  else:
-    spec[mix_.label_key] = tf.io.FixedLenFeature([], tf.int64)
-  def read(js):
-    js = js.tolist()
-    parts, records_ = reads().read(reader, js[0], len(js))
-    return parts.astype(np.int64), np.array(records_, dtype=object)
-
-  def batch(js):
-    # (stateful: tf.data then never runs two reads at once, see _READ_BATCH)
-    parts, serialized = tf.numpy_function(read, [js], [tf.int64, tf.string], stateful=True)
-    parts.set_shape([None])
-    serialized.set_shape([None])
-    parsed = tf.io.parse_example(serialized, spec)
-    out = {"image": parsed[mix_.image_key], "source": parts,
-           "index": int(run.global_index(reader, 0)) + js * run.readers}
-    if not detection:
-      return {**out, "label": mapped_label_tensor(mix_.label_ids, parts,
-                                                  parsed[mix_.label_key])}
-    labels, boxes = parsed[f"{OBJECTS}/label"], parsed[f"{OBJECTS}/bbox"]
-    checked = tf.debugging.assert_equal(
-        boxes.row_lengths(), 4 * labels.row_lengths(),
-        message=f"a record's {OBJECTS}/bbox does not hold 4 coordinates a label")
-    with tf.control_dependencies([checked]):
-      flat = tf.reshape(boxes.flat_values, [-1, 4])
-    return {**out, OBJECTS: {
-        "bbox": tf.RaggedTensor.from_row_lengths(flat, labels.row_lengths()),
-        "label": labels.with_flat_values(mapped_label_tensor(
-            mix_.label_ids, tf.gather(parts, labels.value_rowids()), labels.flat_values))}}
-
-  end = run.length(reader)
-  ds = tf.data.Dataset.range(run.offsets[reader], _ENDLESS if end is None else end)
-  ds = ds.batch(_READ_BATCH).map(batch).unbatch()
-  if detection:   # (unbatched ragged rows keep a ragged spec: a map gives plain tensors)
-    ds = ds.map(lambda e: e)
-  if end is not None:
-    none = tf.zeros([], tf.int64)   # (the finishing step gives no examples)
-    nothing = ({OBJECTS: {"bbox": tf.zeros([0, 4]), "label": tf.zeros([0], tf.int64)}}
-               if detection else {"label": none})
-    ds = ds.concatenate(streaming.finishing(run).map(
-        lambda s: {"image": s, **nothing, "source": none, "index": none}))
-  ds = streaming.with_file_reads(ds)
-  ds._imagesets_mix_run = run   # (held by the dataset: the numpy functions hold it weakly)
-  return ds
 
 
 def position(ds, taken) -> dict:

@@ -3,17 +3,17 @@
     from imagesets.reading import sources
     source = sources.open_source("synthetic_images/tiny:1.0.0", "s3://team-bucket/tfds",
                                  cache_dir="/scratch/cache", cache_limit="20GB")
-    for record in source.records("train").as_numpy_iterator():   # stored order
-      ...                                                       # serialized tf.train.Example
+    for record in source.stored_records("train"):   # serialized tf.train.Examples
+      ...
 
 A `Source` is explicit about what is read: the TFDS `builder` (features, splits, the
 file format), the `folder` holding the version's metadata, and `cache`: None when every
 shard is a local file (a TFDS data_dir, or a version `fetch` copied whole), else the
 bounded, content-addressed shard cache (`shard_cache`) its shards are streamed through
-from the bucket. `records(split, ...)` gives the serialized examples of a split in stored
-order (or the seeded streaming order, `streaming`), reading shards with TensorFlow's C++
-readers (a pass's last window is unpinned when it ends, a dropped pipeline's when it is
-garbage collected).
+from the bucket. `stored_records(split)` gives the serialized examples of a split in stored
+order, without TensorFlow; `streaming.records(source, split, ...)` the same as tf.data, or
+in the seeded streaming order, reading shards with TensorFlow's C++ readers (a pass's last
+window is unpinned when it ends, a dropped pipeline's when it is garbage collected).
 
 A bucket data_dir is `s3://`, `gs://` or `file://`: the version is asked of the bucket
 (`publishing.transfer.open_version`; pinned versions cached before are read without it
@@ -27,6 +27,7 @@ import json
 import os
 import pathlib
 import re
+from typing import Iterator
 
 import tensorflow_datasets as tfds
 
@@ -39,9 +40,10 @@ from imagesets.publishing import transfer
 from imagesets.publishing import versions
 from imagesets.reading import shard_cache as shard_cache_lib
 from imagesets.reading import shard_reads
-from imagesets.reading import streaming
+from imagesets.reading import split_runs
 
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")   # TFDS's shard files: ...-00003-of-00016
+_READ_BATCH = 64   # records read at a time in stored order
 
 
 def is_bucket_url(data_dir) -> bool:
@@ -123,10 +125,17 @@ class Source:
       return shard_reads.LocalShards(self.folder)
     return shard_reads.CachedShards(self.cache, self.shards)
 
-  def records(self, split: str, **kwargs):
-    """Serialized examples of `split` as tf.data, in stored order unless `shuffle=True`
-    (then the read order of `seed`); see `streaming.records` for the arguments."""
-    return streaming.records(self, split, **kwargs)
+  def stored_records(self, split: str) -> Iterator[bytes]:
+    """The serialized examples of `split` in stored order, read without TensorFlow (a
+    bucket's shards through the cache, each held while its records are read)."""
+    run = split_runs.run_for(self, split, shuffle=False, seed=0, what="readers")
+    reads = shard_reads.PlannedReads(self.store(), self.file_format, run, 0)
+    try:
+      count = len(reads.plan(0))
+      for at in range(0, count, _READ_BATCH):
+        yield from reads.read(0, at, min(_READ_BATCH, count - at))
+    finally:
+      reads.close()
 
 
 # The name, config or version is not in `data_dir` (or the bucket); the message, one line,
@@ -197,6 +206,37 @@ def open_builder(dataset, data_dir=None, *, cache_dir=None,
   return builder
 
 
+def raw_records(builder, split) -> "ArrayRecords":
+  """The serialized tf.train.Examples of a local ArrayRecord split, by index (len, [i])."""
+  return ArrayRecords(builder.data_dir, split)
+
+
+class ArrayRecords(Reopened):
+  """TFDS's data source of a local ArrayRecord split, serialized records by index. Pickled
+  (to Grain's worker processes) as its version folder and split, and opened there from
+  the version's own files: a worker never imports the builder's code (nor TensorFlow)."""
+
+  def __init__(self, folder, split: str):
+    self._args = dict(folder=str(folder), split=split)
+    self._open()
+
+  def _open(self):
+    self._records = tfds.builder_from_directory(self._args["folder"]).as_data_source(
+        self._args["split"], deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+
+  def __repr__(self) -> str:  # (Grain checks a restored state against it)
+    return repr(self._records)
+
+  def __len__(self) -> int:
+    return len(self._records)
+
+  def __getitem__(self, index):
+    return self._records[index]
+
+  def __getitems__(self, indices):
+    return self._records.__getitems__(indices)
+
+
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
   """The `Source` of a prepared version: `name_or_spec` is "name[/config][:version]" (or
   a TFDS builder); `data_dir` a TFDS data_dir (None: TFDS's default) or a bucket URL,
@@ -261,17 +301,3 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
   for name in stale:  # a version published again with fewer files
     if not name.startswith(".") and (folder / name).is_file() and not (folder / name).is_symlink():
       (folder / name).unlink()
-
-
-def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
-         seed: int | None = None, num_epochs: int | None = 1, cache_dir=None, cache_limit=None,
-         input_context=None, decoders=None):
-  """Plain examples, as `tfds.load(dataset, split=split, data_dir=...)` gives them, of a
-  version published at bucket `data_dir`, streamed. `decoders`: TFDS's (e.g.
-  `{"image": tfds.decode.SkipDecoding()}`); `shuffle`: the read order of `seed`."""
-  source = open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
-  features = source.builder.info.features
-  ds = streaming.records(source, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
-                         input_context=input_context, deterministic=True)
-  return ds.map(lambda record: features.deserialize_example(record, decoders=decoders),
-                num_parallel_calls=-1)  # (tf.data.AUTOTUNE)

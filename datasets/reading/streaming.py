@@ -17,7 +17,6 @@ pipelines (`position(...)` of the records each has given in this run); every rec
 the unfinished epochs is then read exactly once by the new pipelines.
 """
 
-import os
 import weakref
 
 import numpy as np
@@ -25,60 +24,27 @@ import tensorflow as tf
 
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
+from imagesets.reading import sources
+from imagesets.reading import split_runs
 
-DEFAULT_WINDOW_SHARDS = 4   # shards read together
 _READ_BATCH = 64            # records read per call into Python (ArrayRecord)
 _READ_CALLS = 4             # such calls at once
 _TFRECORD_BUFFER = 8 << 20  # bytes read ahead per TFRecord file
 _ENDLESS = np.iinfo(np.int64).max
 
 
-def split_shards(builder, split: str) -> list[order_lib.ShardSlice]:
-  """The shard slices of `split` (TFDS's file instructions: train[:10%] reads part of some)."""
-  return [order_lib.ShardSlice(os.path.basename(i.filename), i.skip, i.take)
-          for i in builder.info.splits[split].file_instructions if i.take]
-
-
-def check_readers(builder, split: str, shards, readers: int, what: str) -> None:
-  if len(shards) < readers:
-    raise ValueError(
-        f"{builder.info.full_name} split {split!r} has {len(shards)} shard file(s), fewer "
-        f"than the {readers} {what} reading it (each reads whole shards): rebuild with "
-        f"--num_shards {readers} or more, or read it with fewer")
-
-
-def run_for(source, split: str, *, shuffle: bool, seed: int | None, readers: int = 1,
-            mix: str = "shuffle", window_shards: int = DEFAULT_WINDOW_SHARDS,
-            held: int = 1, num_epochs: int | None = 1, start=None, shards=None,
-            what: str = "input pipelines") -> order_lib.Run:
-  """The `order.Run` of `readers` readers of `split`, windows sized for the cache limit
-  (each reader holding `held` windows and downloading the next), from `start` (a
-  `Position` or its JSON; None: the first epoch)."""
-  shards = split_shards(source.builder, split) if shards is None else shards
-  check_readers(source.builder, split, shards, readers, what)
-  order = order_lib.Order(shards, seed or 0, shuffle, mix)
-  if isinstance(start, dict):
-    start = order_lib.Position.from_json(start)
-  # (a position replays its own windows; the rest is read in windows sized for this job)
-  window = window_shards
-  if source.cache is not None:   # windows sized, and the limit checked, for the readers
-    window = source.cache.window_size_for(window_shards, source.largest_shard, held, readers)
-    source.cache.check_fits(source.largest_shard, source.builder.info.full_name, held,
-                            readers)
-  return order_lib.Run(order, readers, window, after=start, num_epochs=num_epochs)
-
-
 def records(source, split: str, *, shuffle: bool = False, seed: int | None = None,
             num_epochs: int | None = 1, input_context=None, deterministic: bool = True,
-            window_shards: int = DEFAULT_WINDOW_SHARDS, start=None) -> tf.data.Dataset:
+            window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS,
+            start=None) -> tf.data.Dataset:
   """Serialized examples of `split`, `num_epochs` times (None: forever), as tf.data:
   stored order, or the order of `seed` with `shuffle`. Checkpointable (a window is a
   function of its pass and number alone)."""
   reader, readers = reader_of(input_context)
   tfrecord = source.file_format == "tfrecord"
-  run = run_for(source, split, shuffle=shuffle, seed=seed, readers=readers,
-                mix="interleave" if tfrecord else "shuffle", window_shards=window_shards,
-                num_epochs=num_epochs, start=start)
+  run = split_runs.run_for(source, split, shuffle=shuffle, seed=seed, readers=readers,
+                           mix="interleave" if tfrecord else "shuffle",
+                           window_shards=window_shards, num_epochs=num_epochs, start=start)
   if tfrecord:
     reads = shard_reads.WindowPins(source.store(), run, reader)
     ds = _windows(run, reader).flat_map(_tfrecord_window(run, reads))
@@ -94,6 +60,20 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
   ds._imagesets_reads = reads
   ds._imagesets_run = run
   return ds
+
+
+def load(dataset: str, split: str, data_dir: str, *, shuffle: bool = False,
+         seed: int | None = None, num_epochs: int | None = 1, cache_dir=None, cache_limit=None,
+         input_context=None, decoders=None):
+  """Plain examples, as `tfds.load(dataset, split=split, data_dir=...)` gives them, of a
+  version published at bucket `data_dir`, streamed. `decoders`: TFDS's (e.g.
+  `{"image": tfds.decode.SkipDecoding()}`); `shuffle`: the read order of `seed`."""
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  features = source.builder.info.features
+  ds = records(source, split, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+               input_context=input_context, deterministic=True)
+  return ds.map(lambda record: features.deserialize_example(record, decoders=decoders),
+                num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def reader_of(input_context) -> tuple[int, int]:

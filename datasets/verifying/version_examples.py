@@ -111,9 +111,9 @@ def examples(source, split: str) -> Iterator[Example | Located]:
   decoders = {key: tfds.decode.SkipDecoding() for key, feature in features.items()
               if isinstance(feature, tfds.features.Image)}
   decoders.setdefault("image", tfds.decode.SkipDecoding())
-  if source.streamed:
-    dataset = source.records(split).map(
-        lambda r: features.deserialize_example(r, decoders=decoders))
+  if source.streamed:   # (rows as an ArrayRecord data source gives them)
+    dataset = (features.deserialize_example_np(r, decoders=decoders)
+               for r in source.stored_records(split))
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     dataset = builder.as_data_source(split, decoders=decoders)
   else:

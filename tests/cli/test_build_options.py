@@ -13,7 +13,7 @@ import imagesets  # noqa: F401
 from conftest import records_by_split, warm_beam_workers
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
-from imagesets.reading import input_pipeline
+from imagesets.reading import sources
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 
@@ -44,7 +44,7 @@ def python_build(tree, data_dir, file_format="tfrecord", versioned=True, **optio
 
 def array_records(version_dir) -> dict[str, list[bytes]]:
   builder = tfds.builder_from_directory(str(version_dir))
-  return {split: sorted(input_pipeline.raw_records(builder, split)[i]
+  return {split: sorted(sources.raw_records(builder, split)[i]
                         for i in range(builder.info.splits[split].num_examples))
           for split in builder.info.splits}
 

@@ -2,6 +2,7 @@
 seed, resumable from a saved state, sharded across processes, the tf.data semantics."""
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -187,3 +188,71 @@ def test_a_missing_version_bucket_options_on_a_path_and_a_too_small_split_are_on
                      r"batch_size=64: .* give batch_size=24 or less"):
     gp.classification_train(classes, batch_size=64, num_epochs=1)
   assert len(_take(gp.classification_train(classes, batch_size=24, num_epochs=1), 2)) == 1
+
+
+_GRAIN_JOB = r"""
+import sys
+import tensorflow_datasets as tfds
+from imagesets.reading import grain_pipeline as gp, mixing
+path, url, spec, cache = sys.argv[1:]
+local = tfds.builder_from_directory(path)
+small = dict(batch_size=4, image_size=16, num_epochs=1)
+streamed = dict(data_dir=url, cache_dir=cache)
+mix = mixing.mix([mixing.Part(spec, data_dir=url), mixing.Part(spec, data_dir=url)],
+                 cache_dir=cache)
+loaders = [gp.classification_train(local, worker_count=1, **small),
+           gp.classification_eval(local, split="train", batch_size=4, image_size=16),
+           gp.classification_train(spec, worker_count=1, **streamed, **small),
+           gp.classification_eval(spec, split="train", batch_size=4, image_size=16, **streamed),
+           gp.classification_train(mix, worker_count=1, **small)]
+print([sum(len(b["label"]) for b in loader) for loader in loaders])
+print(sorted(m for m in sys.modules if m in ("tensorflow", "keras")))
+"""
+
+
+def test_a_grain_job_never_imports_tensorflow(classes, tmp_path):
+  """A JAX job reads with Grain alone: making and reading loaders of a local build, of a
+  version streamed from a bucket and of a mix imports no TensorFlow (7-8 s of CPU a
+  process), in the job or in Grain's worker processes (which import only what unpickling
+  the job's sources, samplers and transforms imports: a subset of the job's modules)."""
+  import subprocess
+  import sys
+  from imagesets.publishing import publish
+  spec, url = f"{classes.name}:{classes.version}", f"file://{tmp_path}/bucket"
+  publish.publish(spec, classes.data_dir_root, url, progress=False)
+  out = subprocess.run([sys.executable, "-c", _GRAIN_JOB, str(classes.data_path), url, spec,
+                        str(tmp_path / "cache")], capture_output=True, text=True,
+                       timeout=300, check=True).stdout.splitlines()
+  assert out[-2:] == [f"[{NUM_CLASSIFICATION}, {NUM_CLASSIFICATION}, {NUM_CLASSIFICATION}, "
+                      f"{NUM_CLASSIFICATION}, {2 * NUM_CLASSIFICATION}]", "[]"]
+
+
+_WORKER_UNPICKLES = r"""
+import pickle, sys
+source, sampler, operations = pickle.loads(sys.stdin.buffer.read())
+record = source[sampler[0].record_key]
+print(len(source), type(record).__name__)
+print(sorted(m for m in sys.modules if m in ("tensorflow", "keras") or m.startswith("test_")
+             or m.startswith("imagesets.building.")))
+"""
+
+
+def test_grain_workers_open_what_they_read_without_the_builders_code(classes, tiny_data_dir):
+  """What Grain sends its worker processes (the loader's source, sampler and transforms,
+  cloudpickled), unpickled in a fresh interpreter that can import everything this one can:
+  a loader of a builder of the user's own module (here a test module's class, which imports
+  TensorFlow) and a mix of one of this package's datasets, built locally, are read
+  without the builders' modules, so without TensorFlow."""
+  import subprocess
+  import sys
+  import cloudpickle
+  from imagesets.reading import mixing
+  mix = mixing.mix([mixing.Part("synthetic_images/tiny", data_dir=str(tiny_data_dir)),
+                    mixing.Part("synthetic_images/tiny:1.0.0", data_dir=str(tiny_data_dir))])
+  for loader in (gp.classification_train(classes, batch_size=4, image_size=16, worker_count=1),
+                 gp.classification_train(mix, batch_size=4, image_size=16, worker_count=1)):
+    sent = cloudpickle.dumps((loader._data_source, loader._sampler, loader._operations))
+    out = subprocess.run([sys.executable, "-c", _WORKER_UNPICKLES], input=sent,
+                         capture_output=True, timeout=300, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.decode().splitlines()[-1] == "[]", out.stdout.decode()

@@ -16,8 +16,10 @@ import tensorflow as tf
 from imagesets.publishing import publish
 from imagesets.reading import input_pipeline as ip
 from imagesets.reading import mix_order
+from imagesets.reading import mixed_records
 from imagesets.reading import mixing
 from imagesets.reading import order as order_lib
+from imagesets.reading import split_runs
 from imagesets_testing import photo_datasets
 
 
@@ -40,7 +42,7 @@ def records_of(data_dir, spec) -> dict[bytes, str]:
   source = sources.open_source(spec, str(data_dir))
   names = source.builder.info.features["label"].names
   out = {}
-  for shard in mixing.streaming.split_shards(source.builder, "train"):
+  for shard in split_runs.split_shards(source.builder, "train"):
     reader = mixing.shard_reads.open_records(source.folder / shard.name, source.file_format)
     for record in reader.read(range(shard.skip, shard.skip + shard.take)):
       example = tfds.core.example_parser.ExampleParser(
@@ -53,7 +55,7 @@ def records_of(data_dir, spec) -> dict[bytes, str]:
 def raw(run, reader, count, start=0) -> list[tuple[int, bytes, int]]:
   """(part, image digest, label) of the reader's positions [start, start + count)."""
   out = []
-  for e in mixing.records(run, reader).skip(start).take(count).as_numpy_iterator():
+  for e in mixed_records.records(run, reader).skip(start).take(count).as_numpy_iterator():
     out.append((int(e["source"]), hashlib.sha256(e["image"]).digest(), int(e["label"])))
   return out
 

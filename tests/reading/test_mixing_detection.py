@@ -13,6 +13,7 @@ import pytest
 from imagesets.annotated import annotated_build
 from imagesets.building import annotated_builder
 from imagesets.reading import input_pipeline as ip
+from imagesets.reading import mixed_records
 from imagesets.reading import mixing
 from imagesets_testing import annotation_files
 from imagesets_testing import photo_datasets
@@ -83,7 +84,7 @@ def test_records_hold_every_object_by_class_name_with_its_box(parts, renamed):
   mix = mixing.mix([mixing.Part(made[0][0], data_dir, label_map=animals if renamed else None),
                     mixing.Part(made[1][0], data_dir)], labels="union")
   examples = []
-  for e in mixing.records(mix.run(), 0).take(mix.examples_per_epoch).as_numpy_iterator():
+  for e in mixed_records.records(mix.run(), 0).take(mix.examples_per_epoch).as_numpy_iterator():
     boxes, labels = e["objects"]["bbox"], e["objects"]["label"]
     assert boxes.shape == (len(labels), 4) and boxes.dtype == np.float32
     examples.append((int(e["source"]), tuple((mix.classes[label], box)
@@ -103,15 +104,16 @@ def test_labels_are_mapped_by_part_minus_one_kept_and_an_unlisted_id_refused():
   import tensorflow as tf
   label_ids = ((2, 0), (1, 3, 0))   # part 0: 2 classes, part 1: 3
   assert mixing.mapped_labels(label_ids, 1, [2, -1, 0]).tolist() == [0, -1, 1]
-  got = mixing.mapped_label_tensor(label_ids, tf.constant([0, 0, 1, 1], tf.int64),
-                                   tf.constant([1, -1, 2, 0], tf.int64))
+  got = mixed_records.mapped_label_tensor(label_ids, tf.constant([0, 0, 1, 1], tf.int64),
+                                          tf.constant([1, -1, 2, 0], tf.int64))
   assert got.numpy().tolist() == [0, -1, 0, 1]
   with pytest.raises(ValueError, match="^a record of part 0 has label 2, not one of its 2 "
                                        "class ids: its features do not describe its records$"):
     mixing.mapped_labels(label_ids, 0, [1, 2])
   with pytest.raises(tf.errors.InvalidArgumentError, match="a label its part's features do "
                                                            "not list"):
-    mixing.mapped_label_tensor(label_ids, tf.constant([0], tf.int64), tf.constant([2], tf.int64))
+    mixed_records.mapped_label_tensor(label_ids, tf.constant([0], tf.int64),
+                                      tf.constant([2], tf.int64))
 
 
 def test_a_dataset_with_tags_beside_its_objects_is_a_detection_part():

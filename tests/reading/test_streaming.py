@@ -115,8 +115,8 @@ def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, 
   source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
 
   def pipelines(count, start=None):
-    return [source.records("train", shuffle=True, seed=2, num_epochs=2, start=start,
-                           input_context=tf.distribute.InputContext(count, i, 1))
+    return [streaming.records(source, "train", shuffle=True, seed=2, num_epochs=2,
+                              start=start, input_context=tf.distribute.InputContext(count, i, 1))
             for i in range(count)]
 
   def take(datasets, counts, read):
@@ -872,7 +872,7 @@ def test_network_faults_are_retried_and_training_continues(built, s3_proxy, tmp_
   source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c2")  # (the listing first)
   proxy.refuse_next(30)
   features = source.builder.info.features
-  second = [digest(e) for e in tfds.as_numpy(source.records("train").map(
+  second = [digest(e) for e in tfds.as_numpy(streaming.records(source, "train").map(
       lambda r: features.deserialize_example(r, decoders={"image": tfds.decode.SkipDecoding()})))]
   # Requests met the outage (refused connections) and were retried until it ended: the
   # same examples, in the same order.
@@ -1198,14 +1198,19 @@ def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path, bucket_rea
 
 def test_a_source_reads_a_split_in_stored_order_local_or_streamed(built, tmp_path):
   url = published_to(built, "file", tmp_path)
-  expected = [tf.train.Example.FromString(r) for r in sources.open_source(
-      SPEC, built).records("test").as_numpy_iterator()]
+  expected = [tf.train.Example.FromString(r) for r in streaming.records(
+      sources.open_source(SPEC, built), "test").as_numpy_iterator()]
   source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c", cache_limit="1GB")
   assert source.streamed and not sources.open_source(SPEC, built).streamed
-  got = [tf.train.Example.FromString(r) for r in source.records("test").as_numpy_iterator()]
+  got = [tf.train.Example.FromString(r)
+         for r in streaming.records(source, "test").as_numpy_iterator()]
   assert got == expected and len(got) == 40
   labels = [e.features.feature["label"].int64_list.value[0] for e in got]
   assert labels == [label for _, label in local_examples(built, "test")]
+  # The same records without TensorFlow, local or streamed, nothing held afterwards.
+  for read in (source, sources.open_source(SPEC, built)):
+    assert [tf.train.Example.FromString(r) for r in read.stored_records("test")] == expected
+  assert source.cache._pins == {}
 
 
 def test_a_trainer_moving_to_a_version_built_on_its_last_downloads_only_the_new_shards(

@@ -1,0 +1,111 @@
+"""The pipelines' checks of their options, each refusal one line, shared by the tf.data
+pipelines (`input_pipeline`) and Grain's (`grain_pipeline`). Metadata only: no TensorFlow,
+so a Grain job never imports it."""
+
+from typing import Optional
+
+from imagesets import constants
+from imagesets.annotations import schema as schema_lib
+from imagesets.reading import mixing
+from imagesets.reading import sources
+
+DETECTION_CROP_AREA_RANGE = constants.DETECTION_CROP_AREA_RANGE
+DETECTION_EVAL_MODES = ("resize", "pad")
+
+
+def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Optional[int],
+                  drop_remainder: bool, num_workers: int = 1, what: Optional[str] = None) -> None:
+  """Refuses in one line a pipeline that would give not one batch: with `drop_remainder`
+  a last partial batch is dropped, so a split (this worker's share of it) smaller than
+  `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing."""
+  if not drop_remainder or num_epochs is None:
+    return
+  share = num_examples // max(1, num_workers)
+  if share * num_epochs >= batch_size:
+    return
+  workers = f" ({share} for each of {num_workers} workers)" if num_workers > 1 else ""
+  epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
+  raise ValueError(
+      f"{what or f'split {split!r}'} has {num_examples} examples{workers}{epochs}, fewer than "
+      f"batch_size={batch_size}: with drop_remainder=True not one batch would come out; give "
+      f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
+
+
+def check_split_batches(source: sources.Source, split, batch_size, num_epochs, drop_remainder,
+                        input_context) -> None:
+  """`check_batches` of a split of `source`, read by `input_context`'s pipelines (None:
+  one)."""
+  if not drop_remainder or num_epochs is None:
+    return
+  try:
+    num_examples = source.builder.info.splits[split].num_examples
+  except Exception:  # pylint: disable=broad-except
+    return  # a split spec TFDS's info cannot count (unknown, malformed): reading it says so
+  check_batches(num_examples, split, batch_size, num_epochs, drop_remainder,
+                input_context.num_input_pipelines if input_context is not None else 1)
+
+
+def refuse_mix_in_eval(dataset, call: str) -> None:
+  if isinstance(dataset, mixing.Mix):
+    raise ValueError("a mix is for training; evaluate each part on its own split "
+                     f"({call}(part.dataset, data_dir=part.data_dir, ...))")
+
+
+_READ_WITH = {schema_lib.CLASSIFICATION: "classification_train",
+              schema_lib.DETECTION: "detection_train"}
+
+
+def check_mixed(mix, *, keys, task, **given) -> None:
+  """Refuses, in one line, a mix of another task than the pipeline's and options a mix's
+  parts or its position already decide."""
+  if mix.task != task:
+    raise ValueError(f"the mix's parts are {mix.task} datasets: read it with "
+                     f"{_READ_WITH[mix.task]}")
+  for name, value in given.items():
+    if value is not None:
+      raise ValueError(
+          f"{name}={value!r} with a mix: the parts give their own split and data_dir, the "
+          "mix its cache_dir and cache_limit (mixing.mix(..., cache_limit=...)), and a mixed "
+          "pipeline has no shuffle buffer or memory cache (its state is its position)")
+  if keys != (mix.image_key, mix.label_key):
+    raise ValueError(f"image_key/label_key of a mix are given to mixing.mix(..., "
+                     f"image_key={keys[0]!r}, label_key={keys[1]!r})")
+
+
+def max_objects(source: sources.Source) -> int:
+  """The most objects one image of the version holds (its build's metadata), at least 1."""
+  metadata = source.builder.info.metadata or {}
+  if "max_objects_per_image" not in metadata:
+    raise ValueError(f"{source.builder.info.full_name} records no max_objects_per_image "
+                     "(not a detection build of imagesets): give max_boxes=")
+  return max(1, int(metadata["max_objects_per_image"]))
+
+
+def _check_detection(source: sources.Source) -> None:
+  features = source.builder.info.features
+  if "objects" not in features or "bbox" not in features["objects"].feature:
+    raise ValueError(f"{source.builder.info.full_name} has no boxes (features "
+                     f"{sorted(features.keys())}): detection pipelines read an "
+                     "\"objects\" sequence with \"bbox\" and \"label\", as builds from "
+                     "COCO, VOC or YOLO annotations store them")
+
+
+def detection_source(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
+                     batch_size, num_epochs, drop_remainder, input_context,
+                     shuffle_buffer=None):
+  """(source, or the mix, and max_boxes) of a detection pipeline, its options checked (a
+  mix's batches are checked where its run is made)."""
+  if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
+    raise ValueError(f"max_boxes={max_boxes!r}: give a whole number of at least 1 (the "
+                     "padded length of each image's boxes), or None for the version's most")
+  if isinstance(dataset, mixing.Mix):
+    check_mixed(dataset, split=split, data_dir=data_dir, cache_dir=cache_dir,
+                cache_limit=cache_limit, shuffle_buffer=shuffle_buffer,
+                keys=(dataset.image_key, dataset.label_key), task=schema_lib.DETECTION)
+    return dataset, (max(max_objects(s) for s in dataset.sources) if max_boxes is None
+                     else max_boxes)
+  split = "train" if split is None else split
+  source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
+  _check_detection(source)
+  check_split_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  return source, max_objects(source) if max_boxes is None else max_boxes
