@@ -1,14 +1,19 @@
 """What changed between two versions of a dataset, example by example.
 
-Examples are matched first by source file name (where the builder keeps one: class folders,
-flowers, VOC ids), then, among those left, by content (the digest of the decoded pixels,
-`image_hashes.pixel_digest`: a renamed file, or every example of a builder without names,
-e.g. synthetic_images; an EXIF-only edit is no change). A matched pair in the same split
-is `unchanged`, `relabelled` (same content, other label), `renamed` (same content and
-label under another file name, with `old_file_name`) or `changed` (same name, other
-content). A pair in another split is `moved` (`moved_out` of the old split, `moved_in` to
-the new one, with `"changed": true` when its content differs too and `old_label` when its
-label does); an item of the new side names the old file (`old_file_name`) whenever both
+Examples are matched by content first (the digest of the decoded pixels,
+`image_hashes.pixel_digest`: an EXIF-only edit is no change): the same content under the
+same source file name (where the builder keeps one: class folders, flowers, VOC ids), then
+the same content under another name, label or split (a renamed or moved file, or every
+example of a builder without names, e.g. synthetic_images), and only then by name: other
+content under the same name in the same split. So every photo that leaves a version has a
+line naming it: one moved over another's name is matched to itself, and the one it
+replaced is `removed`. A matched pair in the same split is `unchanged`, `relabelled` (same
+content, other label), `renamed` (same content and label under another file name, with
+`old_file_name`) or `changed` (same name and split, other content: replaced in place). A
+pair in another split (same content) is `moved` (`moved_out` of the old split, `moved_in`
+to the new one, with `old_label` when its label differs); a photo replaced under its name
+in another split is another photo (`removed` from the old split, `added` to the new). An
+item of the new side names the old file (`old_file_name`) whenever both
 sides have a file name and it changed, whatever its kind, and `moved_out` the new one
 (`new_file_name`); a moved relabel is listed in the new split's `relabelled` as well (with
 `from`), since a relabel in class folders is a new path and so often lands in another
@@ -70,6 +75,24 @@ def _item(entry: Entry, old: Entry | None = None) -> dict:
   return item
 
 
+def _match(old: list[Entry], new: list[Entry], key, pair) -> tuple[list, list]:
+  """Pairs the named entries whose `key` is the same on both sides and unique on each;
+  returns the entries left (old, new), in their order."""
+  def counts(entries):
+    return collections.Counter(key(e) for e in entries if e.file_name is not None)
+  old_keys, new_keys = counts(old), counts(new)
+  unique = {k for k, n in old_keys.items() if n == 1 and new_keys.get(k) == 1}
+  new_by_key = {key(e): e for e in new if e.file_name is not None and key(e) in unique}
+  left_old = []
+  for entry in old:
+    if entry.file_name is not None and key(entry) in unique:
+      pair(entry, new_by_key[key(entry)])
+    else:
+      left_old.append(entry)
+  paired = {id(e) for e in new_by_key.values()}
+  return left_old, [e for e in new if id(e) not in paired]
+
+
 def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
   old, new = list(old), list(new)
   splits = {}
@@ -77,11 +100,10 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     splits[split] = {kind: [] for kind in KINDS} | {"unchanged": 0}
 
   def pair(a: Entry, b: Entry) -> None:
-    if a.split != b.split:  # (the old split must account for it whatever else changed)
-      changed = {"changed": True} if a.content != b.content else {}
+    if a.split != b.split:  # (same content: the old split must account for it)
       renamed = {"new_file_name": b.file_name} if _renamed(a, b) else {}
-      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed | changed)
-      splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split} | changed)
+      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed)
+      splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split})
       if a.label != b.label:
         splits[b.split]["relabelled"].append(_item(b, a) | {"from": a.split})
     elif a.content != b.content:
@@ -93,22 +115,16 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     else:
       splits[b.split]["unchanged"] += 1
 
-  # 1. by file name (unique within a version; a name found twice is matched by content)
-  old_names = collections.Counter(e.file_name for e in old if e.file_name is not None)
-  new_names = collections.Counter(e.file_name for e in new if e.file_name is not None)
-  unique = {n for n in old_names if old_names[n] == 1 and new_names.get(n) == 1}
-  new_by_name = {e.file_name: e for e in new if e.file_name in unique}
-  left_old, left_new = [], [e for e in new if e.file_name not in unique]
-  for entry in old:
-    if entry.file_name in unique:
-      pair(entry, new_by_name[entry.file_name])
-    else:
-      left_old.append(entry)
-  # 2. by content: same bytes under another name (or no name), in a stable order
+  # Content first, so that every photo keeps its line: one moved over another's name is
+  # matched to itself, and the one it replaced is removed, never taken for its new content.
+  # 1. the same content under the same name
+  left_old, left_new = _match(old, new, lambda e: (e.content, e.file_name), pair)
+  # 2. the same content under another name or label, in another split, or without names
   key = lambda e: (e.content, e.split, e.name)  # noqa: E731
   by_content = collections.defaultdict(list)
   for entry in sorted(left_new, key=key):
     by_content[entry.content].append(entry)
+  still_old = []
   for entry in sorted(left_old, key=key):
     matches = by_content.get(entry.content)
     if matches:
@@ -117,10 +133,15 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
       matches.remove(match)
       pair(entry, match)
     else:
-      splits[entry.split]["removed"].append(_item(entry))
-  for entries in by_content.values():
-    for entry in entries:
-      splits[entry.split]["added"].append(_item(entry))
+      still_old.append(entry)
+  still_new = [entry for entries in by_content.values() for entry in entries]
+  # 3. other content under the same name in the same split: changed in place. (Under the
+  # same name in another split it is another photo: the old one removed, the new added.)
+  still_old, still_new = _match(still_old, still_new, lambda e: (e.split, e.file_name), pair)
+  for entry in still_old:
+    splits[entry.split]["removed"].append(_item(entry))
+  for entry in still_new:
+    splits[entry.split]["added"].append(_item(entry))
   for changes in splits.values():
     for kind in KINDS:
       changes[kind].sort(key=lambda item: (str(item["label"]), item["file_name"]))

@@ -1,4 +1,4 @@
-"""version_diff: every kind of change, matched by file name then by content."""
+"""version_diff: every kind of change, matched by content, then by file name."""
 
 import hashlib
 
@@ -133,12 +133,36 @@ def test_a_label_to_or_from_none_is_shown_and_a_nameless_side_gets_no_old_name()
   assert "    relabelled: b/2.jpg [dog] (was [cat])" in lines
 
 
-def test_same_name_other_split_other_content_leaves_a_trace_in_the_old_split():
+def test_a_photo_replaced_under_its_name_in_another_split_is_removed_and_added():
   result = version_diff.diff([e("train", "cat/1.jpg", "cat", b"one")],
                              [e("test", "cat/1.jpg", "cat", b"other")])
-  assert result.splits["train"]["moved_out"] == [
-      {"file_name": "cat/1.jpg", "label": "cat", "to": "test", "changed": True}]
-  assert result.splits["test"]["moved_in"][0]["changed"] is True
+  assert result.splits["train"]["removed"] == [{"file_name": "cat/1.jpg", "label": "cat"}]
+  assert result.splits["test"]["added"] == [{"file_name": "cat/1.jpg", "label": "cat"}]
+  assert not any(result.splits[split][kind] for split in ("train", "test")
+                 for kind in ("moved_in", "moved_out", "changed"))
+
+
+def test_a_photo_moved_over_anothers_name_keeps_both_photos_lines():
+  """dog/IMG_0002.jpg moved into bird/ over bird/IMG_0002.jpg (camera names clash): the
+  dog photo is relabelled under its new path, the bird photo it replaced is removed; with
+  names matched first, the dog path was "removed" and the bird photo's loss unsaid."""
+  old = [e("train", "dog/IMG_0002.jpg", "dog", b"dog photo"),
+         e("test", "bird/IMG_0002.jpg", "bird", b"bird photo"),
+         e("train", "dog/IMG_0003.jpg", "dog", b"another dog")]
+  new = [e("train", "bird/IMG_0002.jpg", "bird", b"dog photo"),
+         e("train", "dog/IMG_0003.jpg", "dog", b"another dog")]
+  splits = version_diff.diff(old, new).splits
+  assert splits["train"]["relabelled"] == [
+      {"file_name": "bird/IMG_0002.jpg", "label": "bird", "old_label": "dog",
+       "old_file_name": "dog/IMG_0002.jpg"}]
+  assert splits["test"]["removed"] == [{"file_name": "bird/IMG_0002.jpg", "label": "bird"}]
+  assert splits["train"]["unchanged"] == 1
+  assert sum(len(splits[s][k]) for s in splits for k in version_diff.KINDS) == 2
+  # Moved over it in another split: still the photo itself, moved and relabelled.
+  moved = version_diff.diff(old, [e("test", "bird/IMG_0002.jpg", "bird", b"dog photo")])
+  assert moved.splits["test"]["relabelled"][0]["old_file_name"] == "dog/IMG_0002.jpg"
+  assert moved.splits["test"]["removed"] == [{"file_name": "bird/IMG_0002.jpg",
+                                              "label": "bird"}]
 
 
 def test_same_pixels_other_bytes_is_unchanged():
