@@ -11,14 +11,13 @@ deterministic and checkpointable iteration, over `tfds.data_source` of ArrayReco
 
 What every pipeline does:
 
-* Reads the build by random access (`--file_format array_record`; a TFRecord build is an
-  error saying how to rebuild). Grain's `IndexSampler` shuffles all record indices by
-  `seed` each epoch (global shuffle, no buffer) and gives process `shard_index` of
-  `shard_count` (e.g. `jax.process_index()`, `jax.process_count()`) its own part of every
-  epoch.
+* Reads a local ArrayRecord build (`--file_format array_record`) by random access:
+  Grain's `IndexSampler` shuffles all record indices by `seed` each epoch (global
+  shuffle, no buffer) and gives process `shard_index` of `shard_count` (e.g.
+  `jax.process_index()`, `jax.process_count()`) its own part of every epoch.
 * A bucket `data_dir` (`s3://`, `gs://`, `file://`; TFRecord or ArrayRecord builds) is
-  streamed instead, through the shard cache (`cache_dir`, `cache_limit`), in the read
-  order (`order`): `RecordSource` is the split's records by stored index (finite), and
+  streamed instead, through the shard cache (`cache_dir`, `cache_limit`), and a local
+  TFRecord build (no random access) read in place, in the read order (`order`): `RecordSource` is the split's records by stored index (finite), and
   `OrderSampler` owns epochs, shuffling and the partition: each process reads its own
   shards (`shard_index` of `shard_count`, every n-th), and each of its `worker_count`
   worker processes reads its own shards of them, in a seeded order per epoch, records
@@ -45,6 +44,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets import tfds_internals
+from imagesets.publishing import versions
 from imagesets.reading import mixing
 from imagesets.reading import numpy_box_ops
 from imagesets.reading import numpy_ops
@@ -238,8 +238,10 @@ class RecordSource(sources.Reopened):
 
   def _open(self):
     args = self._args
-    self.source = sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
-                                      cache_limit=args["cache_limit"])
+    self.source = (sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
+                                       cache_limit=args["cache_limit"])
+                   if sources.is_bucket_url(args["url"])
+                   else sources.open_version(args["spec"], args["url"]))  # (a local build)
     split = args["split"]
     self.stored = split_runs.split_shards(self.source.builder, split)
     split_runs.check_readers(self.source.builder, split, self.stored, args["shard_count"],
@@ -466,8 +468,9 @@ def position(loader, state) -> dict:
   if isinstance(sampler, MixedSampler):
     return _mixed_position(sampler, state)
   if not isinstance(sampler, OrderSampler):
-    raise ValueError("position() is for loaders of a bucket data_dir (a local ArrayRecord "
-                     "build resumes with Grain's own set_state, on the same worker count)")
+    raise ValueError("position() is for loaders of a bucket data_dir or a TFRecord build "
+                     "(a local ArrayRecord build resumes with Grain's own set_state, on the "
+                     "same worker count)")
   return sampler.position(state)
 
 
@@ -527,11 +530,16 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                          shard_index=shard_index, shard_count=shard_count,
                          worker_count=worker_count, start=start)
   split = ("train" if train else "test") if split is None else split
-  if sources.is_bucket_url(data_dir):
-    # A bucket: the read order (each worker its own shards, docs/training_from_a_bucket.md),
-    # read by the sampler's plan.
+  local = None
+  if not sources.is_bucket_url(data_dir):
+    sources.check_cache_options(data_dir, cache_dir, cache_limit)
+    local = sources.open_builder(dataset, data_dir)
+  if local is None or local.info.file_format != tfds.core.FileFormat.ARRAY_RECORD:
+    # A bucket, or a local TFRecord build (no random access): the read order (each worker
+    # its own shards, docs/training_from_a_bucket.md), read by the sampler's plan.
+    url, spec = (str(data_dir), dataset) if local is None else _version_of(local)
     source = RecordSource(
-        str(data_dir), dataset, split, shuffle=train, seed=seed if train else 0,
+        url, spec, split, shuffle=train, seed=seed if train else 0,
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
         shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
         worker_count=worker_count, start=start, reading_threads=_READ_OPTIONS.num_threads)
@@ -540,10 +548,10 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     shard_options = grain.NoSharding()
   else:
     if start is not None:
-      raise ValueError("start= resumes a bucket read on another worker count; a local "
-                       "ArrayRecord build resumes with the iterator's set_state")
-    sources.check_cache_options(data_dir, cache_dir, cache_limit)
-    source = data_source(dataset, split, data_dir)
+      raise ValueError("start= resumes a bucket read or a TFRecord build on another worker "
+                       "count; a local ArrayRecord build resumes with the iterator's "
+                       "set_state")
+    source = sources.raw_records(local, split)
     checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
                                  drop_remainder, shard_count)
     shard_options = grain.ShardOptions(shard_index, shard_count, drop_remainder=False)
@@ -554,6 +562,13 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
                           operations=operations, shard_options=shard_options,
                           read_options=_READ_OPTIONS)
+
+
+def _version_of(builder) -> tuple[str, str]:
+  """(data_dir, "name[/config]:version") of a prepared local build, as `RecordSource` opens
+  it again in each worker (from the version's own files)."""
+  config = builder.builder_config.name if builder.builder_config else None
+  return str(builder.data_dir_root), str(versions.Ref(builder.name, config, str(builder.version)))
 
 
 # Local ArrayRecord reads are fast; Grain's default 16 reader threads cost 16 % more CPU per

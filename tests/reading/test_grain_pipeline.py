@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow_datasets as tfds
 
 # grain is a test dependency (pyproject's `test` extra): without it this module fails to
 # import and the suite fails; it is never skipped.
@@ -31,10 +32,30 @@ def _take(loader, count):
   return list(itertools.islice(iter(loader), count))
 
 
-def test_a_tfrecord_build_is_refused_with_the_way_to_rebuild(tmp_path_factory):
-  tfrecord = _prepared(PipelineClasses, tmp_path_factory, "tfrecord")
+def test_a_local_tfrecord_build_is_read_in_the_read_order_every_record_once(tmp_path_factory):
+  """No random access: read as a bucket's version is, each worker its own shards, in a
+  seeded order of shards and windows; every record once an epoch, on any worker count,
+  resumed on another count from `position`. (`data_source`, random access, refuses it.)"""
+  tfrecord = PipelineClasses(data_dir=tmp_path_factory.mktemp("tfds"), file_format="tfrecord")
+  tfrecord.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=4))
   with pytest.raises(ValueError, match="--file_format array_record"):
-    gp.classification_train(tfrecord, batch_size=4)
+    gp.data_source(tfrecord, "train")
+  def loader(workers, **kwargs):
+    return gp.classification_train(tfrecord, batch_size=4, image_size=16, seed=3,
+                                   num_epochs=2, worker_count=workers, **kwargs)
+  for workers in (0, 2):
+    labels = [int(l) for batch in loader(workers) for l in batch["label"]]
+    assert sorted(labels) == sorted(list(range(NUM_CLASSIFICATION)) * 2), workers
+    assert labels[:NUM_CLASSIFICATION] != list(range(NUM_CLASSIFICATION))   # shuffled
+  iterator = iter(loader(2))
+  seen = [int(l) for _ in range(3) for l in next(iterator)["label"]]
+  position = gp.position(loader(2), iterator.get_state())
+  rest = [int(l) for batch in loader(1, start=position) for l in batch["label"]]
+  assert sorted(seen + rest) == sorted(list(range(NUM_CLASSIFICATION)) * 2)
+  evaluated = [int(l) for b in gp.classification_eval(tfrecord, split="train", batch_size=5,
+                                                      image_size=16) for l in b["label"]]
+  stored = [int(e["label"]) for e in tfds.as_numpy(tfrecord.as_dataset(split="train"))]
+  assert evaluated == stored and sorted(stored) == list(range(NUM_CLASSIFICATION))
 
 
 def test_training_batches_are_static_numpy_and_deterministic_for_a_seed(classes):
