@@ -11,6 +11,7 @@ import pytest
 from conftest import run
 from imagesets import startup
 
+TINY = "synthetic_images/tiny:1.0.0"
 TF_NOISE_FREE_ENV = {k: v for k, v in os.environ.items()
                      if k not in ("TF_CPP_MIN_LOG_LEVEL", "IMAGESETS_VERBOSE")}
 
@@ -108,6 +109,18 @@ def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path)
                             text=True, timeout=120)
     assert result.stderr.strip().splitlines()[-1] == f"LOADED EXIT {code}", (args, result.stderr)
   assert (cache / "file").is_dir()  # the fetch did fetch
+  # Commands that read a version's examples (TFDS's metadata, no TensorFlow): local and
+  # streamed from the bucket, a stored report and one recomputed from the records.
+  tiny, streamed = f"{tiny_data_dir}/{TINY}", f"file://{bucket}/{TINY}"
+  for args in (["duplicates", TINY, "--data-dir", str(tiny_data_dir)],
+               ["duplicates", TINY, "--data-dir", f"file://{bucket}", "--recompute"],
+               ["diff", tiny, streamed],
+               ["report", tiny, "--against", streamed, "--out", str(tmp_path / "page.html")]):
+    result = subprocess.run([sys.executable, str(command), *args], capture_output=True,
+                            text=True, timeout=300)
+    assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (
+        args, result.stdout, result.stderr)
+  assert (tmp_path / "page.html").stat().st_size > 10_000
 
 
 def test_import_imagesets_registers_the_builders_when_tfds_loads():

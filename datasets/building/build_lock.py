@@ -149,7 +149,11 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
   (still after GRACE_SECONDS)."""
   deadline = time.monotonic() + GRACE_SECONDS
   while True:
-    lock = _open(path, os.O_RDWR | os.O_CREAT)
+    try:
+      lock = _open(path, os.O_RDWR | os.O_CREAT)
+    except FileNotFoundError:  # the dataset folder a failed first build made, removed
+      path.parent.mkdir(parents=True, exist_ok=True)
+      continue
     try:
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -180,6 +184,7 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
 def hold(version_dir: os.PathLike, name: str):
   """While the block runs, this process alone builds `version_dir` (see module doc)."""
   version_dir = pathlib.Path(version_dir)
+  made = not version_dir.parent.exists()
   version_dir.parent.mkdir(parents=True, exist_ok=True)
   path = lock_path(version_dir)
   lock = _locked(path, name, version_dir)
@@ -193,4 +198,7 @@ def hold(version_dir: os.PathLike, name: str):
   finally:
     if os.getpid() == owner:
       path.unlink(missing_ok=True)  # while still holding it: see _locked
+      if made:  # a dataset's first build that failed leaves no empty folder behind
+        with contextlib.suppress(OSError):  # (not empty: it built, or another build is in)
+          version_dir.parent.rmdir()
       _close(lock)  # releases the flock

@@ -2,7 +2,7 @@
 team bucket, list and fetch them.
 
   imagesets build PATH --name NAME [--version X.Y.Z] [--data-dir D] [options]
-  imagesets verify NAME[/CONFIG][:VERSION] --data-dir D --source PATH_OR_ARCHIVE
+  imagesets verify NAME[/CONFIG][:VERSION] --data-dir D [--source PATH_OR_ARCHIVE]
   imagesets publish NAME[/CONFIG][:VERSION] --data-dir D --to URL
   imagesets list [URL] [--data-dir D]
   imagesets fetch URL NAME[/CONFIG][:VERSION] [--cache-dir C] [--verify]
@@ -228,7 +228,7 @@ def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) 
   """The closing lines of a build: counts, skipped and re-encoded files, duplicates,
   quality findings, the builder's own `lines`, how to load it."""
   from imagesets.class_folders import named_build
-  from imagesets.verifying import duplicates, image_quality
+  from imagesets.verifying import duplicates, image_quality, report_page
 
   info = builder.info
   examples = {split: s.num_examples for split, s in info.splits.items()}
@@ -245,6 +245,9 @@ def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) 
         f"({len(skipped)} skipped, {converted} re-encoded: see its metadata.json){found}")
   for line in [*named_build.skipped_lines(skipped), *lines]:
     print(line)
+  page = version_dir / report_page.PAGE_FILE   # (none with --leakage off)
+  if page.exists():
+    print(f"its page: {page} (open it in a browser)")
   for line in _load_hint(info.name, str(info.version), data_dir, file_format):
     print(line)
 
@@ -254,18 +257,35 @@ def cmd_verify(args) -> int:
 
   data_dir = pathlib.Path(constants.data_dir(args.data_dir))
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
+  source = args.source or _recorded_source(data_dir / ref.folder)
   _start_tensorflow()
   from imagesets.verifying import round_trip
 
-  report = round_trip.verify(data_dir / ref.folder, args.source, args.annotations)
+  report = round_trip.verify(data_dir / ref.folder, source, args.annotations)
   print(f"{ref}:")
+  print(f"  source: {source}" + ("" if args.source else " (the folder its build recorded)"))
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
   return 0 if report.ok else 1
 
 
+def _recorded_source(version_dir: pathlib.Path) -> str:
+  """The folder a version was built from, as its metadata records it (`verify` without
+  --source)."""
+  try:
+    recorded = json.loads((version_dir / "metadata.json").read_text()).get("source")
+  except (OSError, ValueError, AttributeError):
+    recorded = None
+  if not isinstance(recorded, str) or not recorded:
+    raise UserError(f"{version_dir} records no source folder in its metadata.json: give "
+                    "--source PATH_OR_ARCHIVE (the folder or archive it was built from)")
+  if not os.path.exists(recorded):
+    raise UserError(f"{recorded}: the folder its build recorded is not there (moved or "
+                    "deleted?): give --source PATH_OR_ARCHIVE")
+  return recorded
+
+
 def cmd_duplicates(args) -> int:
-  _start_tensorflow()
   from imagesets.reading import sources
   from imagesets.verifying import duplicates, version_examples
 
@@ -338,7 +358,6 @@ def _open_side(text: str, data_dir: str):
 
 def cmd_diff(args) -> int:
   try:
-    _start_tensorflow()
     from imagesets.verifying import version_diff, version_examples
 
     data_dir = constants.data_dir(args.data_dir)
@@ -362,7 +381,6 @@ def cmd_diff(args) -> int:
 
 
 def cmd_report(args) -> int:
-  _start_tensorflow()
   from imagesets.verifying import version_report
 
   data_dir = constants.data_dir(args.data_dir)
@@ -632,8 +650,9 @@ def parser() -> argparse.ArgumentParser:
                  help="default config and latest prepared version if omitted")
   p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
                  help="TFDS data dir holding the version (default: %(default)s)")
-  p.add_argument("--source", required=True, metavar="PATH_OR_ARCHIVE",
-                 help="the folder or archive (.tgz, .tar) it was built from")
+  p.add_argument("--source", metavar="PATH_OR_ARCHIVE",
+                 help="the folder or archive (.tgz, .tar) it was built from (default: the "
+                 "folder its build recorded in its metadata)")
   p.add_argument("--annotations", metavar="FILE_OR_FOLDER",
                  help="a build from annotations: the annotation file to check against "
                  "(default: the one it was built from, as its metadata records)")

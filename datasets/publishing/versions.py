@@ -230,8 +230,10 @@ def not_found(ref: Ref, data_dir=None, bucket: bucket_lib.Bucket | None = None,
     there = f"nothing is {verb} there"
   known = names + ([] if bucket else [n for n in registry.NAMES if n not in names])
   close = [] if same else difflib.get_close_matches(ref.name, known, n=1, cutoff=0.6)
-  if close and close[0] != ref.name:
-    there += f"; did you mean {close[0]}?"
+  if close and close[0] != ref.name:   # (the command then makes a new dataset, not the typo's)
+    action, _, command = fix.partition(" it: ")
+    fix = (f"did you mean {close[0]}? (or {action} a new dataset {ref.name}: {command})"
+           if command else f"did you mean {close[0]}? ({fix})")
   return f"{head} ({there}); {fix}"
 
 

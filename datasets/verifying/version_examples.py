@@ -111,12 +111,12 @@ def examples(source, split: str) -> Iterator[Example | Located]:
   decoders = {key: tfds.decode.SkipDecoding() for key, feature in features.items()
               if isinstance(feature, tfds.features.Image)}
   decoders.setdefault("image", tfds.decode.SkipDecoding())
-  if source.streamed:   # (rows as an ArrayRecord data source gives them)
+  if not isinstance(source, Folder):   # a `sources.Source`: its records, without TensorFlow
     dataset = (features.deserialize_example_np(r, decoders=decoders)
-               for r in source.stored_records(split))
+               for r in source.stored_records(split))   # (rows as a data source gives them)
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     dataset = builder.as_data_source(split, decoders=decoders)
-  else:
+  else:   # a build's own folder (TensorFlow is loaded there)
     dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False)
   held = schema.of(features)  # what an example's label is: its annotations, described
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)

@@ -223,3 +223,22 @@ def test_a_forked_child_unwinding_through_hold_leaves_the_lock_to_its_build(tmp_
     building.communicate("", timeout=60)
   assert building.returncode == 0
   assert not build_lock.lock_path(version_dir).exists()  # its build removed it at its end
+
+
+def test_a_failed_first_build_leaves_no_folder_and_a_build_after_it_makes_one(tmp_path):
+  version_dir = tmp_path / "pets" / "1.0.0"
+  with pytest.raises(RuntimeError, match="the build failed"):
+    with build_lock.hold(version_dir, "pets"):
+      assert version_dir.parent.is_dir()
+      raise RuntimeError("the build failed")
+  assert not version_dir.parent.exists()   # (made by that build, left empty)
+  version_dir.parent.mkdir()
+  with pytest.raises(RuntimeError):
+    with build_lock.hold(version_dir, "pets"):
+      raise RuntimeError("the build failed")
+  assert version_dir.parent.is_dir()       # (there before it: stays)
+  # A build that found the folder and lost it to the failed build's cleanup makes it again.
+  version_dir.parent.rmdir()
+  lock = build_lock._locked(build_lock.lock_path(version_dir), "pets", version_dir)
+  assert build_lock.lock_path(version_dir).is_file()
+  build_lock._close(lock)

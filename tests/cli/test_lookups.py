@@ -52,9 +52,9 @@ def test_verify_duplicates_and_publish_of_a_missing_version_say_what_is_there(pe
   assert error_line(imagesets("publish", "pets:9.9.9", "--data-dir", data_dir,
                               "--to", bucket)) == expected
   assert error_line(imagesets("verify", "petz:1.0.0", "--data-dir", data_dir, "--source",
-                              source)).endswith("(datasets there: pets; did you mean pets?); "
-                                                "build it: imagesets build PATH --name petz "
-                                                f"--version 1.0.0 --data-dir {data_dir}")
+                              source)).endswith(
+      "(datasets there: pets); did you mean pets? (or build a new dataset petz: imagesets "
+      f"build PATH --name petz --version 1.0.0 --data-dir {data_dir})")
 
 
 def test_fetch_of_an_unpublished_version_lists_the_published_ones(pets, tmp_path):
@@ -129,7 +129,7 @@ def test_names_from_a_listing_that_are_not_plain_are_never_shown(pets, tmp_path)
   shutil.copytree(evil / "pets", evil / "pets\nimagesets: ok, nothing wrong")
   result = imagesets("fetch", evil, "petz:1.0.0", "--cache-dir", tmp_path / "cache", "--quiet")
   said = error_line(result)
-  assert "nothing wrong" not in result.stderr and "datasets there: pets;" in said, said
+  assert "nothing wrong" not in result.stderr and "(datasets there: pets); did you mean pets?" in said, said
 
 
 def test_the_default_data_dir_spelled_out_is_the_default_data_dir(tmp_path):

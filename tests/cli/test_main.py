@@ -259,6 +259,8 @@ def test_list_of_a_local_folder_shows_its_builds_not_a_bucket_verdict(tmp_path):
   data_dir = tmp_path / "d"
   built = imagesets("build", tmp_path / "tree", "--name", "newcomer", "--data-dir", data_dir)
   assert built.returncode == 0, built.stderr
+  page = data_dir / "newcomer" / "1.0.0" / "report.html"   # the closing lines say where
+  assert f"its page: {page} (open it in a browser)" in built.stdout.splitlines() and page.exists()
   listed = imagesets("list", data_dir)
   assert listed.returncode == 0, listed.stderr
   header, row = listed.stdout.strip().splitlines()

@@ -440,8 +440,8 @@ def test_a_missing_version_name_or_data_dir_is_one_line_with_what_is_there(pets,
   mistyped = _one_line_error(imagesets.DatasetNotPreparedError,
                              lambda: imagesets.load("petz:1.0.0", "train", str(data_dir)))
   assert mistyped.startswith(f"petz:1.0.0 is not prepared in {data_dir} (datasets there: "
-                             "pets; did you mean pets?); build it: imagesets build PATH "
-                             "--name petz --version 1.0.0")
+                             "pets); did you mean pets? (or build a new dataset petz: "
+                             "imagesets build PATH --name petz --version 1.0.0")
   nowhere = str(tmp_path / "nope")
   assert _one_line_error(FileNotFoundError, lambda: ip.classification_train(
       "pets:1.0.0", batch_size=2, data_dir=nowhere)) == (

@@ -110,9 +110,16 @@ def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
 def test_cli_verifies_an_array_record_build(tmp_path):
   tree = write_tree(tmp_path / "pets", files())
   build(tree, tmp_path / "tfds", file_format="array_record")
-  ok = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
+  ok = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds")   # the recorded folder
   assert ok.returncode == 0, ok.stderr
+  assert f"  source: {tree} (the folder its build recorded)" in ok.stdout.splitlines()
   assert f"{len(files()) - 2} stored example(s) checked" in ok.stdout and "OK" in ok.stdout
+  moved = shutil.move(tree, tmp_path / "elsewhere")
+  gone = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds")
+  assert gone.returncode == 1 and gone.stderr.strip().splitlines()[-1] == (
+      f"imagesets: error: {tree}: the folder its build recorded is not there (moved or "
+      "deleted?): give --source PATH_OR_ARCHIVE")
+  tree = shutil.move(moved, tree)
   (pathlib.Path(tree) / "dogs" / "0.jpg").write_bytes(sample_images.jpeg(30, 40, seed=123))
   failed = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
   assert failed.returncode == 1 and "FAILED" in failed.stdout, failed.stderr
