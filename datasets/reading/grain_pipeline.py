@@ -44,7 +44,6 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from imagesets import tfds_internals
-from imagesets.publishing import versions
 from imagesets.reading import mixing
 from imagesets.reading import numpy_box_ops
 from imagesets.reading import numpy_ops
@@ -215,8 +214,9 @@ _PADDING = ()
 
 
 class RecordSource(sources.Reopened):
-  """The records of a split of a published version by stored index (`len` is the split's
-  records), for Grain, read through the shard cache. `reading_threads`: Grain's
+  """The records of a split of a published version (`url`: the bucket, `spec` the version)
+  or of a local TFRecord build (`url`: its version folder, `spec` its name), by stored
+  index (`len` is the split's records), for Grain, a bucket's read through the shard cache. `reading_threads`: Grain's
   `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
   reader may hold two windows: the windows are sized for that). A read planned by `OrderSampler` is
   read in the order's windows (`shard_reads.PlannedReads`: each shard held until its
@@ -240,8 +240,8 @@ class RecordSource(sources.Reopened):
     args = self._args
     self.source = (sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
                                        cache_limit=args["cache_limit"])
-                   if sources.is_bucket_url(args["url"])
-                   else sources.open_version(args["spec"], args["url"]))  # (a local build)
+                   if sources.is_bucket_url(args["url"])   # (else a local version's folder)
+                   else sources.open_source(tfds.builder_from_directory(args["url"])))
     split = args["split"]
     self.stored = split_runs.split_shards(self.source.builder, split)
     split_runs.check_readers(self.source.builder, split, self.stored, args["shard_count"],
@@ -537,7 +537,9 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
   if local is None or local.info.file_format != tfds.core.FileFormat.ARRAY_RECORD:
     # A bucket, or a local TFRecord build (no random access): the read order (each worker
     # its own shards, docs/training_from_a_bucket.md), read by the sampler's plan.
-    url, spec = (str(data_dir), dataset) if local is None else _version_of(local)
+    # (a local build: its version folder, opened again in each worker from its own files)
+    url, spec = ((str(data_dir), dataset) if local is None
+                 else (str(local.data_dir), local.info.full_name))
     source = RecordSource(
         url, spec, split, shuffle=train, seed=seed if train else 0,
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
@@ -562,13 +564,6 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
                           operations=operations, shard_options=shard_options,
                           read_options=_READ_OPTIONS)
-
-
-def _version_of(builder) -> tuple[str, str]:
-  """(data_dir, "name[/config]:version") of a prepared local build, as `RecordSource` opens
-  it again in each worker (from the version's own files)."""
-  config = builder.builder_config.name if builder.builder_config else None
-  return str(builder.data_dir_root), str(versions.Ref(builder.name, config, str(builder.version)))
 
 
 # Local ArrayRecord reads are fast; Grain's default 16 reader threads cost 16 % more CPU per

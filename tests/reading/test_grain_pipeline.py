@@ -215,7 +215,7 @@ _GRAIN_JOB = r"""
 import sys
 import tensorflow_datasets as tfds
 from imagesets.reading import grain_pipeline as gp, mixing
-path, url, spec, cache = sys.argv[1:]
+path, url, spec, cache, tfrecord = sys.argv[1:]
 local = tfds.builder_from_directory(path)
 small = dict(batch_size=4, image_size=16, num_epochs=1)
 streamed = dict(data_dir=url, cache_dir=cache)
@@ -225,27 +225,32 @@ loaders = [gp.classification_train(local, worker_count=1, **small),
            gp.classification_eval(local, split="train", batch_size=4, image_size=16),
            gp.classification_train(spec, worker_count=1, **streamed, **small),
            gp.classification_eval(spec, split="train", batch_size=4, image_size=16, **streamed),
-           gp.classification_train(mix, worker_count=1, **small)]
+           gp.classification_train(mix, worker_count=1, **small),
+           gp.classification_train(tfds.builder_from_directory(tfrecord), worker_count=2,
+                                   **small)]
 print([sum(len(b["label"]) for b in loader) for loader in loaders])
 print(sorted(m for m in sys.modules if m in ("tensorflow", "keras")))
 """
 
 
 def test_a_grain_job_never_imports_tensorflow(classes, tmp_path):
-  """A JAX job reads with Grain alone: making and reading loaders of a local build, of a
-  version streamed from a bucket and of a mix imports no TensorFlow (7-8 s of CPU a
-  process), in the job or in Grain's worker processes (which import only what unpickling
-  the job's sources, samplers and transforms imports: a subset of the job's modules)."""
+  """A JAX job reads with Grain alone: making and reading loaders of a local build
+  (ArrayRecord; TFRecord, read in place), of a version streamed from a bucket and of a mix
+  imports no TensorFlow (7-8 s of CPU a process), in the job or in Grain's worker
+  processes (which import only what unpickling the job's sources, samplers and transforms
+  imports: a subset of the job's modules)."""
   import subprocess
   import sys
   from imagesets.publishing import publish
   spec, url = f"{classes.name}:{classes.version}", f"file://{tmp_path}/bucket"
   publish.publish(spec, classes.data_dir_root, url, progress=False)
+  tfrecord = PipelineClasses(data_dir=tmp_path / "tfrecord", file_format="tfrecord")
+  tfrecord.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=2))
   out = subprocess.run([sys.executable, "-c", _GRAIN_JOB, str(classes.data_path), url, spec,
-                        str(tmp_path / "cache")], capture_output=True, text=True,
-                       timeout=300, check=True).stdout.splitlines()
-  assert out[-2:] == [f"[{NUM_CLASSIFICATION}, {NUM_CLASSIFICATION}, {NUM_CLASSIFICATION}, "
-                      f"{NUM_CLASSIFICATION}, {2 * NUM_CLASSIFICATION}]", "[]"]
+                        str(tmp_path / "cache"), str(tfrecord.data_path)], capture_output=True,
+                       text=True, timeout=300, check=True).stdout.splitlines()
+  n = NUM_CLASSIFICATION
+  assert out[-2:] == [f"[{n}, {n}, {n}, {n}, {2 * n}, {n}]", "[]"]
 
 
 _WORKER_UNPICKLES = r"""
