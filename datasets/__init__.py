@@ -14,10 +14,9 @@ The names below load their module on first use.
 """
 
 import importlib
-import os
-import sys
 
 from imagesets import registry
+from imagesets import startup
 
 
 class _OurBuilders:
@@ -45,13 +44,7 @@ def register_with_tfds() -> None:
   _registered = True
 
 
-def _in_our_command() -> bool:
-  """This process is the `imagesets` command (it registers when a command needs TFDS)."""
-  argv = getattr(sys, "argv", None) or [""]
-  return os.path.basename(argv[0] or "") == "imagesets"
-
-
-if not _in_our_command():
+if not startup.in_our_command():   # (the command registers when it needs TFDS)
   register_with_tfds()
 
 # name -> module: the training pipelines (one call per task, built from `preprocess_ops`),

@@ -45,6 +45,12 @@ NOISE = re.compile("|".join([
 ]))
 
 
+def in_our_command() -> bool:
+  """This process is the `imagesets` command (not someone's process that imports us)."""
+  argv = getattr(sys, "argv", None) or [""]
+  return os.path.basename(argv[0] or "") == "imagesets"
+
+
 def verbose() -> bool:
   """The user wants TensorFlow's own start-up output."""
   return (os.environ.get("IMAGESETS_VERBOSE", "") not in ("", "0")

@@ -121,6 +121,15 @@ def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path)
     assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (
         args, result.stdout, result.stderr)
   assert (tmp_path / "page.html").stat().st_size > 10_000
+  # A version of one of our builders that is not there: the answer names the versions its
+  # code builds, which loads the builder's module (and TensorFlow): quietly, one line.
+  result = subprocess.run([sys.executable, str(command), "duplicates",
+                           "synthetic_images/tiny:9.9.9", "--data-dir", str(tiny_data_dir)],
+                          capture_output=True, text=True, timeout=300, env=TF_NOISE_FREE_ENV)
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 2 and lines[0].startswith("imagesets: error: synthetic_images/tiny:"
+                                                 "9.9.9 is not prepared in "), lines
+  assert "; this code builds synthetic_images 1.0.0, not 9.9.9: " in lines[0]
 
 
 def test_import_imagesets_registers_the_builders_when_tfds_loads():

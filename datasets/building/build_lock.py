@@ -184,7 +184,8 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
 def hold(version_dir: os.PathLike, name: str):
   """While the block runs, this process alone builds `version_dir` (see module doc)."""
   version_dir = pathlib.Path(version_dir)
-  made = not version_dir.parent.exists()
+  # The folders above the version this build makes (data dir, dataset, config folder)
+  made = [folder for folder in version_dir.parents if not folder.exists()]
   version_dir.parent.mkdir(parents=True, exist_ok=True)
   path = lock_path(version_dir)
   lock = _locked(path, name, version_dir)
@@ -198,7 +199,9 @@ def hold(version_dir: os.PathLike, name: str):
   finally:
     if os.getpid() == owner:
       path.unlink(missing_ok=True)  # while still holding it: see _locked
-      if made:  # a dataset's first build that failed leaves no empty folder behind
-        with contextlib.suppress(OSError):  # (not empty: it built, or another build is in)
-          version_dir.parent.rmdir()
+      for folder in made:  # a first build that failed leaves no empty folder behind
+        try:   # (innermost first; one not empty: it built, or another build is in)
+          folder.rmdir()
+        except OSError:
+          break
       _close(lock)  # releases the flock

@@ -259,11 +259,12 @@ def cmd_verify(args) -> int:
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
   source = args.source or _recorded_source(data_dir / ref.folder)
   _start_tensorflow()
-  from imagesets.verifying import round_trip
+  from imagesets.verifying import duplicates, round_trip
 
   report = round_trip.verify(data_dir / ref.folder, source, args.annotations)
   print(f"{ref}:")
-  print(f"  source: {source}" + ("" if args.source else " (the folder its build recorded)"))
+  print(duplicates.printable(f"  source: {source}")
+        + ("" if args.source else " (the folder its build recorded)"))
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
   return 0 if report.ok else 1
@@ -279,8 +280,13 @@ def _recorded_source(version_dir: pathlib.Path) -> str:
   if not isinstance(recorded, str) or not recorded:
     raise UserError(f"{version_dir} records no source folder in its metadata.json: give "
                     "--source PATH_OR_ARCHIVE (the folder or archive it was built from)")
+  from imagesets.verifying import duplicates  # (no TensorFlow)
+  shown = duplicates.printable(recorded)   # (what a metadata.json says is shown escaped)
+  if "://" in recorded:
+    raise UserError(f"{shown}: its build recorded where it downloaded from, not a folder "
+                    "here: give --source PATH_OR_ARCHIVE (the archive it was built from)")
   if not os.path.exists(recorded):
-    raise UserError(f"{recorded}: the folder its build recorded is not there (moved or "
+    raise UserError(f"{shown}: the folder its build recorded is not there (moved or "
                     "deleted?): give --source PATH_OR_ARCHIVE")
   return recorded
 

@@ -23,6 +23,7 @@ import shlex
 
 from imagesets import constants
 from imagesets import registry
+from imagesets import startup
 from imagesets.publishing import bucket as bucket_lib
 
 MANIFEST = "imagesets-manifest.json"
@@ -154,7 +155,10 @@ def _builder_facts(name: str) -> tuple[str, tuple[str, ...]] | None:
   try:
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
     if name in registry.NAMES:
-      import imagesets  # noqa: F401  pylint: disable=import-outside-toplevel
+      if startup.in_our_command():   # (our builders' modules load TensorFlow: quietly)
+        startup.load_tensorflow()
+      import imagesets  # pylint: disable=import-outside-toplevel
+      imagesets.register_with_tfds()   # (our command registers only when it needs to)
     cls = tfds.builder_cls(name)
   except Exception:  # pylint: disable=broad-except  (not a registered builder)
     return None

@@ -545,6 +545,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
         shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
         worker_count=worker_count, start=start, reading_threads=_READ_OPTIONS.num_threads)
+    checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
+                         drop_remainder, shard_count)
     sampler = OrderSampler(source, worker_count, seed if train else 0)
     operations = [NotPadding(), transform, grain.Batch(batch_size, drop_remainder)]
     shard_options = grain.NoSharding()

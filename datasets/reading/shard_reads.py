@@ -23,6 +23,7 @@ import threading
 import typing
 import weakref
 
+import google_crc32c
 import numpy as np
 
 from imagesets.reading import order as order_lib
@@ -142,18 +143,35 @@ def _unpin_counted(cache, shards, pinned: dict, abort) -> None:
   pinned.clear()
 
 
+def _masked_crc(data: bytes) -> int:
+  """TFRecord's masked CRC-32C of `data`."""
+  crc = google_crc32c.value(data)
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 class TFRecordFile:
-  """Records of a TFRecord file by index (each: u64 length, u32 CRC, data, u32 CRC; the
-  file was checked against its SHA-256, so the CRCs are not checked again)."""
+  """Records of a TFRecord file by index (each: u64 length, u32 CRC of it, data, u32 CRC of
+  it). Every CRC is checked (a local shard was never checked against a SHA-256): a damaged
+  file is a ValueError naming it and the record, never a wrong record."""
 
   def __init__(self, path):
+    self._path = path
     self._file = open(path, "rb")
     fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
     while position < size:
+      header = os.pread(fd, 12, position)
+      if len(header) < 12 or _masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+        self._damaged(len(offsets))
       offsets.append(position)
-      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
-      position += 16 + length
+      position += 16 + struct.unpack("<Q", header[:8])[0]
+    if position != size:
+      self._damaged(len(offsets) - 1)
     self._offsets = offsets
+
+  def _damaged(self, index: int):
+    self._file.close()
+    raise ValueError(f"{self._path}: record {index} is damaged (its CRC or length does not "
+                     "match): rebuild the version, or fetch it again")
 
   def close(self) -> None:
     self._file.close()
@@ -163,7 +181,11 @@ class TFRecordFile:
     for index in indices:
       position = self._offsets[index]
       (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
-      out.append(os.pread(fd, length, position + 12))
+      framed = os.pread(fd, length + 4, position + 12)
+      if len(framed) < length + 4 or (
+          _masked_crc(framed[:length]) != struct.unpack("<I", framed[length:])[0]):
+        self._damaged(index)
+      out.append(framed[:length])
     return out
 
 

@@ -236,6 +236,9 @@ class ArrayRecords(Reopened):
   def __getitems__(self, indices):
     return self._records.__getitems__(indices)
 
+  def __iter__(self):
+    return (self._records[index] for index in range(len(self._records)))
+
 
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
   """The `Source` of a prepared version: `name_or_spec` is "name[/config][:version]" (or

@@ -116,8 +116,9 @@ def examples(source, split: str) -> Iterator[Example | Located]:
                for r in source.stored_records(split))   # (rows as a data source gives them)
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     dataset = builder.as_data_source(split, decoders=decoders)
-  else:   # a build's own folder (TensorFlow is loaded there)
-    dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False)
+  else:   # a build's own folder (TensorFlow is loaded there), file by file as stored
+    dataset = builder.as_dataset(split, decoders=decoders, shuffle_files=False,
+                                 read_config=tfds.ReadConfig(interleave_cycle_length=1))
   held = schema.of(features)  # what an example's label is: its annotations, described
   name_key = next((key for key in FILE_NAME_FEATURES if key in features), None)
   keys = ["image"] + [key for key in (held.key, name_key, held.mask) if key]

@@ -226,6 +226,10 @@ def test_a_forked_child_unwinding_through_hold_leaves_the_lock_to_its_build(tmp_
 
 
 def test_a_failed_first_build_leaves_no_folder_and_a_build_after_it_makes_one(tmp_path):
+  with pytest.raises(RuntimeError, match="the build failed"):   # data dir, dataset, config
+    with build_lock.hold(tmp_path / "d" / "voc" / "detection" / "1.0.0", "voc"):
+      raise RuntimeError("the build failed")
+  assert list(tmp_path.iterdir()) == []   # (all made by that build, left empty)
   version_dir = tmp_path / "pets" / "1.0.0"
   with pytest.raises(RuntimeError, match="the build failed"):
     with build_lock.hold(version_dir, "pets"):

@@ -54,6 +54,9 @@ def test_a_local_tfrecord_build_is_read_in_the_read_order_every_record_once(tmp_
   assert sorted(seen + rest) == sorted(list(range(NUM_CLASSIFICATION)) * 2)
   evaluated = [int(l) for b in gp.classification_eval(tfrecord, split="train", batch_size=5,
                                                       image_size=16) for l in b["label"]]
+  with pytest.raises(ValueError, match=r"^split 'train' has 24 examples, fewer than "
+                     r"batch_size=64: .* give batch_size=24 or less"):
+    gp.classification_train(tfrecord, batch_size=64, num_epochs=1)
   stored = [int(e["label"]) for e in tfds.as_numpy(tfrecord.as_dataset(split="train"))]
   assert evaluated == stored and sorted(stored) == list(range(NUM_CLASSIFICATION))
 
@@ -152,6 +155,7 @@ def test_the_pytorch_recipe_without_torch(classes):
                                 flip=True, image_key="image", label_key="label")
   examples = [crop.random_map(source[i], np.random.default_rng([0, 0, i]))
               for i in range(len(source))]
+  assert list(source) == [source[i] for i in range(len(source))]   # (iterable too)
   assert len(examples) == NUM_CLASSIFICATION
   assert sorted(int(e["label"]) for e in examples) == list(range(NUM_CLASSIFICATION))
   assert all(e["image"].shape == (24, 24, 3) and e["image"].dtype == np.uint8 for e in examples)

@@ -1207,10 +1207,30 @@ def test_a_source_reads_a_split_in_stored_order_local_or_streamed(built, tmp_pat
   assert got == expected and len(got) == 40
   labels = [e.features.feature["label"].int64_list.value[0] for e in got]
   assert labels == [label for _, label in local_examples(built, "test")]
-  # The same records without TensorFlow, local or streamed, nothing held afterwards.
+  # The same records without TensorFlow, local or streamed; a shard is held while read,
+  # let go when the reading ends or is dropped half way.
   for read in (source, sources.open_source(SPEC, built)):
     assert [tf.train.Example.FromString(r) for r in read.stored_records("test")] == expected
   assert source.cache._pins == {}
+  records = source.stored_records("train")
+  next(records)
+  assert source.cache._pins   # (the first window's shards)
+  records.close()
+  assert source.cache._pins == {}
+
+
+@ONE_FORMAT
+def test_a_damaged_local_tfrecord_shard_is_an_error_naming_it_never_wrong_records(
+    built, tmp_path):
+  """Read without TensorFlow, a local shard was never checked against a SHA-256: each
+  record's CRC is (TensorFlow's reader said "corrupted record" too)."""
+  copy = pathlib.Path(shutil.copytree(built, tmp_path / "copy"))
+  (shard,) = (copy / FOLDER).glob("*-test.tfrecord-00000-of-*")
+  data = bytearray(shard.read_bytes())
+  data[len(data) // 2] ^= 0x01
+  shard.write_bytes(bytes(data))
+  with pytest.raises(ValueError, match=re.escape(f"{shard}: record ") + r"\d+ is damaged"):
+    list(sources.open_source(SPEC, copy).stored_records("test"))
 
 
 def test_a_trainer_moving_to_a_version_built_on_its_last_downloads_only_the_new_shards(

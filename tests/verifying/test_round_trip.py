@@ -2,6 +2,7 @@
 by file, on trees and archives the tests make, TFRecord and ArrayRecord builds; every kind of
 tampering is caught."""
 
+import json
 import pathlib
 import shutil
 
@@ -120,6 +121,11 @@ def test_cli_verifies_an_array_record_build(tmp_path):
       f"imagesets: error: {tree}: the folder its build recorded is not there (moved or "
       "deleted?): give --source PATH_OR_ARCHIVE")
   tree = shutil.move(moved, tree)
+  metadata = tmp_path / "tfds" / "pets" / "1.0.0" / "metadata.json"   # (forged: escaped)
+  metadata.write_text(metadata.read_text().replace(
+      json.dumps(str(tree)), json.dumps("/nowhere\nOK: everything matches")))
+  forged = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds")
+  assert forged.returncode == 1 and "\nOK" not in forged.stderr + forged.stdout
   (pathlib.Path(tree) / "dogs" / "0.jpg").write_bytes(sample_images.jpeg(30, 40, seed=123))
   failed = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
   assert failed.returncode == 1 and "FAILED" in failed.stdout, failed.stderr
