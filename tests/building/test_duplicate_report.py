@@ -58,7 +58,7 @@ def test_warn_stores_the_report_and_card_and_the_closing_line_names_the_leak(tmp
                                "train=0.5,test=0.5", "--data-dir", tmp_path / "d",
                                "--split-key", "path")
   assert result.returncode == 0, result.stderr
-  closing = result.stdout.strip().splitlines()[-2]
+  closing = result.stdout.strip().splitlines()[-3]   # (then its page, and how to load it)
   assert closing.startswith("pets:1.0.0 in") and closing.endswith(
       f"; duplicates: 2 group(s) (1 exact, 1 near) among 10 images; 1 cross splits (leakage): "
       f"{home}/cat/0.jpg = {other}/{leak}; 1 label conflict(s) (duplicates.json); "

@@ -19,12 +19,14 @@ def _record(shard: int, index: int) -> bytes:
 
 @pytest.fixture
 def shard_files(tmp_path):
-  """12 TFRecord files of 6 records each (framing only: the reader skips the CRCs)."""
+  """12 TFRecord files of 6 records each (framed with their CRCs, as TFRecord writes them)."""
   for shard in range(12):
     with open(tmp_path / f"s-{shard:05d}", "wb") as f:
       for index in range(RECORDS):
         data = _record(shard, index)
-        f.write(struct.pack("<Q", len(data)) + b"\0" * 4 + data + b"\0" * 4)
+        length = struct.pack("<Q", len(data))
+        f.write(length + struct.pack("<I", shard_reads._masked_crc(length)) + data
+                + struct.pack("<I", shard_reads._masked_crc(data)))
   return tmp_path
 
 
