@@ -13,7 +13,8 @@ from typing import Callable
 
 import tensorflow_datasets as tfds
 
-from imagesets.constants import DATASET_NAME_PATTERN, VERSION_PATTERN
+from imagesets.building import incremental
+from imagesets.constants import DATASET_NAME_PATTERN
 
 ABOUT_FILE = "imagesets.toml"
 _NAME = re.compile(DATASET_NAME_PATTERN)
@@ -187,7 +188,7 @@ def refuse_other_content(version_dir: pathlib.Path, fingerprint: str, content_fi
   from content of another fingerprint."""
   stored = stored_metadata(version_dir)
   if stored.get("content_fingerprint") != fingerprint:
-    latest = latest_version(version_dir.parent)
+    latest = incremental.versions_in(version_dir.parent)[-1]
     major, minor, _ = (int(part) for part in latest.split("."))
     raise VersionExistsError(
         f"{version_dir.parent.name}:{version_dir.name} in {version_dir.parent.parent} was "
@@ -195,11 +196,3 @@ def refuse_other_content(version_dir: pathlib.Path, fingerprint: str, content_fi
         f"({what_changed(stored, content_files, content_options)}): build a new version "
         f"(the latest there is {latest}: --version {major}.{minor + 1}.0), or delete "
         f"{version_dir} first.")
-
-
-def latest_version(dataset_dir: pathlib.Path) -> str:
-  """The highest prepared version (X.Y.Z with a dataset_info.json) in `dataset_dir`."""
-  prepared = [path.name for path in dataset_dir.iterdir()
-              if re.fullmatch(VERSION_PATTERN, path.name)
-              and (path / "dataset_info.json").is_file()]
-  return max(prepared, key=lambda name: tuple(int(part) for part in name.split(".")))

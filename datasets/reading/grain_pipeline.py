@@ -17,8 +17,8 @@ What every pipeline does:
   `jax.process_index()`, `jax.process_count()`) its own part of every epoch.
 * A bucket `data_dir` (`s3://`, `gs://`, `file://`; TFRecord or ArrayRecord builds) is
   streamed instead, through the shard cache (`cache_dir`, `cache_limit`), and a local
-  TFRecord build (no random access) read in place, in the read order (`order`): `RecordSource` is the split's records by stored index (finite), and
-  `OrderSampler` owns epochs, shuffling and the partition: each process reads its own
+  TFRecord build (no random access) read in place, in the read order (`order`):
+  `RecordSource` is the split's records by stored index (finite), and `OrderSampler` owns epochs, shuffling and the partition: each process reads its own
   shards (`shard_index` of `shard_count`, every n-th), and each of its `worker_count`
   worker processes reads its own shards of them, in a seeded order per epoch, records
   shuffled within windows of shards, so each shard is downloaded once an epoch per
@@ -216,8 +216,8 @@ _PADDING = ()
 class RecordSource(sources.Reopened):
   """The records of a split of a published version (`url`: the bucket, `spec` the version)
   or of a local TFRecord build (`url`: its version folder, `spec` its name), by stored
-  index (`len` is the split's records), for Grain, a bucket's read through the shard cache. `reading_threads`: Grain's
-  `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
+  index (`len` is the split's records), for Grain, a bucket's read through the shard
+  cache. `reading_threads`: Grain's `ReadOptions.num_threads` of the loader (more than one straddle a window's end, so each
   reader may hold two windows: the windows are sized for that). A read planned by `OrderSampler` is
   read in the order's windows (`shard_reads.PlannedReads`: each shard held until its
   planned reads are done, the next window downloaded ahead); any other read (a notebook's
@@ -241,7 +241,7 @@ class RecordSource(sources.Reopened):
     self.source = (sources.open_source(args["spec"], args["url"], cache_dir=args["cache_dir"],
                                        cache_limit=args["cache_limit"])
                    if sources.is_bucket_url(args["url"])   # (else a local version's folder)
-                   else sources.open_source(tfds.builder_from_directory(args["url"])))
+                   else sources.open_folder(args["url"]))
     split = args["split"]
     self.stored = split_runs.split_shards(self.source.builder, split)
     split_runs.check_readers(self.source.builder, split, self.stored, args["shard_count"],
@@ -495,8 +495,8 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
                   shard_index, shard_count, worker_count, start):
   """A mix's loader: every worker of every process one reader of the mix's run."""
   readers = shard_count * max(1, worker_count)
-  checks.check_batches(mix.examples_per_epoch, "", batch_size, num_epochs,
-                               drop_remainder, readers, what="an epoch of the mix")
+  checks.check_batches(mix.examples_per_epoch, "", batch_size, num_epochs, drop_remainder,
+                       readers, what="an epoch of the mix")
   source = MixedSource(mix, readers, start=start, num_epochs=num_epochs,
                        held=1 if _READ_OPTIONS.num_threads == 1 else 2)
   sampler = MixedSampler(source, worker_count, shard_index, mix.seed if seed is None else seed)
@@ -545,8 +545,6 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
         num_epochs=num_epochs if train else 1, shard_index=shard_index,
         shard_count=shard_count, cache_dir=cache_dir, cache_limit=cache_limit,
         worker_count=worker_count, start=start, reading_threads=_READ_OPTIONS.num_threads)
-    checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
-                         drop_remainder, shard_count)
     sampler = OrderSampler(source, worker_count, seed if train else 0)
     operations = [NotPadding(), transform, grain.Batch(batch_size, drop_remainder)]
     shard_options = grain.NoSharding()
@@ -556,13 +554,13 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                        "count; a local ArrayRecord build resumes with the iterator's "
                        "set_state")
     source = sources.raw_records(local, split)
-    checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
-                                 drop_remainder, shard_count)
     shard_options = grain.ShardOptions(shard_index, shard_count, drop_remainder=False)
     sampler = grain.IndexSampler(
         num_records=len(source), shuffle=train, seed=seed if train else None,
         num_epochs=num_epochs if train else 1, shard_options=shard_options)
     operations = [transform, grain.Batch(batch_size, drop_remainder)]
+  checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
+                       drop_remainder, shard_count)
   return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
                           operations=operations, shard_options=shard_options,
                           read_options=_READ_OPTIONS)

@@ -364,7 +364,7 @@ def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
   each crop and flip seeded by the example's count in the job."""
   reader, readers = streaming.reader_of(finish["input_context"])
   checks.check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
-                finish["drop_remainder"], readers, what="an epoch of the mix")
+                       finish["drop_remainder"], readers, what="an epoch of the mix")
   run = mix.run(readers, start=start, num_epochs=num_epochs)
   key = tf.constant(order_lib.derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT),
                     tf.int64)

@@ -43,7 +43,6 @@ import json
 import threading
 
 import numpy as np
-import tensorflow_datasets as tfds
 
 from imagesets.annotations import schema as schema_lib
 from imagesets.reading import mix_order
@@ -103,7 +102,7 @@ class Mix(sources_lib.Reopened):
                                       args["cache_limit"])
     folders = args.get("folders") or [None] * len(self.parts)
     self.sources = [
-        sources_lib.open_source(tfds.builder_from_directory(folder)) if folder
+        sources_lib.open_folder(folder) if folder
         else sources_lib.open_source(
             p.dataset, p.data_dir, **(dict(cache_dir=args["cache_dir"],
                                            cache_limit=args["cache_limit"]) if bucket else {}))

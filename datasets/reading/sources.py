@@ -237,7 +237,7 @@ class ArrayRecords(Reopened):
     return self._records.__getitems__(indices)
 
   def __iter__(self):
-    return (self._records[index] for index in range(len(self._records)))
+    return iter(self._records)
 
 
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:
@@ -260,7 +260,13 @@ def open_version(spec: str, data_dir) -> Source:
     return open_source(spec, str(data_dir))
   data_dir = pathlib.Path(data_dir).expanduser()
   ref = versions.resolve_local(versions.Ref.parse(spec), data_dir)
-  folder = data_dir / ref.folder
+  return open_folder(data_dir / ref.folder)
+
+
+def open_folder(folder) -> Source:
+  """The `Source` of a prepared local version's folder, read from the version's own files
+  (no builder code: what Grain's workers open)."""
+  folder = pathlib.Path(folder)
   return Source(tfds.builder_from_directory(str(folder)), folder)
 
 
@@ -272,7 +278,7 @@ def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
       bucket, spec, lambda r: fetch_lib.cached_manifest(data_dir, r))
   whole = data_dir / ref.folder
   if fetch_lib.local_copy_ok(whole, deep=False, manifest=manifest):  # fetch's whole copy
-    return Source(tfds.builder_from_directory(str(whole)), whole)
+    return open_folder(whole)
   root = fetch_lib.cache_root(cache_dir)
   folder = transfer.own_folder(whole.parent / f".stream-{ref.version}", root)
   _fetch_metadata(bucket, ref, manifest, folder)
