@@ -10,6 +10,10 @@ import pytest
 
 from conftest import run
 from imagesets import startup
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
 
 TINY = "synthetic_images/tiny:1.0.0"
 TF_NOISE_FREE_ENV = {k: v for k, v in os.environ.items()
@@ -121,6 +125,17 @@ def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path)
     assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (
         args, result.stdout, result.stderr)
   assert (tmp_path / "page.html").stat().st_size > 10_000
+  # verify reads the records and the source folder its build recorded, without TensorFlow.
+  photos = write_tree(tmp_path / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
+                                            sample_images.jpeg(40, 50, seed=i) for i in range(12)})
+  named_build.build(photos, "pets", version="1.0.0", data_dir=str(tmp_path / "tfds"),
+                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  result = subprocess.run([sys.executable, str(command), "verify", "pets:1.0.0", "--data-dir",
+                           str(tmp_path / "tfds")], capture_output=True, text=True, timeout=300)
+  assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (
+      result.stdout, result.stderr)
+  assert "OK: everything matches" in result.stdout and ": 12 stored example(s) checked" in result.stdout, (
+      result.stdout)
   # A version of one of our builders that is not there: the answer names the versions its
   # code builds, which loads the builder's module (and TensorFlow): quietly, one line.
   result = subprocess.run([sys.executable, str(command), "duplicates",

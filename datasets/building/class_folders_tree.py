@@ -12,8 +12,6 @@ import dataclasses
 import os
 import posixpath
 
-import tensorflow as tf
-
 from imagesets.constants import IMAGE_SUFFIXES
 
 
@@ -34,13 +32,24 @@ def is_remote(root: str) -> bool:
   return "://" in str(root)
 
 
+def _gfile():
+  """TensorFlow's file system, which reads bucket trees: it loads only for those (a local
+  tree is read with os, so `verify` and the checks before a build never load TensorFlow)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
+def _isdir(path: str) -> bool:
+  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
 def read(root: str, relative_path: str) -> bytes:
   """The bytes of one file of the tree."""
   path = posixpath.join(str(root), relative_path)
   if not is_remote(root):
     with open(path, "rb") as f:  # plain I/O: safe and fastest in forked workers
       return f.read()
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with _gfile().GFile(path, "rb") as f:
     return f.read()
 
 
@@ -51,10 +60,11 @@ def _hidden(name: str) -> bool:
 def class_names(root: str) -> list[str]:
   """Sorted names of the class folders in `root` (hidden folders are not classes)."""
   root = str(root)
-  if not tf.io.gfile.isdir(root):
+  if not _isdir(root):
     raise FileNotFoundError(f"class-per-folder root {root!r} is not a folder")
-  names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)
-                 if not _hidden(name) and tf.io.gfile.isdir(posixpath.join(root, name)))
+  listed = _gfile().listdir(root) if is_remote(root) else os.listdir(root)
+  names = sorted(name.rstrip("/") for name in listed
+                 if not _hidden(name) and _isdir(posixpath.join(root, name.rstrip("/"))))
   if not names:
     raise ValueError(f"{root!r} has no class folders: expected root/<class>/<image files>")
   return names
@@ -77,11 +87,11 @@ def image_files(root: str, *, follow_links: bool = False,
   image outside hidden folders, and of every other file. `top_level=False`: files directly
   in `root` are ignored too (a class tree's images are in its class folders)."""
   root = str(root).rstrip("/")
-  if not tf.io.gfile.isdir(root):
+  if not _isdir(root):
     raise FileNotFoundError(f"{root!r} is not a folder")
   images, ignored = [], []
   # os.walk: no per-file stat calls.
-  walk = tf.io.gfile.walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
+  walk = _gfile().walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
   for top, _, files in walk:
     relative_top = posixpath.relpath(top.replace("\\", "/"), root.replace("\\", "/"))
     parts = [] if relative_top == "." else relative_top.split("/")

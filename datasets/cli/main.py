@@ -258,8 +258,7 @@ def cmd_verify(args) -> int:
   data_dir = pathlib.Path(constants.data_dir(args.data_dir))
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
   source = args.source or _recorded_source(data_dir / ref.folder)
-  _start_tensorflow()
-  from imagesets.verifying import duplicates, round_trip
+  from imagesets.verifying import duplicates, round_trip  # (no TensorFlow)
 
   report = round_trip.verify(data_dir / ref.folder, source, args.annotations)
   print(f"{ref}:")

@@ -28,6 +28,7 @@ import io
 import os
 import pathlib
 import tempfile
+from typing import Iterator
 
 import numpy as np
 import PIL.Image
@@ -44,6 +45,7 @@ from imagesets.building import image_checks
 from imagesets.building import problems as problems_lib
 from imagesets.building import segmentation_masks
 from imagesets.constants import ORIGINAL_SIZE
+from imagesets.reading import sources
 from imagesets.voc_segmentation import voc_pairs
 from imagesets.voc_segmentation import voc_source
 
@@ -76,7 +78,8 @@ def verify(version_dir: os.PathLike, source: os.PathLike,
            annotations: os.PathLike | None = None) -> Report:
   """Checks the prepared version in `version_dir` against `source` (folder or archive);
   a build from annotations against `annotations` (default: the file it recorded)."""
-  builder = tfds.builder_from_directory(os.fspath(version_dir))
+  version = sources.open_folder(version_dir)
+  builder = version.builder
   # Our datasets say which check they get (registry); a build by `imagesets build --name`
   # (any name) is a class-folders build, known by its features.
   not_yet = registry.no_round_trip(builder.info.name, builder.info.config_name)
@@ -89,11 +92,11 @@ def verify(version_dir: os.PathLike, source: os.PathLike,
       "class_folders" if "file_name" in features and "label" in features else None)
   with _source_folder(source) as folder:
     if kind == "annotated":
-      return _verify_annotated(builder, folder, str(source), annotations)
+      return _verify_annotated(version, folder, str(source), annotations)
     if kind == "voc_segmentation":
-      return _verify_voc(builder, _voc_folder(folder), str(source))
+      return _verify_voc(version, _voc_folder(folder), str(source))
     if kind == "class_folders":
-      return _verify_class_folders(builder, folder, str(source))
+      return _verify_class_folders(version, folder, str(source))
   raise ValueError(f"{builder.info.full_name}: no round trip for these features "
                    f"({sorted(features.keys())}); supported: class-per-folder builds and "
                    "voc_segmentation")
@@ -119,19 +122,17 @@ class _source_folder:  # pylint: disable=invalid-name  (a context manager, used 
       self.temporary.cleanup()
 
 
-def _examples(builder, keys: dict) -> dict[str, list[dict]]:
-  """{split: [example]} with `keys` (name -> decoder or None) as numpy, all splits."""
+def _examples(version, keys: dict) -> dict[str, Iterator[dict]]:
+  """{split: its examples, read when iterated} with `keys` (name -> decoder or None) as
+  numpy, every split, in stored order: the records are read without TensorFlow."""
+  features = version.builder.info.features
   decoders = {key: decoder for key, decoder in keys.items() if decoder is not None}
-  out = {}
-  for split in builder.info.splits:
-    if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
-      # as_dataset raises NotImplementedError on ArrayRecord: read through the data source.
-      examples = builder.as_data_source(split, decoders=decoders)
-    else:
-      examples = tfds.as_numpy(builder.as_dataset(split=split, decoders=decoders,
-                                                  shuffle_files=False))
-    out[split] = [{key: example[key] for key in keys} for example in examples]
-  return out
+
+  def split_examples(split):
+    for record in version.stored_records(split):
+      example = features.deserialize_example_np(record, decoders=decoders)
+      yield {key: example[key] for key in keys}
+  return {split: split_examples(split) for split in version.builder.info.splits}
 
 
 def _class_root(folder: pathlib.Path, class_names: list[str]) -> pathlib.Path:
@@ -142,17 +143,17 @@ def _class_root(folder: pathlib.Path, class_names: list[str]) -> pathlib.Path:
   raise FileNotFoundError(f"no folder with the class folders {class_names} in {folder}")
 
 
-def _verify_class_folders(builder, folder: pathlib.Path, source: str) -> Report:
-  names = builder.info.features["label"].names
+def _verify_class_folders(version, folder: pathlib.Path, source: str) -> Report:
+  names = version.builder.info.features["label"].names
   root = _class_root(folder, names)
-  metadata = builder.info.metadata or {}
+  metadata = version.builder.info.metadata or {}
   converted = metadata.get("converted_files", {})
   resize = _resize_options(metadata)
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
   tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)
   seen = collections.Counter()
-  stored = _examples(builder, {"image": tfds.decode.SkipDecoding(), "label": None,
+  stored = _examples(version, {"image": tfds.decode.SkipDecoding(), "label": None,
                                "file_name": None})
   for examples in stored.values():
     for example in examples:
@@ -212,8 +213,8 @@ def _resize_options(metadata) -> dict:
           "image_size": metadata.get("image_size") or ORIGINAL_SIZE}
 
 
-def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -> Report:
-  metadata = builder.info.metadata or {}
+def _verify_annotated(version, folder: pathlib.Path, source: str, annotations) -> Report:
+  metadata = version.builder.info.metadata or {}
   path = os.fspath(annotations or metadata["annotations"])
   images, ignored = class_folders_tree.image_files(str(folder))
   read = formats.read(path, images, format=metadata["annotation_format"],
@@ -221,7 +222,7 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
   report = Report(f"{read.format} annotations", f"{source} with {path}",
                   skipped=dict(metadata.get("skipped_files", {})), ignored=len(ignored))
   report.mismatches += [problems_lib.Problem(p.where, p.reason) for p in read.problems]
-  features = builder.info.features
+  features = version.builder.info.features
   report.mismatches += _class_differences(features, read, path)
   keys = {"image": tfds.decode.SkipDecoding(), "file_name": None}
   keys.update({key: None for key in ("label", "labels", "objects") if key in features})
@@ -233,7 +234,7 @@ def _verify_annotated(builder, folder: pathlib.Path, source: str, annotations) -
         path, "the annotations give masks (segmentation), the build stores none"))
   converted = metadata.get("converted_files", {})
   seen = collections.Counter()
-  for examples in _examples(builder, keys).values():
+  for examples in _examples(version, keys).values():
     for example in examples:
       name = example["file_name"].decode()
       seen[name] += 1
@@ -285,9 +286,11 @@ def _annotation_differences(expected: dict, stored: dict) -> list[str]:
     got = stored["objects"]
     for column, values in want.items():
       values, kept = np.asarray(values), np.asarray(got[column])
-      if values.shape != kept.shape:
+      if len(values) != len(kept):
         differences.append(f"{len(kept)} object(s) stored, the annotations give {len(values)}")
         break
+      if kept.size == values.size:  # (no objects: an empty column of either shape)
+        kept = kept.reshape(values.shape)
       same = (np.allclose(values, kept, rtol=0, atol=BOX_TOLERANCE) if column == "bbox"
               else np.array_equal(values, kept))
       if not same:
@@ -342,11 +345,11 @@ def _voc_folder(folder: pathlib.Path) -> pathlib.Path:
   raise FileNotFoundError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
 
 
-def _verify_voc(builder, folder: pathlib.Path, source: str) -> Report:
+def _verify_voc(version, folder: pathlib.Path, source: str) -> Report:
   report = Report("voc_segmentation", source)
   listed, _ = voc_pairs.read_split_lists(folder)
   skip = tfds.decode.SkipDecoding()
-  stored = _examples(builder, {"image": skip, "class_mask": skip, "object_mask": skip,
+  stored = _examples(version, {"image": skip, "class_mask": skip, "object_mask": skip,
                                "image_id": None})
   for split, examples in stored.items():
     ids = set()
