@@ -55,6 +55,11 @@ class LineStream:
 
   def _update(self, state: str) -> None:
     bar = state.split(":", 1)[0]
+    if self._pending and self._pending.split(":", 1)[0] != bar:
+      # another bar draws: the one before it has ended (a bar closed without a newline),
+      # and its last state is printed before it is lost
+      self._emit(self._pending)
+      self._pending = ""
     now = self._clock()
     if now - self._last_line.get(bar, -self._interval) >= self._interval:
       self._emit(state)

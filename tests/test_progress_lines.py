@@ -32,6 +32,23 @@ def test_a_bar_prints_a_line_per_interval_and_its_last_state():
   assert "100/100" in lines[-2]
 
 
+def test_a_bar_closed_without_a_newline_keeps_its_last_state_when_the_next_one_draws():
+  # (leave=False bars one after another in one block: a build's fingerprints, then its
+  # page's thumbnails)
+  out, clock = io.StringIO(), Clock()
+  stream = progress_lines.LineStream(out, interval=5, clock=clock)
+  for desc in ("fingerprinting", "thumbnails"):
+    with tqdm(total=16, desc=desc, file=stream, leave=False, ncols=60) as bar:
+      for _ in range(16):
+        bar.update(1)  # (within tqdm's display interval: only the refresh draws the end)
+      bar.refresh()
+  stream.finish()
+  lines = out.getvalue().splitlines()
+  assert [line.split(":")[0] for line in lines] == ["fingerprinting"] * 2 + ["thumbnails"] * 2
+  assert "0/16" in lines[0] and "16/16" in lines[1], lines
+  assert "0/16" in lines[2] and "16/16" in lines[3], lines
+
+
 def test_on_a_terminal_bars_are_left_alone():
   class Terminal(io.StringIO):
     def isatty(self):
