@@ -99,10 +99,10 @@ def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path)
       (["--help"], 0), (["build", "--help"], 0), (["lst"], 2), (["publish", "x"], 2),
       (["build", "p", "--name", "n", "--splits", "train=2"], 2),
       (["build", "p", "--name", "n", "--no-such-flag"], 2),
-      (["build", str(tmp_path / "none"), "--name", "n"], 1),
+      (["build", str(tmp_path / "none"), "--name", "n"], 3),
       # A folder that exists: the name and version are refused before TensorFlow loads.
-      (["build", str(tmp_path), "--name", "Pets"], 1),
-      (["build", str(tmp_path), "--name", "n", "--version", "1.3"], 1),
+      (["build", str(tmp_path), "--name", "Pets"], 2),
+      (["build", str(tmp_path), "--name", "n", "--version", "1.3"], 2),
       (["list", "--data-dir", str(tiny_data_dir)], 0),
       (["publish", "synthetic_images/tiny:1.0.0", "--data-dir", str(tiny_data_dir),
         "--to", str(bucket), "--quiet"], 0),

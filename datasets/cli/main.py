@@ -8,11 +8,10 @@ team bucket, list and fetch them.
   imagesets fetch URL NAME[/CONFIG][:VERSION] [--cache-dir C] [--verify]
 
 Flags take either spelling, `--data-dir` or TFDS's `--data_dir`. Errors print one line
-(`imagesets: error: ...`) and exit 1, never a traceback (`-v` shows it); usage errors
-print the subcommand's usage and exit 2, as `list` of a folder or bucket prefix that does
-not exist (one line, "did you mean" the one beside it). Help, usage errors, `list`, `fetch` and
-`publish` never load TensorFlow (they start in well under a second); `build` and
-`verify` load it when they start their work.
+(`imagesets: error: ...`), never a traceback (`-v` shows it), and exit with the status of
+their kind, the same in every subcommand (`exit_status`): 1 the answer is no, 2 usage,
+3 not there, 4 refused or failed. Only `build` loads TensorFlow; every other command, and
+every error the command line can find, answers without it.
 """
 
 import argparse
@@ -23,13 +22,13 @@ import logging
 import os
 import pathlib
 import re
-import signal
 import sys
 import time
 
 from imagesets import constants
 from imagesets.annotations import formats  # (no TensorFlow)
 from imagesets import startup
+from imagesets.cli import exit_status
 
 
 def _size(num_bytes: int) -> str:
@@ -59,8 +58,12 @@ def _examples(splits: dict[str, int]) -> str:
   return " ".join(f"{split}={count}" for split, count in splits.items())
 
 
-class UserError(Exception):
-  """An error whose message is all the user needs (printed as one line, exit 1)."""
+UsageError = exit_status.UsageError
+
+
+class NotThereError(FileNotFoundError):
+  """A folder or file the command line names that is not there: the message is all the
+  user needs (one line, exit_status.NOT_FOUND)."""
 
 
 def _proportions(text: str) -> dict[str, float]:
@@ -97,15 +100,15 @@ def _check_name_and_version(name: str, version: str) -> None:
     fix = (f"did you mean --name {fixed}?"
            if re.fullmatch(constants.DATASET_NAME_PATTERN, fixed)
            else "e.g. --name pets or --name factory_parts")
-    raise UserError(f"dataset name {name!r}: use lower case letters, digits and _, starting "
-                    f"with a letter ({fix})")
+    raise UsageError(f"dataset name {name!r}: use lower case letters, digits and _, starting "
+                     f"with a letter ({fix})")
   if not re.fullmatch(constants.VERSION_PATTERN, version):
     parts = version.strip().lstrip("vV").split(".")
     fix = "e.g. --version 1.0.0"
     if 1 <= len(parts) <= 3 and all(part.isdigit() for part in parts):
       fix = "did you mean --version " + ".".join(
           str(int(part)) for part in parts + ["0"] * (3 - len(parts))) + "?"
-    raise UserError(f"version {version!r}: expected X.Y.Z, three numbers ({fix})")
+    raise UsageError(f"version {version!r}: expected X.Y.Z, three numbers ({fix})")
 
 
 def _beam_options(text: str | None):
@@ -141,10 +144,10 @@ def cmd_build(args) -> int:
   if args.annotations is not None:
     return _build_annotated(args)
   if args.format or args.on_bad_box:
-    raise UserError("--format and --on-bad-box are options of a build from annotations: "
-                    "give the annotation file with --annotations FILE")
+    raise UsageError("--format and --on-bad-box are options of a build from annotations: "
+                     "give the annotation file with --annotations FILE")
   if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
-    raise UserError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
+    raise NotThereError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
@@ -163,7 +166,7 @@ def cmd_build(args) -> int:
       beam_options=_beam_options(args.beam_pipeline_options), log=print, versioned=True,
       from_version=_from_version(args))
   _say_built(builder, data_dir, args.file_format)
-  return 0
+  return exit_status.OK
 
 
 def _from_version(args) -> str | None:
@@ -180,18 +183,18 @@ _CLASS_FOLDER_ONLY = {"leakage": "--leakage", "split_key": "--split-key"}
 def _build_annotated(args) -> int:
   given = [flag for field, flag in _CLASS_FOLDER_ONLY.items() if getattr(args, field)]
   if given or args.shorter_side:
-    raise UserError(f"{', '.join(given) or '--shorter-side'}: not an option of a build from "
-                    "annotations (its splits are by content; duplicates and leakage are "
-                    "named, never dropped)")
+    raise UsageError(f"{', '.join(given) or '--shorter-side'}: not an option of a build from "
+                     "annotations (its splits are by content; duplicates and leakage are "
+                     "named, never dropped)")
   for path, what in ((args.path, "images folder"), (args.annotations, "annotations")):
     if "://" in str(path):
-      raise UserError(f"{path}: a build from annotations reads local folders (copy the "
-                      "images and annotations here first)")
+      raise UsageError(f"{path}: a build from annotations reads local folders (copy the "
+                       "images and annotations here first)")
     if not os.path.exists(os.path.expanduser(path)):
-      raise UserError(f"{path}: no such {'folder' if what == 'images folder' else 'file or folder'}"
-                      f" (the {what})")
+      thing = "folder" if what == "images folder" else "file or folder"
+      raise NotThereError(f"{path}: no such {thing} (the {what})")
   if not os.path.isdir(os.path.expanduser(args.path)):
-    raise UserError(f"{args.path}: not a folder (give the folder that holds the images)")
+    raise UsageError(f"{args.path}: not a folder (give the folder that holds the images)")
   _start_tensorflow()
   from imagesets.annotated import annotated_build
   from imagesets.building import annotated_builder
@@ -221,7 +224,7 @@ def _build_annotated(args) -> int:
       lines.append(f"  {len(named)} {'box(es)' if key == 'fixed_boxes' else 'image(s)'} "
                    f"{what}: {named_build.first_ten(named)}")
   _say_built(builder, data_dir, args.file_format, lines)
-  return 0
+  return exit_status.OK
 
 
 def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) -> None:
@@ -266,7 +269,7 @@ def cmd_verify(args) -> int:
         + ("" if args.source else " (the folder its build recorded)"))
   print("\n".join(report.lines()))
   print("OK: everything matches" if report.ok else "FAILED: see the mismatches above")
-  return 0 if report.ok else 1
+  return exit_status.OK if report.ok else exit_status.ANSWER_NO
 
 
 def _recorded_source(version_dir: pathlib.Path) -> str:
@@ -277,16 +280,16 @@ def _recorded_source(version_dir: pathlib.Path) -> str:
   except (OSError, ValueError, AttributeError):
     recorded = None
   if not isinstance(recorded, str) or not recorded:
-    raise UserError(f"{version_dir} records no source folder in its metadata.json: give "
-                    "--source PATH_OR_ARCHIVE (the folder or archive it was built from)")
+    raise UsageError(f"{version_dir} records no source folder in its metadata.json: give "
+                     "--source PATH_OR_ARCHIVE (the folder or archive it was built from)")
   from imagesets.verifying import duplicates  # (no TensorFlow)
   shown = duplicates.printable(recorded)   # (what a metadata.json says is shown escaped)
   if "://" in recorded:
-    raise UserError(f"{shown}: its build recorded where it downloaded from, not a folder "
-                    "here: give --source PATH_OR_ARCHIVE (the archive it was built from)")
+    raise UsageError(f"{shown}: its build recorded where it downloaded from, not a folder "
+                     "here: give --source PATH_OR_ARCHIVE (the archive it was built from)")
   if not os.path.exists(recorded):
-    raise UserError(f"{shown}: the folder its build recorded is not there (moved or "
-                    "deleted?): give --source PATH_OR_ARCHIVE")
+    raise NotThereError(f"{shown}: the folder its build recorded is not there (moved or "
+                        "deleted?): give --source PATH_OR_ARCHIVE")
   return recorded
 
 
@@ -314,8 +317,9 @@ def cmd_duplicates(args) -> int:
     images = version_examples.fingerprints(version)
     groups = duplicates.find([m for m, _ in images], [f for _, f in images])
     report, dropped = duplicates.to_json(groups, len(images)), []
-  failed = int(any({"leakage": g.cross_split, "conflict": g.label_conflict,
-                    "any": True}.get(args.fail_on, False) for g in groups))
+  failed = exit_status.ANSWER_NO if any(
+      {"leakage": g.cross_split, "conflict": g.label_conflict, "any": True}.get(
+          args.fail_on, False) for g in groups) else exit_status.OK
   if args.json:
     print(json.dumps(duplicates.to_json(groups, report["num_images"], dropped), indent=1))
     return failed
@@ -377,12 +381,12 @@ def cmd_diff(args) -> int:
     if args.verbose or startup.verbose():
       raise
     print(f"imagesets: error: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
-    return 2  # as diff(1): 0 same, 1 different, 2 trouble
+    return _status(exc)
   if args.json:
     print(json.dumps(result.to_json(), indent=1))
   else:
     print("\n".join(version_diff.summary(result, sides[0][0], sides[1][0], show=args.show)))
-  return 0 if result.same else 1
+  return exit_status.OK if result.same else exit_status.ANSWER_NO
 
 
 def cmd_report(args) -> int:
@@ -397,13 +401,13 @@ def cmd_report(args) -> int:
   if os.path.isdir(out):
     out = os.path.join(out, f"{info.name}-{info.version}.html")
   if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-    raise UserError(f"--out {out}: no such folder {os.path.dirname(os.path.abspath(out))}")
+    raise NotThereError(f"--out {out}: no such folder {os.path.dirname(os.path.abspath(out))}")
   started = time.perf_counter()
   size = version_report.write(
       version_report.content(opened, against=against, recompute=args.recompute), out)
   print(f"{out}: {size / 2**20:.1f} MiB, made in {time.perf_counter() - started:.1f} s "
         f"(open it in a browser: file://{os.path.abspath(out)})")
-  return 0
+  return exit_status.OK
 
 
 def cmd_publish(args) -> int:
@@ -411,7 +415,7 @@ def cmd_publish(args) -> int:
 
   publish_lib.publish(args.spec, constants.data_dir(args.data_dir), args.to,
                       progress=not args.quiet, log=print)
-  return 0
+  return exit_status.OK
 
 
 def _list_local(data_dir: str) -> int:
@@ -420,20 +424,20 @@ def _list_local(data_dir: str) -> int:
   built = listing_lib.list_local(data_dir)
   if not built:
     print(f"no prepared datasets in {data_dir}")
-    return 0
+    return exit_status.OK
   rows = [["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "BUILT", "BY"]]
   for item in built:
     rows.append([item.ref.name, item.ref.config or "-", item.ref.version, _size(item.num_bytes),
                  _examples(item.splits), _when(item.built_at),
                  "imagesets" if item.ours else "other tool"])
   print(_table(rows))
-  return 0
+  return exit_status.OK
 
 
 def _missing_place(message: str) -> int:
-  """A folder or bucket prefix that does not exist: one line, exit 2 (as a usage error)."""
+  """A folder or bucket prefix that does not exist: one line."""
   print(f"imagesets: error: {message}", file=sys.stderr)
-  return 2
+  return exit_status.NOT_FOUND
 
 
 def cmd_list(args) -> int:
@@ -466,7 +470,7 @@ def cmd_list(args) -> int:
     print(_table(rows))
   for ref in unfinished:
     print(f"(unfinished upload, not published: {ref}; re-run publish to complete it)")
-  return 0
+  return exit_status.OK
 
 
 def cmd_fetch(args) -> int:
@@ -476,7 +480,7 @@ def cmd_fetch(args) -> int:
                              progress=not args.quiet,
                              log=lambda line: print(line, file=sys.stderr))
   print(data_dir)
-  return 0
+  return exit_status.OK
 
 
 # ----------------------------------------------------------------- argument parsing
@@ -576,7 +580,11 @@ def parser() -> argparse.ArgumentParser:
       prog="imagesets", description="Build image folders as TFDS datasets, publish them to a "
       "team bucket and train from it. URLs: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or a "
       "local path. Credentials come from each cloud's standard environment and config files. "
-      "Every flag also takes TFDS's spelling (--data_dir for --data-dir).")
+      "Every flag also takes TFDS's spelling (--data_dir for --data-dir).",
+      epilog="exit status, the same in every command: 0 done (yes), 1 the answer is no "
+      "(verify: a mismatch; diff: a difference; duplicates --fail-on: a group), 2 usage "
+      "error, 3 not there (a dataset, version, folder, file or bucket prefix), 4 refused "
+      "or failed, 130 interrupted")
   top.add_argument("-v", "--verbose", action="store_true",
                    help="show TensorFlow's start-up and device logs, and tracebacks")
   commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -650,7 +658,7 @@ def parser() -> argparse.ArgumentParser:
 
   p = commands.add_parser(
       "verify", help="check a prepared version against its source, file by file; exit 0 "
-      "only when everything matches")
+      "only when everything matches, 1 when something differs")
   p.add_argument("spec", metavar="NAME[/CONFIG][:VERSION]",
                  help="default config and latest prepared version if omitted")
   p.add_argument("--data-dir", default=constants.DEFAULT_DATA_DIR,
@@ -683,7 +691,7 @@ def parser() -> argparse.ArgumentParser:
 
   p = commands.add_parser(
       "diff", help="what changed between two versions: added, removed, changed, relabelled, "
-      "renamed, moved examples per split and class; exit 0 same, 1 different, 2 error",
+      "renamed, moved examples per split and class; exit 0 same, 1 different",
       description="Compares two versions example by example, matching by source file name "
       "(where the builder keeps one) and by content.",
       epilog="example:\n  imagesets diff pets:1.0.0 pets:1.1.0 --show 5\n"
@@ -773,6 +781,12 @@ def parse(argv=None) -> argparse.Namespace:
   return args
 
 
+def _status(exc: BaseException) -> int:
+  """The exit status of a command stopped by `exc` (`exit_status`)."""
+  from imagesets.publishing import bucket, versions  # (no TensorFlow)
+  return exit_status.of(exc, usage=(versions.SpecError, bucket.URLError))
+
+
 def _one_line(exc: BaseException) -> str:
   return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -791,24 +805,24 @@ def main(argv=None) -> int:
     # the status a writer killed by SIGPIPE has (coreutils'); stdout goes to /dev/null so
     # that flushing it at exit raises nothing more.
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
+    return exit_status.READER_LEFT
   except KeyboardInterrupt:
     print("imagesets: interrupted; nothing half-done is visible: re-run to resume",
           file=sys.stderr)
-    return 130
+    return exit_status.INTERRUPTED
   except Exception as exc:  # pylint: disable=broad-except
     # Our errors (bad folder, files, version, bucket faults) carry the whole message (a
     # bad-file report lists one file a line); anything else is one line naming its type.
     # `-v` shows the traceback.
     if args.verbose or startup.verbose():
       raise
-    if isinstance(exc, (UserError, ValueError, FileNotFoundError, FileExistsError)) or (
+    if isinstance(exc, (UsageError, ValueError, FileNotFoundError, FileExistsError)) or (
         type(exc).__module__.startswith("imagesets.")):
       print(f"imagesets: error: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
     else:
       print(f"imagesets: error: {type(exc).__name__}: {_one_line(exc)} "
             "(run with -v for the traceback)", file=sys.stderr)
-    return 1
+    return _status(exc)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ class BucketError(RuntimeError):
   """A storage operation failed; the message is one line meant for the user."""
 
 
+class URLError(BucketError, ValueError):
+  """A URL that names no bucket or folder we can use (a command line's usage error)."""
+
+
+class MissingBucketError(BucketError, FileNotFoundError):
+  """The bucket itself does not exist (a command line's "not there")."""
+
+
 class LocalWriteError(OSError):
   """Writing a download to the local disk failed (e.g. ENOSPC): not a storage fault, so
   it is neither retried nor reported as the bucket's."""
@@ -74,12 +82,12 @@ def split_url(url: str) -> tuple[str, str]:
     return "gs", (parsed.netloc + parsed.path).rstrip("/")
   if parsed.scheme in REMOTE_SCHEMES:
     if not parsed.netloc:
-      raise BucketError(f"{url}: no bucket name (expected {parsed.scheme}://BUCKET/PREFIX)")
+      raise URLError(f"{url}: no bucket name (expected {parsed.scheme}://BUCKET/PREFIX)")
     return parsed.scheme, (parsed.netloc + parsed.path).rstrip("/")
   if parsed.scheme in ("", "file"):
     path = parsed.path if parsed.scheme == "file" else url
     return "file", str(pathlib.Path(path).expanduser().absolute())
-  raise BucketError(f"{url}: unsupported scheme {parsed.scheme!r} (use s3://, gs:// or a path)")
+  raise URLError(f"{url}: unsupported scheme {parsed.scheme!r} (use s3://, gs:// or a path)")
 
 
 def _redact(text: str) -> str:
@@ -250,8 +258,8 @@ class Bucket:
         try:
           asyn.sync(self.fs.loop, self.fs._ls, bucket_name, timeout=CHECK_DEADLINE)
         except FileNotFoundError:
-          raise BucketError(f"bucket {bucket_name!r} does not exist at {self._endpoint()} "
-                            f"({self.url}); create it first") from None
+          raise MissingBucketError(f"bucket {bucket_name!r} does not exist at "
+                                   f"{self._endpoint()} ({self.url}); create it first") from None
       except asyn.FSTimeoutError:
         raise BucketError(f"cannot reach {self._endpoint()} to list {self.url}: no answer "
                           f"within {CHECK_DEADLINE} s; check the network and the "

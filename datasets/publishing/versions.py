@@ -54,6 +54,10 @@ class PublishError(RuntimeError):
   """Publishing, listing or fetching was refused or failed; the message says why."""
 
 
+class SpecError(PublishError, ValueError):
+  """A text that is not NAME[/CONFIG][:VERSION] (a command line's usage error)."""
+
+
 class DatasetNotPreparedError(PublishError, FileNotFoundError):
   """A name, config or version that is not in a data dir or bucket; the message
   (`not_found`) says what is there and the command that builds or publishes it."""
@@ -71,8 +75,8 @@ class Ref:
   def parse(cls, spec: str) -> "Ref":
     match = _SPEC.match(spec.strip())
     if not match:
-      raise PublishError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
-                         "synthetic_images/tiny:1.0.0)")
+      raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
+                      "synthetic_images/tiny:1.0.0)")
     return cls(**match.groupdict()).checked(repr(spec))
 
   def checked(self, where: str) -> "Ref":

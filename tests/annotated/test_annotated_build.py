@@ -244,11 +244,11 @@ def test_the_command_line_builds_from_annotations_and_says_what_it_left_out(know
   wrong = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts2",
                               "--annotations", known.coco, "--leakage", "drop",
                               "--data-dir", tmp_path / "tfds")
-  assert wrong.returncode == 1 and "--leakage: not an option of a build from annotations" in (
+  assert wrong.returncode == 2 and "--leakage: not an option of a build from annotations" in (
       wrong.stderr)
   orphan = cli_runs.in_process("build", known.images_dir, "--name", "cli_parts3",
                                "--on-bad-box", "clip", "--data-dir", tmp_path / "tfds")
-  assert orphan.returncode == 1 and "--annotations FILE" in orphan.stderr
+  assert orphan.returncode == 2 and "--annotations FILE" in orphan.stderr
 
 
 def test_the_annotated_builder_builds_its_example_with_the_stock_tfds_cli(tmp_path):

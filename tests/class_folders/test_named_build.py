@@ -117,7 +117,7 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
     refused = run_cli("build", *changed, "--name", "pets", "--version", "1.2.0",
                       "--data-dir", data_dir, "--skip-bad-files", *(
                           ["--seed", "5"] if len(changed) == 1 else []))
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.returncode == 4 and "Traceback" not in refused.stderr  # (refused)
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("imagesets: error: pets:1.2.0 in") and (
         "build a new version (the latest there is 1.2.0: --version 1.3.0), or delete" in last), last
@@ -126,11 +126,12 @@ def test_same_content_is_a_no_op_and_other_content_is_refused(data_dir, tree, tm
 
 
 def test_bad_names_and_bad_files_are_one_line_errors(tree, tmp_path):
-  for name, says in [("Pets!", "lower case letters"), ("mnist", "registered TFDS builder")]:
+  for name, says, status in [("Pets!", "lower case letters", 2),  # (usage)
+                             ("mnist", "registered TFDS builder", 4)]:  # (refused)
     result = run_cli("build", tree, "--name", name, "--data-dir", tmp_path)
-    assert result.returncode == 1 and says in result.stderr.strip().splitlines()[-1]
+    assert result.returncode == status and says in result.stderr.strip().splitlines()[-1]
   strict = run_cli("build", tree, "--name", "pets", "--data-dir", tmp_path)
-  assert strict.returncode == 1 and "Traceback" not in strict.stderr
+  assert strict.returncode == 4 and "Traceback" not in strict.stderr
   assert "cat/cut.jpg" in strict.stderr and "--skip-bad-files" in strict.stderr
   assert "skip_bad_files=True in Python" in strict.stderr  # what a Python caller passes
   assert not (tmp_path / "pets").exists()   # a failed first build leaves no empty folder

@@ -102,7 +102,7 @@ def test_diff_exit_status_summary_and_json(versions, capsys, monkeypatch):
   monkeypatch.chdir(versions.parent)  # a relative DATA_DIR/NAME:VERSION
   assert cli.main(["diff", f"{versions.name}/pets:1.0.0", "pets:1.0.0", *args]) == 0
   capsys.readouterr()
-  assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 2
+  assert cli.main(["diff", "pets:1.0.0", "pets:9.0.0", *args]) == 3  # (not there)
   assert "9.0.0" in capsys.readouterr().err
 
 

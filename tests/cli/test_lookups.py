@@ -7,6 +7,7 @@ import pytest
 import cli_runs
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
+from imagesets.cli import exit_status
 from imagesets.cli import main as cli
 from imagesets.publishing import publish
 from imagesets_testing import sample_images
@@ -18,7 +19,7 @@ from publish_helpers import TINY
 imagesets = cli_runs.in_process
 
 
-def error_line(result, status=1) -> str:
+def error_line(result, status=exit_status.NOT_FOUND) -> str:
   """The one line of an error (the last of stderr: TensorFlow may log before it)."""
   assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
   assert "Traceback" not in result.stderr and "DatasetInfoFileError" not in result.stderr
@@ -67,13 +68,13 @@ def test_fetch_of_an_unpublished_version_lists_the_published_ones(pets, tmp_path
 def test_diff_opens_both_versions_before_reading_either(pets, monkeypatch, capsys):
   data_dir, _, _ = pets
   result = imagesets("diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", data_dir)
-  assert error_line(result, status=2).startswith(
+  assert error_line(result).startswith(
       f"imagesets: error: pets:9.9.9 is not prepared in {data_dir} (prepared there: pets:1.0.0)")
   from imagesets.verifying import version_examples
   read = []
   monkeypatch.setattr(version_examples, "every_example",
                       lambda source, what: read.append(source) or iter(()))
-  assert cli.main(["diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", str(data_dir)]) == 2
+  assert cli.main(["diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", str(data_dir)]) == exit_status.NOT_FOUND
   assert read == []  # pets:1.0.0 was not read before pets:9.9.9 was found missing
   assert "pets:9.9.9 is not prepared" in capsys.readouterr().err
 
@@ -81,10 +82,10 @@ def test_diff_opens_both_versions_before_reading_either(pets, monkeypatch, capsy
 def test_list_of_a_folder_that_does_not_exist_is_an_error_an_empty_one_is_not(pets, tmp_path):
   data_dir, _, bucket = pets
   typo = data_dir.parent / "tdfs"
-  assert error_line(imagesets("list", "--data-dir", typo), status=2) == (
+  assert error_line(imagesets("list", "--data-dir", typo)) == (
       f"imagesets: error: {typo} does not exist (did you mean {data_dir}?); build into it: "
       f"imagesets build PATH --name NAME --data-dir {typo}")
-  assert error_line(imagesets("list", tmp_path / "nowhere"), status=2).startswith(
+  assert error_line(imagesets("list", tmp_path / "nowhere")).startswith(
       f"imagesets: error: {tmp_path / 'nowhere'} does not exist; publish into it: ")
   (tmp_path / "empty").mkdir()
   for args, said in ((["--data-dir", tmp_path / "empty"], "no prepared datasets in"),
@@ -97,7 +98,7 @@ def test_list_of_a_folder_that_does_not_exist_is_an_error_an_empty_one_is_not(pe
 def test_list_of_a_bucket_prefix_with_nothing_under_it_is_an_error(bucket_url, tiny_data_dir):
   publish.publish(TINY, str(tiny_data_dir), bucket_url, progress=False)
   typo = bucket_url.removesuffix("/tfds") + "/tdfs"
-  assert error_line(imagesets("list", typo), status=2) == (
+  assert error_line(imagesets("list", typo)) == (
       f"imagesets: error: {typo} does not exist (did you mean {bucket_url}?); publish into "
       f"it: imagesets publish NAME:VERSION --data-dir DATA_DIR --to {typo}")
   assert imagesets("list", bucket_url).returncode == 0

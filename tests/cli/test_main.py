@@ -12,6 +12,7 @@ import pytest
 
 import bucket_servers as servers
 import cli_runs
+from imagesets.cli import exit_status
 from imagesets.cli import main as cli
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 
@@ -19,9 +20,9 @@ from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 imagesets = cli_runs.in_process
 
 
-def assert_one_line_error(result, pattern):
-  """Exit 1 and the error on one line, the last one (TensorFlow may log before it)."""
-  assert result.returncode == 1, (result.stdout, result.stderr)
+def assert_one_line_error(result, pattern, status=exit_status.FAILED):
+  """`status` and the error on one line, the last one (TensorFlow may log before it)."""
+  assert result.returncode == status, (result.stdout, result.stderr)
   assert "Traceback" not in result.stderr + result.stdout
   lines = result.stderr.strip().splitlines()
   ours = [line for line in lines if line.startswith("imagesets")]
@@ -68,7 +69,7 @@ def test_publish_list_fetch(bucket_url, tiny_data_dir, tmp_path):
 def test_empty_bucket_lists_nothing_and_shows_unfinished_uploads(bucket_url, tiny_data_dir,
                                                                  tmp_path):
   listed = imagesets("list", bucket_url)  # a prefix with nothing under it: not there (issue 37)
-  assert listed.returncode == 2 and listed.stderr.strip().startswith(
+  assert listed.returncode == exit_status.NOT_FOUND and listed.stderr.strip().startswith(
       f"imagesets: error: {bucket_url} does not exist; publish into it: ")
   kill_publisher_after(5, TINY, tiny_data_dir, bucket_url, tmp_path)
   listed = imagesets("list", bucket_url)
@@ -76,7 +77,7 @@ def test_empty_bucket_lists_nothing_and_shows_unfinished_uploads(bucket_url, tin
       f"no published datasets in {bucket_url}",
       f"(unfinished upload, not published: {TINY}; re-run publish to complete it)"]
   fetched = imagesets("fetch", bucket_url, TINY, "--cache-dir", tmp_path / "cache")
-  assert_one_line_error(fetched, "is not published")
+  assert_one_line_error(fetched, "is not published", exit_status.NOT_FOUND)
   resumed = imagesets("publish", TINY, "--data-dir", tiny_data_dir, "--to", bucket_url)
   assert "4 reused from an interrupted run" in resumed.stdout, resumed.stderr
 
@@ -145,16 +146,18 @@ def test_denied_credentials_are_one_line_and_never_printed(bucket_servers, tiny_
 
 def test_usage_errors(tmp_path, capsys):
   # In-process: the same main() as the console script, without starting Python again.
-  def error_of(*args):
-    assert cli.main([str(a) for a in args]) == 1
+  def error_of(*args, status=exit_status.USAGE):
+    assert cli.main([str(a) for a in args]) == status
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("imagesets: error: ")
     return err
   assert "is not NAME[/CONFIG][:VERSION]" in error_of(
       "publish", "synthetic_images:1", "--to", tmp_path)
   assert "does not exist: build synthetic_images" in error_of(
-      "publish", TINY, "--data-dir", tmp_path / "none", "--to", tmp_path / "b")
+      "publish", TINY, "--data-dir", tmp_path / "none", "--to", tmp_path / "b",
+      status=exit_status.NOT_FOUND)
   assert "unsupported scheme 'ftp'" in error_of("list", "ftp://host/x")
+  assert "no bucket name" in error_of("fetch", "s3:///tfds", TINY)
   with pytest.raises(SystemExit) as usage:
     cli.main(["publish", TINY])  # argparse: --to is required
   assert usage.value.code == 2
@@ -202,7 +205,7 @@ def test_unexpected_errors_are_one_line_naming_their_type(monkeypatch, capsys, t
   def boom(args):
     raise RuntimeError("the disk\n  is full")
   monkeypatch.setattr(cli, "cmd_list", boom)
-  assert cli.main(["list", "--data-dir", str(tmp_path)]) == 1
+  assert cli.main(["list", "--data-dir", str(tmp_path)]) == exit_status.FAILED
   assert capsys.readouterr().err == ("imagesets: error: RuntimeError: the disk is full "
                                      "(run with -v for the traceback)\n")
   with pytest.raises(RuntimeError):

@@ -62,7 +62,7 @@ def test_a_bad_name_or_version_is_refused_naming_the_fix(tmp_path):
                                                "(did you mean --version 1.3.0?)"),
       (["--name", "pets", "--version", "v2"], "(did you mean --version 2.0.0?)")]:
     result = cli_runs.in_process("build", tmp_path, *flags, "--data-dir", tmp_path / "d")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr  # (a usage error)
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("imagesets: error: ") and line.endswith(says), line
   assert not (tmp_path / "d").exists()

@@ -104,7 +104,7 @@ def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
   assert "stored, but not in the source" in failed.stdout
   missing = imagesets_verify("flowers", "--data-dir", tmp_path / "tfds", "--source",
                              tmp_path / "nowhere")
-  assert missing.returncode == 1
+  assert missing.returncode == 3  # (not there)
   assert missing.stderr.strip().splitlines()[-1].startswith("imagesets: error: source ")
 
 
@@ -117,7 +117,7 @@ def test_cli_verifies_an_array_record_build(tmp_path):
   assert f"{len(files()) - 2} stored example(s) checked" in ok.stdout and "OK" in ok.stdout
   moved = shutil.move(tree, tmp_path / "elsewhere")
   gone = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds")
-  assert gone.returncode == 1 and gone.stderr.strip().splitlines()[-1] == (
+  assert gone.returncode == 3 and gone.stderr.strip().splitlines()[-1] == (
       f"imagesets: error: {tree}: the folder its build recorded is not there (moved or "
       "deleted?): give --source PATH_OR_ARCHIVE")
   tree = shutil.move(moved, tree)
@@ -125,7 +125,7 @@ def test_cli_verifies_an_array_record_build(tmp_path):
   metadata.write_text(metadata.read_text().replace(
       json.dumps(str(tree)), json.dumps("/nowhere\nOK: everything matches")))
   forged = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds")
-  assert forged.returncode == 1 and "\nOK" not in forged.stderr + forged.stdout
+  assert forged.returncode == 3 and "\nOK" not in forged.stderr + forged.stdout
   (pathlib.Path(tree) / "dogs" / "0.jpg").write_bytes(sample_images.jpeg(30, 40, seed=123))
   failed = imagesets_verify("pets:1.0.0", "--data-dir", tmp_path / "tfds", "--source", tree)
   assert failed.returncode == 1 and "FAILED" in failed.stdout, failed.stderr
