@@ -63,6 +63,7 @@ _EXPORTS = {
     "fetch": "imagesets.publishing.fetch",
     "load": "imagesets.reading.streaming",
     "image_dataset_from_directory": "imagesets.class_folders.from_directory",
+    "quiet_tensorflow": "imagesets.startup",   # TensorFlow without its start-up lines
 }
 __all__ = list(_EXPORTS)
 

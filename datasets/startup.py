@@ -19,7 +19,8 @@ their own process: `load_tensorflow()`, called before anything loads TensorFlow 
 
 and `probe_devices()` finds the devices behind the same filter. `import imagesets` in
 someone else's process (a training script, a notebook, a test runner) changes nothing:
-TensorFlow's logs there are the user's to configure.
+TensorFlow's logs there are the user's to configure, and `imagesets.quiet_tensorflow()`
+gives that process the same filter when its author asks for it.
 
 Everything comes back with `-v`/`--verbose` on the command line, `IMAGESETS_VERBOSE=1`,
 or a `TF_CPP_MIN_LOG_LEVEL` of the user's own (which is then left as it is).
@@ -105,6 +106,20 @@ def load_tensorflow() -> None:
     return
   with _quiet_loading():
     import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
+def quiet_tensorflow() -> None:
+  """Our commands' quiet in your own process (a training script, a notebook): loads
+  TensorFlow and finds its devices now, without the known start-up lines (`NOISE`); any
+  other line still shows, and everything does with IMAGESETS_VERBOSE=1 or a
+  TF_CPP_MIN_LOG_LEVEL of your own. Call it before anything imports TensorFlow:
+
+      import imagesets
+      imagesets.quiet_tensorflow()
+      import tensorflow as tf
+  """
+  load_tensorflow()
+  probe_devices()
 
 
 def probe_devices() -> None:

@@ -164,3 +164,15 @@ def test_import_imagesets_leaves_tensorflows_logs_to_the_user():
   probe = "import tensorflow as tf; tf.config.list_physical_devices()"
   theirs = run([sys.executable, "-c", f"import imagesets; {probe}"], env=TF_NOISE_FREE_ENV)
   assert _noise(theirs.stderr)
+
+
+def test_quiet_tensorflow_gives_a_users_process_our_quiet_when_asked():
+  script = ("import imagesets\n"
+            "imagesets.quiet_tensorflow()\n"
+            "import sys, tensorflow as tf\n"
+            "print(tf.config.list_physical_devices('CPU')[0].device_type)\n"
+            "print('their own line', file=sys.stderr)\n")
+  result = run([sys.executable, "-c", script], env=TF_NOISE_FREE_ENV)
+  assert result.stdout.split() == ["CPU"]
+  assert _noise(result.stderr) == [] and "I0000" not in result.stderr, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == "their own line"
