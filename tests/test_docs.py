@@ -8,8 +8,9 @@ and run in document order, one page after the other:
   child of the suite's warm interpreter (conftest.warm, warm_commands.py: each command its
   own process, with the page's environment, TensorFlow not loaded again for each; the real
   scripts' start-up is test_startup.py's subject);
-* ```python blocks run as `python -c BLOCK`, each its own process (so each block stands
-  alone, as a reader's script would), started the same warm way;
+* ```python blocks run as `python SCRIPT`, the block written to a file, each its own
+  process (so each block stands alone, as a reader's script would, and worker processes
+  that Grain spawns import it as they would a reader's), started the same warm way;
 * output blocks (```text, ``` without a language, toml, bibtex, ...) are not run.
 
 Each page runs in its own temporary HOME holding what the docs assume a reader has:
@@ -25,6 +26,7 @@ A block that cannot run here says so in the markdown, on the line before its fen
 skipped with that reason.
 """
 
+import hashlib
 import os
 import pathlib
 import re
@@ -145,8 +147,12 @@ class Page:
     """(exit status, stdout + stderr) of a block, run in a session of its own, with no
     stdin (as a reader's script run from a terminal sees none of the test's): on a timeout
     the whole session is killed, whatever the block started."""
-    args, env = ((["bash", "-c", "set -eo pipefail\n" + code], self.shell_env())
-                 if kind == "sh" else ([warm("python"), "-c", code], self.env))
+    if kind == "sh":
+      args, env = ["bash", "-c", "set -eo pipefail\n" + code], self.shell_env()
+    else:  # a script file, as a reader runs it (spawned worker processes import it)
+      script = self.home.parent / f"block_{hashlib.sha256(code.encode()).hexdigest()[:12]}.py"
+      script.write_text(code)
+      args, env = [warm("python"), str(script)], self.env
     with subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           start_new_session=True) as process:
