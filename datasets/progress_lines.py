@@ -26,56 +26,68 @@ _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class LineStream:
-  """A file for tqdm: each bar's state, at most one line per `interval` seconds."""
+  """A file for tqdm: each bar's state, at most one line per `interval` seconds a bar."""
 
   def __init__(self, stream, interval: float = INTERVAL, clock=time.monotonic):
     self._stream, self._interval, self._clock = stream, interval, clock
     self._last_line: dict[str, float] = {}  # bar (its text before ":") -> time of its last line
-    self._pending = ""  # the latest state not printed yet
+    self._pending: dict[str, str] = {}  # bar -> its latest state not printed yet
+    self._last_drawn = ""   # the bar whose state came last
+    self._newline = False   # a bare newline came last (a bar's close, or a move)
 
   def write(self, text: str) -> int:
     text = _ESCAPES.sub("", text)
-    if not text.strip():  # a bar's closing newline, or tqdm moving between nested bars
-      if "\n" in text and self._pending:
-        self._emit(self._pending)
-        self._pending = ""
+    if not text.strip():
+      # A bar's closing newline, or tqdm moving down to draw a bar at another position:
+      # which one is known from what comes next (another bar's state: a move).
+      self._newline = self._newline or "\n" in text
       return len(text)
-    if "\r" not in text and not self._pending:
+    if self._newline:
+      self._newline = False
+      drawn = text.split("\r")[-1].split("\n")[0].strip()
+      if not ("\r" in text and drawn and _bar(drawn) != self._last_drawn):
+        self._print_pending()
+    if "\r" not in text:  # a plain line: after the bars' states it follows
+      self._print_pending()
       return self._stream.write(text)
     for part in text.split("\r"):  # tqdm redraws a bar after "\r"
       *ended, current = part.split("\n")
       for line in ended:  # a newline ends a bar (tqdm's close): its last state is printed
-        state = line.strip() or self._pending
-        if state:
-          self._emit(state)
-        self._pending = ""
+        if line.strip():
+          self._pending.pop(_bar(line.strip()), None)
+          self._emit(line.strip())
+        else:
+          self._print_pending()
       if current.strip():
         self._update(current.strip())
     return len(text)
 
   def _update(self, state: str) -> None:
-    bar = state.split(":", 1)[0]
-    if self._pending and self._pending.split(":", 1)[0] != bar:
-      # another bar draws: the one before it has ended (a bar closed without a newline),
-      # and its last state is printed before it is lost
-      self._emit(self._pending)
-      self._pending = ""
+    bar = self._last_drawn = _bar(state)
+    if bar not in self._last_line:
+      # a new bar: those before it may have ended without a newline (leave=False), and
+      # their last states are printed before this one's first
+      self._print_pending()
     now = self._clock()
     if now - self._last_line.get(bar, -self._interval) >= self._interval:
+      self._pending.pop(bar, None)
       self._emit(state)
-      self._pending = ""
     else:
-      self._pending = state
+      self._pending[bar] = state
+
+  def _print_pending(self) -> None:
+    for state in list(self._pending.values()):
+      self._emit(state)
+    self._pending.clear()
 
   def _emit(self, state: str) -> None:
-    self._last_line[state.split(":", 1)[0]] = self._clock()
+    self._last_line[_bar(state)] = self._clock()
     self._stream.write(state + "\n")
 
   def finish(self) -> None:
-    """Prints the last state not printed yet (bars closed without a newline)."""
-    if self._pending:
-      self._emit(self._pending)
-      self._pending = ""
+    """Prints the last states not printed yet (bars closed without a newline)."""
+    self._newline = False
+    self._print_pending()
     self._stream.flush()
 
   def flush(self) -> None:
@@ -89,6 +101,11 @@ class LineStream:
 
   def __getattr__(self, name):
     return getattr(self._stream, name)
+
+
+def _bar(state: str) -> str:
+  """Which bar a state is of: its text before the first ":" (tqdm's description)."""
+  return state.split(":", 1)[0]
 
 
 def for_bars(stream=None):

@@ -32,6 +32,8 @@ import re
 import sys
 import tempfile
 
+from imagesets import cli_process
+
 # Known, harmless start-up lines (matched anywhere in a line).
 NOISE = re.compile("|".join([
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
@@ -53,9 +55,10 @@ def in_our_command() -> bool:
 
 
 def verbose() -> bool:
-  """The user wants TensorFlow's own start-up output."""
+  """The user wants TensorFlow's own start-up output (a `-v` counts on our command lines
+  only: in a user's script it is the script's own flag)."""
   return (os.environ.get("IMAGESETS_VERBOSE", "") not in ("", "0")
-          or bool({"-v", "--verbose"} & set(sys.argv[1:])))
+          or (cli_process.is_cli_process() and bool({"-v", "--verbose"} & set(sys.argv[1:]))))
 
 
 @contextlib.contextmanager
@@ -110,9 +113,11 @@ def load_tensorflow() -> None:
 
 def quiet_tensorflow() -> None:
   """Our commands' quiet in your own process (a training script, a notebook): loads
-  TensorFlow and finds its devices now, without the known start-up lines (`NOISE`); any
-  other line still shows, and everything does with IMAGESETS_VERBOSE=1 or a
-  TF_CPP_MIN_LOG_LEVEL of your own. Call it before anything imports TensorFlow:
+  TensorFlow and finds its devices now, without the known start-up lines (`NOISE`), and
+  sets TF_CPP_MIN_LOG_LEVEL=1 for the process and its children (TensorFlow's C++ INFO
+  lines off; its warnings and errors, and every other line, still show). Everything shows
+  with IMAGESETS_VERBOSE=1 or a TF_CPP_MIN_LOG_LEVEL of your own. Call it before anything
+  imports TensorFlow:
 
       import imagesets
       imagesets.quiet_tensorflow()

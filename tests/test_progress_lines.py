@@ -49,6 +49,26 @@ def test_a_bar_closed_without_a_newline_keeps_its_last_state_when_the_next_one_d
   assert "0/16" in lines[2] and "16/16" in lines[3], lines
 
 
+def test_two_bars_drawing_in_turn_each_print_a_line_per_interval():
+  # (a download's bar beside its extraction's, a build's beside TFDS's)
+  out, clock = io.StringIO(), Clock()
+  stream = progress_lines.LineStream(out, interval=5, clock=clock)
+  bars = [tqdm(total=60, desc=name, file=stream, mininterval=0, miniters=1, ncols=60)
+          for name in ("download", "extract")]
+  for step in range(60):
+    clock.now = step * 0.5  # 30 s: a line of each bar at 0, 5, ..., 25 s
+    for bar in bars:
+      bar.update(1)
+  for bar in bars:
+    bar.close()
+  stream.finish()
+  lines = out.getvalue().splitlines()
+  for name in ("download", "extract"):
+    own = [line for line in lines if line.startswith(name + ":")]
+    assert 6 <= len(own) <= 9, lines
+    assert "60/60" in own[-1], own
+
+
 def test_on_a_terminal_bars_are_left_alone():
   class Terminal(io.StringIO):
     def isatty(self):

@@ -106,6 +106,10 @@ class Base:
     return f"{self.version_dir.parent.name}:{self.version}"
 
 
+class BaseNotBuiltError(FileNotFoundError):
+  """The version a build was told to build on (`--from`) is not in the data dir."""
+
+
 def versions_in(dataset_dir: pathlib.Path) -> list[str]:
   """The prepared versions in a dataset's folder, lowest first."""
   if not dataset_dir.is_dir():
@@ -143,9 +147,9 @@ def base_for(data_dir, name: str, version: str, from_version: str | None, why_fu
     if from_version is None:
       return None  # the first version
   elif from_version not in versions_in(dataset_dir):
-    raise ValueError(f"{name}:{from_version} is not built in {data_dir} (built: "
-                     f"{', '.join(versions_in(dataset_dir)) or 'none'}): name one "
-                     "of those to build on, or build in full")
+    raise BaseNotBuiltError(f"{name}:{from_version} is not built in {data_dir} (built: "
+                            f"{', '.join(versions_in(dataset_dir)) or 'none'}): name one "
+                            "of those to build on, or build in full")
   why = why_full
   if not why:
     try:

@@ -20,11 +20,13 @@ class UsageError(Exception):
   needs (one line)."""
 
 
-def of(exc: BaseException, usage: tuple = ()) -> int:
-  """The status of a command that stopped with `exc`; `usage`: more exception types that
-  are usage errors (a spec or URL that is not one)."""
+def of(exc: BaseException, usage: tuple = (), not_there: tuple = ()) -> int:
+  """The status of a command that stopped with `exc`: `usage` and `not_there` are the
+  exception types of those kinds (a spec or URL that is not one; a dataset, version,
+  folder or bucket that is not there). Any other error is FAILED: a file missing inside a
+  version that is there is damage, not absence."""
   if isinstance(exc, (UsageError, *usage)):
     return USAGE
-  if isinstance(exc, FileNotFoundError):   # (DatasetNotPreparedError is one)
+  if isinstance(exc, not_there):
     return NOT_FOUND
   return FAILED

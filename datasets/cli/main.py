@@ -11,7 +11,8 @@ Flags take either spelling, `--data-dir` or TFDS's `--data_dir`. Errors print on
 (`imagesets: error: ...`), never a traceback (`-v` shows it), and exit with the status of
 their kind, the same in every subcommand (`exit_status`): 1 the answer is no, 2 usage,
 3 not there, 4 refused or failed. Only `build` loads TensorFlow; every other command, and
-every error the command line can find, answers without it.
+every error the command line can find, answers without it (but a missing version of one
+of our own builders, whose answer names the versions its code builds).
 """
 
 import argparse
@@ -146,8 +147,11 @@ def cmd_build(args) -> int:
   if args.format or args.on_bad_box:
     raise UsageError("--format and --on-bad-box are options of a build from annotations: "
                      "give the annotation file with --annotations FILE")
-  if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
+  if "://" not in str(args.path) and not os.path.exists(os.path.expanduser(args.path)):
     raise NotThereError(f"{args.path}: no such folder (expected PATH/<class>/<image files>)")
+  if "://" not in str(args.path) and not os.path.isdir(os.path.expanduser(args.path)):
+    raise UsageError(f"{args.path}: not a folder (give the folder that holds one folder of "
+                     "images per class: PATH/<class>/<image files>)")
   _start_tensorflow()
   from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
@@ -261,6 +265,9 @@ def cmd_verify(args) -> int:
   data_dir = pathlib.Path(constants.data_dir(args.data_dir))
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
   source = args.source or _recorded_source(data_dir / ref.folder)
+  for path, what in ((args.source, "--source"), (args.annotations, "--annotations")):
+    if path is not None and not os.path.exists(os.path.expanduser(path)):
+      raise NotThereError(f"{what} {path}: no such file or folder")
   from imagesets.verifying import duplicates, round_trip  # (no TensorFlow)
 
   report = round_trip.verify(data_dir / ref.folder, source, args.annotations)
@@ -784,7 +791,12 @@ def parse(argv=None) -> argparse.Namespace:
 def _status(exc: BaseException) -> int:
   """The exit status of a command stopped by `exc` (`exit_status`)."""
   from imagesets.publishing import bucket, versions  # (no TensorFlow)
-  return exit_status.of(exc, usage=(versions.SpecError, bucket.URLError))
+  not_there = [NotThereError, versions.DatasetNotPreparedError, bucket.MissingBucketError]
+  incremental = sys.modules.get("imagesets.building.incremental")  # (loaded by a build)
+  if incremental is not None:
+    not_there.append(incremental.BaseNotBuiltError)
+  return exit_status.of(exc, usage=(versions.SpecError, bucket.URLError),
+                        not_there=tuple(not_there))
 
 
 def _one_line(exc: BaseException) -> str:

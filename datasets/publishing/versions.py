@@ -77,7 +77,11 @@ class Ref:
     if not match:
       raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
                       "synthetic_images/tiny:1.0.0)")
-    return cls(**match.groupdict()).checked(repr(spec))
+    try:
+      return cls(**match.groupdict()).checked(repr(spec))
+    except PublishError as error:
+      raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION]: its parts must be plain "
+                      "folder names (no '..', no hidden or empty parts)") from error
 
   def checked(self, where: str) -> "Ref":
     """self if its name, config and version are plain folder names; else PublishError

@@ -194,6 +194,9 @@ def open_records(path, file_format: str):
   if file_format == "array_record":
     from array_record.python import array_record_module  # optional: ArrayRecord builds only
     return array_record_module.ArrayRecordReader(str(path), "readahead_buffer_size:0")
+  if file_format != "tfrecord":
+    raise ValueError(f"{path}: a {file_format} shard; this package reads TFRecord and "
+                     "ArrayRecord builds (rebuild with --file_format tfrecord or array_record)")
   return TFRecordFile(path)
 
 

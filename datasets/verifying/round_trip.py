@@ -140,7 +140,7 @@ def _class_root(folder: pathlib.Path, class_names: list[str]) -> pathlib.Path:
   for candidate in [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]:
     if set(class_names) <= {p.name for p in candidate.iterdir() if p.is_dir()}:
       return candidate
-  raise FileNotFoundError(f"no folder with the class folders {class_names} in {folder}")
+  raise ValueError(f"no folder with the class folders {class_names} in {folder}")
 
 
 def _verify_class_folders(version, folder: pathlib.Path, source: str) -> Report:
@@ -342,7 +342,7 @@ def _voc_folder(folder: pathlib.Path) -> pathlib.Path:
   found = voc_source.find_voc2012(folder)
   if found is not None:
     return found
-  raise FileNotFoundError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
+  raise ValueError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
 
 
 def _verify_voc(version, folder: pathlib.Path, source: str) -> Report:

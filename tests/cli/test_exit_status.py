@@ -1,10 +1,16 @@
 """Issue 50: one exit status per kind of outcome, the same in every subcommand
 (`imagesets.cli.exit_status`, the README's table)."""
 
+import shutil
+
 import pytest
 
 import cli_runs
+from imagesets.building import class_folders_builder
+from imagesets.class_folders import named_build
 from imagesets.cli import exit_status
+from imagesets_testing import sample_images
+from imagesets_testing.trees import write_tree
 from publish_helpers import TINY
 
 _NOT_THERE = "pets:1.0.0"
@@ -63,5 +69,61 @@ def test_an_unexpected_failure_and_a_refusal_exit_4(tmp_path):
   result = cli_runs.in_process("list", tmp_path / "file")
   assert result.returncode == exit_status.FAILED, result.stderr
   assert exit_status.of(RuntimeError("boom")) == exit_status.FAILED
-  assert exit_status.of(FileNotFoundError("x")) == exit_status.NOT_FOUND
-  assert exit_status.of(exit_status.UsageError("x")) == exit_status.USAGE
+  # a file missing inside something that is there is damage: only the named types are 3
+  assert exit_status.of(FileNotFoundError("x")) == exit_status.FAILED
+  assert exit_status.of(FileNotFoundError("x"), not_there=(FileNotFoundError,)) == 3
+
+
+@pytest.fixture(scope="module")
+def pets(tmp_path_factory):
+  """(data dir holding pets:1.0.0, its source tree), built as `imagesets build` builds."""
+  base = tmp_path_factory.mktemp("statuses")
+  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
+                                        sample_images.jpeg(40, 50, seed=i) for i in range(12)})
+  named_build.build(source, "pets", version="1.0.0", data_dir=str(base / "tfds"),
+                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  return base / "tfds", source
+
+
+def test_a_damaged_version_is_a_failure_not_a_missing_one(pets, tmp_path):
+  data_dir, _ = pets
+  copy = shutil.copytree(data_dir, tmp_path / "tfds")
+  shard = next((copy / "pets" / "1.0.0").glob("pets-train.tfrecord-*"))
+  shard.unlink()   # the version is there (its dataset_info.json); a file of it is gone
+  for args in (["duplicates", "pets:1.0.0", "--recompute"], ["diff", "pets:1.0.0", "pets"]):
+    result = cli_runs.in_process(*args, "--data-dir", copy)
+    assert result.returncode == exit_status.FAILED, (args, result.stderr)
+    assert shard.name in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_verify_says_3_only_for_what_is_not_there(pets, tmp_path):
+  data_dir, source = pets
+  verify = ["verify", "pets:1.0.0", "--data-dir", data_dir]
+  result = cli_runs.in_process(*verify, "--source", tmp_path / "none")
+  assert result.returncode == exit_status.NOT_FOUND, result.stderr
+  result = cli_runs.in_process(*verify, "--annotations", tmp_path / "none.json")
+  assert result.returncode == exit_status.NOT_FOUND, result.stderr
+  (tmp_path / "other" / "x").mkdir(parents=True)   # there, but not the build's source
+  result = cli_runs.in_process(*verify, "--source", tmp_path / "other")
+  assert result.returncode == exit_status.FAILED, result.stderr
+  assert "no folder with the class folders" in result.stderr
+
+
+def test_a_file_for_a_folder_or_a_spec_with_dot_dot_is_a_usage_error(pets, tmp_path):
+  data_dir, source = pets
+  (tmp_path / "afile").write_text("x")
+  result = cli_runs.in_process("build", tmp_path / "afile", "--name", "pets")
+  assert result.returncode == exit_status.USAGE and "not a folder" in result.stderr
+  result = cli_runs.in_process("publish", "pets/..:1.0.0", "--data-dir", data_dir,
+                               "--to", tmp_path / "bucket")
+  assert result.returncode == exit_status.USAGE, result.stderr
+  assert "plain folder names" in result.stderr and not (tmp_path / "bucket").exists()
+
+
+def test_building_on_a_version_that_is_not_built_is_not_there(pets, tmp_path):
+  data_dir, source = pets
+  copy = shutil.copytree(data_dir, tmp_path / "tfds")
+  result = cli_runs.in_process("build", source, "--name", "pets", "--version", "1.1.0",
+                               "--from", "9.9.9", "--data-dir", copy)
+  assert result.returncode == exit_status.NOT_FOUND, result.stderr
+  assert "pets:9.9.9 is not built in" in result.stderr

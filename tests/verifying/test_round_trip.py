@@ -105,7 +105,8 @@ def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
   missing = imagesets_verify("flowers", "--data-dir", tmp_path / "tfds", "--source",
                              tmp_path / "nowhere")
   assert missing.returncode == 3  # (not there)
-  assert missing.stderr.strip().splitlines()[-1].startswith("imagesets: error: source ")
+  assert missing.stderr.strip().splitlines()[-1] == (
+      f"imagesets: error: --source {tmp_path / 'nowhere'}: no such file or folder")
 
 
 def test_cli_verifies_an_array_record_build(tmp_path):
