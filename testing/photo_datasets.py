@@ -4,6 +4,7 @@ tests and benchmarks of reading several datasets at once (mixing)."""
 import pathlib
 
 from imagesets_testing import photo_crops
+from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
 
 
@@ -25,3 +26,16 @@ def build(data_dir, name: str, classes, count: int, *, seed: int = 0,
   named_build.build(root, name, version=version, data_dir=str(data_dir), options=options,
                     file_format=file_format, progress=None)
   return f"{name}:{version}"
+
+
+def pets(base, count: int = 12) -> tuple[pathlib.Path, str]:
+  """(data dir, source folder) of pets:1.0.0 in `base`: `count` small JPEGs, cat and dog by
+  turns, built with the default options as `imagesets build` builds them."""
+  from imagesets.building import class_folders_builder
+  from imagesets.class_folders import named_build
+  base = pathlib.Path(base)
+  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
+                                        sample_images.jpeg(40, 50, seed=i) for i in range(count)})
+  named_build.build(source, "pets", version="1.0.0", data_dir=str(base / "tfds"),
+                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  return base / "tfds", source

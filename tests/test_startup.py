@@ -10,10 +10,7 @@ import pytest
 
 from conftest import run
 from imagesets import startup
-from imagesets.building import class_folders_builder
-from imagesets.class_folders import named_build
-from imagesets_testing import sample_images
-from imagesets_testing.trees import write_tree
+from imagesets_testing import photo_datasets
 
 TINY = "synthetic_images/tiny:1.0.0"
 TF_NOISE_FREE_ENV = {k: v for k, v in os.environ.items()
@@ -126,10 +123,7 @@ def test_commands_that_need_no_tensorflow_never_load_it(tiny_data_dir, tmp_path)
         args, result.stdout, result.stderr)
   assert (tmp_path / "page.html").stat().st_size > 10_000
   # verify reads the records and the source folder its build recorded, without TensorFlow.
-  photos = write_tree(tmp_path / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
-                                            sample_images.jpeg(40, 50, seed=i) for i in range(12)})
-  named_build.build(photos, "pets", version="1.0.0", data_dir=str(tmp_path / "tfds"),
-                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  photo_datasets.pets(tmp_path)
   result = subprocess.run([sys.executable, str(command), "verify", "pets:1.0.0", "--data-dir",
                            str(tmp_path / "tfds")], capture_output=True, text=True, timeout=300)
   assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (

@@ -6,11 +6,8 @@ import shutil
 import pytest
 
 import cli_runs
-from imagesets.building import class_folders_builder
-from imagesets.class_folders import named_build
 from imagesets.cli import exit_status
-from imagesets_testing import sample_images
-from imagesets_testing.trees import write_tree
+from imagesets_testing import photo_datasets
 from publish_helpers import TINY
 
 _NOT_THERE = "pets:1.0.0"
@@ -77,12 +74,7 @@ def test_an_unexpected_failure_and_a_refusal_exit_4(tmp_path):
 @pytest.fixture(scope="module")
 def pets(tmp_path_factory):
   """(data dir holding pets:1.0.0, its source tree), built as `imagesets build` builds."""
-  base = tmp_path_factory.mktemp("statuses")
-  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
-                                        sample_images.jpeg(40, 50, seed=i) for i in range(12)})
-  named_build.build(source, "pets", version="1.0.0", data_dir=str(base / "tfds"),
-                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
-  return base / "tfds", source
+  return photo_datasets.pets(tmp_path_factory.mktemp("statuses"))
 
 
 def test_a_damaged_version_is_a_failure_not_a_missing_one(pets, tmp_path):

@@ -5,13 +5,10 @@ builds or publishes it (never TFDS's errors, never a silent empty answer)."""
 import pytest
 
 import cli_runs
-from imagesets.building import class_folders_builder
-from imagesets.class_folders import named_build
 from imagesets.cli import exit_status
 from imagesets.cli import main as cli
 from imagesets.publishing import publish
-from imagesets_testing import sample_images
-from imagesets_testing.trees import write_tree
+from imagesets_testing import photo_datasets
 from publish_helpers import TINY
 
 
@@ -33,11 +30,7 @@ def pets(tmp_path_factory):
   """(data_dir, source folder, bucket) of pets:1.0.0, a folder dataset as `imagesets build`
   builds it, also published to a bucket that is a folder."""
   base = tmp_path_factory.mktemp("lookups")
-  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
-                                        sample_images.jpeg(40, 50, seed=i) for i in range(12)})
-  data_dir = base / "tfds"
-  named_build.build(source, "pets", version="1.0.0", data_dir=str(data_dir),
-                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
+  data_dir, source = photo_datasets.pets(base)
   publish.publish("pets:1.0.0", str(data_dir), str(base / "bucket"), progress=False)
   return data_dir, source, base / "bucket"
 

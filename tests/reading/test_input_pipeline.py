@@ -407,16 +407,8 @@ def test_class_folders_builder_with_jpeg_and_png_files_feeds_the_classification_
 def pets(tmp_path_factory):
   """(data_dir, source folder) of pets:1.0.0, a folder dataset of 20 images built as
   `imagesets build` builds it (train: 16 images)."""
-  from imagesets.building import class_folders_builder
-  from imagesets.class_folders import named_build
-  from imagesets_testing import sample_images
-  from imagesets_testing.trees import write_tree
-  base = tmp_path_factory.mktemp("pets")
-  source = write_tree(base / "photos", {f"{'cat' if i % 2 else 'dog'}/{i}.jpg":
-                                        sample_images.jpeg(40, 50, seed=i) for i in range(20)})
-  named_build.build(source, "pets", version="1.0.0", data_dir=str(base / "tfds"),
-                    options=class_folders_builder.ClassFoldersConfig(name="pets"))
-  return base / "tfds", source
+  from imagesets_testing import photo_datasets
+  return photo_datasets.pets(tmp_path_factory.mktemp("pets"), count=20)
 
 
 def _one_line_error(error_class, call) -> str:
