@@ -246,7 +246,7 @@ class Bucket:
     """Fails fast with a clear message if the bucket is unreachable, missing or denied."""
     if self.is_local:
       if os.path.exists(self.root) and not os.path.isdir(self.root):
-        raise BucketError(f"{self.url} is a file, not a folder")
+        raise URLError(f"{self.url} is a file, not a folder")
       return
     bucket_name = self.root.split("/", 1)[0]
     with self._translated("list"):

@@ -97,6 +97,8 @@ def missing(url: str, fix: str) -> str | None:
   if bucket.is_local:
     if os.path.isdir(bucket.root):
       return None
+    if os.path.exists(bucket.root):
+      raise bucket_lib.URLError(f"{url} is a file, not a folder")
     parent = os.path.dirname(bucket.root)
     beside = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
   else:

@@ -62,9 +62,6 @@ def test_the_installed_command_exits_with_the_same_statuses(tiny_data_dir, tmp_p
 
 
 def test_an_unexpected_failure_and_a_refusal_exit_4(tmp_path):
-  (tmp_path / "file").write_text("not a folder")
-  result = cli_runs.in_process("list", tmp_path / "file")
-  assert result.returncode == exit_status.FAILED, result.stderr
   assert exit_status.of(RuntimeError("boom")) == exit_status.FAILED
   # a file missing inside something that is there is damage: only the named types are 3
   assert exit_status.of(FileNotFoundError("x")) == exit_status.FAILED
@@ -104,8 +101,11 @@ def test_verify_says_3_only_for_what_is_not_there(pets, tmp_path):
 def test_a_file_for_a_folder_or_a_spec_with_dot_dot_is_a_usage_error(pets, tmp_path):
   data_dir, source = pets
   (tmp_path / "afile").write_text("x")
-  result = cli_runs.in_process("build", tmp_path / "afile", "--name", "pets")
-  assert result.returncode == exit_status.USAGE and "not a folder" in result.stderr
+  for args in (["build", tmp_path / "afile", "--name", "pets"], ["list", tmp_path / "afile"],
+               ["list", "--data-dir", tmp_path / "afile"]):
+    result = cli_runs.in_process(*args)
+    assert result.returncode == exit_status.USAGE and "not a folder" in result.stderr, (
+        args, result.stderr)
   result = cli_runs.in_process("publish", "pets/..:1.0.0", "--data-dir", data_dir,
                                "--to", tmp_path / "bucket")
   assert result.returncode == exit_status.USAGE, result.stderr
