@@ -789,14 +789,19 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def _status(exc: BaseException) -> int:
-  """The exit status of a command stopped by `exc` (`exit_status`)."""
-  from imagesets.publishing import bucket, versions  # (no TensorFlow)
-  not_there = [NotThereError, versions.DatasetNotPreparedError, bucket.MissingBucketError]
-  incremental = sys.modules.get("imagesets.building.incremental")  # (loaded by a build)
-  if incremental is not None:
-    not_there.append(incremental.BaseNotBuiltError)
-  return exit_status.of(exc, usage=(versions.SpecError, bucket.URLError),
-                        not_there=tuple(not_there))
+  """The exit status of a command stopped by `exc` (`exit_status`). The modules that
+  define the error types are read from `sys.modules`, not imported: an error of theirs was
+  raised by them, loaded (and nothing can fail to import here, in the error path)."""
+  usage, not_there = [], [NotThereError]
+  for module, usage_types, missing_types in (
+      ("imagesets.publishing.versions", ["SpecError"], ["DatasetNotPreparedError"]),
+      ("imagesets.publishing.bucket", ["URLError"], ["MissingBucketError"]),
+      ("imagesets.building.incremental", [], ["BaseNotBuiltError"])):
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+      usage += [getattr(loaded, name) for name in usage_types]
+      not_there += [getattr(loaded, name) for name in missing_types]
+  return exit_status.of(exc, usage=tuple(usage), not_there=tuple(not_there))
 
 
 def _one_line(exc: BaseException) -> str:
