@@ -66,6 +66,14 @@ def test_each_switch_decides_whether_tensorflow_loads_filtered(monkeypatch, swit
                                                                "1" if quiet else None)
 
 
+def test_a_scripts_own_dash_v_is_not_ours(monkeypatch):
+  monkeypatch.delenv("IMAGESETS_VERBOSE", raising=False)
+  monkeypatch.setattr(sys, "argv", ["train.py", "-v"])   # (someone's script, its flag)
+  assert not startup.verbose()
+  monkeypatch.setattr(sys, "argv", ["/venv/bin/imagesets", "build", "-v"])
+  assert startup.verbose()
+
+
 def test_filter_keeps_every_line_it_does_not_know(capfd):
   noise = b"I0000 00:00:1.0 cudart_stub.cc:31] Could not find cuda drivers on your machine.\n"
   with startup._filtered_stderr():

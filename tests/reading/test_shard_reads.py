@@ -301,3 +301,10 @@ def test_no_lock_is_held_across_a_download(shard_files):
   release.set()
   waiting.join(60)
   assert finished and done == [_expected(run, 0, 0, 1, 2)]
+
+
+def test_a_shard_of_a_format_we_do_not_read_is_refused_naming_it(tmp_path):
+  shard = tmp_path / "pets-train.parquet-00000-of-00001"
+  shard.write_bytes(b"PAR1")
+  with pytest.raises(ValueError, match="a parquet shard; this package reads TFRecord"):
+    shard_reads.open_records(shard, "parquet")
