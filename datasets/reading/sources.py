@@ -137,6 +137,13 @@ class Source:
     finally:
       reads.close()
 
+  def stored_examples(self, split: str, decoders: dict | None = None) -> Iterator[dict]:
+    """The examples of `split` in stored order as numpy rows, as TFDS's data source gives
+    them (its numpy parser, `decoders` applied), read without TensorFlow."""
+    features = self.builder.info.features
+    for record in self.stored_records(split):
+      yield features.deserialize_example_np(record, decoders=decoders)
+
 
 # The name, config or version is not in `data_dir` (or the bucket); the message, one line,
 # says what is there and the command that builds it (`versions.not_found`).

@@ -125,12 +125,10 @@ class _source_folder:  # pylint: disable=invalid-name  (a context manager, used 
 def _examples(version, keys: dict) -> dict[str, Iterator[dict]]:
   """{split: its examples, read when iterated} with `keys` (name -> decoder or None) as
   numpy, every split, in stored order: the records are read without TensorFlow."""
-  features = version.builder.info.features
   decoders = {key: decoder for key, decoder in keys.items() if decoder is not None}
 
   def split_examples(split):
-    for record in version.stored_records(split):
-      example = features.deserialize_example_np(record, decoders=decoders)
+    for example in version.stored_examples(split, decoders):
       yield {key: example[key] for key in keys}
   return {split: split_examples(split) for split in version.builder.info.splits}
 

@@ -112,8 +112,7 @@ def examples(source, split: str) -> Iterator[Example | Located]:
               if isinstance(feature, tfds.features.Image)}
   decoders.setdefault("image", tfds.decode.SkipDecoding())
   if not isinstance(source, Folder):   # a `sources.Source`: its records, without TensorFlow
-    dataset = (features.deserialize_example_np(r, decoders=decoders)
-               for r in source.stored_records(split))   # (rows as a data source gives them)
+    dataset = source.stored_examples(split, decoders)
   elif builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
     dataset = builder.as_data_source(split, decoders=decoders)
   else:   # a build's own folder (TensorFlow is loaded there), file by file as stored
