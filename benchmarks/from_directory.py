@@ -11,8 +11,9 @@ shapes and grain, so they compress and decode like photos; photo_crops: real pho
   keras to decode than the photos), 5 classes;
 * phone:  `--phone` JPEGs of 4032x3024 (quality 90, ~3 MB each), 5 classes.
 
-For each tree, each run in a fresh process (TensorFlow started and both functions imported
-before the clock, the disk's writeback of the run before done: `os.sync()`): keras'
+For each tree, each run in a fresh process (TensorFlow started, both functions imported and
+the heap collected before the clock, the disk's writeback of the run before done:
+`os.sync()`; the full garbage collections during a run are counted): keras'
 first call + one epoch, keras' second call + one epoch (keras has no cache: the same
 work), ours first call (build into an empty cache + one epoch), ours second call (reads
 the build + one epoch); with `--content-check` also ours second call with
@@ -34,6 +35,7 @@ by up to 2x between identical runs, CPU time per image barely moves).
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import pathlib
@@ -117,6 +119,11 @@ def one_run(which: str, root: str, cache: str) -> dict:
     make = lambda: keras.utils.image_dataset_from_directory(  # noqa: E731
         root, image_size=SIZE, batch_size=BATCH, seed=SEED, verbose=False)
   tf.constant(0)  # TensorFlow's runtime up before the clock
+  # Both functions start from a collected heap: the first full collection after importing
+  # TensorFlow and keras (0.17 s of CPU over their ~340,000 objects) otherwise lands in
+  # whichever call or epoch happens to allocate past the threshold, ours or keras'.
+  gc.collect()
+  full_collections = gc.get_stats()[2]["collections"]
   cpu_before = _cpu_seconds()
   started = time.perf_counter()
   images = 0
@@ -129,7 +136,8 @@ def one_run(which: str, root: str, cache: str) -> dict:
   del iterator  # what the end of a `for batch in dataset` loop does
   wall = time.perf_counter() - started
   return {"images": images, "wall": wall, "cpu": _cpu_seconds() - cpu_before,
-          "end_wait": started + wall - last_batch, **call}
+          "end_wait": started + wall - last_batch,
+          "full_gc": gc.get_stats()[2]["collections"] - full_collections, **call}
 
 
 def _stored(cache: str, count: int):
@@ -252,8 +260,8 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
   count = runs["keras 1st"][0]["images"]
   size = sum(p.stat().st_size for p in root.rglob("*.jpg")) / count / 1e6
   print(f"\n{name}: {count} images, {size:.2f} MB each; medians of {repeats} rounds")
-  print("| run | wall s | img/s | CPU ms / image (the call, its epoch) | end wait s |")
-  print("|---|---|---|---|---|")
+  print("| run | wall s | img/s | CPU ms / image (the call, its epoch) | end wait s | full GCs |")
+  print("|---|---|---|---|---|---|")
   wall, cpu, busy = {}, {}, {}
   for which, results in runs.items():
     assert all(r["images"] == count for r in results), (which, results)
@@ -265,7 +273,8 @@ def bench(name: str, root: pathlib.Path, work: pathlib.Path, goal_second: float,
     call_cpu = statistics.median(r["call_cpu"] for r in results) / count
     print(f"| {which} | {wall[which]:.2f} ({walls}) | {count / wall[which]:,.0f} | "
           f"{1000 * cpu[which]:.2f} (call {1000 * call_cpu:.2f}, epoch "
-          f"{1000 * (cpu[which] - call_cpu):.2f}) | {waits} |")
+          f"{1000 * (cpu[which] - call_cpu):.2f}) | {waits} | "
+          f"{', '.join(str(r['full_gc']) for r in results)} |")
   keras_wall = statistics.mean([wall["keras 1st"], wall["keras 2nd"]])
   keras_cpu = statistics.mean([cpu["keras 1st"], cpu["keras 2nd"]])
   pixels = child_runs.run(__file__, "pixels", root, cache)
