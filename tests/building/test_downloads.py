@@ -61,7 +61,9 @@ def test_an_unresolvable_host_is_unreachable():
   assert reason.startswith("cannot connect to no-such-host.invalid:80 ("), reason
 
 
-def test_a_server_that_accepts_and_never_answers_is_unreachable_after_the_timeout():
+def test_a_server_that_accepts_and_never_answers_is_unreachable_after_the_timeout(
+    monkeypatch):
+  monkeypatch.setattr(downloads, "PROBE_TIMEOUT_S", 1)  # the rule, not the default's wait
   with http_server.silent_server() as hung:
     started = time.monotonic()
     reason = downloads.unreachable(f"http://127.0.0.1:{hung.port}/a.tgz")

@@ -161,13 +161,14 @@ def test_a_downloaded_archive_that_is_not_the_registered_one_is_refused(served, 
 def test_a_server_that_never_answers_is_probed_once_and_named(tmp_path, monkeypatch):
   for name in PROXIES:
     monkeypatch.delenv(name, raising=False)
+  monkeypatch.setattr(downloads, "PROBE_TIMEOUT_S", 1)  # the rule, not the default's wait
   with http_server.silent_server() as hung:
     monkeypatch.setattr(flowers, "URL", f"http://127.0.0.1:{hung.port}/flower_photos.tgz")
     monkeypatch.setattr(flowers.Builder, "_checksums_path", http_server.write_checksums(
         tmp_path / "flowers.txt", {flowers.URL: DUMMY_TGZ}))
     with pytest.raises(downloads.SourceNotFoundError) as caught:
       tfds.builder("flowers", data_dir=tmp_path / "tfds").download_and_prepare()
-  assert f"{flowers.URL}: no answer from 127.0.0.1:{hung.port} within 5 s" in str(caught.value)
+  assert f"{flowers.URL}: no answer from 127.0.0.1:{hung.port} within 1 s" in str(caught.value)
   assert hung.connections == 1, hung.connections  # one probe: no download retried
 
 

@@ -16,6 +16,7 @@ import imagesets  # noqa: F401
 from conftest import BIN, REPO, beam_download_config, offline_env, records_by_split, shard_bytes, tfds_cli
 from conftest import registered as registered_files
 from imagesets.building import archives
+from imagesets.building import downloads
 from imagesets.building import problems
 from imagesets.annotations import masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
@@ -343,6 +344,7 @@ def test_a_closed_port_an_unknown_host_and_a_hung_server_are_each_probed_once(tm
     monkeypatch.delenv(name, raising=False)
   closed = f"http://127.0.0.1:{http_server.closed_port()}/{voc_source.TAR_NAME}"
   unknown = f"http://no-such-host.invalid/{voc_source.TAR_NAME}"
+  monkeypatch.setattr(downloads, "PROBE_TIMEOUT_S", 1)  # the rule, not the default's wait
   with http_server.silent_server() as server:
     hung = f"http://127.0.0.1:{server.port}/{voc_source.TAR_NAME}"
     monkeypatch.setattr(voc_source, "URLS", (closed, unknown, hung))
@@ -355,7 +357,7 @@ def test_a_closed_port_an_unknown_host_and_a_hung_server_are_each_probed_once(tm
   message = str(caught.value)
   assert f"{closed}: cannot connect to 127.0.0.1:" in message
   assert f"{unknown}: cannot connect to no-such-host.invalid:80 (" in message
-  assert f"{hung}: no answer from 127.0.0.1:{server.port} within 5 s" in message
+  assert f"{hung}: no answer from 127.0.0.1:{server.port} within 1 s" in message
   assert server.connections == 1, server.connections  # one probe: no download retried
 
 
