@@ -5,19 +5,21 @@ Examples are matched by content first (the digest of the decoded pixels,
 same source file name (where the builder keeps one: class folders, flowers, VOC ids), then
 the same content under another name, label or split (a renamed or moved file, or every
 example of a builder without names, e.g. synthetic_images), and only then by name: other
-content under the same name in the same split. So every photo that leaves a version has a
+content under the same name in the same split, then in another split (a name each side
+holds once). So every photo that leaves a version has a
 line naming it: one moved over another's name is matched to itself, and the one it
 replaced is `removed`. A matched pair in the same split is `unchanged`, `relabelled` (same
 content, other label), `renamed` (same content and label under another file name, with
-`old_file_name`) or `changed` (same name and split, other content: replaced in place). A
-pair in another split (same content) is `moved` (`moved_out` of the old split, `moved_in`
-to the new one, with `old_label` when its label differs); a photo replaced under its name
-in another split is another photo (`removed` from the old split, `added` to the new). An
+`old_file_name`) or `changed` (same name, other content: replaced). A
+pair in another split is `moved` (`moved_out` of the old split, `moved_in`
+to the new one, with `old_label` when its label differs). An
 item of the new side names the old file (`old_file_name`) whenever both
 sides have a file name and it changed, whatever its kind, and `moved_out` the new one
 (`new_file_name`); a moved relabel is listed in the new split's `relabelled` as well (with
 `from`), since a relabel in class folders is a new path and so often lands in another
-split. Each split's old count = unchanged + removed + changed + renamed + moved_out + its
+split, and a moved replacement in its `changed` (with `from`; `moved_out` says
+`"changed": true`), since under content split keys new bytes pick the split anew. Each
+split's old count = unchanged + removed + renamed + moved_out + its changed and
 relabelled that did not move. What is left is `removed` (old side) or `added`.
 """
 
@@ -100,10 +102,13 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     splits[split] = {kind: [] for kind in KINDS} | {"unchanged": 0}
 
   def pair(a: Entry, b: Entry) -> None:
-    if a.split != b.split:  # (same content: the old split must account for it)
+    if a.split != b.split:  # (the old split must account for it)
       renamed = {"new_file_name": b.file_name} if _renamed(a, b) else {}
-      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed)
+      changed = {"changed": True} if a.content != b.content else {}
+      splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed | changed)
       splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split})
+      if changed:
+        splits[b.split]["changed"].append(_item(b, a) | {"from": a.split})
       if a.label != b.label:
         splits[b.split]["relabelled"].append(_item(b, a) | {"from": a.split})
     elif a.content != b.content:
@@ -135,9 +140,11 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
     else:
       still_old.append(entry)
   still_new = [entry for entries in by_content.values() for entry in entries]
-  # 3. other content under the same name in the same split: changed in place. (Under the
-  # same name in another split it is another photo: the old one removed, the new added.)
+  # 3. other content under the same name in the same split: changed in place; then in
+  # another split (a name each side holds once: builders whose splits share names, e.g.
+  # oxford17's, keep to the same split): changed and moved.
   still_old, still_new = _match(still_old, still_new, lambda e: (e.split, e.file_name), pair)
+  still_old, still_new = _match(still_old, still_new, lambda e: e.file_name, pair)
   for entry in still_old:
     splits[entry.split]["removed"].append(_item(entry))
   for entry in still_new:
@@ -164,13 +171,14 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     totals.update({kind: len(changes[kind]) for kind in KINDS})
     totals["unchanged"] += changes["unchanged"]
   moved = totals["moved_in"]
-  also = sum("from" in item for changes in result.splits.values()
-             for item in changes["relabelled"])
-  also = f" ({also} of them also moved)" if also else ""
+  def also_moved(kind):
+    count = sum("from" in item for changes in result.splits.values() for item in changes[kind])
+    return f" ({count} of them also moved)" if count else ""
   lines = [f"{old_name} -> {new_name}: " + (
       "same examples" if result.same else
-      f"{totals['added']} added, {totals['removed']} removed, {totals['changed']} changed, "
-      f"{totals['relabelled']} relabelled{also}, {totals['renamed']} renamed, "
+      f"{totals['added']} added, {totals['removed']} removed, "
+      f"{totals['changed']} changed{also_moved('changed')}, "
+      f"{totals['relabelled']} relabelled{also_moved('relabelled')}, {totals['renamed']} renamed, "
       f"{moved} moved between splits") +
       f"; {totals['unchanged']} unchanged"]
   header = ["class", "added", "removed", "changed", "relabelled", "renamed", "moved in",

@@ -204,9 +204,10 @@ def _change_views(result: version_diff.Diff):
         picture = report_page.Picture(split, item["file_name"], item["label"], note=note,
                                       old=kind in _OLD_SIDE)
         (old_keys if kind in _OLD_SIDE else new_keys).add((split, item["file_name"]))
-        if kind == "changed":
-          old_keys.add((split, item["file_name"]))
-          pictures.append((dataclasses.replace(picture, note="before", old=True),
+        if kind == "changed":  # the old side in the split it left, if it moved
+          was_in = item.get("from", split)
+          old_keys.add((was_in, item["file_name"]))
+          pictures.append((dataclasses.replace(picture, split=was_in, note="before", old=True),
                            dataclasses.replace(picture, note="after")))
         else:
           pictures.append(picture)

@@ -1,5 +1,6 @@
 """`imagesets duplicates SPEC` and `imagesets diff OLD NEW` on local and published versions."""
 
+import hashlib
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ from imagesets.building import splits as split_rules
 from imagesets.class_folders import named_build
 from imagesets.cli import main as cli
 from imagesets.publishing import publish
+from imagesets.verifying import report_page
+from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree
@@ -126,3 +129,42 @@ def test_diff_and_duplicates_of_a_published_version(versions, tmp_path, capsys, 
   assert "same examples; 11 unchanged" in capsys.readouterr().out
   assert cli.main(["duplicates", "pets:1.0.0", "--data-dir", url, "--json"]) == 0
   assert len(json.loads(capsys.readouterr().out)["groups"]) == 1
+
+
+def test_diff_says_a_photo_replaced_under_its_name_changed_when_it_moved_split(tmp_path,
+                                                                               capsys):
+  """Under content split keys new bytes pick the split anew: the replaced photo is still
+  said to have changed (and moved), not removed from one split and added to another."""
+  crops = [data for _, data in photo_crops.jpegs(40, seed=3)]
+  proportions = split_rules.DEFAULT_PROPORTIONS
+
+  def split(data: bytes) -> str:
+    return split_rules.split_of(split_rules.content_key(hashlib.sha256(data).hexdigest()),
+                                proportions)
+  files = {f"{['cat', 'dog'][i % 2]}/{i}.jpg": data for i, data in enumerate(crops[:10])}
+  old = files["cat/0.jpg"]
+  new = next(data for data in crops[10:] if split(data) != split(old))
+  options = class_folders_builder.ClassFoldersConfig(name="pets", split_key="content")
+  data_dir = tmp_path / "tfds"
+  named_build.build(write_tree(tmp_path / "v1", files), "pets", version="1.0.0",
+                    data_dir=str(data_dir), options=options)
+  named_build.build(write_tree(tmp_path / "v2", {**files, "cat/0.jpg": new}), "pets",
+                    version="1.1.0", data_dir=str(data_dir), options=options)
+  args = ["pets:1.0.0", "pets:1.1.0", "--data-dir", str(data_dir)]
+  assert cli.main(["diff", *args]) == 1
+  assert capsys.readouterr().out.startswith(
+      "pets/1.0.0 -> pets/1.1.0: 0 added, 0 removed, 1 changed (1 of them also moved), "
+      "0 relabelled, 0 renamed, 1 moved between splits; 9 unchanged")
+  assert cli.main(["diff", *args, "--json"]) == 1
+  splits = json.loads(capsys.readouterr().out)["splits"]
+  assert splits[split(new)]["changed"] == [
+      {"file_name": "cat/0.jpg", "label": "cat", "from": split(old)}]
+  assert splits[split(old)]["moved_out"] == [
+      {"file_name": "cat/0.jpg", "label": "cat", "to": split(new), "changed": True}]
+  # The page pictures both sides: the old one from the split it left.
+  page = tmp_path / "page.html"
+  assert cli.main(["report", "pets:1.1.0", "--against", "pets:1.0.0", "--data-dir",
+                   str(data_dir), "--out", str(page)]) == 0
+  html = page.read_text()
+  changed = html[html.index("changed: 1"):]
+  assert report_page.thumbnail(old) in changed and report_page.thumbnail(new) in changed

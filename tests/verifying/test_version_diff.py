@@ -133,13 +133,36 @@ def test_a_label_to_or_from_none_is_shown_and_a_nameless_side_gets_no_old_name()
   assert "    relabelled: b/2.jpg [dog] (was [cat])" in lines
 
 
-def test_a_photo_replaced_under_its_name_in_another_split_is_removed_and_added():
-  result = version_diff.diff([e("train", "cat/1.jpg", "cat", b"one")],
-                             [e("test", "cat/1.jpg", "cat", b"other")])
-  assert result.splits["train"]["removed"] == [{"file_name": "cat/1.jpg", "label": "cat"}]
-  assert result.splits["test"]["added"] == [{"file_name": "cat/1.jpg", "label": "cat"}]
-  assert not any(result.splits[split][kind] for split in ("train", "test")
-                 for kind in ("moved_in", "moved_out", "changed"))
+def test_a_photo_replaced_under_its_name_in_another_split_is_changed_and_moved():
+  """Under content split keys, new bytes pick the split anew: the replacement is said."""
+  result = version_diff.diff([e("train", "cat/1.jpg", "cat", b"one"),
+                              e("train", "cat/2.jpg", "cat", b"two")],
+                             [e("test", "cat/1.jpg", "cat", b"other"),
+                              e("train", "cat/2.jpg", "cat", b"two")])
+  splits = result.splits
+  assert splits["test"]["changed"] == [{"file_name": "cat/1.jpg", "label": "cat",
+                                        "from": "train"}]
+  assert splits["train"]["moved_out"] == [{"file_name": "cat/1.jpg", "label": "cat",
+                                           "to": "test", "changed": True}]
+  assert splits["test"]["moved_in"] == [{"file_name": "cat/1.jpg", "label": "cat",
+                                         "from": "train"}]
+  assert not any(splits[split][kind] for split in splits for kind in ("added", "removed"))
+  # Each split's old count: unchanged + removed + renamed + moved_out + what did not move.
+  assert splits["train"]["unchanged"] + len(splits["train"]["moved_out"]) == 2
+  assert version_diff.summary(result, "a", "b")[0] == (
+      "a -> b: 0 added, 0 removed, 1 changed (1 of them also moved), 0 relabelled, "
+      "0 renamed, 1 moved between splits; 1 unchanged")
+
+
+def test_a_name_in_several_splits_is_matched_only_within_its_split():
+  """Builders whose splits share file names (oxford17's train1/test2 ...): a name held
+  twice on a side is no unique match across splits."""
+  old = [e("train1", "image_0001.jpg", "a", b"one"), e("test2", "image_0001.jpg", "a", b"one")]
+  new = [e("train1", "image_0001.jpg", "a", b"new"), e("test2", "image_0001.jpg", "a", b"new")]
+  splits = version_diff.diff(old, new).splits
+  assert [len(splits[s]["changed"]) for s in ("train1", "test2")] == [1, 1]
+  assert not any("from" in item for s in splits for item in splits[s]["changed"])
+  assert not any(splits[s][k] for s in splits for k in ("moved_in", "moved_out"))
 
 
 def test_a_photo_moved_over_anothers_name_keeps_both_photos_lines():
