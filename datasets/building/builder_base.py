@@ -199,7 +199,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     and the rename that commits the version: a version never exists without its page."""
     folder = pathlib.Path(self.data_path)
     page = version_report.content(version_examples.Folder(
-        self, folder, catalog=self._page_catalog(folder)))
+        self, folder, catalog=self._page_catalog(folder)), images=self._page_images())
     size = version_report.write(page, folder / report_page.PAGE_FILE)
     logging.info("%s: %s (%.1f MiB)", self.info.full_name, report_page.PAGE_FILE,
                  size / 2**20)
@@ -305,6 +305,28 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
               self._page_classes(key)))
       catalog[split] = located
     return catalog
+
+  def _page_images(self) -> list | None:
+    """(member named as the page names it, fingerprint) of every example, split by split in
+    stored order, from this build's own fingerprints: for a version without file names,
+    whose stored report cannot name its examples for the page (which would otherwise decode
+    the version again). None where the page reads the stored report, or where this build
+    did not fingerprint every example it wrote (on Beam, or built on another version)."""
+    features = self.info.features
+    if self.PLAN is not None or any(name in features
+                                    for name in version_examples.FILE_NAME_FEATURES):
+      return None
+    keyed = self.generation.keyed_images()
+    images = []
+    for split, info in self.info.splits.items():
+      rows = self.generation.written(split)
+      if len(rows) != info.num_examples or any((split, row[0]) not in keyed for row in rows):
+        return None
+      for position, (key, _, _) in enumerate(rows):
+        member, fingerprint = keyed[(split, key)]
+        images.append((dataclasses.replace(
+            member, file_name=version_examples.position_name(split, position)), fingerprint))
+    return images
 
   def _page_label(self, key: str) -> tuple[str | None, int | None]:
     """(label the page shows, label id) for the example of `key`: its class name and id as

@@ -344,6 +344,12 @@ class Generation:
     """[key, size, fingerprint json or None] of each record made for `split`, in order."""
     return [list(row) for row in self._written.get(split, ())]
 
+  def keyed_images(self) -> dict[tuple[str, str], tuple[duplicates.Member,
+                                                         image_hashes.Fingerprint]]:
+    """(split, key) -> (member, fingerprint) of every written example fingerprinted here."""
+    return {(member.split, key): (member, fingerprint)
+            for key, member, fingerprint in self._members(self._images)}
+
   def images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     """Every written example's member and fingerprint."""
     return [(member, fingerprint) for _, member, fingerprint in self._members(self._images)]

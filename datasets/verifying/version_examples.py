@@ -164,7 +164,14 @@ def every_example(source, what: str) -> Iterator[Example]:
 def name_of(example: Example, position: int) -> str:
   """The example's name on reports: its source file name, else `split[position]` (its
   position in the split's stored order)."""
-  return example.file_name if example.file_name is not None else f"{example.split}[{position}]"
+  return example.file_name if example.file_name is not None else position_name(example.split,
+                                                                                position)
+
+
+def position_name(split: str, position: int) -> str:
+  """The report name of the example without a file name at `position` of `split`'s stored
+  order."""
+  return f"{split}[{position}]"
 
 
 def numbered(source, what: str) -> Iterator[tuple[str, Example]]:

@@ -69,8 +69,7 @@ def _stored(source, recompute: bool):
   return groups, findings, report["num_images"]
 
 
-def _computed(source):
-  images = version_examples.fingerprints(source)
+def _computed(images):
   members = [member for member, _ in images]
   fingerprints = [fingerprint for _, fingerprint in images]
   return (duplicates.find(members, fingerprints), image_quality.find(members, fingerprints),
@@ -227,9 +226,12 @@ def _entries(source) -> list[version_diff.Entry]:
           for e in version_examples.every_example(source, "reading")]
 
 
-def content(source, *, against=None, recompute: bool = False) -> report_page.Content:
+def content(source, *, against=None, recompute: bool = False, images=None
+            ) -> report_page.Content:
   """The page of `source` (a `sources.Source` or `version_examples.Folder`), with the
-  changes since `against` (another)."""
+  changes since `against` (another). `images`: (member named by `version_examples.name_of`,
+  fingerprint) of every example, when the caller holds them (the build of a version without
+  file names, whose stored report cannot name its examples): not computed again."""
   info = source.builder.info
   for version in (source, against):
     features = version.builder.info.features if version else {}
@@ -239,7 +241,8 @@ def content(source, *, against=None, recompute: bool = False) -> report_page.Con
                        f"\"image\" is {type(image).__name__}: raw pixels of keras' one call, or "
                        "none): it has no page; build the folder with `imagesets build` for one")
   stored = _stored(source, recompute)
-  groups, findings, num_images = stored or _computed(source)
+  groups, findings, num_images = stored or _computed(
+      version_examples.fingerprints(source) if images is None else images)
   groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))
   wanted, views = set(), []
   for position, group in enumerate(groups):

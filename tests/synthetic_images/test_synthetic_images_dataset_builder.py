@@ -9,11 +9,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+import cli_runs
 import imagesets  # noqa: F401
 from imagesets.building import duplicate_report
 from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
 from imagesets.verifying import dataset_card
 from imagesets.verifying import duplicates
+from imagesets.verifying import report_page
+from imagesets.verifying import version_examples
 
 
 class TinyBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -51,6 +54,13 @@ def test_round_trip_equals_the_generator(config_name, data_dir):
       assert (loaded["height"], loaded["width"]) == pixels.shape[:2] == (expected["height"], expected["width"])
       seen += 1
     assert seen == count and not by_content
+  # The page, drawn from the build's own fingerprints, is the one the version's stored
+  # examples give, example by example in stored order across the shards.
+  assert len(builder.info.splits["train"].filenames) > 1
+  out = data_dir / f"{config_name}.html"
+  assert cli_runs.in_process("report", f"synthetic_images/{config_name}", "--data-dir",
+                             data_dir, "--recompute", "--out", out).returncode == 0
+  assert out.read_bytes() == (builder.data_path / report_page.PAGE_FILE).read_bytes()
 
 
 def test_variable_config_draws_sizes_from_its_range():
@@ -104,8 +114,20 @@ def test_the_build_fingerprints_its_images_report_and_card_beside_dataset_info(
   said = []
   monkeypatch.setattr(duplicate_report.logging, "warning",
                       lambda message, *args: said.append(message % args))
+  read_again = []  # the page takes the build's fingerprints: none computed from the version
+  fingerprints = version_examples.fingerprints
+  monkeypatch.setattr(version_examples, "fingerprints",
+                      lambda source: read_again.append(1) or fingerprints(source))
   builder = tfds.builder("synthetic_images/tiny", data_dir=tmp_path)
   builder.download_and_prepare()
+  assert read_again == []
+  # ... and draws the page the version's own examples give (`report --recompute`).
+  out = tmp_path / "page.html"
+  result = cli_runs.in_process("report", "synthetic_images/tiny", "--data-dir", tmp_path,
+                               "--recompute", "--out", out)
+  assert result.returncode == 0 and read_again == [1], result.stderr[-3000:]
+  assert out.read_bytes() == (builder.data_path / report_page.PAGE_FILE).read_bytes()
+  assert 'train[0]' in out.read_text() and 'test[0]' in out.read_text()
   report = json.loads((builder.data_path / duplicates.REPORT_FILE).read_text())
   assert report["num_images"] == 16 and report["num_cross_split"] == 1
   assert [[(m["split"], m["file_name"]) for m in g["members"]] for g in report["groups"]] == [
