@@ -193,3 +193,46 @@ def test_same_pixels_other_bytes_is_unchanged():
   old = [Entry.of("train", "cat/1.jpg", "cat", planted_copies.original(pixels))]
   new = [Entry.of("train", "cat/1.jpg", "cat", planted_copies.exact(pixels))]  # EXIF added
   assert version_diff.diff(old, new).same
+
+
+def test_every_example_is_accounted_for_once_on_each_side():
+  """Random edits of random versions (kept, edited in place or into another split, moved,
+  renamed, relabelled, removed, added; names and contents that collide): each split's old
+  count = unchanged + removed + renamed + moved_out + its changed and relabelled that did
+  not move; its new count the same with added and moved_in."""
+  rng = np.random.default_rng(7)
+  splits = ["train", "validation", "test"]
+  for case in range(150):
+    old, new = [], []
+    for i in range(int(rng.integers(0, 12))):
+      split, name = splits[rng.integers(3)], f"c{rng.integers(2)}/{rng.integers(8)}.jpg"
+      label, seed = name.split("/")[0], f"{case}.{rng.integers(10)}".encode()
+      old.append(e(split, name, label, seed))
+      edit = rng.integers(7)
+      if edit == 0:
+        continue                                                        # removed
+      if edit in (1, 2):                                                # edited (maybe moved)
+        seed, split = seed + b" edited", splits[rng.integers(3)] if edit == 2 else split
+      elif edit == 3:
+        split = splits[rng.integers(3)]                                 # moved
+      elif edit == 4:
+        name = f"{label}/{rng.integers(8)}b.jpg"                        # renamed
+      elif edit == 5:
+        label = "c2"                                                    # relabelled
+      new.append(e(split, name, label, seed))
+    for i in range(int(rng.integers(0, 4))):                            # added
+      new.append(e(splits[rng.integers(3)], f"c0/{rng.integers(8)}.jpg", "c0",
+                   f"{case}.new{i}".encode()))
+    result = version_diff.diff(old, new).splits
+    for split in splits:
+      changes = result.get(split)
+      if changes is None:
+        assert not any(x.split == split for x in old + new)
+        continue
+      stayed = sum("from" not in item for kind in ("changed", "relabelled")
+                   for item in changes[kind])
+      both = changes["unchanged"] + len(changes["renamed"]) + stayed
+      assert sum(x.split == split for x in old) == (
+          both + len(changes["removed"]) + len(changes["moved_out"])), (case, split, changes)
+      assert sum(x.split == split for x in new) == (
+          both + len(changes["added"]) + len(changes["moved_in"])), (case, split, changes)
