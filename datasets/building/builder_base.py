@@ -186,6 +186,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           "delete it and build again"))
 
   def _download_and_prepare(self, dl_manager, download_config):
+    self.generation = None  # this build's `generation.Generation`, once it runs one
     super()._download_and_prepare(dl_manager, download_config)
     if (self._writes_page() and self._leakage() != "off"
         and not class_folders_tree.is_remote(self.data_path)):
@@ -311,19 +312,22 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     stored order, from this build's own fingerprints: for a version without file names,
     whose stored report cannot name its examples for the page (which would otherwise decode
     the version again). None where the page reads the stored report, or where this build
-    did not fingerprint every example it wrote (on Beam, or built on another version)."""
+    did not fingerprint every example it wrote (on Beam, built on another version, or its
+    splits generated otherwise)."""
     features = self.info.features
-    if self.PLAN is not None or any(name in features
+    if self.generation is None or self.PLAN is not None or any(name in features
                                     for name in version_examples.FILE_NAME_FEATURES):
       return None
     keyed = self.generation.keyed_images()
     images = []
     for split, info in self.info.splits.items():
       rows = self.generation.written(split)
-      if len(rows) != info.num_examples or any((split, row[0]) not in keyed for row in rows):
+      if len(rows) != info.num_examples:
         return None
-      for position, (key, _, _) in enumerate(rows):
-        member, fingerprint = keyed[(split, key)]
+      for position, (key, _, written) in enumerate(rows):
+        member, fingerprint = keyed.get((split, key), (None, None))
+        if fingerprint is None or fingerprint.to_json() != written:  # (not this record's)
+          return None
         images.append((dataclasses.replace(
             member, file_name=version_examples.position_name(split, position)), fingerprint))
     return images

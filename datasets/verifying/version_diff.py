@@ -95,6 +95,12 @@ def _match(old: list[Entry], new: list[Entry], key, pair) -> tuple[list, list]:
   return left_old, [e for e in new if id(e) not in paired]
 
 
+def _held_once(entries: list[Entry]) -> set[str]:
+  """The file names that one example of the whole side has."""
+  counts = collections.Counter(e.file_name for e in entries if e.file_name is not None)
+  return {name for name, n in counts.items() if n == 1}
+
+
 def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
   old, new = list(old), list(new)
   splits = {}
@@ -107,9 +113,9 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
       changed = {"changed": True} if a.content != b.content else {}
       splits[a.split]["moved_out"].append(_item(a) | {"to": b.split} | renamed | changed)
       splits[b.split]["moved_in"].append(_item(b, a) | {"from": a.split})
-      if changed:
+      if changed:  # (a replacement keeps its `old_label`, as in place: changed, not relabelled)
         splits[b.split]["changed"].append(_item(b, a) | {"from": a.split})
-      if a.label != b.label:
+      elif a.label != b.label:
         splits[b.split]["relabelled"].append(_item(b, a) | {"from": a.split})
     elif a.content != b.content:
       splits[b.split]["changed"].append(_item(b, a))
@@ -144,7 +150,12 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
   # another split (a name each side holds once: builders whose splits share names, e.g.
   # oxford17's, keep to the same split): changed and moved.
   still_old, still_new = _match(still_old, still_new, lambda e: (e.split, e.file_name), pair)
-  still_old, still_new = _match(still_old, still_new, lambda e: e.file_name, pair)
+  once = _held_once(old) & _held_once(new)
+  cross_old, cross_new = _match([e for e in still_old if e.file_name in once],
+                                [e for e in still_new if e.file_name in once],
+                                lambda e: e.file_name, pair)
+  still_old = [e for e in still_old if e.file_name not in once] + cross_old
+  still_new = [e for e in still_new if e.file_name not in once] + cross_new
   for entry in still_old:
     splits[entry.split]["removed"].append(_item(entry))
   for entry in still_new:
@@ -171,6 +182,7 @@ def summary(result: Diff, old_name: str, new_name: str, show: int = 0) -> list[s
     totals.update({kind: len(changes[kind]) for kind in KINDS})
     totals["unchanged"] += changes["unchanged"]
   moved = totals["moved_in"]
+
   def also_moved(kind):
     count = sum("from" in item for changes in result.splits.values() for item in changes[kind])
     return f" ({count} of them also moved)" if count else ""

@@ -155,14 +155,26 @@ def test_a_photo_replaced_under_its_name_in_another_split_is_changed_and_moved()
 
 
 def test_a_name_in_several_splits_is_matched_only_within_its_split():
-  """Builders whose splits share file names (oxford17's train1/test2 ...): a name held
-  twice on a side is no unique match across splits."""
+  """Builders whose splits share file names (oxford17's train1/test2 ...): a name the
+  whole side holds more than once is no match across splits, also once its other copies
+  are paired."""
   old = [e("train1", "image_0001.jpg", "a", b"one"), e("test2", "image_0001.jpg", "a", b"one")]
-  new = [e("train1", "image_0001.jpg", "a", b"new"), e("test2", "image_0001.jpg", "a", b"new")]
+  new = [e("train1", "image_0001.jpg", "a", b"new"),
+         e("validation2", "image_0001.jpg", "a", b"new")]
   splits = version_diff.diff(old, new).splits
-  assert [len(splits[s]["changed"]) for s in ("train1", "test2")] == [1, 1]
-  assert not any("from" in item for s in splits for item in splits[s]["changed"])
+  assert splits["train1"]["changed"] == [{"file_name": "image_0001.jpg", "label": "a"}]
+  assert splits["test2"]["removed"] == [{"file_name": "image_0001.jpg", "label": "a"}]
+  assert splits["validation2"]["added"] == [{"file_name": "image_0001.jpg", "label": "a"}]
   assert not any(splits[s][k] for s in splits for k in ("moved_in", "moved_out"))
+
+
+def test_a_replacement_that_moves_with_another_label_is_one_change():
+  """As in place: `changed` with its `old_label` (and the move), not also `relabelled`."""
+  splits = version_diff.diff([e("train", "a.jpg", "cat", b"one")],
+                             [e("test", "a.jpg", "dog", b"two")]).splits
+  assert splits["test"]["changed"] == [{"file_name": "a.jpg", "label": "dog",
+                                        "old_label": "cat", "from": "train"}]
+  assert splits["test"]["relabelled"] == []
 
 
 def test_a_photo_moved_over_anothers_name_keeps_both_photos_lines():
