@@ -7,7 +7,8 @@ tiles, at their own resolution (~200 px photos, 44-67 px tiles at 3 x 3: skies, 
 microscopy, a starfield), as JPEGs; 7 of the photos are grey scans stored as RGB, so they and
 their tiles are truly "grayscale" (checked on their pixels). Planted: each kind of
 imagesets_testing.quality_cases made from each photo (the grey photos get no "grayscale"
-plant). Every picture is fingerprinted as a build does (`image_hashes.of_bytes`) and the
+plant), and the other shapes of a kind (`quality_cases.ALSO`: a washed-out frame is
+overexposed). Every picture is fingerprinted as a build does (`image_hashes.of_bytes`) and the
 findings made as a build makes them (`image_quality.find`, over the whole tree).
 
 Reports, per kind: planted found (recall); flags that are true (the planted kind, or
@@ -42,6 +43,9 @@ def main():
       if not (grey and kind == "grayscale"):
         pictures[f"{name}.{kind}"] = make(pixels)
         planted[f"{name}.{kind}"] = kind
+      for shape, also in quality_cases.ALSO.get(kind, {}).items():
+        pictures[f"{name}.{shape}"] = also(pixels)
+        planted[f"{name}.{shape}"] = kind
   members = [duplicates.Member("train", name, None) for name in pictures]
   fingerprints = [image_hashes.of_bytes(sample_images.encode(p, "JPEG", quality=args.quality))
                   for p in pictures.values()]

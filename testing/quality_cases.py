@@ -47,9 +47,18 @@ def tiny(pixels: np.ndarray) -> np.ndarray:
   return np.asarray(PIL.Image.fromarray(pixels).resize((24, 18), PIL.Image.Resampling.BOX))
 
 
+def washed_out(pixels: np.ndarray) -> np.ndarray:
+  """A washed-out frame (haze, a flash too close): every pixel 235-255, the photo at 8 % of
+  its contrast. Its darkest pixels are not white: CleanVision's cut does not call it
+  overexposed."""
+  return np.clip(pixels.astype(np.float32) * 0.08 + 235, 0, 255).astype(np.uint8)
+
+
 MAKERS = {"dark": dark, "overexposed": overexposed, "blurry": blurry,
           "low_information": low_information, "grayscale": grayscale,
           "odd_aspect_ratio": odd_aspect_ratio, "tiny": tiny}
+# Other shapes of a kind's problem: {kind: {name: maker}}.
+ALSO = {"overexposed": {"washed_out": washed_out}}
 
 
 def colour_photos() -> dict[str, np.ndarray]:

@@ -8,7 +8,10 @@ definitions and default thresholds of the first five and the aspect ratio:
 
 * dark: the 99th percentile of the pixels' perceived brightness
   (sqrt(.241 R^2 + .691 G^2 + .068 B^2) / 255) is below `DARK` (0.37);
-* overexposed: their 5th percentile is above 1 - `LIGHT` (0.95);
+* overexposed: their 5th percentile is above 1 - `LIGHT` (0.85): blown out, or washed out
+  (every pixel 235-255). CleanVision's cut, 0.95, leaves a washed-out frame (0.92-0.95)
+  unflagged, and then blurry for its faint edges; real photos and tiles of the tests reach
+  0.77 (a grey sky);
 * blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side (grey first, then
   resized: CleanVision resizes the colour image), the standard
   deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
@@ -47,7 +50,7 @@ QUALITY_FILE = "quality.json"  # beside duplicates.json: published and fetched w
 KINDS = ("dark", "overexposed", "blurry", "low_information", "grayscale",
          "odd_aspect_ratio", "tiny")
 DARK = 0.37
-LIGHT = 0.05
+LIGHT = 0.15
 BLUR_EDGES = 12.0
 BLUR_SIDE = 64
 LOW_ENTROPY = 3.0

@@ -54,6 +54,14 @@ def test_planted_kinds_rarely_bring_others():
              if not name.endswith((".overexposed", ".dark", ".low_information"))), extra
 
 
+def test_a_washed_out_frame_is_overexposed_and_not_blurry():
+  """Every pixel 235-255 (haze, a flash too close): the darkest are not white, but the
+  frame is overexposed all the same; its faint edges are not a missed focus."""
+  photos = quality_cases.colour_photos()
+  found = _find({name: quality_cases.washed_out(pixels) for name, pixels in photos.items()})
+  assert found == {name: {"overexposed"} for name in photos}, found
+
+
 def test_grey_scans_stored_as_rgb_are_grayscale_and_nothing_else():
   grey = {name: pixels for name, pixels in real_photos.photos().items()
           if name not in quality_cases.colour_photos()}
