@@ -283,8 +283,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Every example of the version as `version_examples.Located` (name, label, where its
     record is), when this build wrote a record index of every split: its page then reads
     only the records it pictures. None otherwise: the page reads the version."""
-    if not self.RECORD_INDEX:
-      return None
+    if not self.RECORD_INDEX or (self.generation is None and self.PLAN is None):
+      return None  # (no rows: this build's splits were generated otherwise)
     file_format = self.info.file_format.value
     held = schema.of(self.info.features)
     marked = held.task == schema.DETECTION or held.mask is not None

@@ -8,10 +8,12 @@ definitions and default thresholds of the first five and the aspect ratio:
 
 * dark: the 99th percentile of the pixels' perceived brightness
   (sqrt(.241 R^2 + .691 G^2 + .068 B^2) / 255) is below `DARK` (0.37);
-* overexposed: their 5th percentile is above 1 - `LIGHT` (0.85): blown out, or washed out
-  (every pixel 235-255). CleanVision's cut, 0.95, leaves a washed-out frame (0.92-0.95)
-  unflagged, and then blurry for its faint edges; real photos and tiles of the tests reach
-  0.77 (a grey sky);
+* overexposed: their 5th percentile is above 1 - `LIGHT` (0.95: blown out), or above
+  1 - `WASHED_OUT` (0.85) with the faint edges of blur below (washed out: haze, a flash too
+  close, every pixel 235-255). CleanVision's cut alone leaves a washed-out frame (0.92-0.95,
+  edges 4-9) unflagged, and then blurry for its faint edges; a bright scene with a sharp
+  subject (snow, a product on white) keeps its edges (19-29) and is not flagged; real
+  photos and tiles of the tests reach 0.75 (0.77 in smaller tiles: a grey sky);
 * blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side (grey first, then
   resized: CleanVision resizes the colour image), the standard
   deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
@@ -50,7 +52,8 @@ QUALITY_FILE = "quality.json"  # beside duplicates.json: published and fetched w
 KINDS = ("dark", "overexposed", "blurry", "low_information", "grayscale",
          "odd_aspect_ratio", "tiny")
 DARK = 0.37
-LIGHT = 0.15
+LIGHT = 0.05
+WASHED_OUT = 0.15
 BLUR_EDGES = 12.0
 BLUR_SIDE = 64
 LOW_ENTROPY = 3.0
@@ -129,9 +132,10 @@ def _kinds_of(values: tuple, height: int, width: int, median_side: float) -> dic
   found = {}
   if p99 < DARK:
     found["dark"] = p99
-  if 1 - p5 < LIGHT:
+  if 1 - p5 < LIGHT or (1 - p5 < WASHED_OUT and edges < BLUR_EDGES):
     found["overexposed"] = round(1 - p5, 4)
-  exposed = p99 >= DARK and 1 - p5 >= LIGHT  # (a black or white frame has faint edges, no hue)
+  # (a black, white or washed-out frame has faint edges and no hue)
+  exposed = p99 >= DARK and "overexposed" not in found
   if edges < BLUR_EDGES and exposed and entropy >= LOW_ENTROPY:
     found["blurry"] = edges
   if entropy < LOW_ENTROPY:

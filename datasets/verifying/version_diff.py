@@ -10,7 +10,8 @@ holds once). So every photo that leaves a version has a
 line naming it: one moved over another's name is matched to itself, and the one it
 replaced is `removed`. A matched pair in the same split is `unchanged`, `relabelled` (same
 content, other label), `renamed` (same content and label under another file name, with
-`old_file_name`) or `changed` (same name, other content: replaced). A
+`old_file_name`) or `changed` (same name, other content: replaced; with `old_label` when
+its label differs too, not also `relabelled`). A
 pair in another split is `moved` (`moved_out` of the old split, `moved_in`
 to the new one, with `old_label` when its label differs). An
 item of the new side names the old file (`old_file_name`) whenever both
@@ -130,21 +131,26 @@ def diff(old: Iterable[Entry], new: Iterable[Entry]) -> Diff:
   # matched to itself, and the one it replaced is removed, never taken for its new content.
   # 1. the same content under the same name
   left_old, left_new = _match(old, new, lambda e: (e.content, e.file_name), pair)
-  # 2. the same content under another name or label, in another split, or without names
+  # 2. the same content under another name or label, in another split, or without names:
+  # within a split before across splits; of several old copies, one whose name the new
+  # side no longer holds is the one renamed (the other keeps its name for step 3).
   key = lambda e: (e.content, e.split, e.name)  # noqa: E731
   by_content = collections.defaultdict(list)
   for entry in sorted(left_new, key=key):
     by_content[entry.content].append(entry)
-  still_old = []
-  for entry in sorted(left_old, key=key):
-    matches = by_content.get(entry.content)
-    if matches:
-      same_split = [m for m in matches if m.split == entry.split]
-      match = (same_split or matches)[0]
-      matches.remove(match)
-      pair(entry, match)
-    else:
-      still_old.append(entry)
+  new_names = {e.file_name for e in new if e.file_name is not None}
+  waiting = sorted(left_old, key=lambda e: (e.file_name in new_names, key(e)))
+  for same_split in (True, False):
+    still_old = []
+    for entry in waiting:
+      matches = [m for m in by_content.get(entry.content, ())
+                 if (m.split == entry.split) == same_split]
+      if matches:
+        by_content[entry.content].remove(matches[0])
+        pair(entry, matches[0])
+      else:
+        still_old.append(entry)
+    waiting = still_old
   still_new = [entry for entries in by_content.values() for entry in entries]
   # 3. other content under the same name in the same split: changed in place; then in
   # another split (a name each side holds once: builders whose splits share names, e.g.

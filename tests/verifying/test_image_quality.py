@@ -62,6 +62,21 @@ def test_a_washed_out_frame_is_overexposed_and_not_blurry():
   assert found == {name: {"overexposed"} for name in photos}, found
 
 
+def test_a_bright_scene_with_a_sharp_subject_is_not_overexposed():
+  """Snow, a product on white: the frame as bright as a washed-out one, but with a sharp
+  subject (2 % of it: the 5th percentile stays in the bright part) keeping its edges."""
+  pictures = {}
+  for name, pixels in quality_cases.colour_photos().items():
+    height, width = pixels.shape[:2]
+    small = np.asarray(PIL.Image.fromarray(pixels).resize((width // 7, height // 7)))
+    scene = quality_cases.washed_out(pixels)
+    top, left = (height - small.shape[0]) // 2, (width - small.shape[1]) // 2
+    scene[top:top + small.shape[0], left:left + small.shape[1]] = small
+    pictures[name] = scene
+  found = _find(pictures)
+  assert all(not kinds & {"overexposed", "blurry"} for kinds in found.values()), found
+
+
 def test_grey_scans_stored_as_rgb_are_grayscale_and_nothing_else():
   grey = {name: pixels for name, pixels in real_photos.photos().items()
           if name not in quality_cases.colour_photos()}

@@ -168,6 +168,20 @@ def test_a_name_in_several_splits_is_matched_only_within_its_split():
   assert not any(splits[s][k] for s in splits for k in ("moved_in", "moved_out"))
 
 
+def test_a_copy_whose_name_is_gone_is_the_one_renamed():
+  """Two old copies of one picture, one renamed, the other's name now on new content: the
+  rename is the copy whose name is gone; the other is changed under its name."""
+  for other in ("validation", "train"):
+    old = [e("train", "a.jpg", "x", b"X"), e(other, "d.jpg", "x", b"X")]
+    new = [e(other, "b.jpg", "x", b"X"), e("train", "a.jpg", "x", b"Y")]
+    splits = version_diff.diff(old, new).splits
+    assert splits[other]["renamed"] == [{"file_name": "b.jpg", "label": "x",
+                                         "old_file_name": "d.jpg"}], other
+    assert splits["train"]["changed"] == [{"file_name": "a.jpg", "label": "x"}], other
+    assert not any(splits[s][k] for s in splits
+                   for k in ("added", "removed", "moved_in", "moved_out")), (other, splits)
+
+
 def test_a_replacement_that_moves_with_another_label_is_one_change():
   """As in place: `changed` with its `old_label` (and the move), not also `relabelled`."""
   splits = version_diff.diff([e("train", "a.jpg", "cat", b"one")],
