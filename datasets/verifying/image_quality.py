@@ -24,7 +24,8 @@ definitions and default thresholds of the first five and the aspect ratio:
   sharp pictures give b of 19 to 82, a Gaussian blur of 1/40 of the side 3 to 18, and one of
   1/25 of the side 2 to 8, hence the lower threshold;
 * low information: the entropy (bits) of the RGB histogram (PIL's `Image.entropy`) is
-  below `LOW_ENTROPY` (3.0);
+  below `LOW_ENTROPY` (3.0), and the image is not overexposed (a blown-out frame's few
+  grey levels are its overexposure: one finding says it);
 * grayscale stored as colour: the 99th percentile (nearest rank) of a pixel's channel spread (max - min of
   R, G, B) is at most `GREY_SPREAD` (4 of 255: JPEG rounding), and the image is neither dark
   nor overexposed (a black or white frame tells nothing of colour). CleanVision flags PIL mode
@@ -138,7 +139,7 @@ def _kinds_of(values: tuple, height: int, width: int, median_side: float) -> dic
   exposed = p99 >= DARK and "overexposed" not in found
   if edges < BLUR_EDGES and exposed and entropy >= LOW_ENTROPY:
     found["blurry"] = edges
-  if entropy < LOW_ENTROPY:
+  if entropy < LOW_ENTROPY and "overexposed" not in found:  # (a white frame's, implied)
     found["low_information"] = entropy
   if spread <= GREY_SPREAD and exposed:
     found["grayscale"] = spread
