@@ -314,9 +314,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     the version again). None where the page reads the stored report, or where this build
     did not fingerprint every example it wrote (on Beam, built on another version, or its
     splits generated otherwise)."""
-    features = self.info.features
-    if self.generation is None or self.PLAN is not None or any(name in features
-                                    for name in version_examples.FILE_NAME_FEATURES):
+    if (self.generation is None or self.PLAN is not None
+        or version_examples.has_file_names(self.info.features)):
       return None
     keyed = self.generation.keyed_images()
     images = []

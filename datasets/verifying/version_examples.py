@@ -22,6 +22,12 @@ from imagesets.verifying import image_hashes
 FILE_NAME_FEATURES = ("file_name", "image_id")  # class folders and flowers; VOC
 
 
+def has_file_names(features) -> bool:
+  """The examples of a version with these features carry a source file name (reports name
+  them by it; else by `position_name`)."""
+  return any(key in features for key in FILE_NAME_FEATURES)
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
   split: str

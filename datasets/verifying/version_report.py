@@ -34,14 +34,9 @@ Key = tuple[str, str]  # (split, name): `version_examples.name_of`
 NO_LABEL = "(no label)"  # the class of examples without a label (VOC)
 
 
-def _has_names(source) -> bool:
-  features = source.builder.info.features
-  return any(key in features for key in version_examples.FILE_NAME_FEATURES)
-
-
 def _stored(source, recompute: bool):
   """(groups, findings, num_images) from the reports stored with the version, or None."""
-  if recompute or not _has_names(source):
+  if recompute or not version_examples.has_file_names(source.builder.info.features):
     return None
   folder = version_examples.folder(source)
   if not (folder / duplicates.REPORT_FILE).is_file():
