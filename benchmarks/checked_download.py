@@ -32,8 +32,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import bucket_servers  # noqa: E402
-from imagesets.publishing import bucket as bucket_lib  # noqa: E402
-from imagesets.publishing import transfer  # noqa: E402
+from imagesets.storage import bucket as bucket_lib  # noqa: E402
+from imagesets.storage import transfer  # noqa: E402
 
 SIZE = int(7.2 * 2**20)
 

@@ -48,7 +48,7 @@ def child_stream(bucket: str, cache: str, version: str) -> dict:
   """Reads every split of NAME:version from the bucket through the shard cache; returns
   the shard downloads it made (counted at the checked download)."""
   import tensorflow_datasets as tfds
-  from imagesets.publishing import transfer
+  from imagesets.storage import transfer
   from imagesets.reading import sources
   from imagesets.reading import streaming
 

@@ -22,8 +22,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import bucket_servers  # noqa: E402
-from imagesets.publishing import bucket as bucket_lib  # noqa: E402
-from imagesets.publishing import fetch
+from imagesets.storage import bucket as bucket_lib  # noqa: E402
+from imagesets.storage import fetch
 from imagesets.publishing import publish  # noqa: E402
 
 SPEC = "synthetic_images/default:1.0.0"

@@ -60,7 +60,7 @@ _EXPORTS = {
     "classification_eval": "imagesets.reading.input_pipeline",
     "segmentation_train": "imagesets.reading.input_pipeline",
     "segmentation_eval": "imagesets.reading.input_pipeline",
-    "fetch": "imagesets.publishing.fetch",
+    "fetch": "imagesets.storage.fetch",
     "load": "imagesets.reading.streaming",
     "image_dataset_from_directory": "imagesets.class_folders.from_directory",
     "quiet_tensorflow": "imagesets.startup",   # TensorFlow without its start-up lines

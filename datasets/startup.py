@@ -32,7 +32,7 @@ import re
 import sys
 import tempfile
 
-from imagesets import cli_process
+from imagesets.console import cli_process
 
 # Known, harmless start-up lines (matched anywhere in a line).
 NOISE = re.compile("|".join([

@@ -6,7 +6,7 @@
 * `in_process(...)`: `cli.main` called in this process with its output captured: the
   same parsing, messages and exit codes without starting Python and TensorFlow again
   (seconds a call on a busy machine). The command changes nothing process-wide here:
-  only a command-line process is changed for its life (`imagesets.cli_process`).
+  only a command-line process is changed for its life (`imagesets.console.cli_process`).
 """
 
 import contextlib

@@ -16,7 +16,7 @@ import signal
 import sys
 
 from imagesets.cli import main as cli
-from imagesets.publishing import bucket
+from imagesets.storage import bucket
 
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -29,7 +29,7 @@ def test_wheel_contains_builders_metadata_and_checksums(tmp_path):
       "imagesets/building/builder_base.py",
       "imagesets/building/build_lock.py",
       "imagesets/reading/input_pipeline.py",
-      "imagesets/publishing/bucket.py",
+      "imagesets/storage/bucket.py",
       "imagesets/publishing/publish.py",
       "imagesets/cli/main.py",
       "imagesets/cli/demo.py",

@@ -57,11 +57,11 @@ from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.building import problems
 from imagesets.building import sharding
-from imagesets.progress_lines import log_friendly_stderr
+from imagesets.console.progress_lines import log_friendly_stderr
 from imagesets.verifying import report_page
 from imagesets.verifying import version_examples
 from imagesets.verifying import version_report
-import imagesets.cli_process as cli_process
+import imagesets.console.cli_process as cli_process
 from imagesets.startup import verbose
 
 CANONICAL_PACKAGE = "imagesets."

@@ -32,7 +32,7 @@ from etils import epath
 import tensorflow_datasets as tfds
 from tqdm import auto as tqdm_auto
 
-import imagesets.cli_process as cli_process
+import imagesets.console.cli_process as cli_process
 import imagesets.tfds_internals as tfds_internals
 from imagesets.annotations import schema
 from imagesets.building import parallel_map

@@ -33,7 +33,7 @@ import tensorflow_datasets as tfds
 
 import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
-import imagesets.linked_files as linked_files
+from imagesets.storage import atomic_files
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.verifying import duplicates
@@ -357,7 +357,7 @@ def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
     for index, (shard, positions) in enumerate(plan.shards):
       source = version_dir / shard.name
       if len(positions) == len(shard.records):  # (its bytes were checked by `plan`)
-        linked_files.link_or_copy(source, path_of(index))
+        atomic_files.link(source, path_of(index), exclusive=True)
       else:
         kept = _read_records(base, shard, positions, planned.rule)
         _write(path_of(index), kept, file_format)

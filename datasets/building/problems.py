@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Iterable
 
-import imagesets.cli_process as cli_process
+import imagesets.console.cli_process as cli_process
 
 
 @dataclasses.dataclass(frozen=True, order=True)

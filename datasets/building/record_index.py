@@ -27,7 +27,7 @@ import re
 import stat
 from typing import Callable
 
-import imagesets.linked_files as linked_files
+from imagesets.storage import atomic_files
 from imagesets.building import prepared_records
 import imagesets.tfds_internals as tfds_internals
 from imagesets.verifying import image_hashes
@@ -97,7 +97,7 @@ def write(version_dir, shard_name: str, split: str, records: list[list],
   path = path_of(version_dir, shard_name)
   path.parent.mkdir(exist_ok=True)
   if same_as is not None:
-    linked_files.link_or_copy(same_as, path)
+    atomic_files.link(same_as, path, exclusive=True)
     return
   path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records,
                               "sha256": sha256_of(pathlib.Path(version_dir) / shard_name)},

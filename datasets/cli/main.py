@@ -260,7 +260,7 @@ def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) 
 
 
 def cmd_verify(args) -> int:
-  from imagesets.publishing import versions as versions_lib
+  from imagesets.storage import versions as versions_lib
 
   data_dir = pathlib.Path(constants.data_dir(args.data_dir))
   ref = versions_lib.resolve_local(versions_lib.Ref.parse(args.spec), data_dir)
@@ -481,7 +481,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_fetch(args) -> int:
-  from imagesets.publishing import fetch as fetch_lib
+  from imagesets.storage import fetch as fetch_lib
 
   data_dir = fetch_lib.fetch(args.url, args.spec, cache_dir=args.cache_dir, verify=args.verify,
                              progress=not args.quiet,
@@ -794,8 +794,8 @@ def _status(exc: BaseException) -> int:
   raised by them, loaded (and nothing can fail to import here, in the error path)."""
   usage, not_there = [], [NotThereError]
   for module, usage_types, missing_types in (
-      ("imagesets.publishing.versions", ["SpecError"], ["DatasetNotPreparedError"]),
-      ("imagesets.publishing.bucket", ["URLError"], ["MissingBucketError"]),
+      ("imagesets.storage.versions", ["SpecError"], ["DatasetNotPreparedError"]),
+      ("imagesets.storage.bucket", ["URLError"], ["MissingBucketError"]),
       ("imagesets.building.incremental", [], ["BaseNotBuiltError"])):
     loaded = sys.modules.get(module)
     if loaded is not None:

@@ -8,9 +8,9 @@ import os
 import pathlib
 
 from imagesets import registry
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import manifest as manifest_lib
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import manifest as manifest_lib
+from imagesets.storage import versions
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,10 +22,10 @@ import socket
 import tempfile
 from typing import Callable
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import manifest as manifest_lib
-from imagesets.publishing import progress_bars
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import manifest as manifest_lib
+from imagesets.console import progress_bars
+from imagesets.storage import versions
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from imagesets.publishing import versions
+from imagesets.storage import versions
 from imagesets.reading import box_ops
 from imagesets.reading import mixed_records
 from imagesets.reading import mixing

@@ -29,7 +29,7 @@ import shutil
 
 import keras
 
-from imagesets.publishing import transfer
+from imagesets.storage import transfer
 
 POSITION_FILE = "input_position.json"
 _METADATA = "training_metadata.json"   # keras' BackupAndRestore's

@@ -39,15 +39,15 @@ import re
 import stat
 import threading
 import time
-import uuid
 import weakref
 
 from absl import logging
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import file_locks
-from imagesets.publishing import transfer
-from imagesets.publishing import versions
+from imagesets.storage import atomic_files
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import file_locks
+from imagesets.storage import transfer
+from imagesets.storage import versions
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -60,7 +60,6 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 # holder.
 LAYOUT = "2"
 _LAYOUT_FILE = ".layout"
-_LAYOUT_TMP = ".tmp-"         # a marker being written: .layout.tmp-<pid>-<hex>
 STALE_LAYOUT_SECONDS = 60.0
 _LOCKS = ".locks-2"           # <shards>/.locks-2/<sha>: held while a process downloads it
 _CACHE_LOCK = ".cache.lock"   # held while a process counts, evicts and reserves room
@@ -85,11 +84,11 @@ class CacheLayoutError(versions.PublishError):
 def _check_layout(folder: pathlib.Path) -> None:
   """Records this layout in a folder without one (the first process wins: a marker made at
   once by another layout is then read and refused), refuses another."""
-  _remove_stale_layout_files(folder)
   path = folder / _LAYOUT_FILE
+  _remove_stale_layout_files(path)
   found, tries = _read_layout(path), 3
   while found is None and tries:  # (our temporary marker removed under us: another try)
-    _mark_layout(folder, path)
+    _mark_layout(path)
     found, tries = _read_layout(path), tries - 1
   if found is None:
     raise CacheLayoutError(f"{path}: could not mark the cache's layout (the marker written was "
@@ -103,32 +102,22 @@ def _check_layout(folder: pathlib.Path) -> None:
         "version uses the folder")
 
 
-def _mark_layout(folder: pathlib.Path, path: pathlib.Path) -> None:
+def _mark_layout(path: pathlib.Path) -> None:
   """Links a whole marker into place unless one is there (or ours vanished first)."""
-  made = folder / f"{_LAYOUT_FILE}{_LAYOUT_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-  with transfer.disk_full_is_one_line(made, "writing the cache's layout marker"):
-    fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-      try:
-        os.write(fd, f"{LAYOUT}\n".encode())
-      finally:
-        os.close(fd)
-      os.link(made, path)  # never over a marker another process made meanwhile
-    except (FileExistsError, FileNotFoundError):
-      pass
-    finally:
-      made.unlink(missing_ok=True)
+  with transfer.disk_full_is_one_line(path, "writing the cache's layout marker"):
+    with contextlib.suppress(FileNotFoundError):
+      atomic_files.write(path, f"{LAYOUT}\n".encode(), exclusive=True)
 
 
-def _remove_stale_layout_files(folder: pathlib.Path) -> None:
+def _remove_stale_layout_files(path: pathlib.Path) -> None:
   """The temporary markers of processes killed while they marked the folder: files whose
   writer's pid is gone and that are older than STALE_LAYOUT_SECONDS (a pid of another pid
   namespace sharing the folder looks gone; a marker takes a moment to write)."""
-  for leftover in folder.glob(f"{_LAYOUT_FILE}{_LAYOUT_TMP}*"):
-    with contextlib.suppress(OSError, ValueError, OverflowError):
-      pid = int(leftover.name[len(_LAYOUT_FILE) + len(_LAYOUT_TMP):].partition("-")[0])
+  for leftover, pid in atomic_files.leftovers(path):
+    with contextlib.suppress(OSError, OverflowError):
       stat_ = leftover.lstat()
-      if (stat.S_ISREG(stat_.st_mode) and time.time() - stat_.st_mtime > STALE_LAYOUT_SECONDS
+      if (pid is not None and stat.S_ISREG(stat_.st_mode)
+          and time.time() - stat_.st_mtime > STALE_LAYOUT_SECONDS
           and not transfer.pid_is_alive(pid)):
         leftover.unlink()
 

@@ -33,11 +33,11 @@ import tensorflow_datasets as tfds
 
 from imagesets import constants
 from imagesets import registry
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch as fetch_lib
-from imagesets.publishing import manifest as manifest_lib
-from imagesets.publishing import transfer
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch as fetch_lib
+from imagesets.storage import manifest as manifest_lib
+from imagesets.storage import transfer
+from imagesets.storage import versions
 from imagesets.reading import shard_cache as shard_cache_lib
 from imagesets.reading import shard_reads
 from imagesets.reading import split_runs

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import tensorflow_datasets as tfds
 
-from imagesets import progress_lines
+from imagesets.console import progress_lines
 from imagesets.annotations import schema
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_hashes

@@ -12,18 +12,15 @@ bounds). A diff (`version_diff`) reads both versions whole (a full decode of eac
 """
 
 import collections
-import contextlib
 import dataclasses
 import hashlib
 import heapq
 import json
-import os
-import pathlib
-import uuid
 
 import tensorflow_datasets as tfds
 
 from imagesets.annotations import schema
+from imagesets.storage import atomic_files
 from imagesets.verifying import duplicates
 from imagesets.verifying import image_quality
 from imagesets.verifying import report_page
@@ -304,16 +301,7 @@ def _pictured(kind: report_page.Listed, new_pictures: dict, old_pictures: dict
 
 
 def write(page: report_page.Content, path) -> int:
-  """Writes the page to `path` whole or not at all (a uniquely named temporary file beside
-  it, renamed: as `transfer.write_atomically`, which this layer may not import); its size."""
-  path = pathlib.Path(path)
+  """Writes the page to `path` whole or not at all; its size."""
   text = report_page.render(page).encode("utf-8")
-  temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-  try:
-    temporary.write_bytes(text)  # (a plain file's permissions, as every file of a version)
-    os.replace(temporary, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      temporary.unlink()
-    raise
+  atomic_files.write(path, text)
   return len(text)

@@ -194,7 +194,7 @@ def test_a_library_build_draws_no_progress_bar_and_follows_tfds_switch(tmp_path,
   tfds.builder("synthetic_images/tiny", data_dir=str(tmp_path)).download_and_prepare()
   assert "building synthetic_images" not in capfd.readouterr().err
   assert not generation.shows_progress()  # (not a command-line program, not a terminal)
-  from imagesets import cli_process
+  from imagesets.console import cli_process
   monkeypatch.setattr(cli_process, "is_cli_process", lambda: True)
   assert generation.shows_progress()
   monkeypatch.setattr(generation.tfds_internals, "progress_bars_on", lambda: False)

@@ -17,7 +17,7 @@ from conftest import beam_download_config, records_by_split, shard_bytes, warm
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
-from imagesets.publishing import fetch
+from imagesets.storage import fetch
 from imagesets.publishing import publish
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree

@@ -13,11 +13,11 @@ import shutil
 import pytest
 
 from publish_helpers import FOLDER, TINY, kill_publisher_after
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch
-from imagesets.publishing import manifest as manifest_lib
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch
+from imagesets.storage import manifest as manifest_lib
 from imagesets.publishing import publish
-from imagesets.publishing import versions
+from imagesets.storage import versions
 
 NEXT = "synthetic_images/tiny:1.1.0"
 NEXT_FOLDER = "synthetic_images/tiny/1.1.0"

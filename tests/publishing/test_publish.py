@@ -15,12 +15,12 @@ import tensorflow_datasets as tfds
 import bucket_servers as servers
 from conftest import REPO, build_synthetic, warm
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
-from imagesets.publishing import bucket as bucket_lib
+from imagesets.storage import bucket as bucket_lib
 from imagesets.reading import input_pipeline
-from imagesets.publishing import fetch
+from imagesets.storage import fetch
 from imagesets.publishing import listing
 from imagesets.publishing import publish
-from imagesets.publishing import versions
+from imagesets.storage import versions
 
 def quiet_publish(spec, data_dir, url):
   return publish.publish(spec, data_dir, url, progress=False)

@@ -15,9 +15,9 @@ import pytest
 
 from conftest import BIN
 from publish_helpers import FOLDER, TINY
-from imagesets.publishing import bucket as bucket_lib
+from imagesets.storage import bucket as bucket_lib
 from imagesets.publishing import publish
-from imagesets.publishing import versions
+from imagesets.storage import versions
 
 OTHER_CONTENT = r"is being published to .* by another build with other content"
 

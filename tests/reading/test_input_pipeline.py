@@ -478,7 +478,7 @@ def test_a_split_smaller_than_one_batch_is_refused_not_an_empty_epoch(pets):
 def test_tfds_own_specs_and_url_data_dirs_keep_a_true_answer(tmp_path):
   # Review: TFDS specs our NAME[/CONFIG][:VERSION] does not parse (wildcard versions) got
   # our parse error instead of TFDS's answer; a URL data dir was said not to exist.
-  from imagesets.publishing import versions
+  from imagesets.storage import versions
   said = versions.not_found(versions.Ref.parse("pets:1.0.0"), "gs://team-bucket/tfds")
   assert "does not exist" not in said and said.startswith("pets:1.0.0 is not prepared in gs://")
   with pytest.raises(Exception) as raised:

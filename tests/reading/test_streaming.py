@@ -32,8 +32,8 @@ from bucket_reads import AUDIT
 from conftest import warm
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch as fetch_lib
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch as fetch_lib
 from imagesets.publishing import publish
 from imagesets.reading import input_pipeline
 from imagesets.reading import order as order_lib

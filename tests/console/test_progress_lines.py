@@ -5,7 +5,7 @@ import sys
 
 from tqdm import tqdm
 
-from imagesets import progress_lines
+from imagesets.console import progress_lines
 
 
 class Clock:

@@ -24,9 +24,10 @@ from typing import Callable
 
 from absl import logging
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import manifest as manifest_lib
-from imagesets.publishing import versions
+from imagesets.storage import atomic_files
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import manifest as manifest_lib
+from imagesets.storage import versions
 
 DEFAULT_RETRY_SECONDS = 60.0
 PART = ".part-"   # <folder>/.<name>.part-<size>-<pid>-<random>: a download in progress
@@ -117,18 +118,9 @@ def check_folder(folder: pathlib.Path, root: pathlib.Path) -> None:
 
 
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
-  """`path` holds `data` whole or not at all; concurrent writers never collide (each
-  writes its own uniquely named temporary file)."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-  try:
-    with disk_full_is_one_line(path, f"writing {path.name} ({len(data)} bytes)"):
-      tmp.write_bytes(data)
-      os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      tmp.unlink()
-    raise
+  """`path` holds `data` whole or not at all (`atomic_files.write`); a full disk is one line."""
+  with disk_full_is_one_line(path, f"writing {path.name} ({len(data)} bytes)"):
+    atomic_files.write(path, data)
 
 
 def open_version(bucket: bucket_lib.Bucket, spec: str, cached: Callable, *,

@@ -24,11 +24,12 @@ import re
 import tempfile
 import time
 import urllib.parse
-import uuid
 from typing import Callable
 
 import fsspec
 from fsspec import asyn
+
+from imagesets.storage import atomic_files
 
 CONNECT_TIMEOUT = 3   # seconds to open a connection
 READ_TIMEOUT = 60     # seconds without a byte on an open connection
@@ -307,7 +308,7 @@ class Bucket:
     the object is read back, and a publisher checks its claim again before committing)."""
     with self._translated("create", rel):
       if self.is_local:
-        created = _link_whole(data, self._path(rel))
+        created = atomic_files.write(self._path(rel), data, exclusive=True, sync=True)
       else:
         created = self._create_remote(rel, data)
     return created and self.read_bytes(rel) == data
@@ -349,7 +350,7 @@ class Bucket:
     callback = _Callback(progress)
     with self._translated("upload to", rel):
       if self.is_local:
-        _copy_atomically(local_path, self._path(rel), callback)
+        atomic_files.copy(local_path, self._path(rel), progress=callback.relative_update)
       else:
         extra = {"chunksize": S3_PART_SIZE} if self.scheme == "s3" else {}
         self.fs.put_file(local_path, self._path(rel), callback=callback, **extra)
@@ -358,7 +359,7 @@ class Bucket:
     callback = _Callback(progress)
     with self._translated("download", rel):
       if self.is_local:
-        _copy_atomically(self._path(rel), local_path, callback)
+        atomic_files.copy(self._path(rel), local_path, progress=callback.relative_update)
       else:
         self.fs.get_file(self._path(rel), local_path, callback=callback)
 
@@ -369,7 +370,7 @@ class Bucket:
     The destination appears whole or not at all; FileNotFoundError if the source is gone."""
     with self._translated(f"copy {self.url_of(src_rel)} to", dst_rel):
       if self.is_local:
-        _link_atomically(self._path(src_rel), self._path(dst_rel))
+        atomic_files.link(self._path(src_rel), self._path(dst_rel))
       else:
         # (cp_file: the one-object copy fsspec's `copy` ends in, without its path
         # expansion and directory probes)
@@ -433,88 +434,6 @@ class _Callback(fsspec.callbacks.Callback):
     if delta > 0 and self._progress:
       self._progress(delta)
     self._reported += max(delta, 0)
-
-
-# A file system that cannot hard-link here: none at all (vfat, many SMB and FUSE mounts),
-# another device, or Linux's protected_hardlinks refusing a teammate's file.
-_NO_HARD_LINK = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS)
-
-
-def _temporary_beside(target: str) -> str:
-  """A new unique hidden name in `target`'s folder (made if missing). Hidden, so neither
-  TFDS nor a version's listing counts it and no publish deletes it as stale (another
-  publisher may be writing it)."""
-  os.makedirs(os.path.dirname(target), exist_ok=True)
-  return os.path.join(os.path.dirname(target), f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
-
-
-def _link_whole(data: bytes, target: str) -> bool:
-  """Creates `target` holding `data`, whole, only if it does not exist: a temporary file
-  written first, then hard-linked to the name (link never replaces, unlike rename). A file
-  system without hard links (vfat, many SMB and FUSE mounts) gets the name created with
-  O_EXCL and then written (exclusive too; a crash mid-write can leave it partial)."""
-  tmp = _temporary_beside(target)
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-  try:
-    with os.fdopen(fd, "wb") as out:
-      out.write(data)
-    os.link(tmp, target)
-    return True
-  except FileExistsError:
-    return False
-  except OSError as error:
-    if error.errno not in _NO_HARD_LINK:
-      raise
-    try:
-      fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                   0o666)
-    except FileExistsError:
-      return False
-    with os.fdopen(fd, "wb") as out:
-      out.write(data)
-      out.flush()
-      os.fsync(out.fileno())
-    return True
-  finally:
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(tmp)
-
-
-def _copy_atomically(source: str, target: str, callback: _Callback) -> None:
-  # The permissions a plain copy gives (0o666 & ~umask), so teammates on a shared file
-  # system can read what was published (tempfile.mkstemp would make it owner-only).
-  tmp = _temporary_beside(target)
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-  try:
-    with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
-      while chunk := src.read(CHUNK):
-        dst.write(chunk)
-        callback.relative_update(len(chunk))
-    os.replace(tmp, target)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(tmp)
-    raise
-
-
-def _link_atomically(source: str, target: str) -> None:
-  """Gives the file `source` the name `target` too: a hard link at a hidden temporary
-  name, renamed over `target`, so `target` is never a partial file. Where no hard link can
-  be made (`_NO_HARD_LINK`, or the file's link limit), a copy made the same way."""
-  tmp = _temporary_beside(target)
-  try:
-    os.link(source, tmp)
-  except OSError as error:
-    if error.errno not in (*_NO_HARD_LINK, errno.EMLINK):
-      raise  # (a missing source included: FileNotFoundError)
-    _copy_atomically(source, target, _Callback(None))
-    return
-  try:
-    os.replace(tmp, target)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(tmp)
-    raise
 
 
 def file_digests(path: str | os.PathLike) -> tuple[str, bytes]:

@@ -9,7 +9,7 @@ import pathlib
 import time
 from typing import Callable
 
-from imagesets.publishing import versions
+from imagesets.storage import versions
 
 POLL_SECONDS = 0.1
 

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from imagesets import cli_process
+from imagesets.console import cli_process
 
 INTERVAL = 5.0  # seconds between two lines of one bar
 

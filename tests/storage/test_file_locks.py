@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from imagesets.publishing import file_locks
+from imagesets.storage import file_locks
 
 
 def test_a_removed_lock_leaves_no_file_and_a_kept_one_stays(tmp_path):

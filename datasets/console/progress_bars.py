@@ -3,7 +3,7 @@
 import contextlib
 import sys
 
-from imagesets.progress_lines import LineStream, for_bars
+from imagesets.console.progress_lines import LineStream, for_bars
 
 
 @contextlib.contextmanager

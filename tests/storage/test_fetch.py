@@ -15,11 +15,11 @@ import pytest
 
 import bucket_servers as servers
 from publish_helpers import FOLDER, TINY, examples
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import fetch
-from imagesets.publishing import manifest as manifest_lib
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch
+from imagesets.storage import manifest as manifest_lib
 from imagesets.publishing import publish
-from imagesets.publishing import versions
+from imagesets.storage import versions
 
 S3 = pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
 
@@ -29,7 +29,7 @@ S3 = pytest.mark.parametrize("bucket_url", ["s3"], indirect=True)
 # barrier file, it waits until every process of the test is ready before fetching.
 FETCHER = """
 import os, pathlib, signal, sys, time
-from imagesets.publishing import bucket, fetch
+from imagesets.storage import bucket, fetch
 url, spec, cache, log, kill_after, ready, count = sys.argv[1:8]
 copy_to = bucket.Bucket.copy_to  # every download of a file goes through it
 def counted(self, rel, *args, **kwargs):
@@ -251,7 +251,7 @@ def test_fetching_a_version_built_on_a_fetched_one_downloads_only_what_it_lacks(
   rest, and the copy is the published version, file for file."""
   import uuid
   from imagesets.class_folders import named_build
-  from imagesets.publishing import transfer
+  from imagesets.storage import transfer
   from imagesets_testing import photo_crops
 
   root, data_dir = tmp_path / "tree", tmp_path / "data"

@@ -9,8 +9,8 @@ import json
 import pathlib
 import re
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import versions
 
 MANIFEST_FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")

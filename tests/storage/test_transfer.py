@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import transfer
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import transfer
+from imagesets.storage import versions
 
 
 def _part(folder, pid, *, age=0.0):

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 import bucket_servers as servers
-from imagesets.publishing import bucket as bucket_lib
+from imagesets.storage import bucket as bucket_lib
 
 
 def test_objects_round_trip_in_every_kind_of_bucket(bucket_url, tmp_path):

@@ -24,7 +24,7 @@ import shlex
 from imagesets import constants
 from imagesets import registry
 from imagesets import startup
-from imagesets.publishing import bucket as bucket_lib
+from imagesets.storage import bucket as bucket_lib
 
 MANIFEST = "imagesets-manifest.json"
 # TFDS lists versions by dataset_info.json but loads one only if features.json exists too

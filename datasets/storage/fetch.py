@@ -12,15 +12,15 @@ import pathlib
 import shutil
 from typing import Callable
 
-from imagesets.publishing import bucket as bucket_lib
-from imagesets.publishing import file_locks
-from imagesets.publishing import manifest as manifest_lib
-from imagesets.publishing import progress_bars
-from imagesets.publishing import transfer
-from imagesets.publishing import versions
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import file_locks
+from imagesets.storage import manifest as manifest_lib
+from imagesets.console import progress_bars
+from imagesets.storage import transfer
+from imagesets.storage import versions
 
 from imagesets.constants import CACHE_ENV, cache_root  # noqa: F401  (re-exported)
-import imagesets.linked_files as linked_files
+from imagesets.storage import atomic_files
 
 
 
@@ -130,7 +130,7 @@ def _copied_from_elsewhere(source: pathlib.Path, target: pathlib.Path, entry: di
     if source.is_symlink() or source.stat().st_size != entry["size"]:
       return False
     target.unlink(missing_ok=True)  # (a part of a killed fetch: never written through)
-    linked_files.link_or_copy(source, target)
+    atomic_files.link(source, target, exclusive=True)
     if bucket_lib.file_digests(target)[0] == entry["sha256"]:
       return True
     target.unlink()

@@ -1,0 +1,150 @@
+"""A file appears whole under its name or not at all.
+
+Every file is first written (or linked) under a temporary name beside its target, then
+given the target's name, by one of two rules:
+* replace (`exclusive=False`): renamed over whatever is there (`os.replace`);
+* exclusive (`exclusive=True`): hard-linked to the name, which never replaces an existing
+  file (of two writers at once, exactly one creates it).
+
+Temporaries are `.<name>.tmp-<pid>-<hex>` in the target's folder: hidden, so neither TFDS
+nor a version's listing counts one and no publish removes one as stale (another writer
+may be writing it); the pid says whether a leftover's writer is still alive
+(`writer_pid`). A file system without hard links (vfat, many SMB and FUSE mounts) gets a
+copy instead of a link; an exclusive write there creates the name with O_EXCL and writes
+it in place (still exclusive; a crash mid-write can leave it partial).
+
+Files are made with the permissions a plain copy gives (0o666 & ~umask), so teammates on
+a shared file system can read them (tempfile.mkstemp would make them owner-only).
+"""
+
+import contextlib
+import errno
+import os
+import pathlib
+import uuid
+from typing import Callable, Iterable
+
+CHUNK = 8 << 20
+_TMP = ".tmp-"
+
+# No hard link here: none at all (vfat, many SMB and FUSE mounts), another device, or
+# Linux's protected_hardlinks refusing a teammate's file.
+NO_HARD_LINK = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS)
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+
+
+def temporary_beside(target) -> pathlib.Path:
+  """A new unique hidden name beside `target` (its folder made if missing)."""
+  target = pathlib.Path(target)
+  target.parent.mkdir(parents=True, exist_ok=True)
+  return target.with_name(f".{target.name.lstrip('.')}{_TMP}{os.getpid()}-{uuid.uuid4().hex}")
+
+
+def leftovers(target) -> list[tuple[pathlib.Path, int | None]]:
+  """The temporaries beside `target` with the pid of the process that made each (None: a
+  name this module did not make)."""
+  target = pathlib.Path(target)
+  prefix = f".{target.name.lstrip('.')}{_TMP}"
+  found = []
+  for path in target.parent.glob(f"{prefix}*"):
+    pid = path.name[len(prefix):].partition("-")[0]
+    found.append((path, int(pid) if pid.isdigit() and len(pid) <= 10 else None))
+  return found
+
+
+def write(target, data: bytes | Iterable[bytes], *, exclusive: bool = False,
+          sync: bool = False) -> bool:
+  """Writes `data` (bytes, or chunks of them) at `target`, whole or not at all; True when
+  this call gave `target` its content (always, unless `exclusive` found the name taken).
+  `sync`: on disk before the name is given."""
+  target = pathlib.Path(target)
+  chunks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+  tmp = temporary_beside(target)
+  try:
+    _write_new(tmp, chunks, sync)
+    return _give_name(tmp, target, exclusive)
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+
+
+def copy(source, target, *, exclusive: bool = False,
+         progress: Callable[[int], None] | None = None) -> bool:
+  """The local file `source`, copied to `target` whole or not at all (see `write`);
+  `progress(n)` after each chunk of n bytes."""
+  def chunks():
+    with open(source, "rb") as src:
+      while chunk := src.read(CHUNK):
+        yield chunk
+        if progress is not None:
+          progress(len(chunk))
+  if exclusive:  # (a name taken is refused before anything is copied)
+    _refuse_taken(target)
+  return write(target, chunks(), exclusive=exclusive)
+
+
+def link(source, target, *, exclusive: bool = False) -> None:
+  """The file `source` under the name `target` too, without a second copy on disk where
+  the file system allows (a hard link; the two names then share their bytes: for files
+  that are replaced, never written in place), else a copy. `exclusive`: an existing
+  `target` is FileExistsError, never written through (it may itself be a link to another
+  version's file). FileNotFoundError if `source` is gone."""
+  target = pathlib.Path(target)
+  if exclusive:
+    try:
+      os.link(source, target)
+      return
+    except OSError as error:
+      if error.errno not in (*NO_HARD_LINK, errno.EMLINK):
+        raise  # (FileExistsError and a missing source included)
+    if not copy(source, target, exclusive=True):
+      raise FileExistsError(f"{target} exists")
+    return
+  tmp = temporary_beside(target)
+  try:
+    os.link(source, tmp)
+  except OSError as error:
+    if error.errno not in (*NO_HARD_LINK, errno.EMLINK):
+      raise
+    copy(source, target)
+    return
+  try:
+    os.replace(tmp, target)
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+
+
+def _refuse_taken(target) -> None:
+  if os.path.lexists(target):
+    raise FileExistsError(f"{target} exists")
+
+
+def _write_new(path: pathlib.Path, chunks: Iterable[bytes], sync: bool) -> None:
+  fd = os.open(path, _FLAGS, 0o666)
+  with os.fdopen(fd, "wb") as out:
+    for chunk in chunks:
+      out.write(chunk)
+    if sync:
+      out.flush()
+      os.fsync(out.fileno())
+
+
+def _give_name(tmp: pathlib.Path, target: pathlib.Path, exclusive: bool) -> bool:
+  if not exclusive:
+    os.replace(tmp, target)
+    return True
+  try:
+    os.link(tmp, target)
+    return True
+  except FileExistsError:
+    return False
+  except OSError as error:
+    if error.errno not in NO_HARD_LINK:
+      raise
+  try:  # no hard links here: the name created exclusively, then written in place
+    with open(tmp, "rb") as written:
+      _write_new(target, iter(lambda: written.read(CHUNK), b""), sync=True)
+  except FileExistsError:
+    return False
+  return True
