@@ -61,7 +61,7 @@ def _crop_fingerprints(arguments):
   """(pixel digests, hashes, thumbnails) of `count` crops of real photos, from `seed`."""
   import numpy as np
   import PIL.Image
-  from imagesets.verifying import image_hashes
+  from imagesets.analysis import image_hashes
   from imagesets_testing import real_photos
 
   count, seed = arguments
@@ -91,7 +91,7 @@ def crop_fingerprints(count: int, work: pathlib.Path) -> list:
   """`count` fingerprints of real-photo crops (made on both cores, cached in `work`)."""
   import multiprocessing
   import pickle
-  from imagesets.verifying import image_hashes
+  from imagesets.analysis import image_hashes
 
   import hashlib
   import inspect
@@ -111,7 +111,7 @@ def crop_fingerprints(count: int, work: pathlib.Path) -> list:
 
 
 def grouping(count: int, work: pathlib.Path) -> dict:
-  from imagesets.verifying import duplicates
+  from imagesets.analysis import duplicates
 
   fingerprints = crop_fingerprints(count, work)
   members = [duplicates.Member("train" if i % 10 else "test", f"{i}.jpg", "a")

@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 from imagesets_testing import planted_copies
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images

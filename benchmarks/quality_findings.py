@@ -20,9 +20,9 @@ with the score; precision = true / all flags.
 import argparse
 import collections
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
-from imagesets.verifying import image_quality
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
+from imagesets.analysis import image_quality
 from imagesets_testing import quality_cases
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images

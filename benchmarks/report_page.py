@@ -19,9 +19,9 @@ import time
 
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
-from imagesets.verifying import report_page
-from imagesets.verifying import version_examples
-from imagesets.verifying import version_report
+from imagesets.reports import report_page
+from imagesets.reports import version_examples
+from imagesets.reports import version_report
 from imagesets_testing import photo_crops
 from imagesets_testing import sample_images
 

@@ -1,8 +1,10 @@
-"""The package layout's rule: imports flow one way (builders -> build -> TFDS; the read path
-and publishing never import builders or the build machinery; nothing imports test makers)."""
+"""The package layout's rule: imports flow one way, layer by layer (`LAYERS`: console and the
+flat modules <- storage, analysis <- reports <- building; storage <- reading, publishing;
+building, reading <- verifying <- builders <- cli), with no cycle; nothing imports test makers."""
 
 import ast
 import pathlib
+import sys
 
 from conftest import REPO
 
@@ -40,16 +42,116 @@ def test_the_builders_and_the_folders_of_the_layout():
     assert _modules(folder), folder
 
 
+# The layers, bottom to top: each folder (or flat module) and what it may import of the
+# package besides itself. Nothing imports upward; `cli` (at the top) and the builders
+# (checked below) may import any layer.
+_BASE = ["imagesets.constants", "imagesets.registry", "imagesets.startup",
+         "imagesets.tfds_internals", "imagesets.console"]
+LAYERS = {
+    "constants": [],
+    "registry": [],
+    "console": [],
+    "startup": ["imagesets.console"],
+    "tfds_internals": [],
+    "annotations": ["imagesets.constants"],
+    "analysis": [],
+    "storage": _BASE,
+    "reports": [*_BASE, "imagesets.annotations", "imagesets.analysis", "imagesets.storage"],
+    "building": [*_BASE, "imagesets.annotations", "imagesets.analysis", "imagesets.storage",
+                 "imagesets.reports", "imagesets.checksums"],
+    "reading": [*_BASE, "imagesets.annotations", "imagesets.storage"],
+    "publishing": [*_BASE, "imagesets.storage"],
+    "verifying": [*_BASE, "imagesets.annotations", "imagesets.building", "imagesets.reading",
+                  "imagesets.storage"],
+}
+
+
+def _layer_modules(layer: str) -> list[pathlib.Path]:
+  flat = PACKAGE / f"{layer}.py"
+  return [flat] if flat.exists() else _modules(layer)
+
+
+def _outside_layer(layer: str) -> dict[str, list[str]]:
+  """Modules of the package that `layer`'s modules import and its table does not allow."""
+  own = f"imagesets.{layer}"
+  allowed = [own, *LAYERS[layer]]
+  found = {}
+  for path in _layer_modules(layer):
+    bad = sorted(name for name in _imports(path)
+                 if name.split(".")[0] in ("imagesets", "imagesets_testing")
+                 and name != "imagesets"  # (`from imagesets import x`: x is checked)
+                 and not any(name == a or name.startswith(a + ".") for a in allowed))
+    if bad:
+      found[str(path.relative_to(REPO))] = bad
+  return found
+
+
+def test_every_folder_and_flat_module_is_a_layer():
+  present = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+  present |= {p.name for p in PACKAGE.iterdir()
+              if p.is_dir() and (p / "__init__.py").exists() and p.name not in BUILDERS}
+  assert present == set(LAYERS) | {"cli"}
+  flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+  assert len(flat) <= 4, flat
+
+
+def test_no_layer_imports_upward():
+  assert {layer: found for layer in LAYERS if (found := _outside_layer(layer))} == {}
+
+
 def test_read_path_and_publishing_never_import_builders_or_build_machinery():
-  forbidden = ["imagesets.building", *(f"imagesets.{name}" for name in BUILDERS), "imagesets_testing"]
-  assert _violations("reading", forbidden) == {}
-  assert _violations("publishing", forbidden + ["imagesets.reading", "imagesets.cli"]) == {}
+  assert _outside_layer("reading") == {} and _outside_layer("publishing") == {}
 
 
 def test_build_machinery_never_imports_builders_read_path_publishing_or_cli():
-  forbidden = [*(f"imagesets.{name}" for name in BUILDERS), "imagesets.reading",
-               "imagesets.publishing", "imagesets.cli", "imagesets_testing"]
-  assert _violations("building", forbidden) == {}
+  assert _outside_layer("building") == {}
+
+
+def test_what_the_build_knows_of_its_data_never_imports_the_build_or_the_read_path():
+  # (image analysis and the version's page: the build calls them as it writes)
+  assert _outside_layer("analysis") == {} and _outside_layer("reports") == {}
+
+
+def test_the_layer_rule_finds_an_upward_import(tmp_path, monkeypatch):
+  folder = tmp_path / "datasets" / "storage"
+  folder.mkdir(parents=True)
+  (folder / "probe.py").write_text("from imagesets.reading import sources\n"
+                                   "from imagesets.storage import bucket\n"
+                                   "from imagesets import constants\n")
+  monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "datasets")
+  monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+  assert _outside_layer("storage") == {"datasets/storage/probe.py": [
+      "imagesets.reading", "imagesets.reading.sources"]}
+
+
+def test_the_package_has_no_import_cycle_even_inside_functions():
+  graph = {}
+  for path in PACKAGE.rglob("*.py"):
+    if "dummy_data" in path.parts:
+      continue
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    module = ".".join(("imagesets",) + (parts[:-1] if parts[-1] == "__init__" else parts))
+    graph[module] = _imports(path)
+  known = set(graph)
+
+  def resolved(name):  # "imagesets.reading.sources.Source" -> "imagesets.reading.sources"
+    while name and name not in known:
+      name = name.rpartition(".")[0]
+    return name
+  edges = {m: {resolved(n) for n in names} - {"", "imagesets", m} for m, names in graph.items()}
+  done, visiting = set(), []
+
+  def visit(module):
+    assert module not in visiting, f"import cycle: {' -> '.join(visiting + [module])}"
+    if module in done:
+      return
+    visiting.append(module)
+    for other in sorted(edges.get(module, ())):
+      visit(other)
+    visiting.pop()
+    done.add(module)
+  for module in sorted(edges):
+    visit(module)
 
 
 def test_builders_never_import_other_builders_or_the_cli():
@@ -99,30 +201,6 @@ def test_only_the_door_reaches_tfds_private_names():
   users = {str(path.relative_to(REPO)): _private_tfds(path) for path in PACKAGE.rglob("*.py")
            if path.name != "tfds_internals.py"}
   assert {path: names for path, names in users.items() if names} == {}
-
-
-def test_what_the_build_imports_from_verifying_never_imports_the_read_path_or_publishing():
-  # building/ fingerprints and groups images and writes the version's page with these, and
-  # what they import in turn; they must stay light and one-way.
-  def verifying_imports(paths):
-    return {name.split(".")[2] for path in paths for name in _imports(path)
-            if name.startswith("imagesets.verifying.")}
-
-  used = verifying_imports(_modules("building"))
-  assert sorted(used) == ["dataset_card", "duplicates", "image_hashes", "image_quality", "report_page",
-                          "version_examples", "version_report"]
-  while True:  # everything they import, transitively
-    more = used | verifying_imports(PACKAGE / "verifying" / f"{m}.py" for m in used)
-    if more == used:
-      break
-    used = more
-  assert "version_diff" in used
-  forbidden = ["imagesets.reading", "imagesets.publishing", "imagesets.building",
-               "imagesets.cli", *(f"imagesets.{name}" for name in BUILDERS)]
-  for module in used:
-    path = PACKAGE / "verifying" / f"{module}.py"
-    assert not [n for n in _imports(path) if any(n == f or n.startswith(f + ".")
-                                                  for f in forbidden)], module
 
 
 def _defined_private_names(paths) -> set[str]:

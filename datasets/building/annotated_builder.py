@@ -38,6 +38,7 @@ from imagesets.building import builder_base
 from imagesets.building import class_folders_tree
 from imagesets.building import fingerprints
 from imagesets.building import problems
+from imagesets.building import round_trips
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
 
@@ -217,6 +218,7 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   RECORD_INDEX = True
   OPTIONS: AnnotatedConfig | None = None  # for builders without configs (named builds)
   SOURCE: Source | None = None  # the source read already by the caller
+  ROUND_TRIP = staticmethod(round_trips.annotated)
   HASHES: dict[str, str] | None = None  # its annotated images' sha256, when the caller has them
 
   @property

@@ -58,9 +58,9 @@ from imagesets.building import record_index
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.console.progress_lines import log_friendly_stderr
-from imagesets.verifying import report_page
-from imagesets.verifying import version_examples
-from imagesets.verifying import version_report
+from imagesets.reports import report_page
+from imagesets.reports import version_examples
+from imagesets.reports import version_report
 import imagesets.console.cli_process as cli_process
 from imagesets.startup import verbose
 
@@ -135,6 +135,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   RECORD_INDEX = False
   # A version built on another (named builds): what it keeps of that one, what it makes.
   PLAN: incremental.Plan | None = None
+  # `imagesets verify`'s check of a version against its source (`round_trips`); None: none.
+  ROUND_TRIP = None
 
   def __init_subclass__(cls, skip_registration=False, **kwargs):
     canonical = cls.__module__.startswith(CANONICAL_PACKAGE)

@@ -26,9 +26,10 @@ from imagesets.building import fingerprints
 from imagesets.building import generation
 from imagesets.building import keras_pixels
 from imagesets.building import problems
+from imagesets.building import round_trips
 from imagesets.building import splits
 from imagesets.constants import ORIGINAL_SIZE
-from imagesets.verifying import duplicates
+from imagesets.analysis import duplicates
 
 
 @dataclasses.dataclass(eq=False)
@@ -125,6 +126,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   CLASS_NAMES: list[str] | None = None  # fixed classes; None: the tree's sorted folders
   OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
   LISTING: Listing | None = None  # the tree of OPTIONS.root, when the caller listed it already
+  ROUND_TRIP = staticmethod(round_trips.class_folders)
 
   @property
   def options(self) -> ClassFoldersConfig:

@@ -32,7 +32,7 @@ def is_remote(root: str) -> bool:
   return "://" in str(root)
 
 
-def _gfile():
+def gfile():
   """TensorFlow's file system, which reads bucket trees: it loads only for those (a local
   tree is read with os, so `verify` and the checks before a build never load TensorFlow)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -40,7 +40,7 @@ def _gfile():
 
 
 def _isdir(path: str) -> bool:
-  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+  return gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
 def read(root: str, relative_path: str) -> bytes:
@@ -49,7 +49,7 @@ def read(root: str, relative_path: str) -> bytes:
   if not is_remote(root):
     with open(path, "rb") as f:  # plain I/O: safe and fastest in forked workers
       return f.read()
-  with _gfile().GFile(path, "rb") as f:
+  with gfile().GFile(path, "rb") as f:
     return f.read()
 
 
@@ -62,7 +62,7 @@ def class_names(root: str) -> list[str]:
   root = str(root)
   if not _isdir(root):
     raise FileNotFoundError(f"class-per-folder root {root!r} is not a folder")
-  listed = _gfile().listdir(root) if is_remote(root) else os.listdir(root)
+  listed = gfile().listdir(root) if is_remote(root) else os.listdir(root)
   names = sorted(name.rstrip("/") for name in listed
                  if not _hidden(name) and _isdir(posixpath.join(root, name.rstrip("/"))))
   if not names:
@@ -91,7 +91,7 @@ def image_files(root: str, *, follow_links: bool = False,
     raise FileNotFoundError(f"{root!r} is not a folder")
   images, ignored = [], []
   # os.walk: no per-file stat calls.
-  walk = _gfile().walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
+  walk = gfile().walk(root) if is_remote(root) else os.walk(root, followlinks=follow_links)
   for top, _, files in walk:
     relative_top = posixpath.relpath(top.replace("\\", "/"), root.replace("\\", "/"))
     parts = [] if relative_top == "." else relative_top.split("/")

@@ -12,9 +12,9 @@ from absl import logging
 from etils import epath
 
 from imagesets.building import generation
-from imagesets.verifying import dataset_card
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_quality
+from imagesets.reports import dataset_card
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_quality
 
 
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,

@@ -18,7 +18,6 @@ import os
 import posixpath
 from typing import Iterable, Mapping
 
-import tensorflow as tf
 
 from imagesets.building import class_folders_tree
 
@@ -66,7 +65,7 @@ def content(root: str, relative_paths: list[str], options: Mapping,
 def _stat(root: str, relative_path: str) -> tuple[int, int]:
   path = posixpath.join(str(root), relative_path)
   if class_folders_tree.is_remote(root):
-    stat = tf.io.gfile.stat(path)
+    stat = class_folders_tree.gfile().stat(path)
     return stat.length, stat.mtime_nsec
   stat = os.stat(path)
   return stat.st_size, stat.st_mtime_ns

@@ -38,8 +38,8 @@ from imagesets.annotations import schema
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import problems as problems_lib
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 
 Item = Any
 Process = Callable[[Item], tuple[dict, str | None]]

@@ -36,8 +36,8 @@ from imagesets.building import class_folders_tree
 from imagesets.storage import atomic_files
 from imagesets.building import prepared_records
 from imagesets.building import record_index
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 
 # The formats whose shards can be rewritten from their records (`_read_records`).
 FORMATS = ("tfrecord", "array_record")

@@ -30,7 +30,7 @@ from typing import Callable
 from imagesets.storage import atomic_files
 from imagesets.building import prepared_records
 import imagesets.tfds_internals as tfds_internals
-from imagesets.verifying import image_hashes
+from imagesets.analysis import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER

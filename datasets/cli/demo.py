@@ -18,9 +18,9 @@ import imagesets  # noqa: F401  (registers the builders with TFDS)
 from imagesets import constants
 from imagesets import startup
 from imagesets.cli import main as cli_main  # both flag spellings (--data-dir / --data_dir)
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_quality
-from imagesets.verifying import report_page
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_quality
+from imagesets.reports import report_page
 
 
 def main(argv=None) -> None:

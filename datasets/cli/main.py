@@ -235,7 +235,8 @@ def _say_built(builder, data_dir: str, file_format: str, lines: list[str] = ()) 
   """The closing lines of a build: counts, skipped and re-encoded files, duplicates,
   quality findings, the builder's own `lines`, how to load it."""
   from imagesets.class_folders import named_build
-  from imagesets.verifying import duplicates, image_quality, report_page
+  from imagesets.analysis import duplicates, image_quality
+  from imagesets.reports import report_page
 
   info = builder.info
   examples = {split: s.num_examples for split, s in info.splits.items()}
@@ -268,7 +269,8 @@ def cmd_verify(args) -> int:
   for path, what in ((args.source, "--source"), (args.annotations, "--annotations")):
     if path is not None and not os.path.exists(os.path.expanduser(path)):
       raise NotThereError(f"{what} {path}: no such file or folder")
-  from imagesets.verifying import duplicates, round_trip  # (no TensorFlow)
+  from imagesets.analysis import duplicates  # (no TensorFlow)
+  from imagesets.verifying import round_trip
 
   report = round_trip.verify(data_dir / ref.folder, source, args.annotations)
   print(f"{ref}:")
@@ -289,7 +291,7 @@ def _recorded_source(version_dir: pathlib.Path) -> str:
   if not isinstance(recorded, str) or not recorded:
     raise UsageError(f"{version_dir} records no source folder in its metadata.json: give "
                      "--source PATH_OR_ARCHIVE (the folder or archive it was built from)")
-  from imagesets.verifying import duplicates  # (no TensorFlow)
+  from imagesets.analysis import duplicates  # (no TensorFlow)
   shown = duplicates.printable(recorded)   # (what a metadata.json says is shown escaped)
   if "://" in recorded:
     raise UsageError(f"{shown}: its build recorded where it downloaded from, not a folder "
@@ -302,7 +304,8 @@ def _recorded_source(version_dir: pathlib.Path) -> str:
 
 def cmd_duplicates(args) -> int:
   from imagesets.reading import sources
-  from imagesets.verifying import duplicates, version_examples
+  from imagesets.analysis import duplicates
+  from imagesets.reports import version_examples
 
   data_dir = constants.data_dir(args.data_dir)
   version = sources.open_version(args.spec, data_dir)
@@ -374,7 +377,7 @@ def _open_side(text: str, data_dir: str):
 
 def cmd_diff(args) -> int:
   try:
-    from imagesets.verifying import version_diff, version_examples
+    from imagesets.reports import version_diff, version_examples
 
     data_dir = constants.data_dir(args.data_dir)
     sides = []
@@ -397,7 +400,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_report(args) -> int:
-  from imagesets.verifying import version_report
+  from imagesets.reports import version_report
 
   data_dir = constants.data_dir(args.data_dir)
   opened = _open_side(args.spec, data_dir)

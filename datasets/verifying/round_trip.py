@@ -1,381 +1,43 @@
-"""Round trip: every stored example against its source file, every source file accounted for.
+"""`imagesets verify`: a prepared version checked against the folder or archive it was built
+from, by the round trip its builder declares (`ROUND_TRIP`; see `building.round_trips`)."""
 
-The seed articles' last step ("verify that what you read back equals the source") as a
-check of a prepared dataset version against the folder or archive it was built from:
-
-* class-per-folder builds (flowers, class_folders, `imagesets build`): an image stored
-  as it came must be the source file byte for byte; a converted one (listed in the
-  metadata's `converted_files`) must be what the recorded conversion (`image_checks.prepare`
-  with the build's `shorter_side` / `image_size`) makes of the source: the same bytes, or else the same
-  shape and decoded pixels. The label must be the file's class folder. Every image file of
-  the source is stored once or listed as skipped; other files are counted as ignored.
-* builds from annotations (`annotated`, `imagesets build --annotations`): each image as
-  above, and its annotations as the annotation file (re-read, with the build's format and
-  bad-box policy) gives them: labels and flags exactly, boxes to 1e-6 of their normalised
-  value, masks (class_mask, object_mask) pixel for pixel as `annotated_examples.mask_arrays`
-  makes them from the annotations. Every annotated image is stored once or listed as
-  skipped.
-* voc_segmentation: the image is the source JPEG byte for byte, both masks decode to the
-  source PNGs' palette indices exactly, and every id of the split lists is stored in its
-  split.
-
-An archive source (`.tgz`, `.tar`) is extracted safely into a temporary folder first.
-"""
-
-import collections
-import dataclasses
-import io
+import importlib
 import os
-import pathlib
-import tempfile
-from typing import Iterator
-
-import numpy as np
-import PIL.Image
-import tensorflow_datasets as tfds
 
 from imagesets import registry
-from imagesets.annotations import formats
-from imagesets.annotations import schema
-from imagesets.annotations import masks as masks_lib
-from imagesets.building import annotated_examples
-from imagesets.building import archives
-from imagesets.building import class_folders_tree
-from imagesets.building import image_checks
-from imagesets.building import problems as problems_lib
-from imagesets.building import segmentation_masks
-from imagesets.constants import ORIGINAL_SIZE
+from imagesets.building import round_trips
 from imagesets.reading import sources
-from imagesets.voc_segmentation import voc_pairs
-from imagesets.voc_segmentation import voc_source
 
-
-@dataclasses.dataclass
-class Report:
-  kind: str
-  source: str
-  checked: int = 0
-  identical: int = 0                  # stored byte for byte
-  reconverted: int = 0                # converted, and the recorded conversion agrees
-  skipped: dict = dataclasses.field(default_factory=dict)   # source file -> reason
-  ignored: int = 0                    # source files that are not images by name
-  mismatches: list = dataclasses.field(default_factory=list)  # problems_lib.Problem
-
-  @property
-  def ok(self) -> bool:
-    return not self.mismatches
-
-  def lines(self) -> list[str]:
-    out = [f"{self.kind} round trip against {self.source}: {self.checked} stored example(s) "
-           f"checked, {self.identical} byte-identical, {self.reconverted} re-converted and "
-           f"equal, {len(self.skipped)} skipped at build time, {self.ignored} non-image "
-           f"file(s) ignored, {len(self.mismatches)} mismatch(es)"]
-    out += [f"  {p.where}: {p.reason}" for p in sorted(self.mismatches)]
-    return out
+Report = round_trips.Report
 
 
 def verify(version_dir: os.PathLike, source: os.PathLike,
-           annotations: os.PathLike | None = None) -> Report:
+           annotations: os.PathLike | None = None) -> round_trips.Report:
   """Checks the prepared version in `version_dir` against `source` (folder or archive);
   a build from annotations against `annotations` (default: the file it recorded)."""
   version = sources.open_folder(version_dir)
-  builder = version.builder
-  # Our datasets say which check they get (registry); a build by `imagesets build --name`
-  # (any name) is a class-folders build, known by its features.
-  not_yet = registry.no_round_trip(builder.info.name, builder.info.config_name)
+  info = version.builder.info
+  not_yet = registry.no_round_trip(info.name, info.config_name)
   if not_yet:  # rather than report a correct build as mismatched
-    raise ValueError(f"{builder.info.full_name}: no round trip for this config yet ({not_yet})")
-  known = registry.BY_NAME.get(builder.info.name)
-  features = builder.info.features
-  kind = known.round_trip if known else (
-      "annotated" if (builder.info.metadata or {}).get("annotation_format") else
-      "class_folders" if "file_name" in features and "label" in features else None)
-  with _source_folder(source) as folder:
-    if kind == "annotated":
-      return _verify_annotated(version, folder, str(source), annotations)
-    if kind == "voc_segmentation":
-      return _verify_voc(version, _voc_folder(folder), str(source))
-    if kind == "class_folders":
-      return _verify_class_folders(version, folder, str(source))
-  raise ValueError(f"{builder.info.full_name}: no round trip for these features "
-                   f"({sorted(features.keys())}); supported: class-per-folder builds and "
-                   "voc_segmentation")
+    raise ValueError(f"{info.full_name}: no round trip for this config yet ({not_yet})")
+  check = _declared(info)
+  if check is None:
+    raise ValueError(f"{info.full_name}: no round trip for these features "
+                     f"({sorted(info.features.keys())}); supported: class-per-folder builds, "
+                     "builds from annotations and voc_segmentation")
+  with round_trips.source_folder(source) as folder:
+    return check(version, folder, str(source), annotations)
 
 
-class _source_folder:  # pylint: disable=invalid-name  (a context manager, used like one)
-  """The source as a folder; an archive is safely extracted into a temporary one."""
-
-  def __init__(self, source):
-    self.source = pathlib.Path(source)
-    self.temporary = None
-
-  def __enter__(self) -> pathlib.Path:
-    if self.source.is_dir():
-      return self.source
-    if not self.source.is_file():
-      raise FileNotFoundError(f"source {self.source} does not exist")
-    self.temporary = tempfile.TemporaryDirectory(prefix="imagesets-verify-")
-    return archives.safe_extract(self.source, pathlib.Path(self.temporary.name) / "x")
-
-  def __exit__(self, *exc):
-    if self.temporary is not None:
-      self.temporary.cleanup()
-
-
-def _examples(version, keys: dict) -> dict[str, Iterator[dict]]:
-  """{split: its examples, read when iterated} with `keys` (name -> decoder or None) as
-  numpy, every split, in stored order: the records are read without TensorFlow."""
-  decoders = {key: decoder for key, decoder in keys.items() if decoder is not None}
-
-  def split_examples(split):
-    for example in version.stored_examples(split, decoders):
-      yield {key: example[key] for key in keys}
-  return {split: split_examples(split) for split in version.builder.info.splits}
-
-
-def _class_root(folder: pathlib.Path, class_names: list[str]) -> pathlib.Path:
-  """The folder holding the class folders: `folder` itself, or one level down (archives)."""
-  for candidate in [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]:
-    if set(class_names) <= {p.name for p in candidate.iterdir() if p.is_dir()}:
-      return candidate
-  raise ValueError(f"no folder with the class folders {class_names} in {folder}")
-
-
-def _verify_class_folders(version, folder: pathlib.Path, source: str) -> Report:
-  names = version.builder.info.features["label"].names
-  root = _class_root(folder, names)
-  metadata = version.builder.info.metadata or {}
-  converted = metadata.get("converted_files", {})
-  resize = _resize_options(metadata)
-  report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
-  tree = class_folders_tree.scan(str(root))
-  report.ignored = len(tree.ignored)
-  seen = collections.Counter()
-  stored = _examples(version, {"image": tfds.decode.SkipDecoding(), "label": None,
-                               "file_name": None})
-  for examples in stored.values():
-    for example in examples:
-      path = example["file_name"].decode()
-      seen[path] += 1
-      report.checked += 1
-      _check_class_example(report, root, path, example, names, path in converted, resize)
-  _stored_once(report, seen, tree.images, "in the source")
-  return report
-
-
-def _stored_once(report: Report, seen: collections.Counter, expected, what: str) -> None:
-  """Each of `expected` stored once (`seen`: times stored), or listed as skipped."""
-  for name, count in seen.items():
-    if count > 1:
-      report.mismatches.append(problems_lib.Problem(name, f"stored {count} times"))
-  for name in expected:
-    if name not in seen and name not in report.skipped:
-      report.mismatches.append(problems_lib.Problem(
-          name, f"{what} but neither stored nor listed as skipped"))
-
-
-def _check_class_example(report, root, path, example, names, was_converted, resize):
-  def mismatch(reason):
-    report.mismatches.append(problems_lib.Problem(path, reason))
-
-  if names[example["label"]] != class_folders_tree.label_of(path):
-    mismatch(f"label {names[example['label']]!r}, but the file is in "
-             f"{class_folders_tree.label_of(path)!r}")
-  _check_image(report, root, path, example["image"], was_converted, resize)
-
-
-def _check_image(report, root, path, image: bytes, was_converted, resize):
-  """The stored `image` is the source file, or what its recorded conversion makes of it."""
-  def mismatch(reason):
-    report.mismatches.append(problems_lib.Problem(path, reason))
-
-  try:
-    data = class_folders_tree.read(str(root), path)
-  except FileNotFoundError:
-    return mismatch("stored, but not in the source")
-  if not was_converted:
-    if image == data:
-      report.identical += 1
-    else:
-      mismatch("stored bytes differ from the source file (and no conversion is recorded)")
-    return
-  expected, facts = image_checks.prepare(data, **resize)
-  if expected == image or _same_pixels(expected, image):
-    report.reconverted += 1
-  else:
-    mismatch(f"differs from the recorded conversion of the source ({facts.conversion})")
-
-
-def _resize_options(metadata) -> dict:
-  return {"shorter_side": metadata.get("shorter_side") or ORIGINAL_SIZE,
-          "image_size": metadata.get("image_size") or ORIGINAL_SIZE}
-
-
-def _verify_annotated(version, folder: pathlib.Path, source: str, annotations) -> Report:
-  metadata = version.builder.info.metadata or {}
-  path = os.fspath(annotations or metadata["annotations"])
-  images, ignored = class_folders_tree.image_files(str(folder))
-  read = formats.read(path, images, format=metadata["annotation_format"],
-                      on_bad_box=metadata.get("on_bad_box", "error"), images_root=str(folder))
-  report = Report(f"{read.format} annotations", f"{source} with {path}",
-                  skipped=dict(metadata.get("skipped_files", {})), ignored=len(ignored))
-  report.mismatches += [problems_lib.Problem(p.where, p.reason) for p in read.problems]
-  features = version.builder.info.features
-  report.mismatches += _class_differences(features, read, path)
-  keys = {"image": tfds.decode.SkipDecoding(), "file_name": None}
-  keys.update({key: None for key in ("label", "labels", "objects") if key in features})
-  mask_keys = [key for key in ("class_mask", "object_mask") if key in features]
-  keys.update({key: tfds.decode.SkipDecoding() for key in mask_keys})
-  keys.update({key: None for key in ("height", "width") if mask_keys})
-  if read.masks is not None and not mask_keys:
-    report.mismatches.append(problems_lib.Problem(
-        path, "the annotations give masks (segmentation), the build stores none"))
-  converted = metadata.get("converted_files", {})
-  seen = collections.Counter()
-  for examples in _examples(version, keys).values():
-    for example in examples:
-      name = example["file_name"].decode()
-      seen[name] += 1
-      report.checked += 1
-      entry = read.entries.get(name)
-      if entry is None:
-        report.mismatches.append(problems_lib.Problem(name, "stored, but not in the annotations"))
-        continue
-      _check_image(report, folder, name, example["image"], name in converted,
-                   _resize_options(metadata))
-      expected = annotated_examples.label_features(read.task, entry, tuple(read.flag_names))
-      for why in _annotation_differences(expected, example):
-        report.mismatches.append(problems_lib.Problem(name, why))
-      for why in _mask_differences(read.masks, entry, example, mask_keys):
-        report.mismatches.append(problems_lib.Problem(name, why))
-  _stored_once(report, seen, read.entries, "annotated")
-  return report
-
-
-def _class_differences(features, read, path: str) -> list[problems_lib.Problem]:
-  """The stored class names (and class-valued flags) against the annotations': an id
-  means the class at its place in these lists, so any difference relabels examples."""
-  held = schema.of(features)
-  found = []
-  if held.class_names is not None and tuple(held.class_names) != tuple(read.class_names):
-    found.append(problems_lib.Problem(path, f"class names {list(held.class_names)} stored, "
-                                      f"the annotations give {list(read.class_names)}"))
-  for flag, names in read.flag_classes.items():
-    stored = getattr(features["objects"].feature[flag], "names", None) if (
-        "objects" in features and flag in features["objects"].feature) else None
-    if stored is not None and tuple(stored) != tuple(names):
-      found.append(problems_lib.Problem(path, f"{flag} classes {list(stored)} stored, the "
-                                        f"annotations give {list(names)}"))
-  return found
-
-
-BOX_TOLERANCE = 1e-6  # boxes are stored as float32: within this of the normalised value
-
-
-def _annotation_differences(expected: dict, stored: dict) -> list[str]:
-  """What differs between the annotation features an entry gives and those stored."""
-  differences = []
-  for key, want in expected.items():
-    if key != "objects":
-      if not np.array_equal(np.asarray(want), np.asarray(stored[key])):
-        differences.append(f"{key} {np.asarray(stored[key]).tolist()}, the annotations "
-                           f"give {np.asarray(want).tolist()}")
-      continue
-    got = stored["objects"]
-    for column, values in want.items():
-      values, kept = np.asarray(values), np.asarray(got[column])
-      if len(values) != len(kept):
-        differences.append(f"{len(kept)} object(s) stored, the annotations give {len(values)}")
-        break
-      if kept.size == values.size:  # (no objects: an empty column of either shape)
-        kept = kept.reshape(values.shape)
-      same = (np.allclose(values, kept, rtol=0, atol=BOX_TOLERANCE) if column == "bbox"
-              else np.array_equal(values, kept))
-      if not same:
-        differences.append(f"objects' {column} {kept.tolist()}, the annotations give "
-                           f"{values.tolist()}")
-  return differences
-
-
-def _mask_differences(source, entry, stored: dict, keys: list[str]) -> list[str]:
-  """What differs between the stored masks (PNG bytes under `keys`) and those the
-  annotations give, made by the build's own function at the stored image's size."""
-  if not keys:
-    return []
-  if source is None:
-    return [f"{', '.join(keys)} stored, the annotations give no masks"]
-  try:
-    expected = annotated_examples.mask_arrays(source, entry,
-                                              (int(stored["height"]), int(stored["width"])))
-  except masks_lib.MaskError as error:
-    return [str(error)]
-  differences = []
-  for key in keys:
-    got, want = _pixels(stored[key]), expected.get(key)
-    got = got.reshape(got.shape[:2])
-    if want is None or got.shape != want.shape:
-      differences.append(f"{key} is {got.shape[1]}x{got.shape[0]}, the annotations give "
-                         f"{'none' if want is None else f'{want.shape[1]}x{want.shape[0]}'}")
-      continue
-    wrong = np.argwhere(got != want)
-    if len(wrong):
-      y, x = wrong[0]
-      differences.append(f"{key}: {len(wrong)} pixel(s) differ from the annotations' (first "
-                         f"at x {x}, y {y}: stored {got[y, x]}, the annotations give "
-                         f"{want[y, x]})")
-  return differences
-
-
-def _pixels(encoded: bytes) -> np.ndarray:
-  with PIL.Image.open(io.BytesIO(encoded)) as image:
-    return np.asarray(image)
-
-
-def _same_pixels(a: bytes, b: bytes) -> bool:
-  left, right = _pixels(a), _pixels(b)
-  return left.shape == right.shape and np.array_equal(left, right)
-
-
-def _voc_folder(folder: pathlib.Path) -> pathlib.Path:
-  found = voc_source.find_voc2012(folder)
-  if found is not None:
-    return found
-  raise ValueError(f"no {voc_pairs.IN_ARCHIVE}/{voc_pairs.LISTS_DIR} in {folder}")
-
-
-def _verify_voc(version, folder: pathlib.Path, source: str) -> Report:
-  report = Report("voc_segmentation", source)
-  listed, _ = voc_pairs.read_split_lists(folder)
-  skip = tfds.decode.SkipDecoding()
-  stored = _examples(version, {"image": skip, "class_mask": skip, "object_mask": skip,
-                               "image_id": None})
-  for split, examples in stored.items():
-    ids = set()
-    for example in examples:
-      image_id = example["image_id"].decode()
-      ids.add(image_id)
-      report.checked += 1
-      if _voc_pair_matches(report, folder, image_id, example):
-        report.identical += 1
-    for image_id in sorted(set(listed.get(split, [])) - ids):
-      report.mismatches.append(problems_lib.Problem(
-          image_id, f"listed for {split} in the source but not stored in {split}"))
-  return report
-
-
-def _voc_pair_matches(report, folder, image_id, example) -> bool:
-  found = []
-  jpeg = folder / voc_pairs.JPEG_DIR / f"{image_id}.jpg"
-  if not jpeg.is_file() or jpeg.read_bytes() != example["image"]:
-    found.append(f"image differs from {voc_pairs.JPEG_DIR}/{image_id}.jpg")
-  for key, sub in (("class_mask", voc_pairs.CLASS_DIR), ("object_mask", voc_pairs.OBJECT_DIR)):
-    path = folder / sub / f"{image_id}.png"
-    if not path.is_file():
-      found.append(f"{sub}/{image_id}.png is missing from the source")
-      continue
-    mask, why = segmentation_masks.read(path)
-    stored = np.squeeze(_pixels(example[key]))
-    if why or mask.indices.shape != stored.shape or not np.array_equal(mask.indices, stored):
-      found.append(f"{key} differs from the palette indices of {sub}/{image_id}.png")
-  report.mismatches += [problems_lib.Problem(image_id, reason) for reason in found]
-  return not found
+def _declared(info):
+  """The check the version's builder declares. A build by `imagesets build --name` (any
+  name) has no builder of its own here: a class-folders build or one from annotations,
+  known by what it stored."""
+  known = registry.BY_NAME.get(info.name)
+  if known is not None:
+    return importlib.import_module(known.module).Builder.ROUND_TRIP
+  if (info.metadata or {}).get("annotation_format"):
+    return round_trips.annotated
+  if "file_name" in info.features and "label" in info.features:
+    return round_trips.class_folders
+  return None

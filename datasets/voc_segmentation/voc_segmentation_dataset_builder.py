@@ -9,6 +9,7 @@ from imagesets.building import problems
 from imagesets.voc_segmentation import train_aug
 from imagesets.voc_segmentation import voc_boxes
 from imagesets.voc_segmentation import voc_pairs
+from imagesets.voc_segmentation import voc_round_trip
 from imagesets.voc_segmentation import voc_source
 
 _CLASSES = ", ".join(f"{i} {name}" for i, name in enumerate(voc_pairs.CLASS_NAMES))
@@ -26,6 +27,7 @@ class Builder(builder_base.ImageSetBuilder):
   detection: VOC2012's boxes, train 5,717, validation 5,823."""
 
   VERSION = tfds.core.Version("1.2.0")
+  ROUND_TRIP = staticmethod(voc_round_trip.check)  # (not for train_aug, detection: registry)
   RELEASE_NOTES = {
       "1.0.0": "Initial release: VOC2012 train/val segmentation pairs.",
       "1.1.0": "Configs: default (1.0.0's examples, by the same code) and train_aug (VOC2012 "

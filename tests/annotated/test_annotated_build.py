@@ -336,7 +336,7 @@ def test_a_build_that_finds_its_version_made_by_another_of_other_content_says_so
 
 
 def test_a_copy_of_a_photo_with_other_objects_is_a_conflict_the_same_objects_are_not(tmp_path):
-  from imagesets.verifying import duplicates
+  from imagesets.analysis import duplicates
   photos = list(real_photos.photos().values())
   for name, pixels in (("a.jpg", photos[0]), ("b.jpg", photos[3])):
     path = tmp_path / "images" / name
@@ -362,8 +362,8 @@ def test_a_copy_of_a_photo_with_other_objects_is_a_conflict_the_same_objects_are
 
 def test_diff_counts_an_example_whose_objects_changed(known, built, tmp_path):
   from imagesets.reading import sources
-  from imagesets.verifying import version_diff
-  from imagesets.verifying import version_examples
+  from imagesets.reports import version_diff
+  from imagesets.reports import version_examples
   edited = json.loads(known.coco.read_text())
   boxed = next(a for a in edited["annotations"])
   edited["annotations"] = [a for a in edited["annotations"] if a is not boxed]
@@ -389,8 +389,8 @@ def test_the_page_pictures_each_example_with_its_boxes_class_names_and_mask(buil
   import base64
   import io
   from imagesets.reading import sources
-  from imagesets.verifying import report_page
-  from imagesets.verifying import version_examples
+  from imagesets.reports import report_page
+  from imagesets.reports import version_examples
   builder = built["coco"]
   catalog = builder._page_catalog(pathlib.Path(builder.data_dir))
   stored = _stored(builder)
@@ -469,9 +469,9 @@ def test_a_beam_build_writes_the_local_builds_records_and_reports(built, known, 
 def test_the_page_counts_each_example_under_every_class_it_shows(built, known, format, key):
   # Counted from the stored records here; the build's own page (its record index, no record
   # read) and a page computed from the records must both say it.
-  from imagesets.verifying import report_page
-  from imagesets.verifying import version_examples
-  from imagesets.verifying import version_report
+  from imagesets.reports import report_page
+  from imagesets.reports import version_examples
+  from imagesets.reports import version_report
   builder = built[format]
   reader = tfds.builder_from_directory(builder.data_dir)
   feature = reader.info.features[key].feature

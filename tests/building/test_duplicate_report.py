@@ -12,7 +12,7 @@ from imagesets.building import class_folders_builder
 from imagesets.building import prepared_records
 from imagesets.building import splits
 from imagesets.class_folders import named_build
-from imagesets.verifying import duplicates
+from imagesets.analysis import duplicates
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_tree

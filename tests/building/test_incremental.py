@@ -18,11 +18,11 @@ from imagesets.building import incremental
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.class_folders import named_build
-from imagesets.verifying import report_page
+from imagesets.reports import report_page
 from imagesets.verifying import round_trip
-from imagesets.verifying import version_diff
-from imagesets.verifying import version_examples
-from imagesets.verifying import version_report
+from imagesets.reports import version_diff
+from imagesets.reports import version_examples
+from imagesets.reports import version_report
 from imagesets_testing import photo_crops
 from imagesets_testing import sample_images
 

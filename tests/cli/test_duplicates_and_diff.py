@@ -13,7 +13,7 @@ from imagesets.building import splits as split_rules
 from imagesets.class_folders import named_build
 from imagesets.cli import main as cli
 from imagesets.publishing import publish
-from imagesets.verifying import report_page
+from imagesets.reports import report_page
 from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images

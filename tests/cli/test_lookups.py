@@ -63,7 +63,7 @@ def test_diff_opens_both_versions_before_reading_either(pets, monkeypatch, capsy
   result = imagesets("diff", "pets:1.0.0", "pets:9.9.9", "--data-dir", data_dir)
   assert error_line(result).startswith(
       f"imagesets: error: pets:9.9.9 is not prepared in {data_dir} (prepared there: pets:1.0.0)")
-  from imagesets.verifying import version_examples
+  from imagesets.reports import version_examples
   read = []
   monkeypatch.setattr(version_examples, "every_example",
                       lambda source, what: read.append(source) or iter(()))

@@ -13,10 +13,10 @@ import cli_runs
 import imagesets  # noqa: F401
 from imagesets.building import duplicate_report
 from imagesets.synthetic_images import synthetic_images_dataset_builder as synthetic
-from imagesets.verifying import dataset_card
-from imagesets.verifying import duplicates
-from imagesets.verifying import report_page
-from imagesets.verifying import version_examples
+from imagesets.reports import dataset_card
+from imagesets.analysis import duplicates
+from imagesets.reports import report_page
+from imagesets.reports import version_examples
 
 
 class TinyBuilderTest(tfds.testing.DatasetBuilderTestCase):

@@ -20,7 +20,7 @@ from imagesets.building import downloads
 from imagesets.building import problems
 from imagesets.annotations import masks
 from imagesets.checksums import DIRECTORY as CHECKSUMS
-from imagesets.verifying import duplicates
+from imagesets.analysis import duplicates
 from imagesets_testing import fake_voc
 from imagesets_testing import http_server
 from imagesets.voc_segmentation import voc_pairs

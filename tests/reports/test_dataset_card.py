@@ -1,8 +1,8 @@
 """dataset_card: counts per split and class, size and format distribution, duplicates."""
 
-from imagesets.verifying import dataset_card
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.reports import dataset_card
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 from imagesets_testing import sample_images
 
 Member = duplicates.Member

@@ -21,11 +21,11 @@ import tensorflow_datasets as tfds
 
 from imagesets.annotations import schema
 from imagesets.storage import atomic_files
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_quality
-from imagesets.verifying import report_page
-from imagesets.verifying import version_diff
-from imagesets.verifying import version_examples
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_quality
+from imagesets.reports import report_page
+from imagesets.reports import version_diff
+from imagesets.reports import version_examples
 
 Key = tuple[str, str]  # (split, name): `version_examples.name_of`
 NO_LABEL = "(no label)"  # the class of examples without a label (VOC)

@@ -5,9 +5,9 @@ import numpy as np
 import PIL.Image
 import pytest
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
-from imagesets.verifying import image_quality
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
+from imagesets.analysis import image_quality
 from imagesets_testing import quality_cases
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images

@@ -32,7 +32,7 @@ import PIL.ImageDraw
 
 from imagesets import constants
 from imagesets.annotations import masks
-from imagesets.verifying import image_hashes
+from imagesets.analysis import image_hashes
 
 PAGE_FILE = constants.PAGE_FILE  # beside the card: published and fetched with it
 THUMBNAIL = 96       # px, the longer side

@@ -9,9 +9,9 @@ Made from the per-image fingerprints a build computes anyway (`image_hashes`).
 import collections
 from typing import Sequence
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
-from imagesets.verifying import image_quality
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
+from imagesets.analysis import image_quality
 
 CARD_FILE = "README.md"
 _SIZE_BINS = (0, 128, 256, 512, 1024, 2048)  # shorter side, pixels

@@ -16,11 +16,11 @@ import pytest
 import cli_runs
 from imagesets.building import class_folders_builder
 from imagesets.class_folders import named_build
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_quality
-from imagesets.verifying import report_page
-from imagesets.verifying import version_examples
-from imagesets.verifying import version_report
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_quality
+from imagesets.reports import report_page
+from imagesets.reports import version_examples
+from imagesets.reports import version_report
 from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import quality_cases

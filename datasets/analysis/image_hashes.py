@@ -38,7 +38,7 @@ import numpy as np
 import PIL.Image
 import simplejpeg
 
-from imagesets.verifying import image_quality
+from imagesets.analysis import image_quality
 
 HASH_BITS = 128  # pHash 64 + aHash 64
 _THUMBNAIL = 64  # side of the grey thumbnail both hashes are computed from

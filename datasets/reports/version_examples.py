@@ -16,8 +16,8 @@ import tensorflow_datasets as tfds
 
 from imagesets.console import progress_lines
 from imagesets.annotations import schema
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 
 FILE_NAME_FEATURES = ("file_name", "image_id")  # class folders and flowers; VOC
 

@@ -4,7 +4,7 @@ import hashlib
 
 import numpy as np
 
-from imagesets.verifying import version_diff
+from imagesets.reports import version_diff
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images
 

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import PIL.Image
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images
 

@@ -28,8 +28,8 @@ import collections
 import dataclasses
 from typing import Iterable
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 
 KINDS = ("added", "removed", "changed", "relabelled", "renamed", "moved_in", "moved_out")
 

@@ -41,7 +41,7 @@ import PIL.Image
 import scipy.sparse
 import scipy.sparse.csgraph
 
-from imagesets.verifying import image_hashes
+from imagesets.analysis import image_hashes
 
 THRESHOLD = 28      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25
 SIMILAR = 0.85      # thumbnail correlation confirming a near pair: real copies >= 0.89, distinct pairs the hashes propose <= 0.8 (tiles of 18 real photos)

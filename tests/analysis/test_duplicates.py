@@ -9,8 +9,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from imagesets.verifying import duplicates
-from imagesets.verifying import image_hashes
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_hashes
 from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import real_photos

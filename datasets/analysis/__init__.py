@@ -1,0 +1,7 @@
+"""Image analysis, beneath the build: `image_hashes` (one image's fingerprint: decoded-pixel
+digest, perceptual hash, size, format, quality measures), `image_quality` (quality findings
+from those measures) and `duplicates` (exact and near groups, leakage across splits, label
+conflicts, what `--leakage drop` removes).
+
+Imports nothing else of the package, and neither TFDS nor TensorFlow.
+"""
