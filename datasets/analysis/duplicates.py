@@ -574,35 +574,45 @@ class BadReport(ValueError):
 
 
 def from_json(report, source: str = REPORT_FILE, splits: dict[str, int] | None = None,
-              spec: str = "SPEC") -> tuple[list[Group], list[Member]]:
+              spec: str = "SPEC", command: str = "duplicates") -> tuple[list[Group], list[Member]]:
   """The groups and dropped members of a stored report, checked: a report read from a
   bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims.
-  Raises BadReport naming `source` and the fix."""
+  Raises BadReport naming `source` and the fix (`imagesets COMMAND SPEC --recompute`)."""
   try:
     return _parsed(report, splits)
   except (KeyError, TypeError, ValueError, IndexError) as why:
-    raise _unreadable(source, why, spec) from None
+    raise _unreadable(source, why, spec, command) from None
 
 
-def _unreadable(source: str, why: Exception, spec: str = "SPEC") -> BadReport:
+def _unreadable(source: str, why: Exception, spec: str = "SPEC",
+                command: str = "duplicates") -> BadReport:
   return BadReport(f"{source}: unreadable duplicate report ({why}); run imagesets "
-                   f"duplicates {spec} --recompute to read the images instead")
+                   f"{command} {spec} --recompute to read the images instead")
 
 
-def stored_summary(version_dir, splits: dict[str, int]) -> str | None:
-  """The summary line of the report a build stored in the local `version_dir` (checked by
-  `from_json` against `splits`, split -> examples of the version beside it: a folder may
-  come from elsewhere), or None when it stored none (`leakage` off, a Beam build without
-  images)."""
-  path = pathlib.Path(version_dir) / REPORT_FILE
+def read_stored(path, splits: dict[str, int], *, source: str | None = None, spec: str = "SPEC",
+                command: str = "duplicates") -> tuple[list[Group], list[Member], int] | None:
+  """(groups, dropped members, images) of the report a build stored at `path`, checked by
+  `from_json` against `splits` (split -> examples of the version beside it: a folder may
+  come from elsewhere); None when there is none (`leakage` off, a Beam build without
+  images). Messages name the report as `source` (default: its path)."""
+  path = pathlib.Path(path)
   if not path.is_file():
     return None
+  source = source or str(path)
   try:
     stored = json.loads(path.read_text())
   except ValueError as why:
-    raise _unreadable(str(path), why) from None
-  groups, dropped = from_json(stored, str(path), splits)
-  return summary(groups, stored["num_images"], dropped)
+    raise _unreadable(source, why, spec, command) from None
+  groups, dropped = from_json(stored, source, splits, spec, command)
+  return groups, dropped, stored["num_images"]
+
+
+def stored_summary(version_dir, splits: dict[str, int]) -> str | None:
+  """The summary line of the report a build stored in the local `version_dir` (`read_stored`),
+  or None when it stored none."""
+  stored = read_stored(pathlib.Path(version_dir) / REPORT_FILE, splits)
+  return None if stored is None else summary(stored[0], stored[2], stored[1])
 
 
 def _member(row, splits) -> Member:

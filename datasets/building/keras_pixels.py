@@ -104,11 +104,10 @@ def _graph_pixels(path, spec: KerasImage):
 
 def without_autotune():
   """tf.data's autotuning off, for the datasets of keras' one call: those it returns and
-  the build's `PixelFeed` (issue 53). Its optimisation thread wakes 10, 30, 70, ..., 630,
-  1270, 2550 ms after an iterator starts (each wait twice the one before), and deleting
-  the iterator (the end of every `for batch in ds` loop, of every keras epoch, of a
-  build's decoding) waited for its next wake-up: 3,000 images of 224x224 that took
-  1.0-1.3 s ended at 1.27 or 2.55 s (up to 1.3 s of wall, no CPU). Without it, AUTOTUNE
+  the build's `PixelFeed`. Its optimisation thread wakes at waits that double after an
+  iterator starts, and deleting the iterator (the end of every `for batch in ds` loop, of
+  every keras epoch, of a build's decoding) waits for its next wake-up: wall time with no
+  CPU, up to the whole epoch again (docs/performance.md, keras' one call). Without it, AUTOTUNE
   parallelism is the core count and prefetch(AUTOTUNE) grows its buffer while it runs
   empty (tf.data's defaults); the options hold for what a user chains after a dataset."""
   import tensorflow as tf
@@ -119,17 +118,16 @@ def without_autotune():
 
 
 _FEED_BATCH = 64
-# Pixels made ahead of the workers: 128 MB, 850 images at 224x224 (256 images left the
-# decoding idle at times: a build of 2,000 photos took 1.2-1.8 s instead of 1.0 s).
+# Pixels made ahead of the workers: 128 MB, 850 images at 224x224, so that decoding never
+# waits for the workers to take what it made.
 _FEED_BYTES = 128 << 20
 
 
 class PixelFeed:
   """`pixels` of a list of files, made ahead in that order by a tf.data map: decoding and
-  resizing run on TensorFlow's threads with no Python per file (0.80-0.86 ms an image,
-  files read and rounded included: benchmarks/from_directory.py's stage line; the same
-  eager ops per file on our worker threads, which also pay each op's dispatch under the
-  GIL, took 1.0 ms, measured once). `take(path)` waits for its file's pixels; None:
+  resizing run on TensorFlow's threads with no Python per file (the same eager ops per
+  file on our worker threads also pay each op's dispatch under the GIL:
+  benchmarks/from_directory.py's stage line measures both). `take(path)` waits for its file's pixels; None:
   TensorFlow could not read or decode it (`pixels` on its bytes then says why). At most `ahead` images (and a batch)
   wait to be taken, unless a taker waits for a later one (taken out of order, they never
   deadlock). `after`: the feed of the split built before this one: this one starts when that
@@ -172,12 +170,11 @@ class PixelFeed:
     import tensorflow as tf
 
     try:
-      # In batches: one Python step and one copy per 64 images (per image, the loop and
-      # the hand-over cost 0.2 ms). A file TensorFlow cannot read or decode is left out of
+      # In batches: one Python step and one copy per 64 images, not per image. A file TensorFlow cannot read or decode is left out of
       # its batch (ignore_errors) and handed over as None.
       ds = tf.data.Dataset.from_tensor_slices(
           (np.arange(len(paths)), [os.path.join(root, path) for path in paths]))
-      # Plain TF ops: AutoGraph's conversion would cost ~0.1 s a build.
+      # Plain TF ops: no AutoGraph conversion at each build.
       ds = ds.map(tf.autograph.experimental.do_not_convert(
           lambda i, path: (i, _graph_pixels(path, spec))),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -249,11 +246,11 @@ def pixels(data: bytes, spec: KerasImage) -> np.ndarray:
   import tensorflow as tf
 
   # Eager ops, as keras' pipeline computes them: a tf.function of the same ops pads
-  # differently (resize_with_pad with unknown shapes; tested) and was no faster.
+  # differently (resize_with_pad with unknown shapes; tested).
   try:
     image = tf.io.decode_image(data, channels=CHANNELS[spec.color_mode],
                                expand_animations=False)
   except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as error:
     raise UndecodableError(f"TensorFlow cannot decode it: {_reason(error)}") from None
-  # Rounded in numpy: 0.07 ms against 0.37 ms for the same three eager TF ops (measured).
+  # Rounded in numpy: one pass, not three more eager TF ops.
   return np.clip(np.rint(resized(image, spec).numpy()), 0, 255).astype(np.uint8)

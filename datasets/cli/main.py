@@ -309,32 +309,27 @@ def cmd_duplicates(args) -> int:
 
   data_dir = constants.data_dir(args.data_dir)
   version = sources.open_version(args.spec, data_dir)
-  stored = version_examples.folder(version) / duplicates.REPORT_FILE
-  origin = ""
-  if stored.exists() and not args.recompute:
-    try:
-      report = json.loads(stored.read_text())
-    except ValueError as why:
-      report = why  # (from_json names the file and the fix)
-    counts = {name: split.num_examples
-              for name, split in version.builder.info.splits.items()}
-    remote = sources.is_bucket_url(data_dir)  # (read through the local cache: name the bucket)
-    source = f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else str(stored)
-    groups, dropped = duplicates.from_json(report, source, counts, duplicates.printable(
-        args.spec) + (f" --data-dir {data_dir}" if remote else ""))
+  counts = {name: split.num_examples for name, split in version.builder.info.splits.items()}
+  remote = sources.is_bucket_url(data_dir)  # (read through the local cache: name the bucket)
+  path = version_examples.folder(version) / duplicates.REPORT_FILE
+  stored = None if args.recompute else duplicates.read_stored(
+      path, counts, source=f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else None,
+      spec=duplicates.printable(args.spec) + (f" --data-dir {data_dir}" if remote else ""))
+  if stored is not None:
+    groups, dropped, num_images = stored
     origin = " (report stored by the publisher)" if remote else ""
   else:  # built before duplicates were recorded, or by another tool
     images = version_examples.fingerprints(version)
-    groups = duplicates.find([m for m, _ in images], [f for _, f in images])
-    report, dropped = duplicates.to_json(groups, len(images)), []
+    groups, dropped, num_images, origin = (
+        duplicates.find([m for m, _ in images], [f for _, f in images]), [], len(images), "")
   failed = exit_status.ANSWER_NO if any(
       {"leakage": g.cross_split, "conflict": g.label_conflict, "any": True}.get(
           args.fail_on, False) for g in groups) else exit_status.OK
   if args.json:
-    print(json.dumps(duplicates.to_json(groups, report["num_images"], dropped), indent=1))
+    print(json.dumps(duplicates.to_json(groups, num_images, dropped), indent=1))
     return failed
   print(f"{version.builder.info.full_name}: "
-        + duplicates.summary(groups, report["num_images"], dropped) + origin)
+        + duplicates.summary(groups, num_images, dropped) + origin)
   for group in groups:
     flags = [f for f, on in (("LEAK", group.cross_split),
                              ("LABEL CONFLICT", group.label_conflict)) if on]
@@ -349,39 +344,14 @@ def cmd_duplicates(args) -> int:
   return failed
 
 
-def _open_side(text: str, data_dir: str):
-  """The `Source` of one side of a diff: `name[/config]:x.y.z` in `data_dir`, or a full
-  `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://, file://)."""
-  from imagesets.reading import sources
-
-  location, _, spec = text.rstrip("/").rpartition("/")
-  if "://" not in text and not text.startswith(("/", "~", ".")):
-    if not (location and os.path.isdir(location)):
-      return sources.open_version(text, data_dir)
-    try:  # a relative DATA_DIR/NAME:VERSION (a folder here), else NAME/CONFIG:VERSION
-      return _open_side(os.path.join(".", text), data_dir)
-    except Exception:  # pylint: disable=broad-except
-      return sources.open_version(text, data_dir)
-  parent, _, name = location.rpartition("/")
-  try:
-    return sources.open_version(spec, location)
-  except Exception:  # pylint: disable=broad-except
-    if not parent:
-      raise
-    try:  # DATA_DIR/NAME/CONFIG:VERSION
-      return sources.open_version(f"{name}/{spec}", parent)
-    except Exception:  # pylint: disable=broad-except
-      pass
-    raise
-
-
 def cmd_diff(args) -> int:
   try:
+    from imagesets.reading import sources
     from imagesets.reports import version_diff, version_examples
 
     data_dir = constants.data_dir(args.data_dir)
     sides = []
-    opened = [_open_side(text, data_dir) for text in (args.old, args.new)]  # both, then read
+    opened = [sources.open_named(text, data_dir) for text in (args.old, args.new)]  # (then read)
     for source in opened:
       sides.append((source.builder.info.full_name, [
           version_diff.Entry.of(e.split, e.file_name, e.label, e.image)
@@ -400,11 +370,12 @@ def cmd_diff(args) -> int:
 
 
 def cmd_report(args) -> int:
+  from imagesets.reading import sources
   from imagesets.reports import version_report
 
   data_dir = constants.data_dir(args.data_dir)
-  opened = _open_side(args.spec, data_dir)
-  against = _open_side(args.against, data_dir) if args.against else None
+  opened = sources.open_named(args.spec, data_dir)
+  against = sources.open_named(args.against, data_dir) if args.against else None
   info = opened.builder.info
   out = args.out or (f"{info.name}-{info.version}"
                      + (f"-vs-{against.builder.info.version}" if against else "") + ".html")

@@ -54,10 +54,9 @@ _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 _SHA = re.compile(r"[0-9a-f]{64}")
 # The folder's layout and locking protocol, in <shards>/.layout. Processes of different
 # layouts on one folder would break each other's locks, so a folder of another layout is
-# refused in one line. Layout 2 removes a shard's lock file on release (they would pile
-# up); layout 1 (imagesets before the marker) kept them in `.locks/`, which layout 2 never
-# touches: a layout-1 waiter holding a removed file would share the lock with the next
-# holder.
+# refused in one line. This layout removes a shard's lock file on release (so they never
+# pile up) and touches no other layout's lock files: a waiter of a layout that keeps them,
+# holding a file removed under it, would share the lock with the next holder.
 LAYOUT = "2"
 _LAYOUT_FILE = ".layout"
 STALE_LAYOUT_SECONDS = 60.0

@@ -270,6 +270,38 @@ def open_version(spec: str, data_dir) -> Source:
   return open_folder(data_dir / ref.folder)
 
 
+def open_named(text: str, data_dir) -> Source:
+  """The `Source` of a version as the command line names one: `name[/config]:x.y.z` in
+  `data_dir`, or a whole `DATA_DIR/name[/config]:x.y.z` (a local path, or s3://, gs://,
+  file://). A text read more than one way is tried each way, in order (`_readings`); when
+  none opens, the error of its likeliest reading is raised, unless that reading is not even
+  a spec (then the first error of one that is)."""
+  readings, likeliest = _readings(text, data_dir)
+  errors = []
+  for spec, where in readings:
+    try:
+      return open_version(spec, where)
+    except Exception as error:  # pylint: disable=broad-except  (the next reading may open)
+      errors.append(error)
+  raise next((e for e in (errors[likeliest], *errors) if not isinstance(e, versions.SpecError)),
+             errors[likeliest])
+
+
+def _readings(text: str, data_dir) -> tuple[list[tuple[str, str]], int]:
+  """[(spec, data dir)] that `text` may mean, in the order to try them, and which one's
+  error to show."""
+  location, _, spec = text.rstrip("/").rpartition("/")
+  if "://" not in text and not text.startswith(("/", "~", ".")):
+    if not (location and os.path.isdir(location)):
+      return [(text, data_dir)], 0
+    # a relative DATA_DIR/NAME:VERSION (a folder here), else NAME/CONFIG:VERSION
+    whole, _ = _readings(os.path.join(".", text), data_dir)
+    return [*whole, (text, data_dir)], len(whole)
+  parent, _, name = location.rpartition("/")
+  # DATA_DIR/NAME:VERSION, else DATA_DIR/NAME/CONFIG:VERSION
+  return [(spec, location)] + ([(f"{name}/{spec}", parent)] if parent else []), 0
+
+
 def open_folder(folder) -> Source:
   """The `Source` of a prepared local version's folder, read from the version's own files
   (no builder code: what Grain's workers open)."""

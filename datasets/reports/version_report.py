@@ -15,7 +15,6 @@ import collections
 import dataclasses
 import hashlib
 import heapq
-import json
 
 import tensorflow_datasets as tfds
 
@@ -41,14 +40,9 @@ def _stored(source, recompute: bool):
   findings = image_quality.read_stored(folder)
   if findings is None:
     return None
-  path = folder / duplicates.REPORT_FILE
-  try:
-    report = json.loads(path.read_text())
-  except ValueError as why:
-    raise duplicates.BadReport(f"{path}: not JSON ({why}); run imagesets report SPEC "
-                               "--recompute to read the images instead") from None
   counts = {name: split.num_examples for name, split in source.builder.info.splits.items()}
-  groups, _ = duplicates.from_json(report, str(path), counts)
+  groups, _, num_images = duplicates.read_stored(folder / duplicates.REPORT_FILE, counts,
+                                                 command="report")
   # (a stored report is untrusted: its findings must fit the version they describe)
   quality_path = folder / image_quality.QUALITY_FILE
   strays = [f for f in findings if f.split not in counts]
@@ -58,7 +52,7 @@ def _stored(source, recompute: bool):
         + (f"split {strays[0].split!r} is not one of its splits" if strays else
            f"{len(findings)} findings for {sum(counts.values())} examples")
         + "); recompute it with `imagesets report SPEC --recompute`")
-  return groups, findings, report["num_images"]
+  return groups, findings, num_images
 
 
 def _computed(images):
