@@ -53,12 +53,22 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
     ds = _windows(run, reader).flat_map(_position_window(run, reads, deterministic)).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(finishing(reads))
-  ds = with_file_reads(ds, deterministic)
-  # The numpy functions hold the reads weakly (`weakly`): the dataset (and so its
-  # iterators, which hold their dataset) holds them, and a dropped pipeline's go with it,
-  # letting its shards go.
-  ds._imagesets_reads = reads
+  ds = keep_alive(with_file_reads(ds, deterministic), reads)
   ds._imagesets_run = run
+  return ds
+
+
+# A dataset -> what its life holds (`keep_alive`).
+_HELD = weakref.WeakKeyDictionary()
+
+
+def keep_alive(ds: tf.data.Dataset, obj) -> tf.data.Dataset:
+  """`ds`, holding `obj` for as long as it, or any dataset or iterator made from it, lives
+  (they hold their input). tf.data keeps the traced Python functions of a pipeline in
+  graphs that outlive it, so those functions hold what they read weakly (`weakly`): this
+  is the strong reference, and it goes with the pipeline (a dropped pipeline's shard reads
+  close, letting its shards go). Lifetime only: nothing reads it back."""
+  _HELD.setdefault(ds, []).append(obj)
   return ds
 
 

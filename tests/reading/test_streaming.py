@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 
 import numpy as np
 import pytest
@@ -143,6 +144,24 @@ def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, 
   needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
             for s in run.reader_pass(q, r).rows[:, 0].tolist()}
   assert set(opened) == needed and set(opened.values()) == {1}   # what it reads, once
+
+
+def test_a_pipelines_keep_alive_entry_goes_with_it_and_its_iterators(built):
+  source = sources.open_source(SPEC, built)
+  gc.collect()
+  held = len(streaming._HELD)
+  ds = streaming.records(source, "test", shuffle=True, seed=1)
+  reads = weakref.ref(streaming._HELD[ds][0])
+  iterator = iter(ds.map(tf.strings.length))
+  next(iterator)
+  del ds
+  gc.collect()
+  # The iterator holds its dataset, and so the reads.
+  assert len(streaming._HELD) == held + 1 and reads() is not None
+  assert sum(1 for _ in iterator) == 39
+  del iterator
+  gc.collect()
+  assert len(streaming._HELD) == held and reads() is None
 
 
 def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
