@@ -25,7 +25,8 @@ tf.config.experimental.enable_op_determinism()
 mix = mixing.mix([mixing.Part("pets:1.0.0", data_dir, weight=1),
                   mixing.Part("boats:1.0.0", data_dir, weight=2)], seed=5, labels="union")
 train = input_pipeline.classification_train(mix, batch_size=4, image_size=24, seed=1,
-                                            start=keras_resume.saved_start(backup_dir))
+                                            start=keras_resume.saved_start(backup_dir),
+                                            with_position=True)
 
 
 def log(text: str) -> None:
@@ -81,7 +82,7 @@ class KillAt(keras.callbacks.Callback):
 
 
 backup = keras_resume.BackupAndRestore(backup_dir, train, save_freq=3)
-model.fit(train.map(lambda b: ((b["image"], b["source"]), b["label"])), epochs=3,
+model.fit(train.dataset.map(lambda b: ((b["image"], b["source"]), b["label"])), epochs=3,
           steps_per_epoch=5, callbacks=[backup, KillAt()], verbose=0)
 weights = b"".join(np.asarray(w).tobytes() for w in model.get_weights())
 log("weights " + hashlib.sha256(weights).hexdigest())

@@ -346,3 +346,22 @@ def test_the_annotations_layer_imports_only_itself_and_constants_and_never_tenso
     if bad:
       found[str(path.relative_to(REPO))] = bad
   assert found == {}
+
+
+def test_no_module_stores_state_on_a_tf_data_object():
+  # An attribute set on a dataset is lost by the user's `.map` and shows in no import: what a
+  # caller needs back is an object it holds (`mixing.Pipeline`, `streaming.Pipeline`), what
+  # a pipeline's life holds is `streaming.keep_alive`'s.
+  found = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      name = None
+      if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+        name = node.attr
+      elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr" and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)):
+        name = node.args[1].value
+      if isinstance(name, str) and name.startswith("_imagesets"):
+        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
+  assert found == []

@@ -270,6 +270,17 @@ def _eval(source, split, *, keys, encoded_keys, preprocess, input_context, cache
 TRAIN_CACHE_MODES = (None, "encoded", "decoded")
 _START_WITHOUT_MIX = ("start= resumes a mixed pipeline; to resume one dataset exactly, read "
                       "it as a mix of one part: mixing.mix([mixing.Part(name, data_dir=...)])")
+_POSITION_WITHOUT_MIX = ("with_position=True gives a mixed pipeline's position; to resume one "
+                         "dataset exactly, read it as a mix of one part: "
+                         "mixing.mix([mixing.Part(name, data_dir=...)])")
+
+
+def _without_mix(start, with_position) -> None:
+  """Refuses what only a mix's pipeline has (a position) for one dataset's."""
+  if start is not None:
+    raise ValueError(_START_WITHOUT_MIX)
+  if with_position:
+    raise ValueError(_POSITION_WITHOUT_MIX)
 
 
 def classification_train(
@@ -284,16 +295,20 @@ def classification_train(
     input_context: Optional[tf.distribute.InputContext] = None,
     image_key: str = "image", label_key: str = "label",
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
-    cache_limit=None, start=None) -> tf.data.Dataset:
+    cache_limit=None, start=None,
+    with_position: bool = False) -> Union[tf.data.Dataset, mixing.Pipeline]:
   """Shuffled, augmented, batched training batches `{"image", "label"}`; a multi-label
   build's labels (`label_key="labels"`) as multi-hot float32 [num_classes].
 
   `dataset` may be a `mixing.mix(...)` of several datasets or versions: batches then also
   hold "source" (the part each example came from), the parts name their own splits and
   bucket caches, and the pipeline's state is its position (no shuffle buffer: records are
-  shuffled within windows of shards, then mixed), so `start=` (`mixing.position(ds,
-  taken)`, or `keras_resume.saved_start(...)`) resumes it exactly, on any number of input
-  pipelines; `seed` (default: the mix's) seeds the crops and flips by position.
+  shuffled within windows of shards, then mixed), so `start=` (a position, or
+  `keras_resume.saved_start(...)`) resumes it exactly, on any number of input pipelines;
+  `seed` (default: the mix's) seeds the crops and flips by position. `with_position=True`
+  returns a `mixing.Pipeline` instead of the dataset (`.dataset`; `.position(taken)` gives
+  a `start=`; `keras_resume.BackupAndRestore` takes it); a single dataset's pipeline has no
+  position and refuses it.
 
   Shuffles shard files and examples (seeded), takes a random-resized crop fused into
   JPEG decoding (PNG and other formats: decoded whole, same crop), flips left-right,
@@ -315,8 +330,8 @@ def classification_train(
                        shuffle_buffer=shuffle_buffer, keys=(image_key, label_key),
                        task=mixing.schema_lib.CLASSIFICATION)
     image_key, label_key = "image", "label"   # (mixed_records' names)
-  elif start is not None:
-    raise ValueError(_START_WITHOUT_MIX)
+  else:
+    _without_mix(start, with_position)
   if cache == "decoded":
     crop = ops.random_resized_crop(image_size, image_key, area_range, aspect_ratio_range)
     cache_op = ops.decode(image_key)
@@ -330,8 +345,10 @@ def classification_train(
                 dtype=dtype, mean=mean, std=std, input_context=input_context,
                 prefetch_devices=prefetch_devices)
   if isinstance(dataset, mixing.Mix):
-    return _mixed_train(dataset, ops.compose(preprocess, ops.keep("image", "label", "source")),
-                        seed=seed, num_epochs=num_epochs, start=start, **finish)
+    pipeline = _mixed_train(
+        dataset, ops.compose(preprocess, ops.keep("image", "label", "source")), seed=seed,
+        num_epochs=num_epochs, start=start, **finish)
+    return pipeline if with_position else pipeline.dataset
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
   split = "train" if split is None else split
@@ -360,8 +377,8 @@ def _label_ops(source: "sources.Source", label_key: str) -> list[ops.Op]:
 
 
 def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
-  """A mix's training batches (see `classification_train`): its examples by position,
-  each crop and flip seeded by the example's count in the job."""
+  """A mix's training batches (see `classification_train`), as a `mixing.Pipeline`: its
+  examples by position, each crop and flip seeded by the example's count in the job."""
   reader, readers = streaming.reader_of(finish["input_context"])
   checks.check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
                        finish["drop_remainder"], readers, what="an epoch of the mix")
@@ -372,10 +389,7 @@ def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
       lambda e: preprocess({**{k: v for k, v in e.items() if k != "index"},
                             ops.SEED_KEY: tf.stack([key, e["index"]])}),
       num_parallel_calls=AUTOTUNE)
-  ds = _finish(ds, **finish)
-  ds._imagesets_mix_run = run   # (for mixing.position and the keras callback)
-  ds._imagesets_batch_size = finish["batch_size"]
-  return ds
+  return mixing.Pipeline(_finish(ds, **finish), run, finish["batch_size"])
 
 
 CLASSIFICATION_EVAL_MODES = ("central_crop", "resize", "padded")
@@ -533,7 +547,8 @@ def detection_train(
     num_epochs: Optional[int] = None, drop_remainder: bool = True,
     input_context: Optional[tf.distribute.InputContext] = None,
     prefetch_devices: Optional[Sequence[str]] = None, cache_dir=None,
-    cache_limit=None, start=None) -> tf.data.Dataset:
+    cache_limit=None, start=None,
+    with_position: bool = False) -> Union[tf.data.Dataset, mixing.Pipeline]:
   """Shuffled, augmented detection batches in keras 3's layout: `{"images": [B, S, S, 3],
   "bounding_boxes": {"boxes": float32 [B, max_boxes, 4], "labels": int32 [B, max_boxes]}}`,
   missing boxes and labels -1 (keras' `MaxNumBoundingBoxes`), boxes in keras'
@@ -547,7 +562,8 @@ def detection_train(
   holds, from its metadata) cuts none by default. Seeded like `classification_train`.
   `split` defaults to "train". A `mixing.mix(...)` of detection datasets is read as
   `classification_train` reads a mix (labels mapped by class name; batches also hold
-  "source"; `start=` resumes it; `max_boxes` None: the most of any part).
+  "source"; `start=` resumes it; `with_position=True`: a `mixing.Pipeline`; `max_boxes`
+  None: the most of any part).
   """
   source, max_boxes = checks.detection_source(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
@@ -562,11 +578,11 @@ def detection_train(
                 dtype=dtype, mean=mean, std=std, input_context=input_context,
                 prefetch_devices=prefetch_devices, image_key="images")
   if isinstance(source, mixing.Mix):
-    return _mixed_train(source, ops.compose(
+    pipeline = _mixed_train(source, ops.compose(
         augment, lambda data: {**to_keras(data), "source": data["source"]}),
         seed=seed, num_epochs=num_epochs, start=start, **finish)
-  if start is not None:
-    raise ValueError(_START_WITHOUT_MIX)
+    return pipeline if with_position else pipeline.dataset
+  _without_mix(start, with_position)
   ds = _train(source, split or "train", keys=["image", "objects"], encoded_keys=["image"],
               preprocess=ops.compose(augment, to_keras), seed=seed,
               input_context=input_context, num_epochs=num_epochs,

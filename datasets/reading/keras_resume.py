@@ -2,9 +2,10 @@
 
     from imagesets.reading import input_pipeline, keras_resume, mixing
     start = keras_resume.saved_start(backup_dir)              # None on a fresh run
-    train = input_pipeline.classification_train(mix, batch_size=64, seed=0, start=start)
+    train = input_pipeline.classification_train(mix, batch_size=64, seed=0, start=start,
+                                                with_position=True)
     backup = keras_resume.BackupAndRestore(backup_dir, train, save_freq=100)
-    model.fit(train.map(lambda b: (b["image"], b["label"])), epochs=10,
+    model.fit(train.dataset.map(lambda b: (b["image"], b["label"])), epochs=10,
               steps_per_epoch=1000, callbacks=[backup])
 
 `BackupAndRestore` is keras' own (weights, optimizer and epoch saved every `save_freq`
@@ -29,6 +30,7 @@ import shutil
 
 import keras
 
+from imagesets.reading import mixing
 from imagesets.storage import transfer
 
 POSITION_FILE = "input_position.json"
@@ -88,20 +90,22 @@ def saved_start(backup_dir):
 
 
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
-  """keras' `BackupAndRestore` that also saves and restores `dataset`'s position (the
-  pipeline `input_pipeline.classification_train` returned for a mix, made with
-  `start=saved_start(backup_dir)`); see the module docstring."""
+  """keras' `BackupAndRestore` that also saves and restores `pipeline`'s position (the
+  `mixing.Pipeline` `input_pipeline.classification_train(mix, ...,
+  with_position=True)` returned, made with `start=saved_start(backup_dir)`; `fit` on its
+  `.dataset`); see the module docstring."""
 
-  def __init__(self, backup_dir, dataset, save_freq="epoch", double_checkpoint=False,
+  def __init__(self, backup_dir, pipeline, save_freq="epoch", double_checkpoint=False,
                delete_checkpoint=True):
     super().__init__(str(backup_dir), save_freq=save_freq,
                      double_checkpoint=double_checkpoint, delete_checkpoint=delete_checkpoint)
-    run = getattr(dataset, "_imagesets_mix_run", None)
-    if run is None or run.readers != 1:
-      raise ValueError("give the pipeline input_pipeline.classification_train returned for "
-                       "a mixing.mix(...) (one input pipeline; a single dataset: a mix of one "
-                       "part), before any .map of yours")
-    self._run, self._batch_size = run, dataset._imagesets_batch_size
+    if not isinstance(pipeline, mixing.Pipeline) or pipeline.run.readers != 1:
+      raise ValueError("give the mixing.Pipeline input_pipeline.classification_train(mix, "
+                       "..., with_position=True) returned for a mixing.mix(...) (one input "
+                       "pipeline; a single dataset: a mix of one part), and fit on its "
+                       ".dataset")
+    run = pipeline.run
+    self._run, self._batch_size = run, pipeline.batch_size
     entry = _saved(backup_dir)
     expected = None if entry is None else entry["position"]
     if run.position([0]).to_json() != (expected or run.mix.run(1).position([0]).to_json()):

@@ -81,6 +81,4 @@ def records(run: mixing.MixedRun, reader: int = 0) -> tf.data.Dataset:
                if detection else {"label": none})
     ds = ds.concatenate(streaming.finishing(run).map(
         lambda s: {"image": s, **nothing, "source": none, "index": none}))
-  ds = streaming.with_file_reads(ds)
-  ds._imagesets_mix_run = run   # (held by the dataset: the numpy functions hold it weakly)
-  return ds
+  return streaming.keep_alive(streaming.with_file_reads(ds), run)

@@ -9,6 +9,9 @@
     loader = grain_pipeline.classification_train(mix, batch_size=64)  # Grain
     for batch in train:   # {"image", "label" (mix.classes), "source" (index into mix.parts)}
       ...
+    pipeline = input_pipeline.classification_train(mix, batch_size=64, with_position=True)
+    for batch in pipeline.dataset.take(10): ...
+    start = pipeline.position([10 * 64])   # JSON: start=start resumes there
 
 A `Part` is a split of a prepared version (local or in a bucket, TFRecord or ArrayRecord)
 with its share of a mixed epoch: per epoch `repeat` times its records or `choose` records
@@ -402,12 +405,32 @@ def mapped_labels(label_ids, part: int, labels) -> np.ndarray:
   return np.where(labels < 0, labels, ids[np.maximum(labels, 0)])
 
 
-def position(ds, taken) -> dict:
-  """The position (JSON) of a mixed pipeline's readers that have each taken `taken[r]`
-  examples in this run (`ds`: one of them; batches taken times the batch size), to give
-  as `start=` with any number of readers."""
-  run = getattr(ds, "_imagesets_mix_run", None)
-  if run is None:
-    raise ValueError("position() is for a pipeline made from a mixing.mix(...); map it "
-                     "after taking its position, or keep the pipeline the call returned")
-  return run.position(taken).to_json()
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+  """A mix's training pipeline (`dataset`: its batches, as tf.data), the run of all the
+  job's input pipelines (`run`) and the batch size: what
+  `input_pipeline.classification_train(mix, ..., with_position=True)` (or
+  `detection_train`) returns. Keep it: `position` needs the run, which a dataset (or one
+  mapped from it) does not give back."""
+  dataset: object   # a tf.data.Dataset (this module imports no TensorFlow)
+  run: MixedRun
+  batch_size: int
+
+  def position(self, taken) -> dict:
+    """The position (JSON) of the readers that have each taken `taken[r]` examples in this
+    run (batches taken times the batch size), to give as `start=` with any number of
+    readers."""
+    return self.run.position(taken).to_json()
+
+
+def position(pipeline: Pipeline, taken) -> dict:
+  """`pipeline.position(taken)`: the position (JSON) of a mixed pipeline's readers that
+  have each taken `taken[r]` examples in this run (`pipeline`: one of them; batches taken
+  times the batch size), to give as `start=` with any number of readers."""
+  if not isinstance(pipeline, Pipeline):
+    raise ValueError("position() takes the mixing.Pipeline that input_pipeline."
+                     "classification_train (or detection_train) returns with "
+                     f"with_position=True, not a {type(pipeline).__name__}: make the pipeline "
+                     "with with_position=True, keep the object it returns and train on its "
+                     ".dataset")
+  return pipeline.position(taken)

@@ -13,10 +13,12 @@ by record; ArrayRecord windows by position, in batches, records shuffled within 
 
 Resuming: a tf.data iterator checkpoint resumes a pipeline exactly (same number of input
 pipelines). To resume on another number, give `start`: the `order.Position` of all the
-pipelines (`position(...)` of the records each has given in this run); every record of
-the unfinished epochs is then read exactly once by the new pipelines.
+pipelines (`records(..., with_position=True)` gives a `Pipeline`: its `position(taken)`,
+of the records each pipeline has given in this run); every record of the unfinished
+epochs is then read exactly once by the new pipelines.
 """
 
+import dataclasses
 import weakref
 
 import numpy as np
@@ -36,10 +38,11 @@ _ENDLESS = np.iinfo(np.int64).max
 def records(source, split: str, *, shuffle: bool = False, seed: int | None = None,
             num_epochs: int | None = 1, input_context=None, deterministic: bool = True,
             window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS,
-            start=None) -> tf.data.Dataset:
+            start=None, with_position: bool = False) -> "tf.data.Dataset | Pipeline":
   """Serialized examples of `split`, `num_epochs` times (None: forever), as tf.data:
   stored order, or the order of `seed` with `shuffle`. Checkpointable (a window is a
-  function of its pass and number alone)."""
+  function of its pass and number alone). `with_position=True`: a `Pipeline` (the
+  dataset and its run, for `position`) instead of the dataset."""
   reader, readers = reader_of(input_context)
   tfrecord = source.file_format == "tfrecord"
   run = split_runs.run_for(source, split, shuffle=shuffle, seed=seed, readers=readers,
@@ -53,12 +56,36 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
     ds = _windows(run, reader).flat_map(_position_window(run, reads, deterministic)).unbatch()
   if num_epochs is not None:
     ds = ds.concatenate(finishing(reads))
-  ds = with_file_reads(ds, deterministic)
-  # The numpy functions hold the reads weakly (`weakly`): the dataset (and so its
-  # iterators, which hold their dataset) holds them, and a dropped pipeline's go with it,
-  # letting its shards go.
-  ds._imagesets_reads = reads
-  ds._imagesets_run = run
+  ds = keep_alive(with_file_reads(ds, deterministic), reads)
+  return Pipeline(ds, run) if with_position else ds
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+  """An input pipeline's records (`dataset`) and the run of all the job's pipelines
+  (`run`): what `records(..., with_position=True)` returns. Keep it: `position` needs
+  the run, which a dataset (or one mapped from it) does not give back."""
+  dataset: tf.data.Dataset
+  run: order_lib.Run
+
+  def position(self, taken) -> order_lib.Position:
+    """The position of readers that have each taken `taken[r]` records of their `records`
+    dataset in this run, to give as `start=`."""
+    run = self.run
+    return run.position([run.place(reader, count) for reader, count in enumerate(taken)])
+
+
+# A dataset -> what its life holds (`keep_alive`).
+_HELD = weakref.WeakKeyDictionary()
+
+
+def keep_alive(ds: tf.data.Dataset, obj) -> tf.data.Dataset:
+  """`ds`, holding `obj` for as long as it, or any dataset or iterator made from it, lives
+  (they hold their input). tf.data keeps the traced Python functions of a pipeline in
+  graphs that outlive it, so those functions hold what they read weakly (`weakly`): this
+  is the strong reference, and it goes with the pipeline (a dropped pipeline's shard reads
+  close, letting its shards go). Lifetime only: nothing reads it back."""
+  _HELD.setdefault(ds, []).append(obj)
   return ds
 
 
@@ -95,11 +122,15 @@ def with_file_reads(ds: tf.data.Dataset, deterministic: bool = True) -> tf.data.
   return ds.with_options(options)
 
 
-def position(ds: tf.data.Dataset, taken) -> order_lib.Position:
-  """The position of readers that have each taken `taken[r]` records of their `records`
-  dataset in this run (`ds`: one of them, for the run), to give as `start=`."""
-  run = ds._imagesets_run
-  return run.position([run.place(reader, count) for reader, count in enumerate(taken)])
+def position(pipeline: Pipeline, taken) -> order_lib.Position:
+  """`pipeline.position(taken)`: the position of readers that have each taken `taken[r]`
+  records of their `records` dataset in this run (`pipeline`: one of them), to give as
+  `start=`."""
+  if not isinstance(pipeline, Pipeline):
+    raise ValueError("position() takes the Pipeline records(..., with_position=True) "
+                     f"returns, not a {type(pipeline).__name__}: make the records with "
+                     "with_position=True, keep the object it returns and read its .dataset")
+  return pipeline.position(taken)
 
 
 def weakly(reads):

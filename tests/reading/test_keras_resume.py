@@ -96,10 +96,10 @@ def test_the_callback_refuses_a_pipeline_not_started_at_its_backup(data_dir, tmp
       {"epoch": 1, "batch": 2, "batches": 2, "position": start},
       {"epoch": 1, "batch": 2, "batches": 3, "position": later}]}))
   assert keras_resume.saved_start(backup) == start
-  fresh = ip.classification_train(mix, batch_size=4, image_size=8)
+  fresh = ip.classification_train(mix, batch_size=4, image_size=8, with_position=True)
   with pytest.raises(ValueError, match="start=keras_resume.saved_start"):
     keras_resume.BackupAndRestore(backup, fresh)
-  keras_resume.BackupAndRestore(backup, ip.classification_train(mix, batch_size=4, image_size=8,
-                                                                start=start))
+  keras_resume.BackupAndRestore(backup, ip.classification_train(
+      mix, batch_size=4, image_size=8, start=start, with_position=True))
   with pytest.raises(ValueError, match="mixing.mix"):
-    keras_resume.BackupAndRestore(tmp_path / "c", fresh.map(lambda b: b))
+    keras_resume.BackupAndRestore(tmp_path / "c", fresh.dataset.map(lambda b: b))

@@ -126,8 +126,8 @@ def test_the_training_pipeline_of_a_mix_resumes_record_for_record(data_dir):
   mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
                     mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
   common = dict(batch_size=4, image_size=24, seed=7)
-  train = ip.classification_train(mix, **common)
-  batches = list(train.take(9).as_numpy_iterator())
+  train = ip.classification_train(mix, with_position=True, **common)
+  batches = list(train.dataset.take(9).as_numpy_iterator())
   assert batches[0]["image"].shape == (4, 24, 24, 3) and set(batches[0]) == {
       "image", "label", "source"}
   start = mixing.position(train, [5 * 4])
@@ -145,6 +145,35 @@ def test_the_training_pipeline_of_a_mix_resumes_record_for_record(data_dir):
     ip.classification_train("pets:1.0.0", data_dir=str(data_dir), start=start, **common)
   with pytest.raises(ValueError, match="shuffle_buffer=64 with a mix"):
     ip.classification_train(mix, shuffle_buffer=64, **common)
+
+
+def test_a_mapped_pipeline_keeps_its_position_and_resumes_to_the_end_of_the_epoch(data_dir):
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), weight=1),
+                    mixing.Part("boats:1.0.0", str(data_dir), weight=2)], labels="union")
+  common = dict(batch_size=10, image_size=8, seed=3, num_epochs=1)
+
+  def mapped(ds):
+    return ds.map(lambda b: (b["image"], b["label"], b["source"])).as_numpy_iterator()
+  whole = list(mapped(ip.classification_train(mix, **common)))
+  assert len(whole) == mix.examples_per_epoch // 10
+  pipeline = ip.classification_train(mix, with_position=True, **common)
+  assert isinstance(pipeline, mixing.Pipeline) and pipeline.batch_size == 10
+  batches = mapped(pipeline.dataset)
+  taken = [next(batches) for _ in range(4)]
+  start = mixing.position(pipeline, [4 * 10])
+  assert start == pipeline.position([4 * 10])
+  rest = list(mapped(ip.classification_train(mix, start=start, **common)))
+  assert len(taken) + len(rest) == len(whole)
+  for want, got in zip(whole, taken + rest):
+    for a, b in zip(want, got):
+      np.testing.assert_array_equal(a, b)
+  # A dataset, the pipeline's own or mapped, has no position; one dataset has none either.
+  for plain in (pipeline.dataset, pipeline.dataset.map(lambda b: b)):
+    with pytest.raises(ValueError, match="with_position=True"):
+      mixing.position(plain, [4 * 10])
+  with pytest.raises(ValueError, match="with_position=True.*a mix of one part"):
+    ip.classification_train("pets:1.0.0", data_dir=str(data_dir), with_position=True,
+                            **common)
 
 
 def part_epoch_zero(run, reads_by_reader) -> dict[int, list[bytes]]:

@@ -160,15 +160,22 @@ def test_tf_data_training_keeps_the_classes_by_name_and_resumes(parts):
   assert batches[0]["bounding_boxes"]["boxes"].shape[1:] == (
       max(len(o) for _, truth in parts[1] for o in truth.values()), 4)
   assert _unmatched(_keras_examples(batches, mix.classes), parts, epochs=2) == ([], [])
-  ds = train()
-  taken = list(ds.take(3))
+  pipeline = train(with_position=True)
+  taken = list(pipeline.dataset.take(3))
   rest = [tf.nest.map_structure(np.asarray, b)
-          for b in train(start=mixing.position(ds, [3 * 4]))]
+          for b in train(start=mixing.position(pipeline, [3 * 4]))]
   assert len(taken) + len(rest) == len(batches)
   for a, b in zip(rest, batches[3:]):
     np.testing.assert_array_equal(a["images"], b["images"])
     np.testing.assert_array_equal(a["bounding_boxes"]["boxes"], b["bounding_boxes"]["boxes"])
     np.testing.assert_array_equal(a["bounding_boxes"]["labels"], b["bounding_boxes"]["labels"])
+
+
+def test_one_detection_datasets_pipeline_has_no_position(parts):
+  data_dir, made = parts
+  with pytest.raises(ValueError, match="with_position=True.*a mix of one part"):
+    ip.detection_train(made[0][0], data_dir=data_dir, batch_size=4, image_size=16,
+                       with_position=True)
 
 
 def test_grain_worker_processes_read_the_mix_to_the_end_with_the_classes_by_name(parts):

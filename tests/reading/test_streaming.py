@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 
 import numpy as np
 import pytest
@@ -116,13 +117,15 @@ def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, 
 
   def pipelines(count, start=None):
     return [streaming.records(source, "train", shuffle=True, seed=2, num_epochs=2,
-                              start=start, input_context=tf.distribute.InputContext(count, i, 1))
+                              start=start, input_context=tf.distribute.InputContext(count, i, 1),
+                              with_position=True)
             for i in range(count)]
 
-  def take(datasets, counts, read):
+  def take(started, counts, read):
     taken = []
-    for ds, count in zip(datasets, counts):
-      got = [hashlib.sha256(r).hexdigest() for r in ds.take(count).as_numpy_iterator()]
+    for pipeline, count in zip(started, counts):
+      got = [hashlib.sha256(r).hexdigest()
+             for r in pipeline.dataset.take(count).as_numpy_iterator()]
       read += got
       taken.append(len(got))
     return taken
@@ -139,10 +142,48 @@ def test_a_tf_data_position_resumes_on_another_number_of_input_pipelines(built, 
   take(rest, [10**6] * 3, read)
   everything = collections.Counter(read)
   assert len(everything) == 160 and set(everything.values()) == {2}
-  run = rest[0]._imagesets_run  # pylint: disable=protected-access
+  run = rest[0].run
   needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
             for s in run.reader_pass(q, r).rows[:, 0].tolist()}
   assert set(opened) == needed and set(opened.values()) == {1}   # what it reads, once
+
+
+def test_a_mapped_pipelines_position_resumes_the_rest_and_a_dataset_has_none(built):
+  source = sources.open_source(SPEC, built)
+
+  def records(**more):
+    return streaming.records(source, "train", shuffle=True, seed=2, **more)
+  whole = [hashlib.sha256(r).hexdigest() for r in records().as_numpy_iterator()]
+  pipeline = records(with_position=True)
+  mapped = pipeline.dataset.map(lambda r: {"record": r})
+  taken = [hashlib.sha256(e["record"]).hexdigest()
+           for e in mapped.take(30).as_numpy_iterator()]
+  position = streaming.position(pipeline, [30])
+  assert position.to_json() == pipeline.position([30]).to_json()
+  rest = [hashlib.sha256(r).hexdigest()
+          for r in records(start=position).as_numpy_iterator()]
+  assert sorted(taken + rest) == sorted(whole)   # the rest of the epoch, each record once
+  for plain in (pipeline.dataset, mapped):
+    with pytest.raises(ValueError, match="with_position=True"):
+      streaming.position(plain, [30])
+
+
+def test_a_pipelines_keep_alive_entry_goes_with_it_and_its_iterators(built):
+  source = sources.open_source(SPEC, built)
+  gc.collect()
+  held = len(streaming._HELD)
+  ds = streaming.records(source, "test", shuffle=True, seed=1)
+  reads = weakref.ref(streaming._HELD[ds][0])
+  iterator = iter(ds.map(tf.strings.length))
+  next(iterator)
+  del ds
+  gc.collect()
+  # The iterator holds its dataset, and so the reads.
+  assert len(streaming._HELD) == held + 1 and reads() is not None
+  assert sum(1 for _ in iterator) == 39
+  del iterator
+  gc.collect()
+  assert len(streaming._HELD) == held and reads() is None
 
 
 def test_training_pipelines_read_a_bucket_like_a_local_build(built, tmp_path):
