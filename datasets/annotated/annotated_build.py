@@ -35,6 +35,7 @@ from imagesets.building import parallel_map
 from imagesets.building import problems
 from imagesets.building import record_index
 from imagesets.building import splits
+from imagesets.building import stat_cache
 from imagesets.building import named_versions
 
 ANNOTATIONS_KEY = "<annotations>"  # the annotation file's entry among a version's content files
@@ -195,7 +196,9 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     read = source.annotations
     problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
                           fix=annotated_builder.ANNOTATION_FIX)
-    hashes = fingerprints.file_hashes(options.images, sorted(read.entries))
+    hashed = fingerprints.cached_file_hashes(options.images, sorted(read.entries),
+                                             stat_cache.beside(data_dir, name))
+    hashes = hashed.hashes
     content_options = fingerprint_options(options, file_format)
     described = said(read, mask_hashes(read))
     digest = annotation_digest(described)
@@ -208,6 +211,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     built = named_versions.already_built(version_dir, fingerprint, content_files,
                                       content_options, log)
     if built is not None:
+      hashed.save()
       return built
     digests = entry_digests(described)
     plan = _plan(data_dir, name, version, from_version, beam_options, log, read, digests,
@@ -226,6 +230,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     builder = cls(data_dir=data_dir, file_format=file_format)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         beam_options=beam_options))
+    hashed.save()   # (after the build: a failed first build leaves no folder)
     return builder
 
 

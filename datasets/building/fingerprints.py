@@ -18,8 +18,8 @@ import os
 import posixpath
 from typing import Iterable, Mapping
 
-
 from imagesets.building import class_folders_tree
+from imagesets.building import stat_cache
 
 _READERS = 8  # files are read by threads: hashlib and file reads release the GIL
 
@@ -42,6 +42,18 @@ _LOCAL_BATCH = 512
 
 def file_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   """{relative path: hex sha256 of its bytes} (reads every file)."""
+  return _read_hashes(root, relative_paths)
+
+
+def cached_file_hashes(root: str, relative_paths: list[str], cache) -> stat_cache.Hashed:
+  """The same, through the `stat_cache` file `cache` for a local root (files unchanged
+  since it was saved are not read); every file of a bucket tree or without a cache."""
+  if cache is not None and not class_folders_tree.is_remote(root):
+    return stat_cache.file_hashes(root, relative_paths, cache, _read_hashes)
+  return stat_cache.Hashed(_read_hashes(root, relative_paths))
+
+
+def _read_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   if class_folders_tree.is_remote(root):  # (latency-bound: many reads in flight)
     with concurrent.futures.ThreadPoolExecutor(_READERS) as pool:
       return dict(zip(relative_paths, pool.map(lambda path: _file_sha256(root, path),

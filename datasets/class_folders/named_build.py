@@ -31,6 +31,7 @@ from imagesets.building import incremental
 from imagesets.building import parallel_map
 from imagesets.building import sharding
 from imagesets.building import splits
+from imagesets.building import stat_cache
 # The names every named build shares, where callers of this module have always found them.
 from imagesets.building.named_versions import (  # noqa: F401
     ABOUT_FILE, About, VersionExistsError, already_built, check_name, first_ten,
@@ -123,7 +124,8 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   # Hashing and building allocate per file: with the objects of TensorFlow, Keras and
   # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
   with parallel_map.frozen_gc():
-    hashes = fingerprints.file_hashes(root, tree.images)
+    hashed = fingerprints.cached_file_hashes(root, tree.images, stat_cache.beside(data_dir, name))
+    hashes = hashed.hashes
     base = None
     if versioned:
       base = _base(data_dir, name, version, from_version, options, beam_options, log)
@@ -131,8 +133,10 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
       _say_the_split_key(pathlib.Path(data_dir) / name, version, options, log)
     listing = listing or class_folders_builder.Listing(
         tree, class_folders_builder.assign(root, tree, options, hashes))
-    return _build(root, name, version, data_dir, options, about, file_format, beam_options,
-                  log, listing, keep_order, progress, hashes, versioned, base)
+    built = _build(root, name, version, data_dir, options, about, file_format, beam_options,
+                   log, listing, keep_order, progress, hashes, versioned, base)
+  hashed.save()   # (after the build: a failed first build leaves no folder)
+  return built
 
 
 def _base(data_dir, name, version, from_version, options, beam_options, log):

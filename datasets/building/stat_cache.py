@@ -1,0 +1,108 @@
+"""The SHA-256 of a local tree's files without reading the unchanged ones, as git's index
+does: a file whose size, modification and change times, inode and device are those it had
+when it was hashed holds the same bytes.
+
+A changed file is never taken for unchanged:
+* writing a file changes its modification time; restoring that time (`touch -d`,
+  `os.utime`, `cp -p`) sets its change time (ctime), which no call but the kernel's clock
+  sets; a file replaced by a rename has another inode;
+* a write within the timestamps' granularity of the hash (git's "racy clean" case: a
+  second write in the same clock tick leaves every time equal) is caught by trusting only
+  entries whose times were older than the stat that went with the hash by RACY_SECONDS:
+  a file written shortly before a build is hashed again at the next one.
+What it cannot see: a file server whose clock lags this machine's by more than
+RACY_SECONDS, or a clock set back. Bucket trees (gs://, s3://) are always read.
+
+The cache is a JSON file beside a name's versions (`FILE`), written after a build; one that
+cannot be read is ignored (every file is hashed, and the file written again).
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import time
+from typing import Callable
+
+from imagesets.storage import atomic_files
+
+FILE = ".file_hashes.json"
+RACY_SECONDS = 2.0   # FAT's two-second times; ext4, xfs, btrfs, tmpfs: a clock tick
+_FORMAT = 1
+
+Key = tuple[int, int, int, int, int]   # size, mtime_ns, ctime_ns, inode, device
+_now_ns = time.time_ns
+
+
+def beside(data_dir, name: str) -> pathlib.Path | None:
+  """The cache of the trees a name's versions are built from, in a local `data_dir`; None
+  for a bucket's (gs://, s3://)."""
+  return None if "://" in str(data_dir) else pathlib.Path(data_dir) / name / FILE
+
+
+def key(stat: os.stat_result) -> Key:
+  return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+
+
+@dataclasses.dataclass
+class Hashed:
+  """A tree's file hashes (`hashes`: {relative path: hex sha256}), and what `save` writes
+  to the cache they were looked up in: the stat that went with each hash."""
+  hashes: dict[str, str]
+  cache: pathlib.Path | None = None
+  root: str = ""
+  checked: int = 0
+  stats: dict[str, Key] = dataclasses.field(default_factory=dict)
+
+  def save(self) -> None:
+    """The cache written with every file (after a build: a failed one leaves none)."""
+    if self.cache is not None:
+      _write(self.cache, self.root, self.checked,
+             {path: (self.stats[path], digest) for path, digest in self.hashes.items()})
+
+
+def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
+                hash_files: Callable[[str, list[str]], dict[str, str]], *,
+                stat: Callable[[str], os.stat_result] = os.stat,
+                now_ns: Callable[[], int] | None = None) -> Hashed:
+  """The hashes of the files of the local `root`: those `cache` holds for their present
+  stat, the rest by `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and
+  the clock's."""
+  checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
+  stats = {path: key(stat(os.path.join(root, path))) for path in relative_paths}
+  known = _trusted(pathlib.Path(cache), root)
+  found = {path: known[path][1] for path in relative_paths
+           if path in known and known[path][0] == stats[path]}
+  found.update(hash_files(root, [path for path in relative_paths if path not in found]))
+  return Hashed({path: found[path] for path in relative_paths}, pathlib.Path(cache), root,
+                checked, stats)
+
+
+def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
+  """The entries of `cache` for `root` whose times were older than their stat by
+  RACY_SECONDS; {} when there is none or it cannot be read."""
+  try:
+    held = json.loads(cache.read_text())
+    if held.get("format") != _FORMAT or held.get("root") != root:
+      return {}
+    margin = held["checked_ns"] - int(RACY_SECONDS * 1e9)
+    found = {}
+    for path, (size, mtime, ctime, inode, device, digest) in held["files"].items():
+      if max(mtime, ctime) < margin and isinstance(digest, str) and len(digest) == 64:
+        found[path] = ((int(size), int(mtime), int(ctime), int(inode), int(device)), digest)
+    return found
+  except FileNotFoundError:
+    return {}
+  except (OSError, ValueError, TypeError, KeyError, AttributeError) as why:
+    logging.warning("%s: not a file-hash cache (%s): every file is read", cache, why)
+    return {}
+
+
+def _write(cache: pathlib.Path, root: str, checked: int, entries) -> None:
+  data = {"format": _FORMAT, "root": root, "checked_ns": checked,
+          "files": {path: [*stat_key, digest] for path, (stat_key, digest) in entries.items()}}
+  try:
+    atomic_files.write(cache, json.dumps(data, separators=(",", ":")).encode())
+  except OSError as why:   # (a cache: the build goes on without it)
+    logging.warning("%s: could not write the file-hash cache (%s)", cache, why)
