@@ -34,7 +34,7 @@ CENTRAL_CROP_FRACTION = 0.875
 # boxes): 30-100 % of the image.
 DETECTION_CROP_AREA_RANGE = (0.3, 1.0)
 
-# A version's page (`verifying.report_page`), beside its card: published and fetched with
+# A version's page (`reports.report_page`), beside its card: published and fetched with
 # the version, not downloaded by a job that streams it (nothing reads it to train).
 PAGE_FILE = "report.html"
 # The folder of a version's record index (`building.record_index`): what a later version is

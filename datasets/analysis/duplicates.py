@@ -595,7 +595,8 @@ def read_stored(path, splits: dict[str, int], *, source: str | None = None, spec
   """(groups, dropped members, images) of the report a build stored at `path`, checked by
   `from_json` against `splits` (split -> examples of the version beside it: a folder may
   come from elsewhere); None when there is none (`leakage` off, a Beam build without
-  images). Messages name the report as `source` (default: its path)."""
+  images), or something else than a file stands at `path` (the images are then read, as
+  for a version without one). Messages name the report as `source` (default: its path)."""
   path = pathlib.Path(path)
   if not path.is_file():
     return None

@@ -3,7 +3,7 @@
 Shards are stored by SHA-256 (`<cache>/shards/<sha256>`; the manifest of every published
 version names each file's SHA-256): a shard is the same bytes whatever endpoint, bucket or
 version named it, so two servers holding one bucket name never mix, and versions that
-share shards share them on disk. Every shard is downloaded by `publishing.transfer`'s
+share shards share them on disk. Every shard is downloaded by `storage.transfer`'s
 checked download (size and SHA-256 checked before the rename).
 
 Readers (`shard_reads.CachedShards`, one per reader of the read order) pin the shards they

@@ -16,7 +16,7 @@ in the seeded streaming order, reading shards with TensorFlow's C++ readers (a p
 window is unpinned when it ends, a dropped pipeline's when it is garbage collected).
 
 A bucket data_dir is `s3://`, `gs://` or `file://`: the version is asked of the bucket
-(`publishing.transfer.open_version`; pinned versions cached before are read without it
+(`storage.transfer.open_version`; pinned versions cached before are read without it
 when it cannot answer), its small files (dataset_info.json, features.json, ...) are
 downloaded and checked at once, and its shards only as they are read.
 """

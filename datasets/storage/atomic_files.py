@@ -18,7 +18,7 @@ a shared file system can read them (tempfile.mkstemp would make them owner-only)
 """
 
 import contextlib
-import errno
+import glob
 import os
 import pathlib
 import uuid
@@ -26,29 +26,40 @@ from typing import Callable, Iterable
 
 CHUNK = 8 << 20
 _TMP = ".tmp-"
+_NAME_KEPT = 100   # characters of a target's name its temporaries keep (+ 48: pid, hex)
 
-# No hard link here: none at all (vfat, many SMB and FUSE mounts), another device, or
-# Linux's protected_hardlinks refusing a teammate's file.
-NO_HARD_LINK = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS)
+
+
+def _no_hard_link(error: OSError) -> bool:
+  """A link refused for any reason but a taken name or a missing source: none at all
+  (vfat, many SMB and FUSE mounts), another device, the file's link limit, Linux's
+  protected_hardlinks refusing a teammate's file, a mount's own refusal (EACCES)."""
+  return not isinstance(error, (FileExistsError, FileNotFoundError))
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+
+
+def _prefix(target: pathlib.Path) -> str:
+  # (the name cut short: a temporary stays within NAME_MAX however long the target's name)
+  return f".{target.name.lstrip('.')[:_NAME_KEPT]}{_TMP}"
 
 
 def temporary_beside(target) -> pathlib.Path:
   """A new unique hidden name beside `target` (its folder made if missing)."""
   target = pathlib.Path(target)
   target.parent.mkdir(parents=True, exist_ok=True)
-  return target.with_name(f".{target.name.lstrip('.')}{_TMP}{os.getpid()}-{uuid.uuid4().hex}")
+  return target.with_name(f"{_prefix(target)}{os.getpid()}-{uuid.uuid4().hex}")
 
 
 def leftovers(target) -> list[tuple[pathlib.Path, int | None]]:
   """The temporaries beside `target` with the pid of the process that made each (None: a
   name this module did not make)."""
   target = pathlib.Path(target)
-  prefix = f".{target.name.lstrip('.')}{_TMP}"
+  prefix = _prefix(target)
   found = []
-  for path in target.parent.glob(f"{prefix}*"):
+  for path in target.parent.glob(f"{glob.escape(prefix)}*"):
     pid = path.name[len(prefix):].partition("-")[0]
-    found.append((path, int(pid) if pid.isdigit() and len(pid) <= 10 else None))
+    ours = pid.isascii() and pid.isdigit() and len(pid) <= 10
+    found.append((path, int(pid) if ours else None))
   return found
 
 
@@ -95,8 +106,8 @@ def link(source, target, *, exclusive: bool = False) -> None:
       os.link(source, target)
       return
     except OSError as error:
-      if error.errno not in (*NO_HARD_LINK, errno.EMLINK):
-        raise  # (FileExistsError and a missing source included)
+      if not _no_hard_link(error):
+        raise
     if not copy(source, target, exclusive=True):
       raise FileExistsError(f"{target} exists")
     return
@@ -104,7 +115,7 @@ def link(source, target, *, exclusive: bool = False) -> None:
   try:
     os.link(source, tmp)
   except OSError as error:
-    if error.errno not in (*NO_HARD_LINK, errno.EMLINK):
+    if not _no_hard_link(error):
       raise
     copy(source, target)
     return
@@ -140,7 +151,7 @@ def _give_name(tmp: pathlib.Path, target: pathlib.Path, exclusive: bool) -> bool
   except FileExistsError:
     return False
   except OSError as error:
-    if error.errno not in NO_HARD_LINK:
+    if not _no_hard_link(error):
       raise
   try:  # no hard links here: the name created exclusively, then written in place
     with open(tmp, "rb") as written:

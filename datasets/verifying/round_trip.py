@@ -34,7 +34,7 @@ def _declared(info):
   name) has no builder of its own here: a class-folders build or one from annotations,
   known by what it stored."""
   known = registry.BY_NAME.get(info.name)
-  if known is not None:
+  if known is not None:   # (its module, loaded by name as TFDS loads it: never imported here)
     return importlib.import_module(known.module).Builder.ROUND_TRIP
   if (info.metadata or {}).get("annotation_format"):
     return round_trips.annotated

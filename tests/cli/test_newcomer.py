@@ -30,7 +30,7 @@ def test_published_files_get_the_permissions_of_a_plain_copy(tiny_data_dir, tmp_
   files = [path for path in bucket.rglob("*") if path.is_file()]
   assert len(files) >= 13  # the version's objects and the default config's metadata
   assert {oct(stat.S_IMODE(path.stat().st_mode)) for path in files} == {oct(0o666 & ~umask)}
-  assert not [path for path in bucket.rglob(".tmp-*")]  # no temporary file left behind
+  assert not [path for path in bucket.rglob(".*.tmp-*")]  # no temporary file left behind
 
 
 def usage_error(*args) -> str:

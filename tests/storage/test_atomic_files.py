@@ -84,3 +84,35 @@ def test_temporaries_are_hidden_beside_their_target_and_name_their_writer(tmp_pa
   found = {path.name: pid for path, pid in atomic_files.leftovers(target)}
   assert found == {made.name: os.getpid(), ".manifest.json.tmp-notapid-1": None,
                    ".manifest.json.tmp-99999999999999999999-4": None}
+
+
+def test_a_long_name_gets_a_temporary_within_the_file_systems_limit(tmp_path):
+  name = "x" * 250   # (NAME_MAX is 255 on Linux file systems)
+  target = tmp_path / name
+  assert atomic_files.write(target, b"whole")
+  atomic_files.link(target, tmp_path / ("y" * 250))
+  assert atomic_files.copy(target, tmp_path / ("z" * 250), exclusive=True)
+  assert sorted(p.name for p in tmp_path.iterdir()) == [name, "y" * 250, "z" * 250]
+  made = atomic_files.temporary_beside(target)
+  made.write_bytes(b"")
+  assert [(path, pid) for path, pid in atomic_files.leftovers(target)] == [(made, os.getpid())]
+
+
+def test_a_leftover_named_with_other_digits_is_no_process_of_ours(tmp_path):
+  target = tmp_path / ".layout"
+  for odd in ("\u00b2", "\u0663", "12\u00b2"):   # str.isdigit() is true for these
+    (tmp_path / f".layout.tmp-{odd}-1").write_bytes(b"")
+  assert [pid for _, pid in atomic_files.leftovers(target)] == [None, None, None]
+
+
+@pytest.mark.parametrize("refusal", [errno.EACCES, errno.EXDEV, errno.EMLINK, errno.EIO])
+def test_a_link_refused_for_any_reason_but_a_taken_name_is_a_copy(refusal, tmp_path, monkeypatch):
+  source = tmp_path / "shard"
+  source.write_bytes(b"records")
+  monkeypatch.setattr(atomic_files.os, "link", lambda *a: (_ for _ in ()).throw(
+      OSError(refusal, os.strerror(refusal))))
+  atomic_files.link(source, tmp_path / "kept", exclusive=True)
+  atomic_files.link(source, tmp_path / "replaced")
+  assert (tmp_path / "kept").read_bytes() == (tmp_path / "replaced").read_bytes() == b"records"
+  with pytest.raises(FileNotFoundError):
+    atomic_files.link(tmp_path / "missing", tmp_path / "other", exclusive=True)
