@@ -77,6 +77,9 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
 # Shard downloads from a file:// bucket, counted where they happen: see bucket_reads.py.
 from bucket_reads import bucket_reads  # noqa: E402,F401
+# synthetic_images/variable in 16 shards a split, built once a session in each file format,
+# for the tests that stream it from a bucket: see streamed_versions.py.
+from streamed_versions import built  # noqa: E402,F401
 
 
 def build_synthetic(data_dir: pathlib.Path, config: str = "tiny") -> pathlib.Path:

@@ -1,7 +1,8 @@
-"""grain_pipeline (+ numpy_ops): numpy batches over ArrayRecord builds, deterministic for a
-seed, resumable from a saved state, sharded across processes, the tf.data semantics."""
+"""grain_pipeline (+ numpy_ops): numpy batches over ArrayRecord builds, local or in a bucket."""
 
+import collections
 import itertools
+import json
 import os
 
 import numpy as np
@@ -16,6 +17,7 @@ from imagesets.reading import grain_pipeline as gp
 from imagesets.reading import input_pipeline as ip
 from test_input_pipeline import (NUM_CLASSIFICATION, PipelineClasses, PipelineSegments,
                                  _assert_same_batches, _check_segmentation_batches, _prepared)
+from streamed_versions import NUM_SHARDS, SPEC, local_examples, published_to, train_bytes
 
 
 @pytest.fixture(scope="module")
@@ -286,3 +288,166 @@ def test_grain_workers_open_what_they_read_without_the_builders_code(classes, ti
                          capture_output=True, timeout=300, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.decode().splitlines()[-1] == "[]", out.stdout.decode()
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)  # Grain's usual format
+def test_grain_pipelines_stream_a_bucket_and_resume(built, tmp_path, bucket_reads):
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c")
+  labels = [int(l) for b in grain_pipeline.classification_eval(SPEC, split="test", **kwargs)
+            for l in b["label"]]
+  assert labels == [label for _, label in local_examples(built, "test")]
+  opened = bucket_reads(url)
+  train = grain_pipeline.classification_train(SPEC, seed=4, num_epochs=2, worker_count=1,
+                                              **kwargs)
+  iterator = iter(train)
+  for _ in range(7):
+    next(iterator)
+  # The main process reads nothing (its worker does): it downloaded nothing either.
+  assert sum(opened.values()) == 0
+  state = iterator.get_state()
+  rest = [b["image"].tobytes() for b in iterator]
+  assert len(rest) == 2 * 160 // 8 - 7
+  resumed = iter(grain_pipeline.classification_train(SPEC, seed=4, num_epochs=2,
+                                                     worker_count=1, **kwargs))
+  resumed.set_state(state)
+  assert [b["image"].tobytes() for b in resumed] == rest
+
+
+# The same count in processes started from here on (Grain's workers): each appends the
+# names it opens to the file named by $BUCKET_LOG.
+PROCESS_AUDIT = """
+import os, sys
+_root, _log = os.environ.get("BUCKET_ROOT"), os.environ.get("BUCKET_LOG")
+def _hook(event, args):
+  if event == "open" and isinstance(args[0], str) and isinstance(args[1], str):
+    name = args[0].rsplit("/", 1)[-1]
+    if args[0].startswith(_root) and "-of-" in name and "r" in args[1] and "+" not in args[1]:
+      with open(_log, "a") as log:
+        log.write(f"{os.getpid()}:{name}\\n")
+if _root and _log:
+  sys.addaudithook(_hook)
+"""
+
+
+@pytest.fixture
+def process_bucket_reads(tmp_path, monkeypatch):
+  """Counts shard downloads from the file:// bucket `url` given to `watch(url)` in the
+  processes this one starts, by (pid, shard) (read the Counter after they end)."""
+  hooks, log = tmp_path / "audit", tmp_path / "downloads.log"
+  hooks.mkdir()
+  (hooks / "sitecustomize.py").write_text(PROCESS_AUDIT)
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+      [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]))
+  monkeypatch.setenv("BUCKET_LOG", str(log))
+
+  def watch(url):
+    monkeypatch.setenv("BUCKET_ROOT", url[len("file://"):])
+    return lambda: collections.Counter(tuple(line.split(":", 1)) for line in (
+        log.read_text().split() if log.exists() else []))
+  return watch
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)
+def test_grain_worker_processes_each_read_their_own_shards_once_an_epoch_per_machine(
+    built, tmp_path, process_bucket_reads):
+  # Each of Grain's worker processes reads its own shards (the sampler deals them): under a
+  # limit that holds each worker's window and the next (2 workers x 2 of the largest
+  # shard, a third of the version), each shard is downloaded at most once an epoch on the
+  # machine, whatever the number of workers.
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  downloads = process_bucket_reads(url)
+  kwargs = dict(data_dir=url, batch_size=8, image_size=32, cache_dir=tmp_path / "c",
+                cache_limit=2 * 2 * max(train_bytes(built)))
+  labels = [int(label) for batch in grain_pipeline.classification_train(
+      SPEC, seed=0, num_epochs=2, worker_count=2, **kwargs) for label in batch["label"]]
+  assert len(labels) >= 2 * 160 - 2 * 7   # (each worker drops its last partial batch)
+  opened = downloads()  # (counted in the workers)
+  by_shard = collections.Counter()
+  for (_, shard), count in opened.items():
+    by_shard[shard] += count
+  assert len(by_shard) == NUM_SHARDS and max(by_shard.values()) <= 2, opened
+  assert len({pid for pid, _ in opened}) == 2
+  with pytest.raises(ValueError, match=r"smaller than what 8 readers \(Grain's worker processes\)"
+                     ) as error:
+    grain_pipeline.classification_train(SPEC, seed=0, worker_count=8, **kwargs)
+  assert "\n" not in str(error.value)
+
+
+def _record_ids(loader, iterator=None, batches=None):
+  """The records of `batches` batches (all: None) of a loader of `RecordIds`."""
+  iterator = iterator or iter(loader)
+  out = []
+  for batch in iterator:
+    out += batch["id"].tolist()
+    if batches is not None and len(out) >= batches * 4:
+      break
+  return out, iterator
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)
+def test_a_grain_position_resumes_on_another_worker_count_reading_the_rest_once(
+    built, tmp_path, process_bucket_reads):
+  # 4 workers stopped mid-epoch, resumed on 2, stopped again, resumed on 3: every record
+  # of the two epochs exactly once, and the resumed jobs download no shard read whole.
+  from imagesets.reading import grain_pipeline
+  from imagesets_testing import record_ids
+  url = published_to(built, "file", tmp_path)
+  ids = {record_ids.record_id(r) for r in raw_records(built, "train")}
+  kwargs = dict(batch_size=4, train=True, seed=5, num_epochs=2, drop_remainder=False,
+                shard_index=0, shard_count=1, cache_dir=tmp_path / "c")
+
+  def loader(workers, start=None):
+    return grain_pipeline._loader(SPEC, "train", url, record_ids.RecordIds(), worker_count=workers,
+                                  start=start, **kwargs)
+  first = loader(4)
+  read, iterator = _record_ids(first, batches=30)
+  position = grain_pipeline.position(first, iterator.get_state())
+  position = json.loads(json.dumps(position))   # saved with a checkpoint, loaded
+  second = loader(2, position)
+  more, iterator = _record_ids(second, batches=40)
+  position = grain_pipeline.position(second, iterator.get_state())
+  downloads = process_bucket_reads(url)
+  kwargs["cache_dir"] = tmp_path / "fresh"   # (the resumed job's downloads, counted)
+  third = loader(3, position)
+  rest, _ = _record_ids(third)
+  everything = collections.Counter(read + more + rest)
+  assert set(everything) == ids and set(everything.values()) == {2}, everything
+  assert len(read) >= 30 * 4 and len(more) >= 40 * 4
+  run = third._sampler._source.run  # pylint: disable=protected-access
+  needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
+            for s in run.reader_pass(q, r).rows[:, 0].tolist()}
+  by_shard = collections.Counter()
+  for (_, shard), count in downloads().items():
+    by_shard[shard] += count
+  assert set(by_shard) == needed and set(by_shard.values()) == {1}   # what it reads, once
+
+
+@pytest.mark.parametrize("built", ["array_record"], indirect=True)
+def test_a_source_read_is_planned_only_for_the_key_its_sampler_announced(built, tmp_path):
+  from imagesets.reading import grain_pipeline
+  url = published_to(built, "file", tmp_path)
+  records = raw_records(built, "train")
+  source = grain_pipeline.RecordSource(url, SPEC, "train", shuffle=True, seed=1, num_epochs=1,
+                                       cache_dir=tmp_path / "c")
+  assert len(source) == 160   # finite: the split's records (the sampler owns epochs)
+  sampler = grain_pipeline.OrderSampler(source, 0, 1)
+  planned = sampler[3]
+  assert source[planned.record_key] == records[planned.record_key]
+  other = sampler[5]   # announced, then a read of another key (a notebook's source[i])
+  key = (other.record_key + 1) % len(source)
+  assert source[key] == records[key]
+  assert source[other.record_key] == records[other.record_key]
+  # A loader's state names its start: a state of one resumed job is refused by another.
+  position = source.run.position([(0, 3)]).to_json()
+  assert repr(grain_pipeline.RecordSource(url, SPEC, "train", shuffle=True, seed=1,
+                                          num_epochs=1, cache_dir=tmp_path / "c",
+                                          start=position)) != repr(source)
+
+
+def raw_records(data_dir, split):
+  source = tfds.data_source(SPEC, split=split, data_dir=data_dir,
+                            deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+  return [source[i] for i in range(len(source))]

@@ -1,11 +1,26 @@
-"""sources: how a version named on the command line is opened (`open_named`)."""
+"""sources: a version opened as a `Source`, by name, from a local build or a bucket, and read."""
 
+import hashlib
+import json
+import pathlib
+import re
 import shutil
+import uuid
 
 import pytest
+import tensorflow as tf
 
-from imagesets.reading import sources
+import bucket_servers as servers
+import imagesets
+from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch as fetch_lib
 from imagesets.storage import versions
+from imagesets.publishing import publish
+from imagesets.reading import shard_cache as shard_cache_lib
+from imagesets.reading import sources
+from imagesets.reading import streaming
+from streamed_versions import (FOLDER, ONE_FORMAT, SPEC, local_examples, our_line, published_to,
+                               streamed_examples, wait_for_downloads)
 
 
 def test_a_name_is_read_in_the_data_dir_unless_a_folder_here_is_named(tmp_path, monkeypatch):
@@ -37,3 +52,150 @@ def test_a_version_opens_by_name_or_by_its_whole_path_and_a_wrong_one_says_which
   with pytest.raises(versions.DatasetNotPreparedError) as error:
     sources.open_named("builds/synthetic_images/tiny:9.9.9", "/nowhere")
   assert "9.9.9" in str(error.value)
+
+
+def test_a_cached_version_is_read_without_the_bucket(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  bucket_folder = pathlib.Path(url[len("file://"):])
+  ds = imagesets.load(SPEC, "train", url, cache_dir=tmp_path / "c", shuffle=True, seed=0,
+                      num_epochs=2)
+  iterator = iter(ds)
+  for _ in range(160):  # the first epoch: every shard downloaded
+    next(iterator)
+  wait_for_downloads(shard_cache_lib.shared(fetch_lib.cache_root(tmp_path / "c")))
+  bucket_folder.rename(bucket_folder.with_name("gone"))  # any request now fails
+  assert sum(1 for _ in iterator) == 160
+  # Opened again with the version pinned: the cached manifest, no network.
+  assert len(streamed_examples(url, "train", tmp_path / "c")) == 160
+
+
+@ONE_FORMAT
+def test_names_leaving_the_version_folder_are_refused_before_any_write(built, tmp_path):
+  bad_names = ["../escaped-1", str(tmp_path / "outside" / "escaped-2"), "a/../../escaped-3"]
+  for index, name in enumerate(bad_names):
+    url = published_to(built, "file", tmp_path)
+    bucket = bucket_lib.Bucket(url)
+    payload = b"export PATH=/evil:$PATH\n"
+    bucket.write_bytes(f"{FOLDER}/{name}", payload)   # where a naive join would read it
+    manifest = json.loads(bucket.read_bytes(f"{FOLDER}/imagesets-manifest.json"))
+    manifest["files"][name] = {"size": len(payload), "md5": hashlib.md5(payload).hexdigest(),
+                               "sha256": hashlib.sha256(payload).hexdigest()}
+    bucket.write_bytes(f"{FOLDER}/imagesets-manifest.json", json.dumps(manifest).encode())
+    for attempt in (lambda: imagesets.load(SPEC, "train", url, cache_dir=tmp_path / f"c{index}"),
+                    lambda: imagesets.fetch(url, SPEC, cache_dir=tmp_path / f"f{index}",
+                                            progress=False)):
+      with pytest.raises(Exception) as error:
+        attempt()
+      message = our_line(error.value)
+      assert "\n" not in message and repr(name) in message and "refused" in message
+    outside = [p for p in tmp_path.rglob("escaped-*") if "bucket-" not in str(p)]
+    assert outside == [] and not (tmp_path / "outside").exists()
+
+
+@ONE_FORMAT
+@pytest.mark.parametrize("config", ["DEEP", "..", ".hidden", 5])
+def test_a_default_config_leaving_the_cache_is_refused_before_any_write(built, tmp_path,
+                                                                        config):
+  """The bucket's .config/metadata.json names the config of a spec without one: it is
+  checked like a manifest's file names before it reaches a path (here the bucket side of
+  the forged name is a real version, so a naive join reads it and writes next to it)."""
+  root = tmp_path / "evil"
+  if config == "DEEP":
+    config = "../" * 40 + str(tmp_path / "OUT")[1:]
+  shutil.copytree(built / FOLDER, tmp_path / "OUT" / "1.0.0")
+  (root / "synthetic_images" / ".config").mkdir(parents=True)
+  (root / "synthetic_images" / ".config" / "metadata.json").write_text(
+      json.dumps({"default_config_name": config}))
+  before = sorted(tmp_path.rglob("*"))
+  url = f"file://{root}"
+  for attempt in (lambda: sources.open_source("synthetic_images:1.0.0", url,
+                                              cache_dir=tmp_path / "c"),
+                  lambda: imagesets.fetch(url, "synthetic_images:1.0.0",
+                                          cache_dir=tmp_path / "f", progress=False)):
+    with pytest.raises(Exception) as error:
+      attempt()
+    message = our_line(error.value)
+    assert "\n" not in message and "refused" in message and "metadata.json" in message
+  after = [p for p in sorted(tmp_path.rglob("*"))
+           if not {tmp_path / "c", tmp_path / "f"} & {*p.parents, p}]
+  assert after == before
+
+
+def _relabelled_copy(data_dir, target):
+  """The same version with other content: every label moved by one (a staging copy)."""
+  shutil.copytree(data_dir, target)
+  for path in (target / FOLDER).glob("*.tfrecord-*"):
+    records = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+      example = tf.train.Example.FromString(record)
+      label = example.features.feature["label"].int64_list
+      label.value[0] = (label.value[0] + 1) % 10
+      records.append(example.SerializeToString())
+    with tf.io.TFRecordWriter(str(path)) as writer:
+      for record in records:
+        writer.write(record)
+  return target
+
+
+@ONE_FORMAT
+def test_one_bucket_name_on_two_s3_servers_is_two_buckets(built, bucket_servers, tmp_path):
+  other = _relabelled_copy(built, tmp_path / "staging-build")
+  url = f"s3://{servers.BUCKET}/{uuid.uuid4().hex[:12]}/tfds"
+  (tmp_path / "weed2").mkdir()
+  with servers.seaweedfs_s3(tmp_path / "weed2") as second:
+    publish.publish(SPEC, built, url, progress=False)              # production
+    with servers.environment({"AWS_ENDPOINT_URL": second}):
+      publish.publish(SPEC, other, url, progress=False)            # staging
+    for _ in range(2):  # in turn, through one cache_dir
+      assert streamed_examples(url, "train", tmp_path / "c") == local_examples(built, "train")
+      with servers.environment({"AWS_ENDPOINT_URL": second}):
+        assert streamed_examples(url, "train", tmp_path / "c") == local_examples(other,
+                                                                                 "train")
+
+
+def test_a_fetched_version_is_streamed_from_its_copy(built, tmp_path, bucket_reads):
+  url = published_to(built, "file", tmp_path)
+  data_dir = imagesets.fetch(url, SPEC, cache_dir=tmp_path / "c", progress=False)
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c")
+  assert source.cache is None and source.folder == pathlib.Path(data_dir) / FOLDER
+  opened = bucket_reads(url)
+  assert sorted(streamed_examples(url, "train", tmp_path / "c")) == sorted(
+      local_examples(built, "train"))
+  assert sum(opened.values()) == 0
+
+
+def test_a_source_reads_a_split_in_stored_order_local_or_streamed(built, tmp_path):
+  url = published_to(built, "file", tmp_path)
+  expected = [tf.train.Example.FromString(r) for r in streaming.records(
+      sources.open_source(SPEC, built), "test").as_numpy_iterator()]
+  source = sources.open_source(SPEC, url, cache_dir=tmp_path / "c", cache_limit="1GB")
+  assert source.streamed and not sources.open_source(SPEC, built).streamed
+  got = [tf.train.Example.FromString(r)
+         for r in streaming.records(source, "test").as_numpy_iterator()]
+  assert got == expected and len(got) == 40
+  labels = [e.features.feature["label"].int64_list.value[0] for e in got]
+  assert labels == [label for _, label in local_examples(built, "test")]
+  # The same records without TensorFlow, local or streamed; a shard is held while read,
+  # let go when the reading ends or is dropped half way.
+  for read in (source, sources.open_source(SPEC, built)):
+    assert [tf.train.Example.FromString(r) for r in read.stored_records("test")] == expected
+  assert source.cache._pins == {}
+  records = source.stored_records("train")
+  next(records)
+  assert source.cache._pins   # (the first window's shards)
+  records.close()
+  assert source.cache._pins == {}
+
+
+@ONE_FORMAT
+def test_a_damaged_local_tfrecord_shard_is_an_error_naming_it_never_wrong_records(
+    built, tmp_path):
+  """Read without TensorFlow, a local shard was never checked against a SHA-256: each
+  record's CRC is (TensorFlow's reader said "corrupted record" too)."""
+  copy = pathlib.Path(shutil.copytree(built, tmp_path / "copy"))
+  (shard,) = (copy / FOLDER).glob("*-test.tfrecord-00000-of-*")
+  data = bytearray(shard.read_bytes())
+  data[len(data) // 2] ^= 0x01
+  shard.write_bytes(bytes(data))
+  with pytest.raises(ValueError, match=re.escape(f"{shard}: record ") + r"\d+ is damaged"):
+    list(sources.open_source(SPEC, copy).stored_records("test"))
