@@ -196,8 +196,10 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     read = source.annotations
     problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
                           fix=annotated_builder.ANNOTATION_FIX)
+    # (only a build on a base trusts the cache: a full build reads every photo)
     hashed = fingerprints.cached_file_hashes(options.images, sorted(read.entries),
-                                             stat_cache.beside(data_dir, name))
+                                             stat_cache.beside(data_dir, name),
+                                             reread=from_version == incremental.FULL)
     hashes = hashed.hashes
     content_options = fingerprint_options(options, file_format)
     described = said(read, mask_hashes(read))

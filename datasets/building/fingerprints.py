@@ -45,11 +45,13 @@ def file_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   return _read_hashes(root, relative_paths)
 
 
-def cached_file_hashes(root: str, relative_paths: list[str], cache) -> stat_cache.Hashed:
+def cached_file_hashes(root: str, relative_paths: list[str], cache, *,
+                       reread: bool = False) -> stat_cache.Hashed:
   """The same, through the `stat_cache` file `cache` for a local root (files unchanged
-  since it was saved are not read); every file of a bucket tree or without a cache."""
+  since it was saved are not read, unless `reread`); every file of a bucket tree or
+  without a cache."""
   if cache is not None and not class_folders_tree.is_remote(root):
-    return stat_cache.file_hashes(root, relative_paths, cache, _read_hashes)
+    return stat_cache.file_hashes(root, relative_paths, cache, _read_hashes, reread=reread)
   return stat_cache.Hashed(_read_hashes(root, relative_paths))
 
 

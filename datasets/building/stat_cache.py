@@ -10,8 +10,11 @@ A changed file is never taken for unchanged:
   second write in the same clock tick leaves every time equal) is caught by trusting only
   entries whose times were older than the stat that went with the hash by RACY_SECONDS:
   a file written shortly before a build is hashed again at the next one.
-What it cannot see: a file server whose clock lags this machine's by more than
-RACY_SECONDS, or a clock set back. Bucket trees (gs://, s3://) are always read.
+What it cannot see (a full build reads every file): a file written through a shared
+memory map after its first written page (Linux updates the times once), a network file
+system's client showing cached attributes (NFS: up to 60 s), a server whose clock lags
+this machine's by more than RACY_SECONDS, a clock set back, bytes rotting on disk.
+Bucket trees (gs://, s3://) are always read.
 
 The cache is a JSON file beside a name's versions (`FILE`), written after a build; one that
 cannot be read is ignored (every file is hashed, and the file written again).
@@ -22,6 +25,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import time
 from typing import Callable
 
@@ -30,6 +34,7 @@ from imagesets.storage import atomic_files
 FILE = ".file_hashes.json"
 RACY_SECONDS = 2.0   # FAT's two-second times; ext4, xfs, btrfs, tmpfs: a clock tick
 _FORMAT = 1
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 Key = tuple[int, int, int, int, int]   # size, mtime_ns, ctime_ns, inode, device
 _now_ns = time.time_ns
@@ -64,14 +69,14 @@ class Hashed:
 
 def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
                 hash_files: Callable[[str, list[str]], dict[str, str]], *,
-                stat: Callable[[str], os.stat_result] = os.stat,
+                reread: bool = False, stat: Callable[[str], os.stat_result] = os.stat,
                 now_ns: Callable[[], int] | None = None) -> Hashed:
   """The hashes of the files of the local `root`: those `cache` holds for their present
-  stat, the rest by `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and
-  the clock's."""
+  stat (none with `reread`: every file is read, the cache written afresh), the rest by
+  `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
   stats = {path: key(stat(os.path.join(root, path))) for path in relative_paths}
-  known = _trusted(pathlib.Path(cache), root)
+  known = {} if reread else _trusted(pathlib.Path(cache), root)
   found = {path: known[path][1] for path in relative_paths
            if path in known and known[path][0] == stats[path]}
   found.update(hash_files(root, [path for path in relative_paths if path not in found]))
@@ -86,17 +91,25 @@ def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
     held = json.loads(cache.read_text())
     if held.get("format") != _FORMAT or held.get("root") != root:
       return {}
-    margin = held["checked_ns"] - int(RACY_SECONDS * 1e9)
+    margin = _integer(held["checked_ns"]) - int(RACY_SECONDS * 1e9)
     found = {}
-    for path, (size, mtime, ctime, inode, device, digest) in held["files"].items():
-      if max(mtime, ctime) < margin and isinstance(digest, str) and len(digest) == 64:
-        found[path] = ((int(size), int(mtime), int(ctime), int(inode), int(device)), digest)
+    for path, (*numbers, digest) in held["files"].items():
+      size, mtime, ctime, inode, device = (_integer(n) for n in numbers)
+      if max(mtime, ctime) < margin and _DIGEST.fullmatch(digest):
+        found[path] = ((size, mtime, ctime, inode, device), digest)
     return found
   except FileNotFoundError:
     return {}
-  except (OSError, ValueError, TypeError, KeyError, AttributeError) as why:
-    logging.warning("%s: not a file-hash cache (%s): every file is read", cache, why)
+  except Exception as why:  # pylint: disable=broad-except  (untrusted: anything is possible)
+    logging.warning("%s: not a file-hash cache (%s): every file is read",
+                    cache, type(why).__name__)
     return {}
+
+
+def _integer(value) -> int:
+  if type(value) is not int:  # (not a bool, a float or a string of digits)
+    raise TypeError(f"{value!r} is not an integer")
+  return value
 
 
 def _write(cache: pathlib.Path, root: str, checked: int, entries) -> None:

@@ -124,7 +124,9 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   # Hashing and building allocate per file: with the objects of TensorFlow, Keras and
   # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
   with parallel_map.frozen_gc():
-    hashed = fingerprints.cached_file_hashes(root, tree.images, stat_cache.beside(data_dir, name))
+    # (only a build on a base trusts the cache: a full build reads every photo)
+    hashed = fingerprints.cached_file_hashes(root, tree.images, stat_cache.beside(data_dir, name),
+                                             reread=from_version == FULL)
     hashes = hashed.hashes
     base = None
     if versioned:

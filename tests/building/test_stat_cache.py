@@ -50,9 +50,9 @@ class Counted:
     return {p: hashlib.sha256((pathlib.Path(root) / p).read_bytes()).hexdigest() for p in paths}
 
 
-def _hashes(root, paths, cache, clock, counted):
-  hashed = stat_cache.file_hashes(str(root), paths, cache, counted, stat=clock.stat,
-                                  now_ns=lambda: clock.now)
+def _hashes(root, paths, cache, clock, counted, reread=False):
+  hashed = stat_cache.file_hashes(str(root), paths, cache, counted, reread=reread,
+                                  stat=clock.stat, now_ns=lambda: clock.now)
   hashed.save()
   return hashed.hashes
 
@@ -75,6 +75,9 @@ def test_unchanged_files_are_not_read_and_changed_ones_always_are(tmp_path):
   counted = Counted()
   assert _hashes(root, paths, cache, clock, counted) == _truth(root, paths)
   assert counted.read == []   # nothing changed: nothing read
+  counted = Counted()   # a full build reads every file (what no stat shows: an mmap write)
+  assert _hashes(root, paths, cache, clock, counted, reread=True) == _truth(root, paths)
+  assert sorted(counted.read) == paths
   # later: one photo's bytes replaced, same size, its modification time put back
   # (touch -d, cp -p): its change time is the clock's
   original = clock.times[str(root / paths[1])][0]
@@ -111,11 +114,35 @@ def test_a_write_in_the_same_tick_as_its_hash_is_read_again(mtime_back, tmp_path
   assert counted.read == ["a.jpg"]
 
 
+def test_a_cache_of_another_root_or_with_a_digest_not_hex_is_not_used(tmp_path):
+  clock, cache = Clock(), tmp_path / stat_cache.FILE
+  clock.write(tmp_path / "one" / "a.jpg", _photos(1)[0])
+  (tmp_path / "two").symlink_to(tmp_path / "one")   # the same file, under another root
+  clock.times[str(tmp_path / "two" / "a.jpg")] = clock.times[str(tmp_path / "one" / "a.jpg")]
+  clock.now += 60 * SECOND
+  _hashes(tmp_path / "one", ["a.jpg"], cache, clock, Counted())
+  counted = Counted()
+  _hashes(tmp_path / "two", ["a.jpg"], cache, clock, counted)
+  assert counted.read == ["a.jpg"]
+  held = json.loads(cache.read_text())   # (now of root "two")
+  held["files"]["a.jpg"][-1] = "Z" * 64
+  cache.write_text(json.dumps(held))
+  counted = Counted()
+  assert _hashes(tmp_path / "two", ["a.jpg"], cache, clock, counted) == _truth(
+      tmp_path / "one", ["a.jpg"])
+  assert counted.read == ["a.jpg"]
+
+
 @pytest.mark.parametrize("held", [
     b"not json", b"[]", b'{"format": 1}', b'{"format": 99, "root": "R", "checked_ns": 0, "files": {}}',
     b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, "files": {"a.jpg": [1]}}',
     b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, '
     b'"files": {"a.jpg": [1, 2, 3, 4, 5, "short"]}}',
+    b'{"format": 1, "root": "R", "checked_ns": 1e400, "files": {}}',
+    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, '
+    b'"files": {"a.jpg": [1e400, 2, 3, 4, 5, "' + b"z" * 64 + b'"]}}',
+    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, "files": ' + b"[" * 100_000
+    + b"]" * 100_000 + b'}',
     b'{"format": 1, "root": "elsewhere", "checked_ns": 99999999999999999999, "files": {}}'])
 def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path):
   clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
@@ -128,7 +155,8 @@ def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path
   assert json.loads(cache.read_text())["files"]["a.jpg"][-1] == _truth(root, ["a.jpg"])["a.jpg"]
 
 
-def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_path):
+def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_path,
+                                                                         monkeypatch):
   root = tmp_path / "tree"
   paths = ["cats/a.jpg", "dogs/b.jpg"]
   for path, data in zip(paths, _photos(2)):
@@ -136,8 +164,12 @@ def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_p
     (root / path).write_bytes(data)
   cache = tmp_path / stat_cache.FILE
   fingerprints.cached_file_hashes(str(root), paths, cache).save()
+  read, sha256 = [], fingerprints._file_sha256
+  monkeypatch.setattr(fingerprints, "_file_sha256", lambda root, path: read.append(path)
+                      or sha256(root, path))
   stat = os.stat(root / paths[0])
   data = (root / paths[0]).read_bytes()
   (root / paths[0]).write_bytes(data[::-1])   # same size, other bytes, times put back
   os.utime(root / paths[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))
   assert fingerprints.cached_file_hashes(str(root), paths, cache).hashes == _truth(root, paths)
+  assert sorted(read) == paths   # (written within RACY_SECONDS of their hash: none trusted)

@@ -224,26 +224,32 @@ def test_a_build_runs_frozen_from_its_file_hashes_on_and_thaws_after(tree, tmp_p
 
 
 def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path, monkeypatch):
-  """Hashes come from the name's stat cache for photos unchanged since the last build
-  (stat_cache; its rules are tested in tests/building/test_stat_cache.py)."""
+  """A build on a base takes hashes from the name's stat cache for photos unchanged since
+  the last build (stat_cache; its rules are tested in tests/building/test_stat_cache.py);
+  a full build (`--full`) reads every photo."""
   import time
   from imagesets.building import fingerprints, stat_cache
-  # (both builds 10 s after the photos were written: none is "racy")
+  # (the builds 10 s after the photos were written: none is "racy")
   monkeypatch.setattr(stat_cache, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
   read, sha256 = [], fingerprints._file_sha256
   monkeypatch.setattr(fingerprints, "_file_sha256", lambda root, path: read.append(path)
                       or sha256(root, path))
   tree = write_tree(tmp_path / "pets", pet_files())
   options = class_folders_builder.ClassFoldersConfig(name="pets", skip_bad_files=True)
-  first = named_build.build(tree, "pets", data_dir=str(tmp_path / "tfds"), options=options)
+
+  def build(version, from_version=named_build.LATEST):
+    read.clear()
+    return named_build.build(tree, "pets", version=version, data_dir=str(tmp_path / "tfds"),
+                             options=options, versioned=True, from_version=from_version)
+  first = build("1.0.0")
   assert len(read) == 26 and (tmp_path / "tfds" / "pets" / stat_cache.FILE).is_file()
-  read.clear()
   write_tree(tree, {"cat/new.jpg": sample_images.jpeg(50, 50, seed=77),
                     "dog/new.jpg": sample_images.jpeg(52, 50, seed=78)})
-  second = named_build.build(tree, "pets", version="1.1.0", data_dir=str(tmp_path / "tfds"),
-                             options=options)
+  second = build("1.1.0")
   assert sorted(read) == ["cat/new.jpg", "dog/new.jpg"]
-  assert (second.info.splits.total_num_examples == first.info.splits.total_num_examples + 2)
+  assert second.info.splits.total_num_examples == first.info.splits.total_num_examples + 2
+  build("1.2.0", named_build.FULL)
+  assert len(read) == 28
 
 
 def test_split_key_and_min_shards_count_in_the_fingerprint_only_when_not_the_old_ones():
