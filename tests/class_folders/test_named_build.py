@@ -215,7 +215,8 @@ def test_a_build_runs_frozen_from_its_file_hashes_on_and_thaws_after(tree, tmp_p
   seen = []
   hashes = fingerprints.cached_file_hashes
   monkeypatch.setattr(fingerprints, "cached_file_hashes",
-                      lambda *args: seen.append(gc.get_freeze_count()) or hashes(*args))
+                      lambda *args, **kwargs: seen.append(gc.get_freeze_count())
+                      or hashes(*args, **kwargs))
   assert gc.get_freeze_count() == 0
   options = class_folders_builder.ClassFoldersConfig(name="frozen", skip_bad_files=True)
   named_build.build(tree, "frozen", data_dir=str(tmp_path), options=options)
