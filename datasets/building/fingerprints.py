@@ -42,20 +42,6 @@ _LOCAL_BATCH = 512
 
 def file_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   """{relative path: hex sha256 of its bytes} (reads every file)."""
-  return _read_hashes(root, relative_paths)
-
-
-def cached_file_hashes(root: str, relative_paths: list[str], cache, *,
-                       reread: bool = False) -> stat_cache.Hashed:
-  """The same, through the `stat_cache` file `cache` for a local root (files unchanged
-  since it was saved are not read, unless `reread`); every file of a bucket tree or
-  without a cache."""
-  if cache is not None and not class_folders_tree.is_remote(root):
-    return stat_cache.file_hashes(root, relative_paths, cache, _read_hashes, reread=reread)
-  return stat_cache.Hashed(_read_hashes(root, relative_paths))
-
-
-def _read_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   if class_folders_tree.is_remote(root):  # (latency-bound: many reads in flight)
     with concurrent.futures.ThreadPoolExecutor(_READERS) as pool:
       return dict(zip(relative_paths, pool.map(lambda path: _file_sha256(root, path),
@@ -65,6 +51,16 @@ def _read_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
     hashed = pool.map(lambda batch: [_file_sha256(root, path) for path in batch], batches)
     return dict(zip(relative_paths, (digest for batch in hashed for digest in batch)))
+
+
+def cached_file_hashes(root: str, relative_paths: list[str], cache, *,
+                       reread: bool = False) -> stat_cache.Hashed:
+  """The same, through the `stat_cache` file `cache` for a local root (files unchanged
+  since it was saved are not read, unless `reread`); every file of a bucket tree or
+  without a cache."""
+  if cache is not None and not class_folders_tree.is_remote(root):
+    return stat_cache.file_hashes(root, relative_paths, cache, file_hashes, reread=reread)
+  return stat_cache.Hashed(file_hashes(root, relative_paths))
 
 
 def content(root: str, relative_paths: list[str], options: Mapping,
