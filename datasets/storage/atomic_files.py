@@ -27,14 +27,6 @@ from typing import Callable, Iterable
 CHUNK = 8 << 20
 _TMP = ".tmp-"
 _NAME_KEPT = 100   # characters of a target's name its temporaries keep (+ 48: pid, hex)
-
-
-
-def _no_hard_link(error: OSError) -> bool:
-  """A link refused for any reason but a taken name or a missing source: none at all
-  (vfat, many SMB and FUSE mounts), another device, the file's link limit, Linux's
-  protected_hardlinks refusing a teammate's file, a mount's own refusal (EACCES)."""
-  return not isinstance(error, (FileExistsError, FileNotFoundError))
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
 
 
@@ -124,6 +116,13 @@ def link(source, target, *, exclusive: bool = False) -> None:
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.unlink(tmp)
+
+
+def _no_hard_link(error: OSError) -> bool:
+  """A link refused for any reason but a taken name or a missing source: none at all
+  (vfat, many SMB and FUSE mounts), another device, the file's link limit, Linux's
+  protected_hardlinks refusing a teammate's file, a mount's own refusal (EACCES)."""
+  return not isinstance(error, (FileExistsError, FileNotFoundError))
 
 
 def _refuse_taken(target) -> None:
