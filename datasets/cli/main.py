@@ -315,13 +315,11 @@ def cmd_duplicates(args) -> int:
   stored = None if args.recompute else duplicates.read_stored(
       path, counts, source=f"{data_dir} {args.spec} {duplicates.REPORT_FILE}" if remote else None,
       spec=duplicates.printable(args.spec) + (f" --data-dir {data_dir}" if remote else ""))
-  if stored is not None:
-    groups, dropped, num_images = stored
-    origin = " (report stored by the publisher)" if remote else ""
-  else:  # built before duplicates were recorded, or by another tool
+  origin = " (report stored by the publisher)" if stored is not None and remote else ""
+  if stored is None:  # built before duplicates were recorded, or by another tool
     images = version_examples.fingerprints(version)
-    groups, dropped, num_images, origin = (
-        duplicates.find([m for m, _ in images], [f for _, f in images]), [], len(images), "")
+    stored = (duplicates.find([m for m, _ in images], [f for _, f in images]), [], len(images))
+  groups, dropped, num_images = stored
   failed = exit_status.ANSWER_NO if any(
       {"leakage": g.cross_split, "conflict": g.label_conflict, "any": True}.get(
           args.fail_on, False) for g in groups) else exit_status.OK
