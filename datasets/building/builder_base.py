@@ -283,9 +283,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
     """Every example of the version as `version_examples.Located` (name, label, where its
-    record is), when this build wrote a record index of every split: its page then reads
-    only the records it pictures. None otherwise: the page reads the version."""
-    if not self.RECORD_INDEX or (self.generation is None and self.PLAN is None):
+    record is), when this build listed the records of every split (`_index_rows`: a local
+    build, whether or not it keeps them as a record index): its page then reads only the
+    records it pictures. None otherwise: the page reads the version."""
+    if self.generation is None and self.PLAN is None:
       return None  # (no rows: this build's splits were generated otherwise)
     file_format = self.info.file_format.value
     held = schema.of(self.info.features)

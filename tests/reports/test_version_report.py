@@ -312,3 +312,27 @@ def test_names_that_are_not_utf8_are_shown_not_fatal():
   html = report_page.render(page)
   html.encode("utf-8")  # (a surrogate left in would fail here)
   assert "\\udce9vil.jpg" in html
+
+
+def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures(
+    tmp_path, monkeypatch):
+  """A class-folder build registered by config (no record index kept) draws its page from
+  the records it listed as it wrote them: the pictured ones are read, no other; the page is
+  the one drawn from reading the whole version back."""
+  from imagesets.building import record_index
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
+  files = _files(90)
+  root = write_tree(tmp_path / "tree", files)
+  reads, whole = [], []
+  monkeypatch.setattr(record_index, "_tfrecord_at", lambda *a, _at=record_index._tfrecord_at:
+                      reads.append(a) or _at(*a))
+  monkeypatch.setattr(version_examples, "_rows", lambda *a, _rows=version_examples._rows, **k:
+                      whole.append(a) or _rows(*a, **k))
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="plain", root=str(root)), data_dir=str(tmp_path / "d"))
+  builder.download_and_prepare()
+  assert not builder.RECORD_INDEX and not whole
+  assert 0 < len(reads) == len(set(reads)) < len(files)  # (each pictured record read once)
+  folder = pathlib.Path(builder.data_dir)
+  read_back = version_report.content(version_examples.Folder.at(folder))
+  assert (folder / report_page.PAGE_FILE).read_text() == report_page.render(read_back)
