@@ -6,9 +6,11 @@ import itertools
 
 import numpy as np
 import PIL.Image
+import pytest
 
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_hashes
+from imagesets_testing import photo_crops
 from imagesets_testing import planted_copies
 from imagesets_testing import sample_images
 
@@ -79,3 +81,26 @@ def test_alpha_and_deep_values_tell_pictures_apart_opaque_pictures_keep_one_dige
   low, high = (np.full((20, 20), v, np.uint16) for v in (300, 60000))
   assert PIL.Image.open(io.BytesIO(_png(low))).mode.startswith("I")
   assert image_hashes.pixel_digest(_png(low)) != image_hashes.pixel_digest(_png(high))
+
+
+def test_exact_copies_of_recent_bytes_are_not_decoded_again(monkeypatch):
+  """A fingerprint is a function of the bytes: the same bytes again (a folder's copies of a
+  file) are served from the last ones seen, without a decode; other bytes of the same
+  pixels are decoded (their fingerprint is the same but their bytes say nothing of it)."""
+  decodes = []
+  monkeypatch.setattr(image_hashes, "decode_small", lambda data, _d=image_hashes.decode_small:
+                      decodes.append(len(data)) or _d(data))
+  monkeypatch.setattr(image_hashes, "_SAME_BYTES", {})
+  monkeypatch.setattr(image_hashes, "_SAME_BYTES_KEPT", 3)
+  photos = [p.pixels for p in photo_crops.pictures(5, seed=7, share_in_bursts=0)]
+  files = [planted_copies.original(p) for p in photos]
+  first = [image_hashes.of_bytes(data) for data in files[:3]]
+  assert [image_hashes.of_bytes(data) for data in files[:3]] == first and len(decodes) == 3
+  assert image_hashes.of_bytes(planted_copies.exact(photos[0])).pixels == first[0].pixels
+  assert len(decodes) == 4 and len(image_hashes._SAME_BYTES) == 3  # (bounded: oldest out)
+  image_hashes.of_bytes(files[1])  # (the oldest, files[0], went)
+  assert len(decodes) == 4
+  assert image_hashes.of_bytes(files[0]) == first[0] and len(decodes) == 5
+  with pytest.raises(Exception):
+    image_hashes.of_bytes(files[3][:200])  # (bad bytes: an error each time, nothing kept)
+  assert len(image_hashes._SAME_BYTES) == 3
