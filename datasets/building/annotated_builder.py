@@ -216,6 +216,7 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
 
   # What each shard holds, beside it: the page reads only the records it pictures.
   RECORD_INDEX = True
+  KEYS_NAME_EXAMPLES = True  # (an image's file name; its entry says what it shows)
   OPTIONS: AnnotatedConfig | None = None  # for builders without configs (named builds)
   SOURCE: Source | None = None  # the source read already by the caller
   ROUND_TRIP = staticmethod(round_trips.annotated)

@@ -137,6 +137,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   PLAN: incremental.Plan | None = None
   # `imagesets verify`'s check of a version against its source (`round_trips`); None: none.
   ROUND_TRIP = None
+  # Whether an example's key is its file name and `_page_label` / `_page_classes` say what
+  # it shows from the key alone: the page then reads only the records it pictures.
+  KEYS_NAME_EXAMPLES = False
 
   def __init_subclass__(cls, skip_registration=False, **kwargs):
     canonical = cls.__module__.startswith(CANONICAL_PACKAGE)
@@ -189,6 +192,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _download_and_prepare(self, dl_manager, download_config):
     self.generation = None  # this build's `generation.Generation`, once it runs one
+    self.found = None  # what its reports hold (`duplicate_report.Found`), once written
     super()._download_and_prepare(dl_manager, download_config)
     if (self._writes_page() and self._leakage() != "off"
         and not class_folders_tree.is_remote(self.data_path)):
@@ -196,13 +200,17 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _write_page(self) -> None:
     """The version's page (`report_page.PAGE_FILE`) beside its card, from the records just
-    written and the reports the build stored (one read of the version; docs/know_your_data.md
+    written and the reports the build stored, as it holds them (one read of the version; docs/know_your_data.md
     says what it costs; none with leakage "off", which asks for no extra work). Written in
     TFDS's unfinished folder (`data_path` until the build returns), before dataset_info.json
     and the rename that commits the version: a version never exists without its page."""
     folder = pathlib.Path(self.data_path)
-    page = version_report.content(version_examples.Folder(
-        self, folder, catalog=self._page_catalog(folder)), images=self._page_images())
+    found = self.found
+    page = version_report.content(
+        version_examples.Folder(self, folder, catalog=self._page_catalog(folder)),
+        images=self._page_images(),
+        found=(found.groups, found.findings, found.num_images) if found is not None and (
+            version_examples.has_file_names(self.info.features)) else None)
     size = version_report.write(page, folder / report_page.PAGE_FILE)
     logging.info("%s: %s (%.1f MiB)", self.info.full_name, report_page.PAGE_FILE,
                  size / 2**20)
@@ -254,10 +262,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         self.generation.close_progress()  # (before the summary or the error is printed)
     report = self._with_kept(self.generation.report())
     self._finish_generation(report)
-    found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
-                                    title=self.info.full_name)
-    if found is not None and self.info.metadata is not None:
-      self.info.metadata["duplicates"] = found
+    self.found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
+                                         title=self.info.full_name)
+    if self.found is not None and self.info.metadata is not None:
+      self.info.metadata["duplicates"] = self.found.summary
     if self.RECORD_INDEX and not use_beam:
       self._write_record_index(split_infos)
     return split_infos
@@ -283,10 +291,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
     """Every example of the version as `version_examples.Located` (name, label, where its
-    record is), when this build listed the records of every split (`_index_rows`: a local
-    build, whether or not it keeps them as a record index): its page then reads only the
-    records it pictures. None otherwise: the page reads the version."""
-    if self.generation is None and self.PLAN is None:
+    record is), when its keys name its examples (`KEYS_NAME_EXAMPLES`) and this build listed
+    the records of every split (`_index_rows`: a local build, whether or not it keeps them
+    as a record index): its page then reads only the records it pictures. None otherwise:
+    the page reads the version."""
+    if not self.KEYS_NAME_EXAMPLES or (self.generation is None and self.PLAN is None):
       return None  # (no rows: this build's splits were generated otherwise)
     file_format = self.info.file_format.value
     held = schema.of(self.info.features)
@@ -336,8 +345,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _page_label(self, key: str) -> tuple[str | None, int | None]:
     """(label the page shows, label id) for the example of `key`: its class name and id as
-    its record's "label" holds them; id None for examples without one label."""
-    return None, None
+    its record's "label" holds them; id None for examples without one label. Builders
+    whose `KEYS_NAME_EXAMPLES` say it."""
+    raise NotImplementedError(f"{type(self).__name__} does not name its examples by key")
 
   def _page_classes(self, key: str) -> tuple[str, ...] | None:
     """The classes the example of `key` shows (`schema.Schema.classes`); None: its label."""

@@ -13,6 +13,7 @@ fixed (flowers), which they must be (`CLASS_NAMES`).
 
 import collections
 import dataclasses
+import functools
 import os
 
 from absl import logging
@@ -127,6 +128,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   OPTIONS: ClassFoldersConfig | None = None   # for builders without configs (named builds)
   LISTING: Listing | None = None  # the tree of OPTIONS.root, when the caller listed it already
   ROUND_TRIP = staticmethod(round_trips.class_folders)
+  KEYS_NAME_EXAMPLES = True  # (a photo's relative path: its file name and, by folder, label)
 
   @property
   def options(self) -> ClassFoldersConfig:
@@ -185,7 +187,13 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
 
   def _page_label(self, key: str) -> tuple[str, int]:
     name = class_folders_tree.label_of(key)
-    return name, self.info.features["label"].str2int(name)
+    return name, self._label_ids[name]
+
+  @functools.cached_property
+  def _label_ids(self) -> dict[str, int]:
+    """Class name -> id (ClassLabel.str2int, looked up once a class, not once a photo)."""
+    return {name: self.info.features["label"].str2int(name)
+            for name in self.info.features["label"].names}
 
   def _process(self, paths):
     """The per-file work of a split. keras' pixels of a local tree whose items are made in
