@@ -6,6 +6,7 @@ The fingerprints come from the build's workers (`generation`); grouping them tak
 under a second for thousands of images (docs/know_your_data.md).
 """
 
+import dataclasses
 import json
 
 from absl import logging
@@ -17,11 +18,21 @@ from imagesets.analysis import duplicates
 from imagesets.analysis import image_quality
 
 
+@dataclasses.dataclass(frozen=True)
+class Found:
+  """What `finish` found and stored: the summary counts for the metadata, and the groups
+  and findings as the stored reports hold them (the page is drawn from these)."""
+  summary: dict
+  groups: list[duplicates.Group]
+  findings: list[image_quality.Finding]
+  num_images: int
+
+
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
-           title: str) -> dict | None:
+           title: str) -> Found | None:
   """Groups the build's images, acts on leakage, writes the report and the card into
-  `data_dir`; returns the summary counts for the metadata (None when `action` is "off" or
-  the build fingerprinted nothing, e.g. on Beam)."""
+  `data_dir`; returns what it found (None when `action` is "off" or the build
+  fingerprinted nothing, e.g. on Beam)."""
   if action == "off" or not report.images:
     return None
   images = report.images  # the examples written (not the dropped, nor those past a cap)
@@ -45,8 +56,9 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   (logging.warning if leaks else logging.info)(
       "%s: %s; %s", title, duplicates.summary(groups, len(members), report.dropped),
       image_quality.summary(findings))
-  return {key: report_json[key] for key in ("num_images", "num_cross_split",
-                                             "num_label_conflicts")} | {
+  return Found({key: report_json[key] for key in ("num_images", "num_cross_split",
+                                                  "num_label_conflicts")} | {
       "num_groups": len(groups), "num_dropped": len(report.dropped),
       "report": duplicates.REPORT_FILE,
-      "quality": image_quality.counts(findings), "quality_report": image_quality.QUALITY_FILE}
+      "quality": image_quality.counts(findings), "quality_report": image_quality.QUALITY_FILE},
+      groups, findings, len(members))

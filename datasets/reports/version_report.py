@@ -212,12 +212,14 @@ def _entries(source) -> list[version_diff.Entry]:
           for e in version_examples.every_example(source, "reading")]
 
 
-def content(source, *, against=None, recompute: bool = False, images=None
+def content(source, *, against=None, recompute: bool = False, images=None, found=None
             ) -> report_page.Content:
   """The page of `source` (a `sources.Source` or `version_examples.Folder`), with the
   changes since `against` (another). `images`: (member named by `version_examples.name_of`,
   fingerprint) of every example, when the caller holds them (the build of a version without
-  file names, whose stored report cannot name its examples): not computed again."""
+  file names, whose stored report cannot name its examples): not computed again. `found`:
+  (groups, findings, images) as the version's stored reports hold them, when the caller
+  holds them (the build that just wrote them): not read back."""
   info = source.builder.info
   for version in (source, against):
     features = version.builder.info.features if version else {}
@@ -226,7 +228,7 @@ def content(source, *, against=None, recompute: bool = False, images=None
       raise ValueError(f"{version.builder.info.full_name} stores no image files (its "
                        f"\"image\" is {type(image).__name__}: raw pixels of keras' one call, or "
                        "none): it has no page; build the folder with `imagesets build` for one")
-  stored = _stored(source, recompute)
+  stored = found or _stored(source, recompute)
   groups, findings, num_images = stored or _computed(
       version_examples.fingerprints(source) if images is None else images)
   groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))

@@ -317,8 +317,9 @@ def test_names_that_are_not_utf8_are_shown_not_fatal():
 def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures(
     tmp_path, monkeypatch):
   """A class-folder build registered by config (no record index kept) draws its page from
-  the records it listed as it wrote them: the pictured ones are read, no other; the page is
-  the one drawn from reading the whole version back."""
+  the records it listed as it wrote them (the pictured ones are read, no other) and from its
+  reports as it holds them (not read back); the page is the one drawn from reading the whole
+  version and its stored reports back."""
   from imagesets.building import record_index
   from imagesets.class_folders import class_folders_dataset_builder as class_folders
   files = _files(90)
@@ -330,8 +331,11 @@ def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures
                       whole.append(a) or _rows(*a, **k))
   builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
       name="plain", root=str(root)), data_dir=str(tmp_path / "d"))
+  read_reports = []
+  monkeypatch.setattr(duplicates, "read_stored", lambda *a, _read=duplicates.read_stored, **k:
+                      read_reports.append(a) or _read(*a, **k))
   builder.download_and_prepare()
-  assert not builder.RECORD_INDEX and not whole
+  assert not builder.RECORD_INDEX and not whole and not read_reports
   assert 0 < len(reads) == len(set(reads)) < len(files)  # (each pictured record read once)
   folder = pathlib.Path(builder.data_dir)
   read_back = version_report.content(version_examples.Folder.at(folder))
