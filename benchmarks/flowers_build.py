@@ -48,7 +48,8 @@ CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 KINDS = ["seed", "seed_tfds", "flowers", "flowers_off", "tfds_writer", "ceiling"]
 
 
-TREES = ("photo_like", "crops", "copies")
+TREES = ("photo_like", "crops", "copies", "large")
+LARGE = (4032, 3024)  # a 12 MP phone photo's size
 COPIES = 4  # the copies tree holds each crop this many times
 
 
@@ -58,7 +59,9 @@ def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
   photo_like: 500x375 photo-like JPEGs (sample_images), 5 classes; crops: distinct crops of
   the 15 real photos (imagesets_testing.photo_crops, no bursts), 500 wide and 333 to 375
   high, a class per photo; copies: count / COPIES of those crops, each stored COPIES times
-  under other names in its class (exact copies: the same bytes)."""
+  under other names in its class (exact copies: the same bytes); large: crops as `crops`,
+  at 12 MP (`LARGE`: scaled up from the real photos, so smoother and smaller files than a
+  phone's, ~1 MB)."""
   if tree == "photo_like":
     for index in range(count):
       path = root / CLASSES[index % len(CLASSES)] / f"{index:05d}.jpg"
@@ -69,10 +72,11 @@ def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
     from imagesets_testing import photo_crops  # pylint: disable=import-outside-toplevel
     distinct = count if tree == "crops" else -(-count // COPIES)
     written = 0
-    for height in range(333, 376):  # one call per height: every size of the range
-      share = distinct // 43 + (height - 333 < distinct % 43)
-      for picture, data in photo_crops.jpegs(share, seed=height, scenes=15,
-                                             size=(500, height), share_in_bursts=0.0):
+    sizes = ([(500, height) for height in range(333, 376)] if tree != "large" else [LARGE])
+    for number, size in enumerate(sizes):  # one call per size: every size of the range
+      share = distinct // len(sizes) + (number < distinct % len(sizes))
+      for picture, data in photo_crops.jpegs(share, seed=size[1], scenes=15, size=size,
+                                             share_in_bursts=0.0):
         for _ in range(1 if tree == "crops" else COPIES):
           if written < count:
             path = root / picture.scene / f"{written:05d}.jpg"
