@@ -2,8 +2,9 @@
 
     python benchmarks/quality_findings.py [--grid 3] [--quality 90]
 
-The tree: the 15 real photos of imagesets_testing.real_photos and their `--grid` x `--grid`
-tiles, at their own resolution (~200 px photos, 44-67 px tiles at 3 x 3: skies, bricks, grass,
+The tree: the 15 real photos of imagesets_testing.real_photos, its 6 `more` (a macro, a sky,
+a portrait, a photo blurred by the camera's motion: truly blurry, a scanned page, text) and
+their `--grid` x `--grid` tiles, at their own resolution (~200 px photos, 44-67 px tiles at 3 x 3: skies, bricks, grass,
 microscopy, a starfield), as JPEGs; 7 of the photos are grey scans stored as RGB, so they and
 their tiles are truly "grayscale" (checked on their pixels). Planted: each kind of
 imagesets_testing.quality_cases made from each photo (the grey photos get no "grayscale"
@@ -11,10 +12,12 @@ plant), and the other shapes of a kind (`quality_cases.ALSO`: a washed-out frame
 overexposed). Every picture is fingerprinted as a build does (`image_hashes.of_bytes`) and the
 findings made as a build makes them (`image_quality.find`, over the whole tree).
 
-Reports, per kind: planted found (recall); flags that are true (the planted kind, or
-"grayscale" on a grey picture); other flags (false, strictly: counted even where the planted
+Reports, per kind: planted found (recall); flags that are true (the planted kind, "grayscale"
+on a grey picture, a size kind where the size says so: a 25 px high tile of the text photo
+is tiny, a real problem of `REAL_PROBLEMS`); other flags (false, strictly: counted even where the planted
 problem implies them, e.g. a blown-out frame is also low in information), listed by name
-with the score; precision = true / all flags.
+with the score; precision = true / all flags; on real = the same on the real photos and
+tiles only.
 """
 
 import argparse
@@ -28,14 +31,19 @@ from imagesets_testing import real_photos
 from imagesets_testing import sample_images
 
 
+# Real photos that truly have a problem (and so do their tiles).
+REAL_PROBLEMS = {"clock_motion": "blurry"}
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--grid", type=int, default=3)
   parser.add_argument("--quality", type=int, default=90)
   args = parser.parse_args()
   pictures, planted = {}, {}  # name -> pixels; name -> planted kind
-  tiles = real_photos.tiles(args.grid)
-  for name, pixels in real_photos.photos().items():
+  photos = real_photos.photos() | real_photos.more()
+  tiles = real_photos.tiles(args.grid, photos)
+  for name, pixels in photos.items():
     pictures[name] = pixels
     pictures.update({key: tile for key, tile in tiles.items() if key.startswith(f"{name}#")})
     grey = (pixels.max(axis=2) == pixels.min(axis=2)).all()
@@ -57,13 +65,19 @@ def main():
   def truly(name: str, kind: str) -> bool:
     pixels = pictures[name]
     grey = (pixels.max(axis=2).astype(int) - pixels.min(axis=2) <= 1).all()
-    return planted.get(name) == kind or (kind == "grayscale" and grey)
+    real_problem = REAL_PROBLEMS.get(name.split("#")[0]) == kind  # (a photo and its tiles)
+    height, width = pixels.shape[:2]  # (a size kind is a fact of the size, not a judgement)
+    small = kind == "tiny" and min(height, width) < image_quality.TINY_SIDE
+    narrow = (kind == "odd_aspect_ratio"
+              and min(width / height, height / width) < image_quality.ODD_ASPECT)
+    return (planted.get(name) == kind or (kind == "grayscale" and grey) or real_problem
+            or small or narrow)
 
   unplanted = len(pictures) - len(planted)
   print(f"{len(pictures)} pictures: {unplanted} real photos and tiles, {len(planted)} planted "
         f"(JPEG quality {args.quality})")
   print(f"{'kind':18} {'planted found':>14} {'true flags':>10} {'other: real':>11} "
-        f"{'other: planted':>14} {'precision':>9}")
+        f"{'other: planted':>14} {'precision':>9} {'on real':>7}")
   others = []
   for kind in image_quality.KINDS:
     of_kind = [f for f in findings if f.kind == kind]
@@ -74,8 +88,10 @@ def main():
     others += false
     precision = len(true) / len(of_kind) if of_kind else float("nan")
     on_real = sum(f.file_name not in planted for f in false)
+    real_true = sum(f.file_name not in planted for f in true)
     print(f"{kind:18} {found:>7}/{total:<6} {len(true):>10} {on_real:>11} "
-          f"{len(false) - on_real:>14} {precision:>9.2f}")
+          f"{len(false) - on_real:>14} {precision:>9.2f} "
+          f"{real_true / (real_true + on_real) if real_true + on_real else float('nan'):>7.2f}")
   print(f"all kinds: {len(findings) - len(others)} true of {len(findings)} flags "
         f"({(len(findings) - len(others)) / max(1, len(findings)):.2f}); real photos and tiles "
         f"with another flag than grayscale: "

@@ -17,6 +17,14 @@ def photos() -> dict[str, np.ndarray]:
           for path in sorted(_FOLDER.glob("*.jpg"))}
 
 
+def more() -> dict[str, np.ndarray]:
+  """name -> HxWx3 uint8 pixels of six more real scenes (real_photos/more/NOTICE): kept
+  apart from `photos`, whose set and order the duplicate tests and benchmarks rest on.
+  "clock_motion" is blurred by the camera's motion (a real blurry photo)."""
+  return {path.stem: np.asarray(PIL.Image.open(path).convert("RGB"))
+          for path in sorted((_FOLDER / "more").glob("*.jpg"))}
+
+
 def tiles(grid: int = 3, of: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
   """Each photo (of `of`, default all) cut into grid x grid tiles ("name#row,col"): more,
   smaller distinct pictures."""
