@@ -1,6 +1,7 @@
 """Shared test fixtures and helpers."""
 
 import atexit
+import collections
 import functools
 import os
 import pathlib
@@ -147,3 +148,13 @@ def offline_env(proxy_port: int = 9) -> dict:
   proxy = f"http://127.0.0.1:{proxy_port}"
   return {**os.environ, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy,
           "https_proxy": proxy, "NO_PROXY": "", "no_proxy": ""}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fingerprint_table(monkeypatch):
+  """Each test fingerprints its bytes anew: the process-wide table of recent fingerprints
+  (`image_hashes._SAME_BYTES`) would otherwise make what a test sees of decoding depend on
+  the tests that ran before it in the same process. (Left alone where nothing imported it.)"""
+  hashes = sys.modules.get("imagesets.analysis.image_hashes")
+  if hashes is not None:
+    monkeypatch.setattr(hashes, "_SAME_BYTES", collections.OrderedDict())

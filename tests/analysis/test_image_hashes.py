@@ -90,7 +90,6 @@ def test_exact_copies_of_recent_bytes_are_not_decoded_again(monkeypatch):
   decodes = []
   monkeypatch.setattr(image_hashes, "decode_small", lambda data, _d=image_hashes.decode_small:
                       decodes.append(len(data)) or _d(data))
-  monkeypatch.setattr(image_hashes, "_SAME_BYTES", {})
   monkeypatch.setattr(image_hashes, "_SAME_BYTES_KEPT", 3)
   photos = [p.pixels for p in photo_crops.pictures(5, seed=7, share_in_bursts=0)]
   files = [planted_copies.original(p) for p in photos]
@@ -101,6 +100,12 @@ def test_exact_copies_of_recent_bytes_are_not_decoded_again(monkeypatch):
   image_hashes.of_bytes(files[1])  # (the oldest, files[0], went)
   assert len(decodes) == 4
   assert image_hashes.of_bytes(files[0]) == first[0] and len(decodes) == 5
-  with pytest.raises(Exception):
+  with pytest.raises(ValueError):
     image_hashes.of_bytes(files[3][:200])  # (bad bytes: an error each time, nothing kept)
-  assert len(image_hashes._SAME_BYTES) == 3
+  assert len(image_hashes._SAME_BYTES) == 3 and len(decodes) == 6
+  # PIL's limit on a picture's pixels is part of the key: a lower one refuses, not serves
+  png = planted_copies.png(photos[4])
+  image_hashes.of_bytes(png)
+  monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 10)
+  with pytest.raises(PIL.Image.DecompressionBombError):
+    image_hashes.of_bytes(png)
