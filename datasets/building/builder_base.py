@@ -295,9 +295,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     the records of every split (`_index_rows`: a local build, whether or not it keeps them
     as a record index): its page then reads only the records it pictures. None otherwise:
     the page reads the version."""
-    if not self.KEYS_NAME_EXAMPLES or (self.generation is None and self.PLAN is None):
-      return None  # (no rows: this build's splits were generated otherwise)
     file_format = self.info.file_format.value
+    if (not self.KEYS_NAME_EXAMPLES or (self.generation is None and self.PLAN is None)
+        or file_format not in record_index.READABLE_FORMATS):
+      return None  # (no rows: this build's splits were generated otherwise)
     held = schema.of(self.info.features)
     marked = held.task == schema.DETECTION or held.mask is not None
     catalog = {}

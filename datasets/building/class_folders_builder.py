@@ -130,6 +130,13 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
   ROUND_TRIP = staticmethod(round_trips.class_folders)
   KEYS_NAME_EXAMPLES = True  # (a photo's relative path: its file name and, by folder, label)
 
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    # A subclass that makes its own splits keys and labels its examples its own way: it
+    # says whether its keys name them (else its page reads the version).
+    if "_split_generators" in vars(cls) and "KEYS_NAME_EXAMPLES" not in vars(cls):
+      cls.KEYS_NAME_EXAMPLES = False
+
   @property
   def options(self) -> ClassFoldersConfig:
     return self.builder_config or self.OPTIONS

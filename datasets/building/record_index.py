@@ -34,6 +34,7 @@ from imagesets.analysis import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER
+READABLE_FORMATS = ("tfrecord", "array_record")  # whose records `record_readers` reads
 FORMAT = 2  # 2: the shard's SHA-256 (1 had none: no release wrote it)
 _MAX_BYTES = 256 << 20  # an index file larger than this is not one of ours
 _SHARD_NAME = re.compile(r"[^/\\\0]+-\d{5}-of-\d{5}")
@@ -155,7 +156,10 @@ def record_readers(version_dir, shard_name: str, sizes: list[int],
   """For each record of a shard this build wrote (`sizes`: its index's), a function that
   reads that record's bytes when called, and no other (the sizes locate it)."""
   path = pathlib.Path(version_dir) / shard_name
-  if file_format != "tfrecord":
+  if file_format not in READABLE_FORMATS:
+    raise ValueError(f"{path}: records of {file_format} shards are not read here (only "
+                     f"{', '.join(READABLE_FORMATS)})")
+  if file_format == "array_record":
     return [functools.partial(_array_record_at, path, i, size, len(sizes))
             for i, size in enumerate(sizes)]
   offsets = itertools.accumulate(

@@ -340,3 +340,35 @@ def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures
   folder = pathlib.Path(builder.data_dir)
   read_back = version_report.content(version_examples.Folder.at(folder))
   assert (folder / report_page.PAGE_FILE).read_text() == report_page.render(read_back)
+
+
+def test_a_build_in_a_format_whose_records_are_not_read_here_draws_its_page_from_the_version(
+    tmp_path):
+  """Parquet shards: the page reads the version through TFDS (the records' places in a shard
+  are known for TFRecord and ArrayRecord only), and the build completes."""
+  from imagesets.class_folders import class_folders_dataset_builder as class_folders
+  root = write_tree(tmp_path / "tree", {f"{c}/{i}.jpg": _jpeg(p.pixels) for i, (c, p) in
+                                        enumerate(zip("ab" * 30, photo_crops.pictures(60)))})
+  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="parquet", root=str(root)), data_dir=str(tmp_path / "d"), file_format="parquet")
+  builder.download_and_prepare()
+  folder = pathlib.Path(builder.data_dir)
+  assert list(folder.glob("*.parquet-*")) and (folder / report_page.PAGE_FILE).is_file()
+  assert builder._page_catalog(folder) is None  # pylint: disable=protected-access
+
+
+def test_a_class_folders_builder_that_makes_its_own_splits_says_how_its_keys_name_examples():
+  """A subclass with its own _split_generators (oxford17: labels from image numbers) does
+  not inherit KEYS_NAME_EXAMPLES: its page reads the version unless it says otherwise."""
+  from imagesets.building import class_folders_builder as cfb
+  from imagesets.oxford17 import oxford17_dataset_builder as oxford17
+
+  class OwnSplits(cfb.ClassFoldersBuilder, skip_registration=True):
+    def _split_generators(self, dl_manager):
+      raise NotImplementedError
+
+  class SaysSo(OwnSplits, skip_registration=True):
+    KEYS_NAME_EXAMPLES = True
+
+  assert cfb.ClassFoldersBuilder.KEYS_NAME_EXAMPLES and not OwnSplits.KEYS_NAME_EXAMPLES
+  assert SaysSo.KEYS_NAME_EXAMPLES and not oxford17.Builder.KEYS_NAME_EXAMPLES
