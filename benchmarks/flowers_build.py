@@ -59,25 +59,32 @@ def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
   photo_like: 500x375 photo-like JPEGs (sample_images), 5 classes; crops: distinct crops of
   the 15 real photos (imagesets_testing.photo_crops, no bursts), 500 wide and 333 to 375
   high, a class per photo; copies: count / COPIES of those crops, each stored COPIES times
-  under other names in its class (exact copies: the same bytes); large: crops as `crops`,
-  at 12 MP (`LARGE`: scaled up from the real photos, so smoother and smaller files than a
-  phone's, ~1 MB)."""
+  under other names in its class (exact copies: the same bytes); large: distinct 12 MP
+  pictures (`LARGE`) with a phone photo's detail and file size (~3.7 MB at quality 90):
+  the real photos tiled at their own resolution in a seeded arrangement, with a sensor's
+  noise (sigma 3), 5 classes."""
   if tree == "photo_like":
     for index in range(count):
       path = root / CLASSES[index % len(CLASSES)] / f"{index:05d}.jpg"
       if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(sample_images.jpeg(375, 500, seed=index))
+  elif tree == "large" and not (root / ".complete").exists():
+    for index in range(count):
+      path = root / CLASSES[index % len(CLASSES)] / f"{index:05d}.jpg"
+      path.parent.mkdir(parents=True, exist_ok=True)
+      path.write_bytes(_large_picture(seed=index))
+    (root / ".complete").write_text(str(count))
   elif not (root / ".complete").exists():
     from imagesets_testing import photo_crops  # pylint: disable=import-outside-toplevel
-    distinct = count if tree == "crops" else -(-count // COPIES)
-    written = 0
-    sizes = ([(500, height) for height in range(333, 376)] if tree != "large" else [LARGE])
+    stored = COPIES if tree == "copies" else 1
+    distinct, written = -(-count // stored), 0
+    sizes = [(500, height) for height in range(333, 376)]
     for number, size in enumerate(sizes):  # one call per size: every size of the range
       share = distinct // len(sizes) + (number < distinct % len(sizes))
       for picture, data in photo_crops.jpegs(share, seed=size[1], scenes=15, size=size,
                                              share_in_bursts=0.0):
-        for _ in range(1 if tree == "crops" else COPIES):
+        for _ in range(stored):
           if written < count:
             path = root / picture.scene / f"{written:05d}.jpg"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +92,28 @@ def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
             written += 1
     (root / ".complete").write_text(str(written))
   return sum(path.stat().st_size for path in root.glob("*/*.jpg"))
+
+
+def _large_picture(seed: int) -> bytes:
+  """A `LARGE` JPEG: rows of the real photos at their own size (flipped at random), moved
+  by a random offset, plus Gaussian noise of sigma 3 (a phone sensor's grain)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from imagesets_testing import real_photos  # pylint: disable=import-outside-toplevel
+  width, height = LARGE
+  photos = list(real_photos.photos().values())
+  rng = np.random.default_rng(seed)
+  canvas, y = np.zeros((height, width, 3), np.uint8), 0
+  while y < height:
+    x, row = -int(rng.integers(0, 150)), 0
+    while x < width:
+      photo = photos[int(rng.integers(len(photos)))]
+      photo = photo[:, ::-1] if rng.uniform() < 0.5 else photo
+      tall, wide = photo.shape[:2]
+      canvas[y:y + tall, max(x, 0):x + wide] = photo[:height - y, max(x, 0) - x:width - x]
+      x, row = x + wide, max(row, tall)
+    y += row
+  noisy = canvas.astype(np.int16) + rng.normal(0, 3, canvas.shape).round().astype(np.int16)
+  return sample_images.encode(np.clip(noisy, 0, 255).astype(np.uint8), "JPEG", quality=90)
 
 
 def seed_converter(root: str, out_dir: str) -> int:

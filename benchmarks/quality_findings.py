@@ -92,6 +92,13 @@ def main():
     print(f"{kind:18} {found:>7}/{total:<6} {len(true):>10} {on_real:>11} "
           f"{len(false) - on_real:>14} {precision:>9.2f} "
           f"{real_true / (real_true + on_real) if real_true + on_real else float('nan'):>7.2f}")
+  for name, kind in REAL_PROBLEMS.items():
+    of_photo = [n for n in pictures if n == name or n.startswith(f"{name}#")]
+    print(f"real {kind} photo {name} and its tiles: {sum(kind in flagged[n] for n in of_photo)}"
+          f" of {len(of_photo)} flagged {kind}")
+  print("(size kinds are counted true where the size says so: a side under "
+        f"{image_quality.TINY_SIDE} px is tiny, an aspect under {image_quality.ODD_ASPECT} odd, "
+        "so odd aspect ratio's precision is 1 by construction; tiny's relative rule is judged)")
   print(f"all kinds: {len(findings) - len(others)} true of {len(findings)} flags "
         f"({(len(findings) - len(others)) / max(1, len(findings)):.2f}); real photos and tiles "
         f"with another flag than grayscale: "
