@@ -32,11 +32,13 @@ import dataclasses
 import functools
 import hashlib
 import io
+import math
 import warnings
 
 import imagehash
 import numpy as np
 import PIL.Image
+import PIL.ImageFile
 import simplejpeg
 
 from imagesets.analysis import image_quality
@@ -63,9 +65,16 @@ class Fingerprint:
 
   @classmethod
   def from_json(cls, row: list) -> "Fingerprint":
+    """The fingerprint of a stored row; ValueError for measures that are not every one of
+    `image_quality.FIELDS`, finite (a row without measures has none)."""
     pixels, perceptual, height, width, fmt, thumbnail, *quality = row
+    measures = tuple(float(v) for v in quality[0]) if quality else ()
+    if measures and (len(measures) != len(image_quality.FIELDS)
+                     or not all(math.isfinite(v) for v in measures)):
+      raise ValueError(f"quality measures {list(measures)!r:.120} are not the "
+                       f"{len(image_quality.FIELDS)} finite values of {image_quality.FIELDS}")
     return cls(pixels, int(perceptual, 16), int(height), int(width), fmt,
-               bytes.fromhex(thumbnail), tuple(float(v) for v in quality[0]) if quality else ())
+               bytes.fromhex(thumbnail), measures)
 
 
 def decode_rgb(data: bytes) -> tuple[np.ndarray, str, bytes]:
@@ -144,7 +153,8 @@ def decode_small(data: bytes) -> tuple[np.ndarray, str, bytes, tuple[int, int]]:
 def of_bytes(data: bytes) -> Fingerprint:
   """The fingerprint of encoded image bytes (one small decode; none for bytes this process
   fingerprinted lately: `_SAME_BYTES`)."""
-  key = (PIL.Image.MAX_IMAGE_PIXELS, hashlib.sha256(data).digest())
+  key = (PIL.Image.MAX_IMAGE_PIXELS, PIL.ImageFile.LOAD_TRUNCATED_IMAGES,
+         hashlib.sha256(data).digest())
   fingerprint = _SAME_BYTES.get(key) or _of_new_bytes(data)
   _SAME_BYTES[key] = fingerprint
   try:
@@ -156,12 +166,13 @@ def of_bytes(data: bytes) -> Fingerprint:
   return fingerprint
 
 
-# A fingerprint is a function of the bytes (and of PIL's decompression-bomb limit, which
-# refuses large pictures: in the key), so the fingerprints of the last bytes seen serve
-# exact copies without a decode (a folder's copies of one file: hashing 30 KB costs a
-# tenth of its decode). Process-local and bounded: ~0.8 KB an entry, ~13 MB full. No lock:
-# each OrderedDict call is atomic under the GIL, and a lock held by another thread when a
-# build forks its workers would stay held in them.
+# A fingerprint is a function of the bytes (and of PIL's two switches that refuse or take
+# a picture: the decompression-bomb limit, truncated files; in the key), so the
+# fingerprints of the last bytes seen serve exact copies without a decode (a folder's
+# copies of one file: hashing 30 KB costs a tenth of its decode). Process-local and
+# bounded: ~0.8 KB an entry, ~13 MB full. No lock: each OrderedDict call is atomic under
+# the GIL (CPython with the GIL, as every build here), and a lock held by another thread
+# when a build forks its workers would stay held in them.
 _SAME_BYTES: collections.OrderedDict = collections.OrderedDict()
 _SAME_BYTES_KEPT = 16384
 

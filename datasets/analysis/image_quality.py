@@ -25,13 +25,12 @@ definitions and default thresholds of the first five and the aspect ratio:
   1/25 of the side 2 to 8, hence the lower threshold. Faint edges alone also mark soft
   scenes (the moon's surface, a blurred background, a dim microscopy field: 4 to 12), so
   the picture must also lack fine detail: its "detail", b over the same deviation on the
-  grey copy box-reduced by 2, is below `BLUR_DETAIL` (0.52). A picture smooth at this
-  scale (a linear ramp, a blurred photo) gives 0.5: a one-pixel difference is half of a
-  two-pixel one; fine detail raises it. On the tests' real photos and tiles (21 scenes)
-  and 3,000 real-photo crops, every picture with faint edges gives 0.526 or more (flat
-  walls ~0.9), every photo blurred by 1/25 of its side 0.27 to 0.51 (JPEG's noise adds
-  a hundredth) but a brick wall blurred flat (0.77). Fingerprints of older builds have no
-  detail: their blur is judged by the edges alone;
+  grey copy box-reduced by 2, is below `BLUR_DETAIL` (0.52). Blur takes the finest scale
+  and leaves the coarser (a smooth sinusoid gives ~0.27, noise ~1). The threshold is
+  fitted, not derived: at JPEG quality 90, photos blurred by 1/25 of their side give 0.27
+  to 0.51 (but a brick wall blurred flat, 0.77) and real pictures of at least ~64 px with
+  faint edges 0.526 or more (flat walls ~0.9); at quality 75, or on tiles of 33-50 px,
+  the two overlap (docs/know_your_data.md has the figures);
 * low information: the entropy (bits) of the RGB histogram (PIL's `Image.entropy`) is
   below `LOW_ENTROPY` (3.0), and the image is not overexposed (a blown-out frame's few
   grey levels are its overexposure: one finding says it);
@@ -78,8 +77,8 @@ SCORES = {"dark": "p99 brightness", "overexposed": "1 - p5 brightness", "blurry"
           "low_information": "entropy", "grayscale": "channel spread",
           "odd_aspect_ratio": "aspect", "tiny": "sqrt(h*w) px"}
 # measure()'s tuple: (p99 brightness, p5 brightness, edges b, entropy, p99 channel spread,
-# detail: b over the edges' deviation at half the scale; fingerprints of older builds hold
-# the first five)
+# detail: b over the edges' deviation at half the scale; stored rows of older builds held
+# the first five: `record_index.FORMAT` 3 has every one)
 FIELDS = ("brightness_p99", "brightness_p5", "edges", "entropy", "channel_spread_p99",
           "detail")
 
@@ -123,7 +122,8 @@ def measure(rgb: np.ndarray) -> tuple[float, ...]:
   if ratio > 1:
     grey = grey.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio))))
   fine = _edge_deviation(grey)
-  coarse = _edge_deviation(grey.reduce(2)) if min(grey.size) >= 8 else 0.0
+  coarse = _edge_deviation(grey.reduce(2)) if min(grey.size) >= 8 else 0.0  # (of the grey
+  # copy at most BLUR_SIDE a side: one under 8 px, a sliver, has detail 1.0)
   return (round(p99, 4), round(p5, 4), round(fine, 3),
           round(float(image.entropy()), 4), float(_ranked(spread.ravel(), (0.99,))[0]),
           round(fine / coarse, 3) if coarse else 1.0)
@@ -150,8 +150,7 @@ class Finding:
 
 
 def _kinds_of(values: tuple, height: int, width: int, median_side: float) -> dict[str, float]:
-  p99, p5, edges, entropy, spread, *more = values
-  detail = more[0] if more else 0.0  # (an older build's measures: the edges alone)
+  p99, p5, edges, entropy, spread, detail = values
   found = {}
   if p99 < DARK:
     found["dark"] = p99
@@ -182,7 +181,7 @@ def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:
   median_side = stats_lib.median(measured) ** 0.5 if measured else 0.0
   found = []
   for member, fingerprint in zip(members, fingerprints):
-    values = fingerprint.quality or (1.0, 0.0, 1e9, 8.0, 255.0)  # (nothing but the size)
+    values = fingerprint.quality or (1.0, 0.0, 1e9, 8.0, 255.0, 1.0)  # (nothing but the size)
     for kind, score in _kinds_of(values, fingerprint.height, fingerprint.width,
                                  median_side).items():
       found.append(Finding(kind, member.split, member.file_name, member.label, score))

@@ -35,7 +35,9 @@ from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER
 READABLE_FORMATS = ("tfrecord", "array_record")  # whose records `record_readers` reads
-FORMAT = 2  # 2: the shard's SHA-256 (1 had none: no release wrote it)
+# 3: fingerprints hold every measure of `image_quality.FIELDS` (2 had five of them: a base
+# written so is built on in full once); 2: the shard's SHA-256 (1 had none)
+FORMAT = 3
 _MAX_BYTES = 256 << 20  # an index file larger than this is not one of ours
 _SHARD_NAME = re.compile(r"[^/\\\0]+-\d{5}-of-\d{5}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -134,7 +136,11 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
   if not (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("split") == split
           and isinstance(raw.get("records"), list) and isinstance(raw.get("sha256"), str)
           and _SHA256.fullmatch(raw["sha256"])):
-    raise RecordIndexError(f"{path}: not the index of a {split!r} shard in format {FORMAT}")
+    written = raw.get("format") if isinstance(raw, dict) else None
+    raise RecordIndexError(
+        f"{path}: written in index format {written} by another imagesets (this one reads "
+        f"format {FORMAT})" if type(written) is int and written != FORMAT  # pylint: disable=unidiomatic-typecheck
+        else f"{path}: not the index of a {split!r} shard in format {FORMAT}")
   records = []
   for row in raw["records"]:
     if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and row[0]

@@ -274,6 +274,23 @@ def test_an_index_with_a_malformed_fingerprint_gives_a_full_build(base, tmp_path
   assert any("no usable record index" in line for line in lines)
 
 
+def test_a_base_whose_index_an_older_imagesets_wrote_gives_a_full_build(base, tmp_path):
+  """Index format 2 held five quality measures a fingerprint: kept photos judged by other
+  rules than the new ones. The base is built on in full, once, saying why."""
+  root, data_dir, _ = grown(base, tmp_path)
+  version = data_dir / "pets" / "1.0.0"
+  for name in shards(version):
+    path = record_index.path_of(version, name)
+    raw = json.loads(path.read_text())
+    raw["format"] = 2
+    for row in raw["records"]:
+      row[2][6] = row[2][6][:5]
+    path.write_text(json.dumps(raw))
+  lines = []
+  assert made(build(root, data_dir, "1.1.0", log=lines.append)) == PHOTOS + 3
+  assert any("index format 2 by another imagesets" in line for line in lines), lines
+
+
 def test_a_line_built_by_path_keeps_its_recipe_when_built_in_full(tmp_path):
   """1.0.0 split by path (built before recipes were recorded: no index either): 1.1.0 is
   built in full, by path, and no photo changes split."""
