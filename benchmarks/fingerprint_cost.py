@@ -52,7 +52,7 @@ def main():
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from imagesets.analysis import image_hashes  # pylint: disable=import-outside-toplevel
 
-  prefix = "photos" if args.tree == "photo_like" else args.tree
+  prefix = {"photo_like": "photos", "large": "large12mp"}.get(args.tree, args.tree)
   root = pathlib.Path(args.work) / f"{prefix}_{args.images}"
   flowers_build.make_tree(root, args.images, args.tree)
   datas = [path.read_bytes() for path in sorted(root.glob("*/*.jpg"))]

@@ -60,7 +60,7 @@ def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
   the 15 real photos (imagesets_testing.photo_crops, no bursts), 500 wide and 333 to 375
   high, a class per photo; copies: count / COPIES of those crops, each stored COPIES times
   under other names in its class (exact copies: the same bytes); large: distinct 12 MP
-  pictures (`LARGE`) with a phone photo's detail and file size (~3.7 MB at quality 90):
+  pictures (`LARGE`) with a phone photo's detail and file size (~4.1 MB at quality 90):
   the real photos tiled at their own resolution in a seeded arrangement, with a sensor's
   noise (sigma 3), 5 classes."""
   if tree == "photo_like":
@@ -251,7 +251,7 @@ def main():
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
-  prefix = "photos" if args.tree == "photo_like" else args.tree
+  prefix = {"photo_like": "photos", "large": "large12mp"}.get(args.tree, args.tree)
   roots = {count: work / f"{prefix}_{count}" for count in (args.images, args.small)}
   source_bytes = {count: make_tree(root, count, args.tree) for count, root in roots.items()}
   for count, total in source_bytes.items():
