@@ -372,3 +372,19 @@ def test_a_class_folders_builder_that_makes_its_own_splits_says_how_its_keys_nam
 
   assert cfb.ClassFoldersBuilder.KEYS_NAME_EXAMPLES and not OwnSplits.KEYS_NAME_EXAMPLES
   assert SaysSo.KEYS_NAME_EXAMPLES and not oxford17.Builder.KEYS_NAME_EXAMPLES
+
+
+def test_page_pictures_made_on_threads_are_those_made_one_at_a_time(built, monkeypatch):
+  """Thumbnails are made on threads, a few examples held at a time: the page is the one
+  made on one thread, and no example is made into a picture twice."""
+  _, _, version = built
+  made = []
+  monkeypatch.setattr(version_report, "_thumbnail", lambda example, _make=version_report._thumbnail:
+                      made.append((example.split, example.file_name)) or _make(example))
+  monkeypatch.setattr(version_report, "_IN_FLIGHT", 2)
+  threaded = report_page.render(version_report.content(version_examples.Folder.at(version)))
+  assert made and len(made) == len(set(made))
+  monkeypatch.setattr(version_report, "_MAKERS", 1)
+  monkeypatch.setattr(version_report, "_IN_FLIGHT", 0)
+  assert report_page.render(version_report.content(version_examples.Folder.at(version))) == (
+      threaded)
