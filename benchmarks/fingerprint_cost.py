@@ -16,7 +16,6 @@ fingerprints (`flowers_build.py --kinds flowers_off`) plus the 1/8-scale decode.
 """
 
 import argparse
-import pathlib
 import statistics
 import time
 
@@ -52,8 +51,7 @@ def main():
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from imagesets.analysis import image_hashes  # pylint: disable=import-outside-toplevel
 
-  prefix = {"photo_like": "photos", "large": "large12mp"}.get(args.tree, args.tree)
-  root = pathlib.Path(args.work) / f"{prefix}_{args.images}"
+  root = flowers_build.tree_root(args.work, args.tree, args.images)
   flowers_build.make_tree(root, args.images, args.tree)
   datas = [path.read_bytes() for path in sorted(root.glob("*/*.jpg"))]
   smalls = [image_hashes.decode_small(data) for data in datas]

@@ -53,6 +53,13 @@ LARGE = (4032, 3024)  # a 12 MP phone photo's size
 COPIES = 4  # the copies tree holds each crop this many times
 
 
+def tree_root(work: pathlib.Path, tree: str, count: int) -> pathlib.Path:
+  """Where `make_tree` keeps the tree of `count` photos of kind `tree` under `work` (the
+  large tree's folder name says which generator made it)."""
+  prefix = {"photo_like": "photos", "large": "large12mp"}.get(tree, tree)
+  return pathlib.Path(work) / f"{prefix}_{count}"
+
+
 def make_tree(root: pathlib.Path, count: int, tree: str = "photo_like") -> int:
   """root/<class>/<i>.jpg for i < count (reused if present); returns total bytes.
 
@@ -251,8 +258,7 @@ def main():
     return
   work = pathlib.Path(args.work)
   print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
-  prefix = {"photo_like": "photos", "large": "large12mp"}.get(args.tree, args.tree)
-  roots = {count: work / f"{prefix}_{count}" for count in (args.images, args.small)}
+  roots = {count: tree_root(work, args.tree, count) for count in (args.images, args.small)}
   source_bytes = {count: make_tree(root, count, args.tree) for count, root in roots.items()}
   for count, total in source_bytes.items():
     print(f"{count} photos, {total / count / 1024:.1f} KiB each on average")

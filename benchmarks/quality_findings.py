@@ -4,8 +4,8 @@
 
 The tree: the 15 real photos of imagesets_testing.real_photos, its 6 `more` (a macro, a sky,
 a portrait, a photo blurred by the camera's motion: truly blurry, a scanned page, text) and
-their `--grid` x `--grid` tiles, at their own resolution (~200 px photos, 44-67 px tiles at 3 x 3: skies, bricks, grass,
-microscopy, a starfield), as JPEGs; 7 of the photos are grey scans stored as RGB, so they and
+their `--grid` x `--grid` tiles, at their own resolution (~200 px photos, 44-67 px tiles at
+3 x 3: skies, bricks, grass, microscopy, a starfield), as JPEGs; 7 of the photos are grey scans stored as RGB, so they and
 their tiles are truly "grayscale" (checked on their pixels). Planted: each kind of
 imagesets_testing.quality_cases made from each photo (the grey photos get no "grayscale"
 plant), and the other shapes of a kind (`quality_cases.ALSO`: a washed-out frame is
