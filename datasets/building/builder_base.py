@@ -200,10 +200,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _write_page(self) -> None:
     """The version's page (`report_page.PAGE_FILE`) beside its card, from the records just
-    written and the reports the build stored, as it holds them (one read of the version; docs/know_your_data.md
-    says what it costs; none with leakage "off", which asks for no extra work). Written in
-    TFDS's unfinished folder (`data_path` until the build returns), before dataset_info.json
-    and the rename that commits the version: a version never exists without its page."""
+    written and the reports the build stored, as it holds them (one read of the version;
+    docs/know_your_data.md says what it costs; none with leakage "off", which asks for no
+    extra work). Written in TFDS's unfinished folder (`data_path` until the build returns),
+    before dataset_info.json and the rename that commits the version: a version never
+    exists without its page."""
     folder = pathlib.Path(self.data_path)
     found = self.found
     page = version_report.content(
@@ -298,7 +299,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     file_format = self.info.file_format.value
     if (not self.KEYS_NAME_EXAMPLES or (self.generation is None and self.PLAN is None)
         or file_format not in record_index.READABLE_FORMATS):
-      return None  # (no rows: this build's splits were generated otherwise)
+      return None  # (keys that do not name examples, no rows, or records not read here)
     held = schema.of(self.info.features)
     marked = held.task == schema.DETECTION or held.mask is not None
     catalog = {}

@@ -137,10 +137,11 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
           and isinstance(raw.get("records"), list) and isinstance(raw.get("sha256"), str)
           and _SHA256.fullmatch(raw["sha256"])):
     written = raw.get("format") if isinstance(raw, dict) else None
+    other = type(written) is int and written != FORMAT  # pylint: disable=unidiomatic-typecheck
     raise RecordIndexError(
         f"{path}: written in index format {written} by another imagesets (this one reads "
-        f"format {FORMAT})" if type(written) is int and written != FORMAT  # pylint: disable=unidiomatic-typecheck
-        else f"{path}: not the index of a {split!r} shard in format {FORMAT}")
+        f"format {FORMAT})" if other else
+        f"{path}: not the index of a {split!r} shard in format {FORMAT}")
   records = []
   for row in raw["records"]:
     if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and row[0]

@@ -12,7 +12,6 @@ class Builder(class_folders_builder.ClassFoldersBuilder):
 
   VERSION = tfds.core.Version("1.0.0")
   ROUND_TRIP = None  # its labels come from image numbers, not from class folders
-  KEYS_NAME_EXAMPLES = False  # (nor can the page tell them from its keys)
   RELEASE_NOTES = {"1.0.0": "Initial release (as the flowers/oxford17 config until it became "
                             "a dataset of its own; same examples)."}
   MANUAL_DOWNLOAD_INSTRUCTIONS = source.INSTRUCTIONS
