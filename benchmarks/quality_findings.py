@@ -1,6 +1,6 @@
 """How well the quality findings find planted problems in real photos, and what else they flag.
 
-    python benchmarks/quality_findings.py [--grid 3] [--quality 90]
+    python benchmarks/quality_findings.py [--grid 3] [--quality 90] [--crops 3000]
 
 The tree: the 15 real photos of imagesets_testing.real_photos, its 6 `more` (a macro, a sky,
 a portrait, a photo blurred by the camera's motion: truly blurry, a scanned page, text) and
@@ -18,14 +18,23 @@ is tiny, a real problem of `REAL_PROBLEMS`); other flags (false, strictly: count
 problem implies them, e.g. a blown-out frame is also low in information), listed by name
 with the score; precision = true / all flags; on real = the same on the real photos and
 tiles only.
+
+Then what no threshold here can do, measured: `dark` against each photo underexposed by 1-5
+stops in linear light (`quality_cases.underexposed`) at several cuts, and a cut relative to
+the class on `--crops` real-photo crops, 10 % of them underexposed; camera shake
+(`quality_cases.shaken`) against `blurry` and a measure of the edges' direction.
 """
 
 import argparse
 import collections
 
+import numpy as np
+import PIL.Image
+
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_hashes
 from imagesets.analysis import image_quality
+from imagesets_testing import photo_crops
 from imagesets_testing import quality_cases
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images
@@ -39,6 +48,8 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--grid", type=int, default=3)
   parser.add_argument("--quality", type=int, default=90)
+  parser.add_argument("--crops", type=int, default=3000,
+                      help="real-photo crops for the class-relative dark cut (0: none)")
   args = parser.parse_args()
   pictures, planted = {}, {}  # name -> pixels; name -> planted kind
   photos = real_photos.photos() | real_photos.more()
@@ -106,6 +117,94 @@ def main():
   for finding in others:
     origin = f"planted {planted[finding.file_name]}" if finding.file_name in planted else "real"
     print(f"  other: {finding.kind} {finding.file_name} ({origin}) score {finding.score:g}")
+  real = {name: pixels for name, pixels in pictures.items() if name not in planted}
+  _dark_against_exposure(photos, real, args.quality)
+  if args.crops:
+    _dark_relative_to_class(args.crops, args.quality)
+  _camera_shake(photos, real, args.quality)
+
+
+def _measured(pixels, quality: int) -> tuple:
+  return image_hashes.of_bytes(sample_images.encode(pixels, "JPEG", quality=quality)).quality
+
+
+def _dark_against_exposure(photos: dict, real: dict, quality: int) -> None:
+  """`dark` is the 99th percentile of brightness under a cut. Each photo underexposed by
+  1-5 stops in linear light (as a camera's exposure does) against the real pictures, which
+  are all exposed as their scenes ask: what each cut finds, and what else it flags."""
+  real_p99 = sorted((_measured(p, quality)[0], name) for name, p in real.items())
+  under = {stops: [_measured(quality_cases.underexposed(p, stops), quality)[0]
+                   for p in photos.values()] for stops in (1, 2, 3, 4, 5)}
+  under["12 %"] = [_measured(quality_cases.dark(p), quality)[0] for p in photos.values()]
+  print(f"\ndark against exposure: p99 brightness of the {len(photos)} photos underexposed, "
+        "min-max: " + ", ".join(f"{k}{' stops' if isinstance(k, int) else ''} "
+                                  f"{min(v):.2f}-{max(v):.2f}" for k, v in under.items()))
+  print(f"the {len(real)} real pictures' lowest: "
+        + ", ".join(f"{name} {p99:.3f}" for p99, name in real_p99[:8]))
+  print(f"{'cut':>6} {'real flagged':>12} " + " ".join(f"{str(k) + (' st' if isinstance(k, int) else ''):>8}" for k in under))
+  for cut in (image_quality.DARK, 0.3, 0.25, 0.2, 0.15):
+    flagged = sum(p99 < cut for p99, _ in real_p99)
+    print(f"{cut:>6} {flagged:>12} " + " ".join(
+        f"{sum(p < cut for p in v):>4}/{len(v):<3}" for v in under.values()))
+
+
+def _dark_relative_to_class(count: int, quality: int) -> None:
+  """A cut relative to the class: dark only where p99 is also under a share of the class's
+  median p99 (a class of dim scenes is not all dark). On `count` crops of the 15 real photos
+  (a class per photo), 10 % of them underexposed by 2, 3 or 4 stops."""
+  rng = np.random.default_rng(0)
+  rows = []  # (class, p99, stops under: 0 for a crop as it was taken)
+  for picture in photo_crops.pictures(count, seed=0, scenes=15, share_in_bursts=0.0):
+    stops = int(rng.choice([2, 3, 4])) if rng.uniform() < 0.1 else 0
+    pixels = quality_cases.underexposed(picture.pixels, stops) if stops else picture.pixels
+    rows.append((picture.scene, _measured(pixels, quality)[0], stops))
+  median = {scene: float(np.median([p99 for s, p99, _ in rows if s == scene]))
+            for scene in {row[0] for row in rows}}
+  print(f"\ndark relative to the class, {count} real-photo crops, "
+        f"{sum(bool(row[2]) for row in rows)} underexposed:")
+  for share in (None, 0.6, 0.5, 0.4):
+    flags = [(stops, p99 < image_quality.DARK and (share is None or p99 < share * median[s]))
+             for s, p99, stops in rows]
+    true = sum(flag and stops > 0 for stops, flag in flags)
+    flagged = sum(flag for _, flag in flags)
+    found = {n: f"{sum(flag for stops, flag in flags if stops == n)}/"
+                f"{sum(stops == n for stops, _ in flags)}" for n in (2, 3, 4)}
+    print(f"  {'cut alone' if share is None else f'and < {share} x class median':>26}: "
+          f"precision {true / max(1, flagged):.2f} ({flagged} flags); found by stops under "
+          + ", ".join(f"{n}: {v}" for n, v in found.items()))
+
+
+def _directions(pixels, quality: int) -> np.ndarray:
+  """The deviation of second differences along 0, 45, 90 and 135 degrees on the grey copy
+  blur is measured on (its frame left out)."""
+  small = image_hashes.decode_small(sample_images.encode(pixels, "JPEG", quality=quality))[0]
+  grey = image_quality.grey_copy(PIL.Image.fromarray(image_quality.at_measured_scale(small)))
+  g = np.asarray(grey, np.int32)
+  centre = g[1:-1, 1:-1]
+  steps = [(g[1:-1, :-2], g[1:-1, 2:]), (g[2:, :-2], g[:-2, 2:]), (g[:-2, 1:-1], g[2:, 1:-1]),
+           (g[:-2, :-2], g[2:, 2:])]
+  return np.array([(before - 2 * centre + after).std() for before, after in steps])
+
+
+def _camera_shake(photos: dict, real: dict, quality: int) -> None:
+  """Camera shake: each photo smeared along a line. Found `blurry`, and what a measure of
+  direction (the weakest direction's edges over the strongest's) would have to tell apart."""
+  print("\ncamera shake (a line of share of the longer side, at degrees): found blurry; "
+        "weakest / strongest direction's edges, 5th-95th percentile")
+  real_ratio = [d.min() / d.max() for d in (_directions(p, quality) for p in real.values())]
+  print(f"  real pictures: {np.percentile(real_ratio, 5):.2f}-"
+        f"{np.percentile(real_ratio, 95):.2f} (least {min(real_ratio):.2f})")
+  for share in (1 / 25, 1 / 12):
+    for degrees in (0, 45, 90):
+      shaken = [quality_cases.shaken(p, share, degrees) for p in photos.values()]
+      members = [duplicates.Member("train", str(k), None) for k in range(len(shaken))]
+      found = image_quality.find(
+          members, [image_hashes.of_bytes(sample_images.encode(p, "JPEG", quality=quality))
+                    for p in shaken])
+      ratio = [d.min() / d.max() for d in (_directions(p, quality) for p in shaken)]
+      print(f"  1/{round(1 / share)} at {degrees:>2}: blurry "
+            f"{sum(f.kind == 'blurry' for f in found):>2} of {len(shaken)}; "
+            f"{np.percentile(ratio, 5):.2f}-{np.percentile(ratio, 95):.2f}")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,36 @@ def washed_out(pixels: np.ndarray) -> np.ndarray:
   return np.clip(pixels.astype(np.float32) * 0.08 + 235, 0, 255).astype(np.uint8)
 
 
+def underexposed(pixels: np.ndarray, stops: float) -> np.ndarray:
+  """The photo taken with 2**-stops of the light: scaled in linear light (sRGB's curve
+  undone and redone), as a camera's exposure scales it. `dark` (12 % of the encoded
+  values) is ~6-7 stops."""
+  encoded = pixels.astype(np.float64) / 255
+  light = np.where(encoded <= 0.04045, encoded / 12.92, ((encoded + 0.055) / 1.055) ** 2.4)
+  light *= 2.0 ** -stops
+  out = np.where(light <= 0.0031308, light * 12.92, 1.055 * light ** (1 / 2.4) - 0.055)
+  return np.clip(np.round(out * 255), 0, 255).astype(np.uint8)
+
+
+def shaken(pixels: np.ndarray, share: float, degrees: float = 0.0) -> np.ndarray:
+  """Camera shake: the photo smeared along a line of `share` of its longer side at
+  `degrees` from the horizontal (a box over the line: a steady motion during exposure)."""
+  length = max(3, round(max(pixels.shape[:2]) * share)) | 1
+  kernel = np.zeros((length, length))
+  centre = length // 2
+  for step in np.linspace(-centre, centre, 4 * length):
+    kernel[round(centre - step * np.sin(np.radians(degrees))),
+           round(centre + step * np.cos(np.radians(degrees)))] = 1
+  kernel /= kernel.sum()
+  padded = np.pad(pixels.astype(np.float64), ((centre, centre), (centre, centre), (0, 0)),
+                  mode="edge")
+  height, width = pixels.shape[:2]
+  out = np.zeros(pixels.shape)
+  for row, col in zip(*np.nonzero(kernel)):
+    out += kernel[row, col] * padded[row:row + height, col:col + width]
+  return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
+
 MAKERS = {"dark": dark, "overexposed": overexposed, "blurry": blurry,
           "low_information": low_information, "grayscale": grayscale,
           "odd_aspect_ratio": odd_aspect_ratio, "tiny": tiny}

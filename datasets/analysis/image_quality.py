@@ -17,7 +17,9 @@ definitions and default thresholds of the first five and the aspect ratio:
 * blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side (grey first, then
   resized: CleanVision resizes the colour image), the standard
   deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
-  neither dark, overexposed nor low in information (its edges are faint for that reason). CleanVision flags 1 - exp(-b / 100) < 0.17,
+  neither overexposed nor low in information (its edges are faint for that reason; a dark
+  picture's are too, but its detail, below, is a ratio of its own edges: a blurred dark
+  photo is both dark and blurry, a sharp one dark only). CleanVision flags 1 - exp(-b / 100) < 0.17,
   i.e. b < 18.6, but takes b over the whole filtered image, whose 1-pixel frame PIL leaves
   unfiltered (the picture's own grey values): a blurred bright picture's frame alone keeps b
   near 30, so it is never flagged. We leave the frame out; on the real photos of the tests,
@@ -108,25 +110,37 @@ def measure(rgb: np.ndarray) -> tuple[float, ...]:
   A larger decode (a PNG is decoded in full) is first box-reduced by an integer factor to a
   shorter side of `SCALE_SIDE` to 2x that, the scale a JPEG's small decode has: the same
   measures for the same picture whatever its format, at the same cost."""
-  factor = min(rgb.shape[:2]) // SCALE_SIDE
-  if factor >= 2:
-    rgb = np.asarray(PIL.Image.fromarray(rgb).reduce(factor))
+  rgb = at_measured_scale(rgb)
   red, green, blue = (rgb[..., c] for c in range(3))
   spread = np.maximum(np.maximum(red, green), blue) - np.minimum(np.minimum(red, green), blue)
   brightness = (_WEIGHTED_SQUARES[0][red] + _WEIGHTED_SQUARES[1][green]
                 + _WEIGHTED_SQUARES[2][blue]).ravel()  # 1000 x (255 x brightness)^2
   p5, p99 = (float(np.sqrt(int(v) / 1000)) / 255 for v in _ranked(brightness, (0.05, 0.99)))
   image = PIL.Image.fromarray(rgb)
-  grey = image.convert("L")
-  ratio = max(image.size) / BLUR_SIDE
-  if ratio > 1:
-    grey = grey.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio))))
+  grey = grey_copy(image)
   fine = _edge_deviation(grey)
   coarse = _edge_deviation(grey.reduce(2)) if min(grey.size) >= 8 else 0.0  # (of the grey
   # copy at most BLUR_SIDE a side: one under 8 px, a sliver, has detail 1.0)
   return (round(p99, 4), round(p5, 4), round(fine, 3),
           round(float(image.entropy()), 4), float(_ranked(spread.ravel(), (0.99,))[0]),
           round(fine / coarse, 3) if coarse else 1.0)
+
+
+def at_measured_scale(rgb: np.ndarray) -> np.ndarray:
+  """A decode box-reduced by an integer factor to a shorter side of `SCALE_SIDE` to 2x that
+  (a JPEG's small decode is already)."""
+  factor = min(rgb.shape[:2]) // SCALE_SIDE
+  return np.asarray(PIL.Image.fromarray(rgb).reduce(factor)) if factor >= 2 else rgb
+
+
+def grey_copy(image: PIL.Image.Image) -> PIL.Image.Image:
+  """The grey copy blur is measured on: at most `BLUR_SIDE` a side (grey first, then
+  resized)."""
+  grey = image.convert("L")
+  ratio = max(image.size) / BLUR_SIDE
+  if ratio > 1:
+    grey = grey.resize((max(1, int(image.width // ratio)), max(1, int(image.height // ratio))))
+  return grey
 
 
 def _edge_deviation(grey: PIL.Image.Image) -> float:
@@ -158,7 +172,10 @@ def _kinds_of(values: tuple, height: int, width: int, median_side: float) -> dic
     found["overexposed"] = round(1 - p5, 4)
   # (a black, white or washed-out frame has faint edges and no hue)
   exposed = p99 >= DARK and "overexposed" not in found
-  if edges < BLUR_EDGES and detail < BLUR_DETAIL and exposed and entropy >= LOW_ENTROPY:
+  # (a dark picture's edges are faint for its darkness, but its detail is a ratio of its
+  # own edges: blur takes its fine scale as it does a bright one's; a white frame's is noise)
+  if (edges < BLUR_EDGES and detail < BLUR_DETAIL and "overexposed" not in found
+      and entropy >= LOW_ENTROPY):
     found["blurry"] = edges
   if entropy < LOW_ENTROPY and "overexposed" not in found:  # (a white frame's, implied)
     found["low_information"] = entropy
