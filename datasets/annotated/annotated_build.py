@@ -181,17 +181,18 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
   before any image is read, and VersionExistsError when NAME:VERSION there was built from
   other content. `from_version` (incremental.LATEST or "X.Y.Z" in `data_dir`): the version
   is built on that one, or, when it cannot be, in full, saying why."""
-  named_versions.check_name(name, registered=check_registered)
-  tfds.core.Version(version)  # raises on a malformed version
-  options = dataclasses.replace(
-      options or annotated_builder.AnnotatedConfig(name=name), name=name,
-      images=str(pathlib.Path(images).expanduser().resolve()),
-      annotations=str(pathlib.Path(annotations).expanduser().resolve()))
-  splits.validate(options.split_proportions)  # before anything is read, printed or written
-  data_dir = constants.data_dir(data_dir)
-  # (reading allocates an object a number, and so does the build: with TensorFlow's objects
-  # frozen, no full collection walks them)
+  # (the name's lookup and reading allocate an object a number, and so does the build: with
+  # TensorFlow's objects frozen and young collections batched, no full collection walks
+  # them, nor what the build keeps)
   with parallel_map.frozen_gc():
+    named_versions.check_name(name, registered=check_registered)
+    tfds.core.Version(version)  # raises on a malformed version
+    options = dataclasses.replace(
+        options or annotated_builder.AnnotatedConfig(name=name), name=name,
+        images=str(pathlib.Path(images).expanduser().resolve()),
+        annotations=str(pathlib.Path(annotations).expanduser().resolve()))
+    splits.validate(options.split_proportions)  # before anything is read, printed or written
+    data_dir = constants.data_dir(data_dir)
     source = annotated_builder.read_source(options)
     read = source.annotations
     problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,

@@ -78,6 +78,9 @@ def _start_worker(parent: int) -> None:
 _freeze_lock = threading.Lock()
 _freezes = 0  # pools inside a freeze of ours (two builds in two threads)
 _froze = False  # whether that freeze is ours to undo
+_thresholds = None  # the collector's thresholds before the outermost freeze, and ours
+# Allocations between young collections in a build (Python's default: 700).
+YOUNG_COLLECTION = 10_000
 
 
 @contextlib.contextmanager
@@ -86,22 +89,35 @@ def frozen_gc():
   unfreezes, and only a freeze we made. Threads too: a full collection walks every object
   TensorFlow, Keras and TFDS made (0.2 s, measured in a keras-cache build of 2,000 photos;
   none once frozen). gc.unfreeze() thaws every frozen object, so when someone else froze
-  first (the user, a server preforking its workers), it is left to them."""
-  global _freezes, _froze
+  first (the user, a server preforking its workers), it is left to them.
+
+  Young collections are also batched (`YOUNG_COLLECTION` allocations apart, not 700): what
+  a build makes (fingerprints, index rows: ~10 objects a photo) lives to its end, and every
+  10 young collections a full one walked it all again (0.6 s of a build of 20,000 photos
+  on a base, of its 2.8 s; none with batching). The thresholds are put back at the end
+  unless someone changed them meanwhile."""
+  global _freezes, _froze, _thresholds
   with _freeze_lock:
     if _freezes == 0:
       _froze = gc.get_freeze_count() == 0
       if _froze:
         gc.freeze()
+      before = gc.get_threshold()
+      gc.set_threshold(max(before[0], YOUNG_COLLECTION), *before[1:])
+      _thresholds = (before, gc.get_threshold())
     _freezes += 1
   try:
     yield
   finally:
     with _freeze_lock:
       _freezes -= 1
-      if _freezes == 0 and _froze:
-        gc.unfreeze()
-        _froze = False
+      if _freezes == 0:
+        if _froze:
+          gc.unfreeze()
+          _froze = False
+        before, ours = _thresholds
+        if gc.get_threshold() == ours:
+          gc.set_threshold(*before)
 
 
 def _apply(fn, chunk):

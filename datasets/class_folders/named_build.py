@@ -113,20 +113,23 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   (LATEST or "X.Y.Z" in `data_dir`) the version is built on that one (`incremental`), or,
   when it cannot be, in full, saying why.
   """
-  check_name(name, registered=check_registered)
-  tfds.core.Version(version)  # raises on a malformed version
-  root = str(root).rstrip("/") if class_folders_tree.is_remote(root) else str(pathlib.Path(root).resolve())
-  options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
-                                name=name, root=root)
-  splits.validate(options.split_proportions)  # before anything is read, printed or written
-  data_dir = constants.data_dir(data_dir)
-  tree = listing.tree if listing else class_folders_tree.scan(root, follow_links=options.follow_links)
-  # Hashing and building allocate per file: with the objects of TensorFlow, Keras and
-  # TFDS frozen, no full collection walks them (parallel_map.frozen_gc).
+  # The name's lookup, hashing and building allocate per file: with the objects of
+  # TensorFlow, Keras and TFDS frozen and young collections batched, no full collection
+  # walks them, nor what the build keeps (parallel_map.frozen_gc).
   with parallel_map.frozen_gc():
+    check_name(name, registered=check_registered)
+    tfds.core.Version(version)  # raises on a malformed version
+    root = (str(root).rstrip("/") if class_folders_tree.is_remote(root)
+            else str(pathlib.Path(root).resolve()))
+    options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
+                                  name=name, root=root)
+    splits.validate(options.split_proportions)  # before anything is read, printed or written
+    data_dir = constants.data_dir(data_dir)
+    tree = (listing.tree if listing
+            else class_folders_tree.scan(root, follow_links=options.follow_links))
     # (only a build on a base trusts the cache: a full build reads every photo)
-    hashed = fingerprints.cached_file_hashes(root, tree.images, stat_cache.beside(data_dir, name),
-                                             reread=from_version == FULL)
+    hashed = fingerprints.cached_file_hashes(
+        root, tree.images, stat_cache.beside(data_dir, name), reread=from_version == FULL)
     hashes = hashed.hashes
     base = None
     if versioned:
@@ -137,7 +140,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
         tree, class_folders_builder.assign(root, tree, options, hashes))
     built = _build(root, name, version, data_dir, options, about, file_format, beam_options,
                    log, listing, keep_order, progress, hashes, versioned, base)
-  hashed.save()   # (after the build: a failed first build leaves no folder)
+    hashed.save()   # (after the build: a failed first build leaves no folder)
   return built
 
 

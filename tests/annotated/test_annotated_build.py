@@ -729,3 +729,26 @@ def test_a_kept_record_whose_label_is_not_its_entrys_gives_a_full_build(known, t
   assert _made(later) == 13
   assert any("in full, not on forged:1.0.0" in line and "index does not describe the shard"
              in line and name in line for line in said), said
+
+
+def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tmp_path, monkeypatch):
+  """As a class-folders build (tests/class_folders/test_named_build.py): from the name's
+  lookup, which imports TFDS's builders, objects are frozen and young collections batched
+  (parallel_map.frozen_gc); after, the collector is as before."""
+  import gc
+  from imagesets.building import parallel_map
+  seen = []
+  check = named_versions.check_name
+  monkeypatch.setattr(named_versions, "check_name", lambda *args, **kwargs: seen.append(
+      (gc.get_freeze_count() > 0, gc.get_threshold()[0])) or check(*args, **kwargs))
+  _photo(tmp_path / "images" / "a.jpg")
+  (tmp_path / "coco.json").write_text(json.dumps(_coco(
+      [{"id": 1, "file_name": "a.jpg", "width": 90, "height": 60}],
+      [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]}])))
+  before = gc.get_threshold()
+  annotated_build.build(tmp_path / "images", tmp_path / "coco.json", "frozen_parts",
+                        data_dir=tmp_path / "tfds", check_registered=False,
+                        options=annotated_builder.AnnotatedConfig(
+                            name="frozen_parts", split_proportions={"train": 1.0}))
+  assert seen == [(True, parallel_map.YOUNG_COLLECTION)]
+  assert gc.get_freeze_count() == 0 and gc.get_threshold() == before

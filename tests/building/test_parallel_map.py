@@ -117,3 +117,31 @@ def test_thread_pools_freeze_too_and_thaw_after():
     assert gc.get_freeze_count() > 0
     assert list(parallel_map.ordered_map(_inverse, [2], pool)) == [0.5]
   assert gc.get_freeze_count() == 0
+
+
+def test_a_pool_batches_young_collections_and_puts_the_thresholds_back():
+  """What a build makes lives to its end: inside, no full collection walks it again for
+  a hundred thousand objects kept (with Python's thresholds, several would)."""
+  import gc
+  before = gc.get_threshold()
+  with parallel_map.frozen_gc():
+    assert gc.get_threshold() == (parallel_map.YOUNG_COLLECTION, *before[1:])
+    gc.collect()  # (every generation's count from 0)
+    full = gc.get_stats()[2]["collections"]
+    kept = [[number] for number in range(100_000)]
+    assert gc.get_stats()[2]["collections"] == full
+    with parallel_map.frozen_gc():  # (nested: the outer one puts them back)
+      pass
+    assert gc.get_threshold()[0] == parallel_map.YOUNG_COLLECTION
+  assert gc.get_threshold() == before and len(kept) == 100_000
+
+
+def test_thresholds_someone_set_during_a_pool_are_theirs():
+  import gc
+  before = gc.get_threshold()
+  try:
+    with parallel_map.frozen_gc():
+      gc.set_threshold(5000, 5, 5)
+    assert gc.get_threshold() == (5000, 5, 5)
+  finally:
+    gc.set_threshold(*before)

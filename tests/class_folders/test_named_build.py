@@ -15,6 +15,7 @@ import cli_runs
 import imagesets  # noqa: F401
 from conftest import beam_download_config, records_by_split, shard_bytes, warm
 from imagesets.building import class_folders_builder
+from imagesets.building import parallel_map
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
 from imagesets.storage import fetch
@@ -206,22 +207,38 @@ def test_options_added_later_leave_older_fingerprints_as_they_were():
   assert stored_as_keras == {**default, "keras_image": keras_image}
 
 
-def test_a_build_runs_frozen_from_its_file_hashes_on_and_thaws_after(tree, tmp_path,
+def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tree, tmp_path,
                                                                      monkeypatch):
   """The objects that exist when a build starts are left out of garbage collection until
-  it ends (parallel_map.frozen_gc), the file hashes included; the process is as before."""
+  it ends, with young collections batched (parallel_map.frozen_gc), from the name's lookup
+  (which imports TFDS's builders) to the file-hash cache's save; the process is as
+  before."""
   import gc
   from imagesets.building import fingerprints
   seen = []
+
+  def recorded(function):
+    return lambda *args, **kwargs: seen.append(
+        (function.__name__, gc.get_freeze_count() > 0, gc.get_threshold()[0])) or function(
+            *args, **kwargs)
+
+  monkeypatch.setattr(named_build, "check_name", recorded(named_build.check_name))
   hashes = fingerprints.cached_file_hashes
-  monkeypatch.setattr(fingerprints, "cached_file_hashes",
-                      lambda *args, **kwargs: seen.append(gc.get_freeze_count())
-                      or hashes(*args, **kwargs))
+
+  def cached_file_hashes(*args, **kwargs):
+    hashed = recorded(hashes)(*args, **kwargs)
+    monkeypatch.setattr(hashed, "save", recorded(hashed.save))
+    return hashed
+
+  monkeypatch.setattr(fingerprints, "cached_file_hashes", cached_file_hashes)
+  before = gc.get_threshold()
   assert gc.get_freeze_count() == 0
   options = class_folders_builder.ClassFoldersConfig(name="frozen", skip_bad_files=True)
   named_build.build(tree, "frozen", data_dir=str(tmp_path), options=options)
-  assert seen and seen[0] > 0
-  assert gc.get_freeze_count() == 0
+  batched = parallel_map.YOUNG_COLLECTION
+  assert seen == [("check_name", True, batched), ("cached_file_hashes", True, batched),
+                  ("save", True, batched)]
+  assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
 def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path, monkeypatch):
