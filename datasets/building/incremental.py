@@ -34,6 +34,7 @@ import tensorflow_datasets as tfds
 import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
 from imagesets.storage import atomic_files
+from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.analysis import duplicates
@@ -81,6 +82,7 @@ class Shard:
   name: str                                  # its file name in the base version
   records: list[tuple[str, int, list | None]]  # (key, size, fingerprint json) in order
   sha256: str                                # of its bytes, as its index says
+  fingerprints: list  # each record's image_hashes.Fingerprint (parsed from its json) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +210,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
       if len(index.records) != length:
         raise NotABase(f"{spec}: the record index of {shard_name} lists "
                        f"{len(index.records)} records, dataset_info.json {length}")
-      shards.append(Shard(shard_name, index.records, index.sha256))
+      shards.append(Shard(shard_name, index.records, index.sha256, index.fingerprints))
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
@@ -246,10 +248,11 @@ class Plan:
     for plan in self.splits.values():
       for shard, positions in plan.shards:
         for position in positions:
-          key, _, fingerprint = shard.records[position]
+          fingerprint = shard.fingerprints[position]
           if fingerprint is not None:
+            key = shard.records[position][0]
             images.append((duplicates.Member(plan.split, key, self.rule.label(key)),
-                           image_hashes.Fingerprint.from_json(fingerprint)))
+                           fingerprint))
     return images
 
   def index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
@@ -300,10 +303,10 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str], rul
   if set(base.splits) != set(by_split):
     raise NotABase(f"{base.spec} has splits {sorted(base.splits)}, this build "
                    f"{sorted(by_split)}")
-  plans = {}
+  kept = {}  # split -> [(shard, positions kept)]
   for split, paths in by_split.items():
     wanted = set(paths)
-    kept_keys, shards = set(), []
+    kept[split] = []
     for shard in base.splits[split]:
       positions = []
       for position, (key, _, fingerprint) in enumerate(shard.records):
@@ -313,13 +316,19 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str], rul
             raise NotABase(f"{base.spec} was built with --leakage off: its photos have no "
                            "fingerprints to check the new ones against")
           positions.append(position)
-      if positions:  # (checked before any photo is made: a bad base gives a full build)
-        _check_bytes(base.version_dir / shard.name, shard)
-        if len(positions) < len(shard.records):  # to rewrite: every row read and checked
-          for _ in _read_records(base, shard, positions, rule):
-            pass
-        shards.append((shard, positions))
-        kept_keys.update(shard.records[p][0] for p in positions)
+      if positions:
+        kept[split].append((shard, positions))
+  # (checked before any photo is made: a bad base gives a full build)
+  _check_bytes(base.version_dir, [shard for shards in kept.values() for shard, _ in shards])
+  plans = {}
+  for split, paths in by_split.items():
+    kept_keys = set()
+    for shard, positions in kept[split]:
+      if len(positions) < len(shard.records):  # to rewrite: every row read and checked
+        for _ in _read_records(base, shard, positions, rule):
+          pass
+      kept_keys.update(shard.records[p][0] for p in positions)
+    shards = kept[split]
     old = base.splits[split]
     size = sum(r[1] for shard in old for r in shard.records)
     plans[split] = SplitPlan(split, shards, [p for p in paths if p not in kept_keys],
@@ -385,12 +394,18 @@ def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
   return [count * (i + 1) // shards - count * i // shards for i in range(shards)]
 
 
-def _check_bytes(path: pathlib.Path, shard: Shard) -> None:
-  """A base shard still has the bytes its index was written with (a changed byte of a
-  record, of any size: the base is no base, and the build is a full one)."""
-  if record_index.sha256_of(path) != shard.sha256:
-    raise NotABase(f"{path} is not the shard its record index describes (other bytes): it "
-                   "changed after its build")
+def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> None:
+  """The base's shards still have the bytes their indexes were written with (a changed
+  byte of a record, of any size: the base is no base, and the build is a full one). Hashed
+  on a thread a core (hashlib lets go of the GIL), judged in order."""
+  with parallel_map.executor(threads=True) as pool:
+    digests = parallel_map.ordered_map(record_index.sha256_of,
+                                       [version_dir / shard.name for shard in shards], pool,
+                                       chunk_size=1)
+    for shard, digest in zip(shards, digests):
+      if digest != shard.sha256:
+        raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
+                       "describes (other bytes): it changed after its build")
 
 
 def _read_records(base: Base, shard: Shard, positions: list[int], rule: Rule
