@@ -69,11 +69,13 @@ LAYERS = {
     "annotations": ["imagesets.constants"],
     "analysis": [],
     "storage": _BASE,
-    # (what the build writes beside a version needs storage's atomic writes, not buckets)
+    # (what the build writes beside a version needs storage's atomic writes and TFRecord
+    # framing, not buckets)
     "reports": [*_BASE, "imagesets.annotations", "imagesets.analysis",
                 "imagesets.storage.atomic_files"],
     "building": [*_BASE, "imagesets.annotations", "imagesets.analysis",
-                 "imagesets.storage.atomic_files", "imagesets.reports", "imagesets.checksums"],
+                 "imagesets.storage.atomic_files", "imagesets.storage.tfrecord_files",
+                 "imagesets.reports", "imagesets.checksums"],
     "reading": [*_BASE, "imagesets.annotations", "imagesets.storage"],
     "publishing": [*_BASE, "imagesets.storage"],
     "verifying": [*_BASE, "imagesets.annotations", "imagesets.building", "imagesets.reading",

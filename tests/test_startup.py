@@ -2,6 +2,7 @@
 `import imagesets` in someone else's process leaves TensorFlow's logs to them."""
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from conftest import run
 from imagesets import startup
 from imagesets_testing import photo_datasets
+from imagesets_testing import sample_images
 
 TINY = "synthetic_images/tiny:1.0.0"
 TF_NOISE_FREE_ENV = {k: v for k, v in os.environ.items()
@@ -178,3 +180,29 @@ def test_quiet_tensorflow_gives_a_users_process_our_quiet_when_asked():
   assert result.stdout.split() == ["CPU"]
   assert _noise(result.stderr) == [] and "I0000" not in result.stderr, result.stderr
   assert result.stderr.strip().splitlines()[-1] == "their own line"
+
+
+def test_a_local_build_and_one_on_it_never_load_tensorflow(tmp_path):
+  """Its shards are written without TensorFlow (`tfrecord_files`), and nothing else of a
+  local build needs it: no 1-2 s import, no device probe (a bucket or Beam build loads it
+  first, quietly)."""
+  command = tmp_path / "bin" / "imagesets"
+  command.parent.mkdir()
+  command.write_text(_CLI_MODULES)
+  photos = tmp_path / "photos"
+  for number in range(24):
+    path = photos / ("cat", "dog", "fox")[number % 3] / f"{number}.jpg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sample_images.jpeg(40, 50, seed=number))
+  for version, added in (("1.0.0", None), ("1.1.0", photos / "fox" / "new.jpg")):
+    if added:
+      added.write_bytes(sample_images.jpeg(40, 50, seed=99))
+    result = subprocess.run(
+        [sys.executable, str(command), "build", str(photos), "--name", "foxes", "--version",
+         version, "--data-dir", str(tmp_path / "tfds"), "--splits", "train=0.7,validation=0.3"],
+        capture_output=True, text=True, timeout=300)
+    assert result.stderr.strip().splitlines()[-1] == "LOADED tensorflow_datasets EXIT 0", (
+        result.stdout, result.stderr)
+  assert "built on foxes:1.0.0" in result.stdout, result.stdout
+  info = json.loads((tmp_path / "tfds" / "foxes" / "1.1.0" / "dataset_info.json").read_text())
+  assert sum(int(n) for split in info["splits"] for n in split["shardLengths"]) == 25

@@ -31,7 +31,6 @@ from typing import Callable, Iterable, Iterator
 
 import tensorflow_datasets as tfds
 
-import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
 from imagesets.storage import atomic_files
 from imagesets.building import parallel_map
@@ -434,7 +433,7 @@ def _read_records(base: Base, shard: Shard, positions: list[int], rule: Rule
 
 
 def _write(path, records: Iterable[bytes], file_format: str) -> None:
-  adapter = tfds_internals.file_adapter(file_format)
-  record_keys = adapter.write_examples(path, ((None, record) for record in records))
+  record_keys = prepared_records.write_examples(path, ((None, record) for record in records),
+                                                file_format)
   if record_keys:  # (formats with an index; not ours today)
     raise NotImplementedError(f"{file_format}: shards with index files")

@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 import imagesets.tfds_internals as tfds_internals
+from imagesets.storage import tfrecord_files
 
 _LENGTH = struct.Struct("<Q")
 _KEY = struct.Struct("<QQQ")  # a 128-bit hashed key and a record length
@@ -272,8 +273,6 @@ def _is_tfrecord(file_format) -> bool:
   return bool(file_format) and tfds.core.FileFormat(file_format) == tfds.core.FileFormat(_TFRECORD)
 
 
-TFRECORD_HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
-TFRECORD_FRAMING = TFRECORD_HEADER.size + 4  # bytes around each record: header, data CRC
 _PLAN_MARGIN = 0.01  # sizes within 1 % of the first record's: the keras cache's differ by its names
 
 
@@ -296,13 +295,12 @@ def _write_planned(split, records, planned, spill, filename_template, shard_conf
   specs = specs[0]
   sizes = []
   stream = itertools.chain([first], records)
-  adapter = tfds_internals.file_adapter(_TFRECORD)
   written = []
   try:
     for spec in specs:
       written.append(spec.path)
-      adapter.write_examples(spec.path, _sized(itertools.islice(stream, spec.examples_number),
-                                               sizes))
+      write_examples(spec.path, _sized(itertools.islice(stream, spec.examples_number), sizes),
+                     _TFRECORD)
     extra = next(stream, None)  # (more records than items: never, but then not as planned)
     if extra is None and len(sizes) == count and [spec.path for spec in specs] == [
         spec.path for spec in tfds_internals.shard_specs(count, sum(sizes), filename_template,
@@ -323,6 +321,16 @@ def _write_planned(split, records, planned, spill, filename_template, shard_conf
       epath.Path(path).unlink(missing_ok=True)
 
 
+def write_examples(path, items: Iterable[tuple], file_format) -> list | None:
+  """A shard of (key, record) `items`, as TFDS's file adapter for `file_format` writes it;
+  its record keys where the format has an index. A TFRecord shard on a local path is
+  written here, without TensorFlow (the same bytes)."""
+  if _is_tfrecord(file_format) and "://" not in str(path):
+    tfrecord_files.write(path, (record for _, record in items))
+    return None
+  return tfds_internals.file_adapter(file_format).write_examples(path, items)
+
+
 def _sized(records, sizes):
   for hkey, record in records:
     sizes.append(len(record))
@@ -335,9 +343,9 @@ def tfrecords(path) -> Iterator[bytes]:
   its end is an error, never a short record written on with a new CRC."""
   left = epath.Path(path).stat().length
   with epath.Path(path).open("rb") as records:
-    while header := records.read(TFRECORD_HEADER.size):
-      whole = len(header) == TFRECORD_HEADER.size
-      length = TFRECORD_HEADER.unpack(header)[0] if whole else 0
+    while header := records.read(tfrecord_files.HEADER.size):
+      whole = len(header) == tfrecord_files.HEADER.size
+      length = tfrecord_files.HEADER.unpack(header)[0] if whole else 0
       left -= len(header) + length + 4
       record = records.read(length + 4) if left >= 0 else b""  # (a bad length: no 2**60 read)
       if not whole or left < 0 or len(record) != length + 4:
@@ -348,10 +356,10 @@ def tfrecords(path) -> Iterator[bytes]:
 
 def _write_shards(split, hkeys, spill, filename_template, shard_config, file_format):
   specs = tfds_internals.shard_specs(spill.count, spill.size, filename_template, shard_config)
-  adapter = tfds_internals.file_adapter(file_format)
   stream = zip(hkeys, spill)
   for spec in specs:
-    record_keys = adapter.write_examples(spec.path, itertools.islice(stream, spec.examples_number))
+    record_keys = write_examples(spec.path, itertools.islice(stream, spec.examples_number),
+                                 file_format)
     if record_keys:  # formats with an index (as TFDS's Writer.finalize)
       tfds_internals.write_index_file(spec.index_path, record_keys)
   return tfds.core.SplitInfo(name=split,

@@ -28,7 +28,7 @@ import stat
 from typing import Callable
 
 from imagesets.storage import atomic_files
-from imagesets.building import prepared_records
+from imagesets.storage import tfrecord_files
 import imagesets.tfds_internals as tfds_internals
 from imagesets.analysis import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
@@ -170,7 +170,7 @@ def record_readers(version_dir, shard_name: str, sizes: list[int],
     return [functools.partial(_array_record_at, path, i, size, len(sizes))
             for i, size in enumerate(sizes)]
   offsets = itertools.accumulate(
-      [size + prepared_records.TFRECORD_FRAMING for size in sizes[:-1]], initial=0)
+      [size + tfrecord_files.FRAMING for size in sizes[:-1]], initial=0)
   return [functools.partial(_tfrecord_at, path, offset, size)
           for offset, size in zip(offsets, sizes)]
 
@@ -178,10 +178,10 @@ def record_readers(version_dir, shard_name: str, sizes: list[int],
 def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:
   with open(path, "rb") as shard:
     shard.seek(offset)
-    header = shard.read(prepared_records.TFRECORD_HEADER.size)
+    header = shard.read(tfrecord_files.HEADER.size)
     data = shard.read(size)
-  if (len(header) != prepared_records.TFRECORD_HEADER.size
-      or prepared_records.TFRECORD_HEADER.unpack(header)[0] != size or len(data) != size):
+  if (len(header) != tfrecord_files.HEADER.size
+      or tfrecord_files.HEADER.unpack(header)[0] != size or len(data) != size):
     raise RecordIndexError(f"{path}: no record of {size} bytes at {offset}, as its index says")
   return data
 

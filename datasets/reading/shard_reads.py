@@ -23,11 +23,11 @@ import threading
 import typing
 import weakref
 
-import google_crc32c
 import numpy as np
 
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_cache as shard_cache_lib
+from imagesets.storage import tfrecord_files
 
 
 class ShardStore(typing.Protocol):
@@ -143,12 +143,6 @@ def _unpin_counted(cache, shards, pinned: dict, abort) -> None:
   pinned.clear()
 
 
-def _masked_crc(data: bytes) -> int:
-  """TFRecord's masked CRC-32C of `data`."""
-  crc = google_crc32c.value(data)
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 class TFRecordFile:
   """Records of a TFRecord file by index (each: u64 length, u32 CRC of it, data, u32 CRC of
   it). Every CRC is checked (a local shard was never checked against a SHA-256): a damaged
@@ -160,7 +154,7 @@ class TFRecordFile:
     fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
     while position < size:
       header = os.pread(fd, 12, position)
-      if len(header) < 12 or _masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+      if len(header) < 12 or tfrecord_files.masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
         self._damaged(len(offsets))
       offsets.append(position)
       position += 16 + struct.unpack("<Q", header[:8])[0]
@@ -183,7 +177,7 @@ class TFRecordFile:
       (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
       framed = os.pread(fd, length + 4, position + 12)
       if len(framed) < length + 4 or (
-          _masked_crc(framed[:length]) != struct.unpack("<I", framed[length:])[0]):
+          tfrecord_files.masked_crc(framed[:length]) != struct.unpack("<I", framed[length:])[0]):
         self._damaged(index)
       out.append(framed[:length])
     return out

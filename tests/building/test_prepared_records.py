@@ -315,23 +315,19 @@ class _SmallShards(sharding.MinShardsConfig):
   min_shard_size: int = 2000
   max_shard_size: int = 16000
 
-
-_TFRECORD_ADAPTER = prepared_records.tfds_internals.file_adapter(tfds.core.FileFormat.TFRECORD)
+_WRITE_EXAMPLES = prepared_records.write_examples
 
 
 def _spy_on_writes(monkeypatch) -> list[tuple[str, int]]:
-  """(file name, records) of each shard the file adapter writes from now on."""
+  """(file name, records) of each shard written from now on."""
   writes = []
 
-  class Counted(_TFRECORD_ADAPTER):
+  def counted(path, items, file_format):
+    pairs = list(items)
+    writes.append((pathlib.Path(path).name, len(pairs)))
+    return _WRITE_EXAMPLES(path, iter(pairs), file_format)
 
-    @classmethod
-    def write_examples(cls, path, iterator):
-      pairs = list(iterator)
-      writes.append((pathlib.Path(path).name, len(pairs)))
-      return super().write_examples(path, iter(pairs))
-
-  monkeypatch.setattr(prepared_records.tfds_internals, "file_adapter", lambda _: Counted)
+  monkeypatch.setattr(prepared_records, "write_examples", counted)
   return writes
 
 

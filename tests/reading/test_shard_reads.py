@@ -2,13 +2,13 @@
 
 import collections
 import concurrent.futures
-import struct
 
 import numpy as np
 import pytest
 
 from imagesets.reading import order as order_lib
 from imagesets.reading import shard_reads
+from imagesets.storage import tfrecord_files
 
 RECORDS = 6
 
@@ -21,12 +21,8 @@ def _record(shard: int, index: int) -> bytes:
 def shard_files(tmp_path):
   """12 TFRecord files of 6 records each (framed with their CRCs, as TFRecord writes them)."""
   for shard in range(12):
-    with open(tmp_path / f"s-{shard:05d}", "wb") as f:
-      for index in range(RECORDS):
-        data = _record(shard, index)
-        length = struct.pack("<Q", len(data))
-        f.write(length + struct.pack("<I", shard_reads._masked_crc(length)) + data
-                + struct.pack("<I", shard_reads._masked_crc(data)))
+    tfrecord_files.write(tmp_path / f"s-{shard:05d}",
+                         [_record(shard, index) for index in range(RECORDS)])
   return tmp_path
 
 
