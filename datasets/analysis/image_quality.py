@@ -31,7 +31,8 @@ definitions and default thresholds of the first five and the aspect ratio:
   and leaves the coarser (a smooth sinusoid gives ~0.27, noise ~1). The threshold is
   fitted, not derived: at JPEG quality 90, photos blurred by 1/25 of their side give 0.27
   to 0.51 (but a brick wall blurred flat, 0.77) and real pictures of at least ~64 px with
-  faint edges 0.526 or more (flat walls ~0.9); at quality 75, or on tiles of 33-50 px,
+  faint edges 0.526 or more (flat walls ~0.9), real-photo crops 0.495 and up (2 of 3,000
+  flagged); at quality 75, or on tiles of 33-50 px,
   the two overlap (docs/know_your_data.md has the figures);
 * low information: the entropy (bits) of the RGB histogram (PIL's `Image.entropy`) is
   below `LOW_ENTROPY` (3.0), and the image is not overexposed (a blown-out frame's few

@@ -181,9 +181,9 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
   before any image is read, and VersionExistsError when NAME:VERSION there was built from
   other content. `from_version` (incremental.LATEST or "X.Y.Z" in `data_dir`): the version
   is built on that one, or, when it cannot be, in full, saying why."""
-  # (the name's lookup and reading allocate an object a number, and so does the build: with
-  # TensorFlow's objects frozen and young collections batched, no full collection walks
-  # them, nor what the build keeps)
+  # (reading allocates an object a number, and so does the build: with the objects that
+  # exist now frozen and young collections batched, no full collection walks them, nor
+  # what the build keeps; the name's lookup runs batched too)
   with parallel_map.frozen_gc():
     named_versions.check_name(name, registered=check_registered)
     tfds.core.Version(version)  # raises on a malformed version

@@ -81,7 +81,6 @@ class Shard:
   name: str                                  # its file name in the base version
   records: list[tuple[str, int, list | None]]  # (key, size, fingerprint json) in order
   sha256: str                                # of its bytes, as its index says
-  fingerprints: list  # each record's image_hashes.Fingerprint (parsed from its json) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +208,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
       if len(index.records) != length:
         raise NotABase(f"{spec}: the record index of {shard_name} lists "
                        f"{len(index.records)} records, dataset_info.json {length}")
-      shards.append(Shard(shard_name, index.records, index.sha256, index.fingerprints))
+      shards.append(Shard(shard_name, index.records, index.sha256))
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
@@ -247,11 +246,10 @@ class Plan:
     for plan in self.splits.values():
       for shard, positions in plan.shards:
         for position in positions:
-          fingerprint = shard.fingerprints[position]
+          key, _, fingerprint = shard.records[position]
           if fingerprint is not None:
-            key = shard.records[position][0]
             images.append((duplicates.Member(plan.split, key, self.rule.label(key)),
-                           fingerprint))
+                           image_hashes.Fingerprint.from_json(fingerprint)))
     return images
 
   def index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
@@ -398,13 +396,27 @@ def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> None:
   byte of a record, of any size: the base is no base, and the build is a full one). Hashed
   on a thread a core (hashlib lets go of the GIL), judged in order."""
   with parallel_map.executor(threads=True) as pool:
-    digests = parallel_map.ordered_map(record_index.sha256_of,
-                                       [version_dir / shard.name for shard in shards], pool,
-                                       chunk_size=1)
-    for shard, digest in zip(shards, digests):
-      if digest != shard.sha256:
-        raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
-                       "describes (other bytes): it changed after its build")
+    digests = parallel_map.ordered_map(_sha256_or_why, [version_dir / s.name for s in shards],
+                                       pool, chunk_size=1)
+    try:
+      for shard, digest in zip(shards, digests):
+        if digest != shard.sha256:
+          raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
+                         f"describes ({_unreadable(digest) if isinstance(digest, OSError) else 'other bytes'})"
+                         ": it changed after its build")
+    finally:
+      digests.close()  # (a bad shard: the hashes not started yet are not made)
+
+
+def _unreadable(why: OSError) -> str:
+  return f"unreadable: {why.strerror or why}"
+
+
+def _sha256_or_why(path: pathlib.Path) -> str | OSError:
+  try:
+    return record_index.sha256_of(path)
+  except OSError as why:  # (a shard removed or unreadable: the base is no base)
+    return why
 
 
 def _read_records(base: Base, shard: Shard, positions: list[int], rule: Rule

@@ -93,9 +93,10 @@ def frozen_gc():
 
   Young collections are also batched (`YOUNG_COLLECTION` allocations apart, not 700): what
   a build makes (fingerprints, index rows: ~10 objects a photo) lives to its end, and every
-  10 young collections a full one walked it all again (0.6 s of a build of 20,000 photos
-  on a base, of its 2.8 s; none with batching). The thresholds are put back at the end
-  unless someone changed them meanwhile."""
+  10 young collections a full one walked it all again (0.4-0.6 s of a build of 20,000
+  photos on a base, of its 2.8 s; none with batching). The thresholds are put back at the end
+  unless someone changed them meanwhile; a threshold of 0 (automatic collection off) is
+  left as it is."""
   global _freezes, _froze, _thresholds
   with _freeze_lock:
     if _freezes == 0:
@@ -103,7 +104,8 @@ def frozen_gc():
       if _froze:
         gc.freeze()
       before = gc.get_threshold()
-      gc.set_threshold(max(before[0], YOUNG_COLLECTION), *before[1:])
+      if before[0]:  # (0: collection switched off, which stays off)
+        gc.set_threshold(max(before[0], YOUNG_COLLECTION), *before[1:])
       _thresholds = (before, gc.get_threshold())
     _freezes += 1
   try:

@@ -51,7 +51,6 @@ class RecordIndexError(ValueError):
 class ShardIndex:
   sha256: str                                   # of the shard file's bytes
   records: list[tuple[str, int, list | None]]   # (key, size, fingerprint json or None)
-  fingerprints: list  # each record's image_hashes.Fingerprint (parsed to check it) or None
 
 
 def path_of(version_dir, shard_name: str) -> pathlib.Path:
@@ -143,19 +142,20 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
         f"{path}: written in index format {written} by another imagesets (this one reads "
         f"format {FORMAT})" if other else
         f"{path}: not the index of a {split!r} shard in format {FORMAT}")
-  records, fingerprints = [], []
+  records = []
   for row in raw["records"]:
     if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and row[0]
             and type(row[1]) is int and row[1] > 0  # pylint: disable=unidiomatic-typecheck
             and (row[2] is None or isinstance(row[2], list))):
       raise RecordIndexError(f"{path}: a record row is not [key, size, fingerprint]: {row!r:.200}")
-    try:
-      fingerprints.append(None if row[2] is None else image_hashes.Fingerprint.from_json(row[2]))
-    except (ValueError, TypeError, IndexError, AttributeError):
-      raise RecordIndexError(f"{path}: a fingerprint is not one a build writes: "
-                             f"{row[2]!r:.200}") from None
+    if row[2] is not None:
+      try:
+        image_hashes.Fingerprint.from_json(row[2])
+      except (ValueError, TypeError, IndexError, AttributeError):
+        raise RecordIndexError(f"{path}: a fingerprint is not one a build writes: "
+                               f"{row[2]!r:.200}") from None
     records.append((row[0], row[1], row[2]))
-  return ShardIndex(raw["sha256"], records, fingerprints)
+  return ShardIndex(raw["sha256"], records)
 
 
 def record_readers(version_dir, shard_name: str, sizes: list[int],

@@ -113,9 +113,11 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   (LATEST or "X.Y.Z" in `data_dir`) the version is built on that one (`incremental`), or,
   when it cannot be, in full, saying why.
   """
-  # The name's lookup, hashing and building allocate per file: with the objects of
-  # TensorFlow, Keras and TFDS frozen and young collections batched, no full collection
-  # walks them, nor what the build keeps (parallel_map.frozen_gc).
+  # Hashing and building allocate per file: with the objects that exist now frozen and
+  # young collections batched, no full collection walks them, nor what the build keeps
+  # (parallel_map.frozen_gc); the name's lookup, which imports TFDS's builders, runs
+  # batched too (its objects are not frozen: they are few, and batching keeps full
+  # collections away from them).
   with parallel_map.frozen_gc():
     check_name(name, registered=check_registered)
     tfds.core.Version(version)  # raises on a malformed version

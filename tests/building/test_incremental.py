@@ -239,6 +239,18 @@ def test_a_base_shard_changed_after_its_build_gives_a_full_build_naming_it(base,
   assert any("in full, not on pets:1.0.0" in line and victim in line for line in lines)
 
 
+def test_a_base_shard_removed_after_its_build_gives_a_full_build_naming_it(base, tmp_path):
+  root, data_dir, change = grown(base, tmp_path)
+  version = data_dir / "pets" / "1.0.0"
+  touched = holding(version, {change["relabelled"], change["removed"], change["edited"]})
+  victim = next(name for name, data in shards(version).items() if data not in touched)
+  (version / victim).unlink()
+  lines = []
+  assert made(build(root, data_dir, "1.1.0", log=lines.append)) == PHOTOS + 3
+  assert any("in full, not on pets:1.0.0" in line and victim in line
+             and "unreadable: No such file or directory" in line for line in lines), lines
+
+
 def test_an_index_that_does_not_describe_its_shard_gives_a_full_build(base, tmp_path):
   """Two rows of a shard's index swapped (sizes kept in place), then the photo the index
   now puts first removed: a shard to rewrite has each record's name and label read."""

@@ -145,3 +145,15 @@ def test_thresholds_someone_set_during_a_pool_are_theirs():
     assert gc.get_threshold() == (5000, 5, 5)
   finally:
     gc.set_threshold(*before)
+
+
+def test_collection_switched_off_stays_off():
+  import gc
+  before = gc.get_threshold()
+  gc.set_threshold(0, *before[1:])
+  try:
+    with parallel_map.frozen_gc():
+      assert gc.get_threshold()[0] == 0
+    assert gc.get_threshold()[0] == 0
+  finally:
+    gc.set_threshold(*before)
