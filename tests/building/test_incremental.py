@@ -435,3 +435,32 @@ def test_a_record_read_for_another_photo_is_an_error_not_its_picture(base):
   assert builder_base._image_of(read_first, first, label(first))
   with pytest.raises(record_index.RecordIndexError, match=second):
     builder_base._image_of(read_first, second, label(second))
+
+
+def test_kept_shards_are_judged_in_order_whatever_hash_ends_first(tmp_path, monkeypatch):
+  """Hashed on threads, the first bad shard in the plan's order is the one named; a shard
+  gone is named as unreadable."""
+  import hashlib
+  import threading
+  names = [f"pets-train.tfrecord-{i:05d}-of-00012" for i in range(12)]
+  for name in names:
+    (tmp_path / name).write_bytes(name.encode())
+  kept = [incremental.Shard(name, [], hashlib.sha256(name.encode()).hexdigest())
+          for name in names]
+  kept[3] = incremental.Shard(names[3], [], "0" * 64)  # other bytes
+  (tmp_path / names[7]).unlink()                       # gone
+  gone_tried = threading.Event()
+  sha256_of = record_index.sha256_of
+
+  def slow_for_the_first_bad(path):
+    if path.name == names[3]:
+      gone_tried.wait(10)  # (the gone shard fails first; on one core, a 10 s wait)
+    elif path.name == names[7]:
+      gone_tried.set()
+    return sha256_of(path)
+
+  monkeypatch.setattr(record_index, "sha256_of", slow_for_the_first_bad)
+  with pytest.raises(incremental.NotABase, match=f"{names[3]} is not the shard.*other bytes"):
+    incremental._check_bytes(tmp_path, kept)  # pylint: disable=protected-access
+  with pytest.raises(incremental.NotABase, match=f"{names[7]} is not the shard.*unreadable"):
+    incremental._check_bytes(tmp_path, kept[4:])  # pylint: disable=protected-access

@@ -304,3 +304,22 @@ def test_a_shard_of_a_format_we_do_not_read_is_refused_naming_it(tmp_path):
   shard.write_bytes(b"PAR1")
   with pytest.raises(ValueError, match="a parquet shard; this package reads TFRecord"):
     shard_reads.open_records(shard, "parquet")
+
+
+def test_a_file_tensorflow_wrote_reads_back_and_a_flipped_byte_is_named(tmp_path):
+  """An oracle beside our own writer (whose CRC the reader shares): TensorFlow's bytes."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  records = [b"", b"one", bytes(range(256)) * 40]
+  path = tmp_path / "theirs"
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for record in records:
+      writer.write(record)
+  opened = shard_reads.TFRecordFile(path)
+  assert opened.read([2, 0, 1]) == [records[2], records[0], records[1]]
+  opened.close()
+  data = bytearray(path.read_bytes())
+  data[-10] ^= 1  # (in the last record's data)
+  path.write_bytes(bytes(data))
+  opened = shard_reads.TFRecordFile(path)
+  with pytest.raises(ValueError, match="record 2 is damaged"):
+    opened.read([2])
