@@ -1,0 +1,83 @@
+"""Connected components on Beam (DirectRunner): the components a union-find gives, for
+chains up to 20 long, stars, cliques and random graphs; a last round that still changes
+links is an error, never a silent answer."""
+
+import random
+
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+from apache_beam.testing import util as beam_testing  # noqa: E402
+
+from imagesets.analysis import beam_components  # noqa: E402
+
+
+def _union_find(edges) -> dict:
+  parent = {}
+
+  def root(node):
+    parent.setdefault(node, node)
+    while parent[node] != node:
+      parent[node] = parent[parent[node]]
+      node = parent[node]
+    return node
+
+  for a, b in edges:
+    ra, rb = root(a), root(b)
+    if ra != rb:
+      parent[max(ra, rb)] = min(ra, rb)
+  return {node: root(node) for node in list(parent)}
+
+
+def _run(edges, rounds):
+  """((node, least) pairs, changes per counter) of the Beam transform."""
+  pipeline = beam.Pipeline()
+  out = (pipeline | beam.Create(edges) | beam_components.Components(rounds))
+  beam_testing.assert_that(out, beam_testing.equal_to(sorted(_union_find(edges).items())))
+  result = pipeline.run()
+  result.wait_until_finish()
+  return beam_components.check_converged(result, rounds)
+
+
+def _graphs():
+  rng = random.Random(5)
+  edges = []
+  start = 0
+  for length in (2, 3, 5, 8, 13, 20):  # chains, their nodes in a shuffled order
+    nodes = list(range(start, start + length))
+    rng.shuffle(nodes)
+    edges += list(zip(nodes, nodes[1:]))
+    start += length
+  edges += [(start, start + k) for k in range(1, 30)]  # a star of 30
+  start += 30
+  edges += [(start + a, start + b) for a in range(6) for b in range(6) if a < b]  # a clique
+  start += 6
+  edges += [(rng.randrange(start, start + 200), rng.randrange(start, start + 200))
+            for _ in range(150)]  # random: components of many sizes, loops, repeats
+  edges.append((7, 7))
+  return edges
+
+
+def test_the_components_are_a_union_finds_and_the_last_rounds_change_nothing():
+  edges = _graphs()
+  changed = _run(edges, rounds=6)
+  # (a chain of 20, shuffled, settles within 4 pairs of rounds)
+  assert changed.get("changed_large_4", 0) == changed.get("changed_small_4", 0) == 0, changed
+  assert changed["changed_large_0"] > 0
+
+
+def test_string_nodes_take_the_least_name():
+  edges = [("b/2.jpg", "a/9.jpg"), ("c/1.jpg", "b/2.jpg"), ("x.jpg", "y.jpg")]
+  _run(edges, rounds=4)
+
+
+def test_too_few_rounds_are_an_error_not_an_answer():
+  nodes = list(range(64))
+  random.Random(1).shuffle(nodes)
+  edges = list(zip(nodes, nodes[1:]))
+  pipeline = beam.Pipeline()
+  _ = pipeline | beam.Create(edges) | beam_components.Components(rounds=1)
+  result = pipeline.run()
+  result.wait_until_finish()
+  with pytest.raises(beam_components.NotConverged, match="last of 1 rounds still changed"):
+    beam_components.check_converged(result, rounds=1)
