@@ -14,19 +14,25 @@ Both keep the components and shrink each node's distance to its component's leas
 alternated, they reach a forest of stars (each node linked to its component's least) in
 O(log^2 n) rounds. A Beam pipeline is a fixed graph, so the rounds are unrolled: `rounds`
 pairs of the two, each followed by a count of the links it changed (a Beam counter,
-`changed_large_<k>`, `changed_small_<k>`); `check_converged` raises when the last round
-still changed something: the result is then not the components, and saying so is the
-only honest answer. Nodes are any totally ordered, picklable values (ints, strings); every
+`changed_large_<k>`, `changed_small_<k>`, counted for every link so that a round without
+changes reports 0, not nothing); `check_converged` raises when the last round still
+changed something (the result is then not the components, and saying so is the only
+honest answer), and when the pipeline is not done or its runner did not report that
+count. Both steps leave a star forest as it is, and only a star forest (a review
+checked every link set on up to 6 nodes). A node's neighbours are gathered on one
+worker (`GroupByKey`): a node with most of the edges is a skew the grouping before this
+must avoid. Nodes are any totally ordered, picklable values (ints, strings); every
 node is in the output with the least node of its component, itself for the least.
 """
 
 import apache_beam as beam
 
 NAMESPACE = "imagesets.components"
-# Pairs of large-star and small-star. Measured (tests/analysis/test_beam_components.py):
-# chains up to 20 long, shuffled, a star, a clique and random graphs settle in 4; a
-# shuffled chain of 2,000 nodes in 9.
-ROUNDS = 12
+# Pairs of large-star and small-star (O(log^2 n) suffice). Measured: the test graphs
+# (chains up to 20 long, shuffled, a star, a clique, random graphs) settle in 4; shuffled
+# chains of 2,000 nodes in 9, of 20,000 in 11-12, of 200,000 in 15 (a review's simulation
+# with these steps). Every round costs its shuffles even after the graph settles.
+ROUNDS = 20
 
 
 class NotConverged(RuntimeError):
@@ -56,23 +62,27 @@ def _both_ways(edge):
   yield b, a
 
 
+_NONE = object()
+
+
 def _changed(keyed, counter):
-  """Counts the links in exactly one of the two sets (before, after)."""
+  """Counts the links in exactly one of the two sets (before, after); every link counts
+  0 or 1, so the counter exists even where nothing changed."""
   _, (before, after) = keyed
-  if bool(before) != bool(after):
-    counter.inc()
+  held = [next(iter(values), _NONE) is not _NONE for values in (before, after)]
+  counter.inc(int(held[0] != held[1]))
 
 
 class _Round(beam.PTransform):
   """One large-star or small-star step over links (u, v); links out, with a counter of
   the links that differ from the links in."""
 
-  def __init__(self, step, name: str):
+  def __init__(self, step, namespace: str, name: str):
     super().__init__()
-    self._step, self._name = step, name
+    self._step, self._namespace, self._name = step, namespace, name
 
   def expand(self, links):
-    counter = beam.metrics.Metrics.counter(NAMESPACE, f"changed_{self._name}")
+    counter = beam.metrics.Metrics.counter(self._namespace, f"changed_{self._name}")
     # (large-star reads each node's neighbours both ways; small-star too)
     out = (links
            | "Both ways" >> beam.FlatMap(_both_ways)
@@ -89,12 +99,15 @@ class _Round(beam.PTransform):
 
 class Components(beam.PTransform):
   """Edges (a, b) in; (node, least node of its component) out, for every node of an
-  edge. `rounds` pairs of large-star and small-star; the counters
-  `changed_large_<k>` / `changed_small_<k>` say what each changed."""
+  edge. `rounds` pairs of large-star and small-star; the counters `changed_large_<k>` /
+  `changed_small_<k>` of the namespace `NAMESPACE.<name>` say what each changed
+  (`check_converged(result, this transform)`)."""
 
-  def __init__(self, rounds: int = ROUNDS):
+  def __init__(self, rounds: int = ROUNDS, name: str = "groups"):
     super().__init__()
-    self._rounds = rounds
+    if rounds < 1:
+      raise ValueError(f"connected components: rounds must be at least 1, not {rounds}")
+    self.rounds, self.namespace = rounds, f"{NAMESPACE}.{name}"
 
   def expand(self, edges):
     links = (edges
@@ -104,23 +117,38 @@ class Components(beam.PTransform):
     nodes = (edges
              | "Nodes" >> beam.FlatMap(lambda edge: edge)
              | "Distinct nodes" >> beam.Distinct())
-    for number in range(self._rounds):
-      links = links | f"Large {number}" >> _Round(_large_star, f"large_{number}")
-      links = links | f"Small {number}" >> _Round(_small_star, f"small_{number}")
+    for number in range(self.rounds):
+      links = links | f"Large {number}" >> _Round(_large_star, self.namespace,
+                                                  f"large_{number}")
+      links = links | f"Small {number}" >> _Round(_small_star, self.namespace,
+                                                  f"small_{number}")
     # (at the end each node but its component's least has one link, to that least)
     return ({"least": links, "node": nodes | "Keyed" >> beam.Map(lambda n: (n, None))}
             | "Join" >> beam.CoGroupByKey()
             | "Each node" >> beam.Map(lambda kv: (kv[0], min(kv[1]["least"], default=kv[0]))))
 
 
-def check_converged(result: beam.runners.runner.PipelineResult, rounds: int = ROUNDS) -> dict:
-  """{counter name: links changed} of a finished pipeline's `Components`; NotConverged
-  when its last round changed a link."""
-  query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
-  changed = {c.key.metric.name: c.committed for c in query["counters"]}
-  last = [changed.get(f"changed_large_{rounds - 1}", 0),
-          changed.get(f"changed_small_{rounds - 1}", 0)]
+def check_converged(result: beam.runners.runner.PipelineResult,
+                    components: Components) -> dict:
+  """{counter name: links changed} of `components` in a finished pipeline; NotConverged
+  when its last round changed a link, and an error when the pipeline is not done or a
+  counter of its last round is missing (a runner that reports no committed metrics is
+  read for its attempted ones)."""
+  state = result.state
+  if state != beam.runners.runner.PipelineState.DONE:
+    raise NotConverged(f"connected components: the pipeline is {state}, not done: its "
+                       "counters say nothing yet")
+  query = result.metrics().query(
+      beam.metrics.MetricsFilter().with_namespace(components.namespace))
+  changed = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
+             for c in query["counters"]}
+  last = [changed.get(f"changed_{step}_{components.rounds - 1}")
+          for step in ("large", "small")]
+  if None in last:
+    raise NotConverged(f"connected components: the runner reported no count of the last "
+                       f"round's changes ({components.namespace}): convergence unknown")
   if any(last):
-    raise NotConverged(f"connected components: the last of {rounds} rounds still changed "
-                       f"{sum(last)} link(s): the groups are not final; run with more rounds")
+    raise NotConverged(f"connected components: the last of {components.rounds} rounds "
+                       f"still changed {sum(last)} link(s): the groups are not final; run "
+                       "with more rounds")
   return changed

@@ -32,11 +32,12 @@ def _union_find(edges) -> dict:
 def _run(edges, rounds):
   """((node, least) pairs, changes per counter) of the Beam transform."""
   pipeline = beam.Pipeline()
-  out = (pipeline | beam.Create(edges) | beam_components.Components(rounds))
+  components = beam_components.Components(rounds)
+  out = (pipeline | beam.Create(edges) | components)
   beam_testing.assert_that(out, beam_testing.equal_to(sorted(_union_find(edges).items())))
   result = pipeline.run()
   result.wait_until_finish()
-  return beam_components.check_converged(result, rounds)
+  return beam_components.check_converged(result, components)
 
 
 def _graphs():
@@ -71,13 +72,64 @@ def test_string_nodes_take_the_least_name():
   _run(edges, rounds=4)
 
 
-def test_too_few_rounds_are_an_error_not_an_answer():
-  nodes = list(range(64))
-  random.Random(1).shuffle(nodes)
-  edges = list(zip(nodes, nodes[1:]))
+def _finished(edges, rounds):
   pipeline = beam.Pipeline()
-  _ = pipeline | beam.Create(edges) | beam_components.Components(rounds=1)
+  components = beam_components.Components(rounds)
+  _ = pipeline | beam.Create(edges) | components
   result = pipeline.run()
   result.wait_until_finish()
+  return result, components
+
+
+@pytest.mark.parametrize("edges", [
+    "chain of 64",
+    [(2, 0), (2, 1), (3, 1)],   # (one round: large-star still changes, small-star not)
+    [(1, 0), (2, 1), (3, 2)]])  # (one round: small-star still changes, large-star not)
+def test_too_few_rounds_are_an_error_not_an_answer(edges):
+  if edges == "chain of 64":
+    nodes = list(range(64))
+    random.Random(1).shuffle(nodes)
+    edges = list(zip(nodes, nodes[1:]))
+  result, components = _finished(edges, rounds=1)
   with pytest.raises(beam_components.NotConverged, match="last of 1 rounds still changed"):
-    beam_components.check_converged(result, rounds=1)
+    beam_components.check_converged(result, components)
+
+
+class _Reported:
+  """A pipeline result as a runner reports it: its state, its counters' values."""
+
+  def __init__(self, state, counters):
+    self.state, self._counters = state, counters
+
+  def metrics(self):
+    counters = self._counters
+
+    class _Metrics:
+      def query(self, _filter):
+        return {"counters": counters}
+    return _Metrics()
+
+
+def test_a_count_the_runner_did_not_report_is_no_answer():
+  """A pipeline not done, a runner without the last round's counter, or one that reports
+  only attempted values (Flink's): never taken for 0 changes."""
+  components = beam_components.Components(rounds=2)
+  result, _ = _finished([(1, 0)], rounds=2)
+  done = beam.runners.runner.PipelineState.DONE
+  counters = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(
+      components.namespace))["counters"]
+  assert beam_components.check_converged(_Reported(done, counters), components)
+  with pytest.raises(beam_components.NotConverged, match="not done"):
+    beam_components.check_converged(_Reported("RUNNING", counters), components)
+  with pytest.raises(beam_components.NotConverged, match="no count of the last round"):
+    beam_components.check_converged(_Reported(done, counters[:1]), components)
+
+  class _Attempted:
+    def __init__(self, counter, attempted):
+      self.key, self.committed, self.attempted = counter.key, None, attempted
+
+  with pytest.raises(beam_components.NotConverged, match="still changed 2 link"):
+    beam_components.check_converged(
+        _Reported(done, [_Attempted(c, 1) for c in counters]), components)
+  with pytest.raises(ValueError, match="at least 1"):
+    beam_components.Components(rounds=0)
