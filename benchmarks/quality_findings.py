@@ -5,19 +5,20 @@
 The tree: the 15 real photos of imagesets_testing.real_photos, its 6 `more` (a macro, a sky,
 a portrait, a photo blurred by the camera's motion: truly blurry, a scanned page, text) and
 their `--grid` x `--grid` tiles, at their own resolution (~200 px photos, 44-67 px tiles at
-3 x 3: skies, bricks, grass, microscopy, a starfield), as JPEGs; 7 of the photos are grey scans stored as RGB, so they and
-their tiles are truly "grayscale" (checked on their pixels). Planted: each kind of
-imagesets_testing.quality_cases made from each photo (the grey photos get no "grayscale"
-plant), and the other shapes of a kind (`quality_cases.ALSO`: a washed-out frame is
-overexposed). Every picture is fingerprinted as a build does (`image_hashes.of_bytes`) and the
-findings made as a build makes them (`image_quality.find`, over the whole tree).
+3 x 3: skies, bricks, grass, microscopy, a starfield), as JPEGs; 7 of the photos are grey
+scans stored as RGB, so they and their tiles are truly "grayscale" (checked on their
+pixels). Planted: each kind of imagesets_testing.quality_cases made from each photo (the
+grey photos get no "grayscale" plant), and the other shapes of a kind
+(`quality_cases.ALSO`: a washed-out frame is overexposed). Every picture is fingerprinted
+as a build does (`image_hashes.of_bytes`) and the findings made as a build makes them
+(`image_quality.find`, over the whole tree).
 
-Reports, per kind: planted found (recall); flags that are true (the planted kind, "grayscale"
-on a grey picture, a size kind where the size says so: a 25 px high tile of the text photo
-is tiny, a real problem of `REAL_PROBLEMS`); other flags (false, strictly: counted even where the planted
-problem implies them, e.g. a blown-out frame is also low in information), listed by name
-with the score; precision = true / all flags; on real = the same on the real photos and
-tiles only.
+Reports, per kind: planted found (recall); flags that are true (the planted kind,
+"grayscale" on a grey picture, a size kind where the size says so: a 25 px high tile of the
+text photo is tiny, a real problem of `REAL_PROBLEMS`); other flags (false, strictly:
+counted even where the planted problem implies them, e.g. a blown-out frame is also low in
+information), listed by name with the score; precision = true / all flags; on real = the
+same on the real photos and tiles only.
 
 Then what no threshold here can do, measured: `dark` against each photo underexposed by 1-5
 stops in linear light (`quality_cases.underexposed`) at several cuts, and a cut relative to
@@ -141,7 +142,8 @@ def _dark_against_exposure(photos: dict, real: dict, quality: int) -> None:
                                   f"{min(v):.2f}-{max(v):.2f}" for k, v in under.items()))
   print(f"the {len(real)} real pictures' lowest: "
         + ", ".join(f"{name} {p99:.3f}" for p99, name in real_p99[:8]))
-  print(f"{'cut':>6} {'real flagged':>12} " + " ".join(f"{str(k) + (' st' if isinstance(k, int) else ''):>8}" for k in under))
+  heads = [f"{k} st" if isinstance(k, int) else k for k in under]
+  print(f"{'cut':>6} {'real flagged':>12} " + " ".join(f"{head:>8}" for head in heads))
   for cut in (image_quality.DARK, 0.3, 0.25, 0.2, 0.15):
     flagged = sum(p99 < cut for p99, _ in real_p99)
     print(f"{cut:>6} {flagged:>12} " + " ".join(

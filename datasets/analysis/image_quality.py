@@ -15,12 +15,12 @@ definitions and default thresholds of the first five and the aspect ratio:
   subject (snow, a product on white) keeps its edges (19-29) and is not flagged; real
   photos and tiles of the tests reach 0.75 (0.77 in smaller tiles: a grey sky);
 * blurry: on a grey copy resized to at most `BLUR_SIDE` (64) px a side (grey first, then
-  resized: CleanVision resizes the colour image), the standard
-  deviation b of PIL's FIND_EDGES response is below `BLUR_EDGES` (12), and the image is
-  neither overexposed nor low in information (its edges are faint for that reason; a dark
-  picture's are too, but its detail, below, is a ratio of its own edges: a blurred dark
-  photo is both dark and blurry, a sharp one dark only). CleanVision flags 1 - exp(-b / 100) < 0.17,
-  i.e. b < 18.6, but takes b over the whole filtered image, whose 1-pixel frame PIL leaves
+  resized: CleanVision resizes the colour image), the standard deviation b of PIL's
+  FIND_EDGES response is below `BLUR_EDGES` (12), and the image is neither overexposed
+  nor low in information (its edges are faint for that reason; a dark picture's are too,
+  but its detail, below, is a ratio of its own edges: a blurred dark photo is both dark
+  and blurry, a sharp one dark only). CleanVision flags 1 - exp(-b / 100) < 0.17, i.e.
+  b < 18.6, but takes b over the whole filtered image, whose 1-pixel frame PIL leaves
   unfiltered (the picture's own grey values): a blurred bright picture's frame alone keeps b
   near 30, so it is never flagged. We leave the frame out; on the real photos of the tests,
   sharp pictures give b of 19 to 82, a Gaussian blur of 1/40 of the side 3 to 18, and one of
@@ -32,8 +32,8 @@ definitions and default thresholds of the first five and the aspect ratio:
   fitted, not derived: at JPEG quality 90, photos blurred by 1/25 of their side give 0.27
   to 0.51 (but a brick wall blurred flat, 0.77) and real pictures of at least ~64 px with
   faint edges 0.526 or more (flat walls ~0.9), real-photo crops 0.495 and up (2 of 3,000
-  flagged); at quality 75, or on tiles of 33-50 px,
-  the two overlap (docs/know_your_data.md has the figures);
+  flagged); at quality 75, or on tiles of 33-50 px, the two overlap
+  (docs/know_your_data.md has the figures);
 * low information: the entropy (bits) of the RGB histogram (PIL's `Image.entropy`) is
   below `LOW_ENTROPY` (3.0), and the image is not overexposed (a blown-out frame's few
   grey levels are its overexposure: one finding says it);

@@ -401,15 +401,12 @@ def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> None:
     try:
       for shard, digest in zip(shards, digests):
         if digest != shard.sha256:
+          why = (f"unreadable: {digest.strerror or digest}" if isinstance(digest, OSError)
+                 else "other bytes")
           raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
-                         f"describes ({_unreadable(digest) if isinstance(digest, OSError) else 'other bytes'})"
-                         ": it changed after its build")
+                         f"describes ({why}): it changed after its build")
     finally:
       digests.close()  # (a bad shard: the hashes not started yet are not made)
-
-
-def _unreadable(why: OSError) -> str:
-  return f"unreadable: {why.strerror or why}"
 
 
 def _sha256_or_why(path: pathlib.Path) -> str | OSError:

@@ -94,9 +94,9 @@ def frozen_gc():
   Young collections are also batched (`YOUNG_COLLECTION` allocations apart, not 700): what
   a build makes (fingerprints, index rows: ~10 objects a photo) lives to its end, and every
   10 young collections a full one walked it all again (0.4-0.6 s of a build of 20,000
-  photos on a base, of its 2.8 s; none with batching). The thresholds are put back at the end
-  unless someone changed them meanwhile; a threshold of 0 (automatic collection off) is
-  left as it is."""
+  photos on a base, of its 2.8 s; none with batching). The thresholds are put back at the
+  end unless someone changed them meanwhile; a threshold of 0 (automatic collection off)
+  is left as it is."""
   global _freezes, _froze, _thresholds
   with _freeze_lock:
     if _freezes == 0:

@@ -154,7 +154,8 @@ class TFRecordFile:
     fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
     while position < size:
       header = os.pread(fd, 12, position)
-      if len(header) < 12 or tfrecord_files.masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+      if (len(header) < 12
+          or tfrecord_files.masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]):
         self._damaged(len(offsets))
       offsets.append(position)
       position += 16 + struct.unpack("<Q", header[:8])[0]

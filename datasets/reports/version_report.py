@@ -84,9 +84,10 @@ class _Pass:
 
   def read(self, source, what: str, grid: bool = True) -> "_Pass":
     with concurrent.futures.ThreadPoolExecutor(_MAKERS) as makers:
-      return self._read(source, what, grid, makers, collections.deque())
+      return self._read(source, what, grid, makers)
 
-  def _read(self, source, what: str, grid: bool, makers, pending) -> "_Pass":
+  def _read(self, source, what: str, grid: bool, makers) -> "_Pass":
+    pending = collections.deque()  # (keys, picture being made), in reading order
     for name, example in version_examples.numbered(source, what):
       label = NO_LABEL if example.label is None else example.label
       # an example counts, and is a grid candidate, under each class it shows
