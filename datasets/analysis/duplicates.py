@@ -427,7 +427,16 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   `_near_links`, which joins only pairs whose thumbnails confirm them: a group is a
   connected component of confirmed pairs. In a cross-split group of at most _ALL_PAIRS
   sets every pair is checked too, so that `to_drop` sees each copy of a kept member and
-  never chains A ~ B ~ C into A ~ C."""
+  never chains A ~ B ~ C into A ~ C.
+
+  The result is a function of the images, not of the order they come in: they are taken
+  in member order (a version built on a base, which lists its kept photos first, gets a
+  full build's groups and links)."""
+  order = sorted(range(len(members)), key=lambda i: (
+      _member_order(members[i]), fingerprints[i].pixels, fingerprints[i].perceptual,
+      fingerprints[i].thumbnail))
+  members = [members[i] for i in order]
+  fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
     by_pixels[fingerprint.pixels].append(index)

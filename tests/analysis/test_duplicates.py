@@ -352,3 +352,20 @@ def test_a_crowd_of_one_hash_finds_its_copies_within_the_cap(monkeypatch):
   copies = [i for i in range(1, len(owners)) if owners[i] == owners[i - 1]]
   assert len(copies) == 76
   assert [i for i in copies if group_of.get(i, -1) != group_of.get(i - 1, -2)] == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_groups_are_the_same_whatever_order_the_images_come_in(
+    crops_of_three_scenes, seed):
+  # A version built on a base lists its kept photos first: its report must be a full
+  # build's, links included (`to_drop` follows them).
+  pictures, fingerprints = crops_of_three_scenes
+  members = [Member("train" if i % 4 else "test", f"{i}.jpg", p.scene)
+             for i, p in enumerate(pictures)]
+  order = list(range(len(members)))
+  random.Random(seed).shuffle(order)
+  groups = duplicates.find(members, fingerprints)
+  shuffled = duplicates.find([members[i] for i in order], [fingerprints[i] for i in order])
+  assert sum(len(g.links) for g in groups) > len(groups)  # (groups of three and more)
+  assert duplicates.to_json(shuffled, len(members)) == duplicates.to_json(groups, len(members))
+  assert duplicates.to_drop(shuffled) == duplicates.to_drop(groups)

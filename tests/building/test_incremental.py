@@ -132,6 +132,11 @@ def test_a_new_version_makes_only_what_changed_and_reads_as_a_full_build(base, t
   assert made(full) == PHOTOS + 4 - 1
   assert examples(v2) == examples(tmp_path / "full" / "pets" / "1.1.0")
   assert round_trip.verify(v2, str(root)).ok
+  # Know-your-data says what a full build says: the same groups and links, findings, card
+  # and page.
+  for name in ("duplicates.json", "quality.json", "README.md", "report.html"):
+    assert (v2 / name).read_bytes() == (tmp_path / "full" / "pets" / "1.1.0" / name
+                                        ).read_bytes(), name
   # The base's shards without a changed photo are shards of the new version, byte for byte;
   # the shards that held the relabelled, removed or edited photo are not.
   touched = holding(v1, {change["relabelled"], change["removed"], change["edited"]})
