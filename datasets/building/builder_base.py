@@ -58,6 +58,7 @@ from imagesets.building import record_index
 from imagesets.building import problems
 from imagesets.building import sharding
 from imagesets.console.progress_lines import log_friendly_stderr
+from imagesets.reports import page_pictures
 from imagesets.reports import report_page
 from imagesets.reports import version_examples
 from imagesets.reports import version_report
@@ -207,12 +208,15 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     exists without its page."""
     folder = pathlib.Path(self.data_path)
     found = self.found
+    pictures = page_pictures.Cache(page_pictures.beside(self.data_path))
     page = version_report.content(
         version_examples.Folder(self, folder, catalog=self._page_catalog(folder)),
         images=self._page_images(),
         found=(found.groups, found.findings, found.num_images) if found is not None and (
-            version_examples.has_file_names(self.info.features)) else None)
+            version_examples.has_file_names(self.info.features)) else None,
+        pictures=pictures.picture)
     size = version_report.write(page, folder / report_page.PAGE_FILE)
+    pictures.save()
     logging.info("%s: %s (%.1f MiB)", self.info.full_name, report_page.PAGE_FILE,
                  size / 2**20)
 
@@ -356,7 +360,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     return None
 
   def _index_rows(self, split: str) -> list[list]:
-    """[key, size, fingerprint json] of each record of `split`, in shard order."""
+    """[key, size, fingerprint] of each record of `split`, in shard order (its json, or a
+    base's kept record's `Fingerprint`: `record_index.write` takes both)."""
     if self.PLAN is None:
       return self.generation.written(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]

@@ -79,7 +79,7 @@ def folder_rule(base: "Base", class_names: list[str]) -> Rule:
 @dataclasses.dataclass(frozen=True)
 class Shard:
   name: str                                  # its file name in the base version
-  records: list[tuple[str, int, list | None]]  # (key, size, fingerprint json) in order
+  records: list[tuple[str, int, image_hashes.Fingerprint | None]]  # (key, size, fingerprint)
   sha256: str                                # of its bytes, as its index says
 
 
@@ -249,7 +249,7 @@ class Plan:
           key, _, fingerprint = shard.records[position]
           if fingerprint is not None:
             images.append((duplicates.Member(plan.split, key, self.rule.label(key)),
-                           image_hashes.Fingerprint.from_json(fingerprint)))
+                           fingerprint))
     return images
 
   def index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:

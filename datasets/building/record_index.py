@@ -50,7 +50,7 @@ class RecordIndexError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class ShardIndex:
   sha256: str                                   # of the shard file's bytes
-  records: list[tuple[str, int, list | None]]   # (key, size, fingerprint json or None)
+  records: list[tuple[str, int, "image_hashes.Fingerprint | None"]]  # (key, size, fingerprint)
 
 
 def path_of(version_dir, shard_name: str) -> pathlib.Path:
@@ -94,7 +94,8 @@ def example_objects(record: bytes) -> list[tuple[tuple[float, ...], int]]:
 def write(version_dir, shard_name: str, split: str, records: list[list],
           same_as: pathlib.Path | None = None) -> None:
   """Writes the index of one shard (which is written): `records` are [key, size,
-  fingerprint json or None], and the shard's SHA-256 goes with them. `same_as`: an index
+  fingerprint json, a `Fingerprint` (a base's record, as `read` gives it) or None], and
+  the shard's SHA-256 goes with them. `same_as`: an index
   file of this very shard (a base's shard kept whole), linked or copied instead (the same
   bytes)."""
   path = path_of(version_dir, shard_name)
@@ -102,7 +103,9 @@ def write(version_dir, shard_name: str, split: str, records: list[list],
   if same_as is not None:
     atomic_files.link(same_as, path, exclusive=True)
     return
-  path.write_text(json.dumps({"format": FORMAT, "split": split, "records": records,
+  rows = [[key, size, f.to_json() if isinstance(f, image_hashes.Fingerprint) else f]
+          for key, size, f in records]
+  path.write_text(json.dumps({"format": FORMAT, "split": split, "records": rows,
                               "sha256": sha256_of(pathlib.Path(version_dir) / shard_name)},
                              sort_keys=True, separators=(",", ":")))
 
@@ -148,13 +151,14 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
             and type(row[1]) is int and row[1] > 0  # pylint: disable=unidiomatic-typecheck
             and (row[2] is None or isinstance(row[2], list))):
       raise RecordIndexError(f"{path}: a record row is not [key, size, fingerprint]: {row!r:.200}")
+    fingerprint = None
     if row[2] is not None:
       try:
-        image_hashes.Fingerprint.from_json(row[2])
+        fingerprint = image_hashes.Fingerprint.from_json(row[2])
       except (ValueError, TypeError, IndexError, AttributeError):
         raise RecordIndexError(f"{path}: a fingerprint is not one a build writes: "
                                f"{row[2]!r:.200}") from None
-    records.append((row[0], row[1], row[2]))
+    records.append((row[0], row[1], fingerprint))
   return ShardIndex(raw["sha256"], records)
 
 

@@ -16,6 +16,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import heapq
+from typing import Callable
 
 import tensorflow_datasets as tfds
 
@@ -74,6 +75,7 @@ class _Pass:
   wanted: set
   with_content: bool = False  # also key nameless examples by content (a diff's names)
   grid_labels: frozenset | None = None  # the classes the grid shows (None: every one)
+  picture: Callable = None  # example -> its picture (default `_thumbnail`)
   pictures: dict = dataclasses.field(default_factory=dict)  # Key -> data URI
   counts: dict = dataclasses.field(   # split -> class -> examples showing it
       default_factory=lambda: collections.defaultdict(collections.Counter))
@@ -100,7 +102,7 @@ class _Pass:
             example.split, None, example.label, example.image).name))
       pictured = [key for key in keys if key in self.wanted]
       if pictured:
-        pending.append((pictured, makers.submit(_thumbnail, example)))
+        pending.append((pictured, makers.submit(self.picture or _thumbnail, example)))
         while len(pending) > _IN_FLIGHT:  # (each holds its example's bytes: bounded)
           self._picture(*pending.popleft())
       if grid:
@@ -142,7 +144,7 @@ class _Pass:
     missing = {id(example): example for entries in shown.values()
                for _, _, key, _, example in entries if not self.pictures.get(key)}
     with concurrent.futures.ThreadPoolExecutor(_MAKERS) as makers:
-      made = dict(zip(missing, makers.map(_thumbnail, missing.values())))
+      made = dict(zip(missing, makers.map(self.picture or _thumbnail, missing.values())))
     return {label: [report_page.Picture(key[0], key[1], example_label,
                                         self.pictures.get(key) or made[id(example)])
                     for _, _, key, example_label, example in entries]
@@ -235,14 +237,15 @@ def _entries(source) -> list[version_diff.Entry]:
           for e in version_examples.every_example(source, "reading")]
 
 
-def content(source, *, against=None, recompute: bool = False, images=None, found=None
-            ) -> report_page.Content:
+def content(source, *, against=None, recompute: bool = False, images=None, found=None,
+            pictures: Callable | None = None) -> report_page.Content:
   """The page of `source` (a `sources.Source` or `version_examples.Folder`), with the
   changes since `against` (another). `images`: (member named by `version_examples.name_of`,
   fingerprint) of every example, when the caller holds them (the build of a version without
   file names, whose stored report cannot name its examples): not computed again. `found`:
   (groups, findings, images) as the version's stored reports hold them, when the caller
-  holds them (the build that just wrote them): not read back."""
+  holds them (the build that just wrote them): not read back. `pictures`: the picture of
+  an example of `source` (`page_pictures.Cache.picture`; default: made)."""
   info = source.builder.info
   for version in (source, against):
     features = version.builder.info.features if version else {}
@@ -274,7 +277,8 @@ def content(source, *, against=None, recompute: bool = False, images=None, found
   names = held.class_names  # the grid's classes known up front (and images without any)
   grid_labels = (frozenset(sorted(names)[:report_page.GRID_CLASSES]) | {held.no_annotation}
                  if names else None)
-  read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels)
+  read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels,
+               picture=pictures)
   for split in info.splits:  # (every split and class counted, also those with no example)
     read.counts[split].update({name: 0 for name in names or ()})
   read.read(source, "thumbnails of")

@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 import imagesets  # noqa: F401
 from conftest import BIN, REPO
 from imagesets.building import build_lock
+from imagesets.reports import page_pictures
 
 HELD_BUILD = pathlib.Path(__file__).with_name("held_build.py")
 
@@ -130,7 +131,8 @@ def test_a_build_never_removes_the_folder_of_a_running_build(tmp_path):
   assert held.returncode == 0 and out.strip().endswith("built"), err[-3000:]
   assert not running.exists()  # renamed into place by its own build
   assert _version_dir(tmp_path).is_dir()
-  assert sorted(p.name for p in _version_dir(tmp_path).parent.iterdir()) == ["1.0.0"]
+  assert sorted(p.name for p in _version_dir(tmp_path).parent.iterdir()) == [
+      page_pictures.FILE, "1.0.0"]  # (the page's pictures, kept for the next version's)
 
 
 def test_two_concurrent_cli_builds_one_succeeds_the_other_says_one_line(tmp_path):

@@ -1,0 +1,93 @@
+"""The pictures of a name's last page, by what they show: a version built on another pictures
+the examples the two share without decoding them again.
+
+A picture is a function of the example's image bytes, boxes and mask, and of how pictures
+are drawn (`report_page`'s sizes, `DRAWING`): its key is a SHA-256 of all of them, so a
+picture is reused only for the very same input. The cache is a JSON file beside a name's
+versions (`FILE`), rewritten after each page with the pictures that page holds (bounded
+as the page is); one that cannot be read, or an entry that is not a JPEG data URI under
+a SHA-256 key, is ignored (the picture is made again). Local data dirs only.
+"""
+
+import hashlib
+import json
+import logging
+import pathlib
+import re
+import threading
+from typing import Callable
+
+from imagesets.storage import atomic_files
+from imagesets.reports import report_page
+
+FILE = ".page_pictures.json"
+DRAWING = 1  # raise when `report_page.thumbnail` draws otherwise: old pictures are not reused
+_MAX_BYTES = 64 * 2**20  # a page holds a few thousand pictures of a few KB
+_KEY = re.compile(r"[0-9a-f]{64}")
+_URI = re.compile(r"data:image/jpeg;base64,[A-Za-z0-9+/]*={0,2}")
+
+
+def beside(version_dir) -> pathlib.Path | None:
+  """The cache of the versions beside `version_dir` (also TFDS's unfinished folder of one);
+  None in a bucket."""
+  return None if "://" in str(version_dir) else pathlib.Path(version_dir).parent / FILE
+
+
+def key(image: bytes, boxes, mask: bytes | None) -> str:
+  digest = hashlib.sha256(repr((DRAWING, report_page.THUMBNAIL, report_page.THUMBNAIL_QUALITY,
+                                len(image), boxes, mask is not None and len(mask))).encode())
+  digest.update(image)
+  digest.update(mask or b"")
+  return digest.hexdigest()
+
+
+class Cache:
+  """`picture(example)`: the page picture of an example (`report_page.thumbnail`), from the
+  cache at `path` when it holds one for the same input; `save()` writes the pictures asked
+  for since. Thread-safe (pictures are made on threads)."""
+
+  def __init__(self, path: pathlib.Path | None,
+               make: Callable[[bytes, tuple, bytes | None], str | None] = report_page.thumbnail):
+    self.path, self._make = path, make
+    self._old = _read(path) if path is not None else {}
+    self._used: dict[str, str] = {}
+    self._lock = threading.Lock()
+    self.reused = 0
+
+  def picture(self, example) -> str | None:
+    image, boxes, mask = example.image, example.boxes, example.mask
+    found = key(image, boxes, mask)
+    uri = self._old.get(found)
+    if uri is None:
+      uri = self._make(image, boxes, mask)
+    else:
+      with self._lock:
+        self.reused += 1
+    if uri is not None:
+      with self._lock:
+        self._used[found] = uri
+    return uri
+
+  def save(self) -> None:
+    if self.path is None:
+      return
+    try:
+      atomic_files.write(self.path, json.dumps(self._used, sort_keys=True,
+                                               separators=(",", ":")).encode())
+    except OSError as why:  # (a cache: the page is written whatever happens to it)
+      logging.warning("%s: not written (%s): the next page makes its pictures again",
+                      self.path, why)
+
+
+def _read(path: pathlib.Path) -> dict[str, str]:
+  try:
+    if path.stat().st_size > _MAX_BYTES:
+      return {}
+    stored = json.loads(path.read_bytes())
+  except (OSError, ValueError, RecursionError):
+    return {}
+  if not isinstance(stored, dict):
+    return {}
+  return {k: v for k, v in stored.items()
+          if isinstance(k, str) and _KEY.fullmatch(k) and isinstance(v, str)
+          and _URI.fullmatch(v)}

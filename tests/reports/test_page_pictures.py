@@ -1,0 +1,71 @@
+"""page_pictures: a picture is reused only for the very same input, and a bad cache costs
+pictures, never a wrong one."""
+
+import io
+import json
+
+import numpy as np
+import PIL.Image
+
+from imagesets.reports import page_pictures
+from imagesets.reports import report_page
+from imagesets.reports import version_examples
+from imagesets_testing import photo_crops
+from imagesets_testing import sample_images
+
+
+class Counted:
+  def __init__(self):
+    self.made = []
+
+  def __call__(self, image, boxes, mask):
+    self.made.append(image)
+    return report_page.thumbnail(image, boxes, mask)
+
+
+def _examples(count: int, seed: int = 4) -> list[version_examples.Example]:
+  return [version_examples.Example("train", f"{picture.scene}/{i}.jpg", picture.scene, data)
+          for i, (picture, data) in enumerate(photo_crops.jpegs(count, seed=seed,
+                                                                 size=(120, 90)))]
+
+
+def test_a_second_page_reuses_the_pictures_of_the_same_images_only(tmp_path):
+  path = tmp_path / page_pictures.FILE
+  examples = _examples(12)
+  first = page_pictures.Cache(path, make=Counted())
+  uris = [first.picture(e) for e in examples]
+  assert len(first._make.made) == 12 and all(u.startswith("data:image/jpeg") for u in uris)
+  first.save()
+  edited = version_examples.Example("train", "edited.jpg", "x", sample_images.encode(
+      np.asarray(PIL.Image.open(io.BytesIO(examples[0].image)))[::-1], "JPEG"))
+  boxed = version_examples.Example("train", "boxed.jpg", "x", examples[1].image,
+                                   boxes=((0.1, 0.1, 0.5, 0.5, "cat"),))
+  second = page_pictures.Cache(path, make=Counted())
+  again = [second.picture(e) for e in examples[2:]] + [second.picture(edited),
+                                                       second.picture(boxed)]
+  assert again[:10] == uris[2:] and second.reused == 10
+  assert second._make.made == [edited.image, boxed.image]  # (other bytes; other boxes)
+  assert again[10] == report_page.thumbnail(edited.image) and again[11] != uris[1]
+  second.save()  # holds what the second page asked for, no more
+  assert len(json.loads(path.read_text())) == 12
+
+
+def test_a_cache_that_is_not_one_costs_pictures_not_a_wrong_one(tmp_path):
+  path = tmp_path / page_pictures.FILE
+  examples = _examples(3)
+  cache = page_pictures.Cache(path)
+  good = [cache.picture(e) for e in examples]
+  cache.save()
+  stored = json.loads(path.read_text())
+  keys = sorted(stored)
+  stored[keys[0]] = "javascript:alert(1)"  # (inlined into the page: refused)
+  stored[keys[1]] = "data:image/jpeg;base64,<b>"
+  path.write_text(json.dumps(stored))
+  counted = page_pictures.Cache(path, make=Counted())
+  assert [counted.picture(e) for e in examples] == good
+  assert len(counted._make.made) == 2 and counted.reused == 1
+  for text in ("{", "[1, 2]", ""):
+    path.write_text(text)
+    counted = page_pictures.Cache(path, make=Counted())
+    assert [counted.picture(e) for e in examples] == good and counted.reused == 0
+  assert page_pictures.beside("gs://bucket/data/pets/1.0.0") is None
