@@ -433,8 +433,8 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   in member order (a version built on a base, which lists its kept photos first, gets a
   full build's groups and links)."""
   order = sorted(range(len(members)), key=lambda i: (
-      _member_order(members[i]), fingerprints[i].pixels, fingerprints[i].perceptual,
-      fingerprints[i].thumbnail))
+      _member_order(members[i]), members[i].label is not None, members[i].label or "",
+      fingerprints[i].pixels, fingerprints[i].perceptual, fingerprints[i].thumbnail))
   members = [members[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)

@@ -208,7 +208,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     exists without its page."""
     folder = pathlib.Path(self.data_path)
     found = self.found
-    pictures = page_pictures.Cache(page_pictures.beside(self.data_path))
+    pictures = page_pictures.Cache(page_pictures.beside(self.data_path),
+                                   reuse=self.PLAN is not None)  # (as the file hashes)
     page = version_report.content(
         version_examples.Folder(self, folder, catalog=self._page_catalog(folder)),
         images=self._page_images(),

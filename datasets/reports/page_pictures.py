@@ -2,26 +2,34 @@
 the examples the two share without decoding them again.
 
 A picture is a function of the example's image bytes, boxes and mask, and of how pictures
-are drawn (`report_page`'s sizes, `DRAWING`): its key is a SHA-256 of all of them, so a
-picture is reused only for the very same input. The cache is a JSON file beside a name's
-versions (`FILE`), rewritten after each page with the pictures that page holds (bounded
-as the page is); one that cannot be read, or an entry that is not a JPEG data URI under
-a SHA-256 key, is ignored (the picture is made again). Local data dirs only.
+are drawn (`report_page`'s sizes, `DRAWING`, the versions of Pillow and simplejpeg): its
+key is a SHA-256 of all of them, so a picture is reused only for the very same input.
+Only a build on another version reads the cache (`reuse`); every build writes it: a JSON
+file beside a name's versions (`FILE`), rewritten after each page with the pictures that
+page holds (bounded as the page is). One that is not a regular file of at most
+`_MAX_BYTES` of JSON, or an entry that is not a JPEG data URI under a SHA-256 key, is
+ignored (the picture is made again). Local data dirs only.
 """
 
 import hashlib
 import json
 import logging
+import os
 import pathlib
 import re
+import stat
 import threading
 from typing import Callable
+
+import PIL
+import simplejpeg
 
 from imagesets.storage import atomic_files
 from imagesets.reports import report_page
 
 FILE = ".page_pictures.json"
 DRAWING = 1  # raise when `report_page.thumbnail` draws otherwise: old pictures are not reused
+_DRAWN_BY = (DRAWING, PIL.__version__, simplejpeg.__version__)
 _MAX_BYTES = 64 * 2**20  # a page holds a few thousand pictures of a few KB
 _KEY = re.compile(r"[0-9a-f]{64}")
 _URI = re.compile(r"data:image/jpeg;base64,[A-Za-z0-9+/]*={0,2}")
@@ -34,7 +42,7 @@ def beside(version_dir) -> pathlib.Path | None:
 
 
 def key(image: bytes, boxes, mask: bytes | None) -> str:
-  digest = hashlib.sha256(repr((DRAWING, report_page.THUMBNAIL, report_page.THUMBNAIL_QUALITY,
+  digest = hashlib.sha256(repr((_DRAWN_BY, report_page.THUMBNAIL, report_page.THUMBNAIL_QUALITY,
                                 len(image), boxes, mask is not None and len(mask))).encode())
   digest.update(image)
   digest.update(mask or b"")
@@ -43,13 +51,13 @@ def key(image: bytes, boxes, mask: bytes | None) -> str:
 
 class Cache:
   """`picture(example)`: the page picture of an example (`report_page.thumbnail`), from the
-  cache at `path` when it holds one for the same input; `save()` writes the pictures asked
-  for since. Thread-safe (pictures are made on threads)."""
+  cache at `path` when `reuse` and it holds one for the same input; `save()` writes the
+  pictures asked for since. Thread-safe (pictures are made on threads)."""
 
-  def __init__(self, path: pathlib.Path | None,
-               make: Callable[[bytes, tuple, bytes | None], str | None] = report_page.thumbnail):
-    self.path, self._make = path, make
-    self._old = _read(path) if path is not None else {}
+  def __init__(self, path: pathlib.Path | None, *, reuse: bool = True,
+               make: Callable[[bytes, tuple, bytes | None], str | None] | None = None):
+    self.path, self._make = path, make or report_page.thumbnail
+    self._old = _read(path) if path is not None and reuse else {}
     self._used: dict[str, str] = {}
     self._lock = threading.Lock()
     self.reused = 0
@@ -80,10 +88,13 @@ class Cache:
 
 
 def _read(path: pathlib.Path) -> dict[str, str]:
-  try:
-    if path.stat().st_size > _MAX_BYTES:
-      return {}
-    stored = json.loads(path.read_bytes())
+  try:  # (no symlink followed, no FIFO waited on, no more than _MAX_BYTES read)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as opened:
+      status = os.fstat(opened.fileno())
+      if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_BYTES:
+        return {}
+      stored = json.loads(opened.read(_MAX_BYTES + 1))
   except (OSError, ValueError, RecursionError):
     return {}
   if not isinstance(stored, dict):

@@ -369,3 +369,14 @@ def test_the_groups_are_the_same_whatever_order_the_images_come_in(
   assert sum(len(g.links) for g in groups) > len(groups)  # (groups of three and more)
   assert duplicates.to_json(shuffled, len(members)) == duplicates.to_json(groups, len(members))
   assert duplicates.to_drop(shuffled) == duplicates.to_drop(groups)
+
+
+def test_members_of_one_name_with_other_labels_group_whatever_their_order():
+  # (one name, two labels: a stored report read back, or a builder whose names repeat)
+  made = [image_hashes.of_bytes(sample_images.encode(real_photos.photos()["coffee"],
+                                                    "JPEG"))] * 3  # (the same picture)
+  members = [Member("train", "a.jpg", "cat"), Member("train", "a.jpg", "dog"),
+             Member("test", "b.jpg", "cat")]
+  one = duplicates.find(members, made)
+  other = duplicates.find(members[::-1], made)
+  assert duplicates.to_json(one, 3) == duplicates.to_json(other, 3) and one

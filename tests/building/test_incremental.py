@@ -4,6 +4,7 @@ makes only the photos that did, and reads as a full build of the same tree would
 import io
 import json
 import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -121,15 +122,24 @@ def grown(base, tmp_path) -> tuple[pathlib.Path, pathlib.Path, dict]:
       "edited": rel(edited)}
 
 
-def test_a_new_version_makes_only_what_changed_and_reads_as_a_full_build(base, tmp_path):
+def test_a_new_version_makes_only_what_changed_and_reads_as_a_full_build(
+    base, tmp_path, monkeypatch):
   root, data_dir, change = grown(base, tmp_path)
+  drawn = []
+  thumbnail = report_page.thumbnail
+  monkeypatch.setattr(report_page, "thumbnail", lambda *a: drawn.append(a) or thumbnail(*a))
   builder = build(root, data_dir, "1.1.0")
+  drawn_on_base, drawn[:] = len(drawn), []
   v1, v2 = data_dir / "pets" / "1.0.0", data_dir / "pets" / "1.1.0"
   # Only the changed photos were made: 4 added, the relabelled one, the edited one.
   assert made(builder) == 6
   # What stock TFDS reads equals a full build of the same tree, split by split.
   full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
   assert made(full) == PHOTOS + 4 - 1
+  # The base's page pictures are not drawn again; the full build draws every one.
+  assert len(drawn) >= len(set(re.findall(r"data:image/jpeg;[^\"]+",
+                                          (v2 / "report.html").read_text()))) > 20
+  assert drawn_on_base <= len(drawn) // 4
   assert examples(v2) == examples(tmp_path / "full" / "pets" / "1.1.0")
   assert round_trip.verify(v2, str(root)).ok
   # Know-your-data says what a full build says: the same groups and links, findings, card

@@ -3,6 +3,7 @@ pictures, never a wrong one."""
 
 import io
 import json
+import os
 
 import numpy as np
 import PIL.Image
@@ -69,3 +70,39 @@ def test_a_cache_that_is_not_one_costs_pictures_not_a_wrong_one(tmp_path):
     counted = page_pictures.Cache(path, make=Counted())
     assert [counted.picture(e) for e in examples] == good and counted.reused == 0
   assert page_pictures.beside("gs://bucket/data/pets/1.0.0") is None
+
+
+def _mask(image: bytes, value: int) -> bytes:
+  width, height = PIL.Image.open(io.BytesIO(image)).size
+  out = io.BytesIO()
+  PIL.Image.fromarray(np.full((height, width), value, np.uint8)).save(out, "PNG")
+  return out.getvalue()
+
+
+def test_another_mask_another_library_or_a_full_build_draws_again(tmp_path, monkeypatch):
+  path = tmp_path / page_pictures.FILE
+  image = _examples(1)[0].image
+  masked = version_examples.Example("train", "a.jpg", "x", image, mask=_mask(image, 1))
+  first = page_pictures.Cache(path)
+  tinted = first.picture(masked)
+  first.save()
+  other_mask = version_examples.Example("train", "a.jpg", "x", image, mask=_mask(image, 2))
+  again = page_pictures.Cache(path, make=Counted())
+  assert again.picture(masked) == tinted and again.reused == 1
+  assert again.picture(other_mask) != tinted and again._make.made == [image]
+  # a full build (nothing to build on) reads no old picture; another Pillow draws anew
+  full = page_pictures.Cache(path, reuse=False, make=Counted())
+  assert full.picture(masked) == tinted and full.reused == 0 and len(full._make.made) == 1
+  monkeypatch.setattr(page_pictures, "_DRAWN_BY", ("another Pillow",))
+  upgraded = page_pictures.Cache(path, make=Counted())
+  upgraded.picture(masked)
+  assert upgraded.reused == 0
+
+
+def test_what_is_not_a_regular_file_is_not_read(tmp_path):
+  path = tmp_path / page_pictures.FILE
+  os.mkfifo(path)  # (opened without waiting for a writer)
+  assert page_pictures.Cache(path)._old == {}
+  path.unlink()
+  path.symlink_to("/dev/zero")  # (not followed, never read whole)
+  assert page_pictures.Cache(path)._old == {}
