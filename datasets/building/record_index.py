@@ -24,7 +24,6 @@ import json
 import os
 import pathlib
 import re
-import stat
 from typing import Callable
 
 from imagesets.storage import atomic_files
@@ -112,15 +111,12 @@ def write(version_dir, shard_name: str, split: str, records: list[list],
 
 def _read_regular_file(path: pathlib.Path) -> bytes:
   """The bytes of `path` if it is a regular file (no symlink) of at most _MAX_BYTES."""
-  descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-  with os.fdopen(descriptor, "rb") as opened:
-    status = os.fstat(opened.fileno())
-    if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_BYTES:
-      raise RecordIndexError(f"{path}: not a file an index is ({status.st_size} bytes)")
-    data = opened.read(_MAX_BYTES + 1)
-  if len(data) > _MAX_BYTES:
-    raise RecordIndexError(f"{path}: larger than any index a build writes")
-  return data
+  try:
+    return atomic_files.read_back(path, _MAX_BYTES)
+  except atomic_files.NotAFileOfOurs as why:
+    raise RecordIndexError(f"{path}: not a file an index is ({why.size} bytes)"
+                           if why.size is not None else
+                           f"{path}: larger than any index a build writes") from None
 
 
 def read(version_dir, shard_name: str, split: str) -> ShardIndex:

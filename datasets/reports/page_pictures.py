@@ -14,10 +14,8 @@ ignored (the picture is made again). Local data dirs only.
 import hashlib
 import json
 import logging
-import os
 import pathlib
 import re
-import stat
 import threading
 from typing import Callable
 
@@ -88,13 +86,8 @@ class Cache:
 
 
 def _read(path: pathlib.Path) -> dict[str, str]:
-  try:  # (no symlink followed, no FIFO waited on, no more than _MAX_BYTES read)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(descriptor, "rb") as opened:
-      status = os.fstat(opened.fileno())
-      if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_BYTES:
-        return {}
-      stored = json.loads(opened.read(_MAX_BYTES + 1))
+  try:  # (NotAFileOfOurs is a ValueError)
+    stored = json.loads(atomic_files.read_back(path, _MAX_BYTES))
   except (OSError, ValueError, RecursionError):
     return {}
   if not isinstance(stored, dict):

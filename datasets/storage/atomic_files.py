@@ -21,6 +21,7 @@ import contextlib
 import glob
 import os
 import pathlib
+import stat
 import uuid
 from typing import Callable, Iterable
 
@@ -40,6 +41,30 @@ def temporary_beside(target) -> pathlib.Path:
   target = pathlib.Path(target)
   target.parent.mkdir(parents=True, exist_ok=True)
   return target.with_name(f"{_prefix(target)}{os.getpid()}-{uuid.uuid4().hex}")
+
+
+class NotAFileOfOurs(ValueError):
+  """What stands where a file of ours should is not one: not a regular file, or larger
+  than any we write (`size`: its size, or None when it grew while read)."""
+
+  def __init__(self, path, size: int | None):
+    super().__init__(f"{path}: not a regular file of ours ({size} bytes)")
+    self.size = size
+
+
+def read_back(path, max_bytes: int) -> bytes:
+  """The bytes of a file of ours at `path`, read as untrusted input: no symlink followed
+  (OSError, ELOOP), no FIFO waited on, no more than `max_bytes` read; NotAFileOfOurs for
+  anything but a regular file of at most `max_bytes` (OSError where it cannot be opened)."""
+  descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+  with os.fdopen(descriptor, "rb") as opened:
+    status = os.fstat(opened.fileno())
+    if not stat.S_ISREG(status.st_mode) or status.st_size > max_bytes:
+      raise NotAFileOfOurs(path, status.st_size)
+    data = opened.read(max_bytes + 1)
+  if len(data) > max_bytes:
+    raise NotAFileOfOurs(path, None)
+  return data
 
 
 def leftovers(target) -> list[tuple[pathlib.Path, int | None]]:

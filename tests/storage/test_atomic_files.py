@@ -116,3 +116,20 @@ def test_a_link_refused_for_any_reason_but_a_taken_name_is_a_copy(refusal, tmp_p
   assert (tmp_path / "kept").read_bytes() == (tmp_path / "replaced").read_bytes() == b"records"
   with pytest.raises(FileNotFoundError):
     atomic_files.link(tmp_path / "missing", tmp_path / "other", exclusive=True)
+
+
+def test_a_file_of_ours_is_read_back_only_as_a_regular_file_of_its_bound(tmp_path):
+  ours = tmp_path / "ours.json"
+  atomic_files.write(ours, b"{}")
+  assert atomic_files.read_back(ours, 2) == b"{}"
+  with pytest.raises(atomic_files.NotAFileOfOurs) as larger:
+    atomic_files.read_back(ours, 1)
+  assert larger.value.size == 2
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)  # (refused without waiting for a writer)
+  with pytest.raises(atomic_files.NotAFileOfOurs):
+    atomic_files.read_back(fifo, 64)
+  link = tmp_path / "link"
+  link.symlink_to(ours)
+  with pytest.raises(OSError):  # (ELOOP: a link is not followed)
+    atomic_files.read_back(link, 64)
