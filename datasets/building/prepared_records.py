@@ -346,9 +346,10 @@ def tfrecords(path) -> Iterator[bytes]:
     while header := records.read(tfrecord_files.HEADER.size):
       whole = len(header) == tfrecord_files.HEADER.size
       length = tfrecord_files.HEADER.unpack(header)[0] if whole else 0
-      left -= len(header) + length + 4
-      record = records.read(length + 4) if left >= 0 else b""  # (a bad length: no 2**60 read)
-      if not whole or left < 0 or len(record) != length + 4:
+      framed = length + tfrecord_files.CRC.size  # (the data and its CRC)
+      left -= len(header) + framed
+      record = records.read(framed) if left >= 0 else b""  # (a bad length: no 2**60 read)
+      if not whole or left < 0 or len(record) != framed:
         raise OSError(f"{path} is cut short: this build wrote it whole and read it back "
                       "shorter (a full disk, or the file changed under the build): build again")
       yield record[:length]

@@ -18,7 +18,6 @@ took.
 import dataclasses
 import os
 import pathlib
-import struct
 import threading
 import typing
 import weakref
@@ -152,13 +151,15 @@ class TFRecordFile:
     self._path = path
     self._file = open(path, "rb")
     fd, offsets, position, size = self._file.fileno(), [], 0, os.fstat(self._file.fileno()).st_size
+    framing, length_size = tfrecord_files.FRAMING, tfrecord_files.LENGTH.size
     while position < size:
-      header = os.pread(fd, 12, position)
-      if (len(header) < 12
-          or tfrecord_files.masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]):
+      header = os.pread(fd, tfrecord_files.HEADER.size, position)
+      if (len(header) < tfrecord_files.HEADER.size
+          or tfrecord_files.masked_crc(header[:length_size])
+          != tfrecord_files.CRC.unpack_from(header, length_size)[0]):
         self._damaged(len(offsets))
       offsets.append(position)
-      position += 16 + struct.unpack("<Q", header[:8])[0]
+      position += framing + tfrecord_files.LENGTH.unpack_from(header)[0]
     if position != size:
       self._damaged(len(offsets) - 1)
     self._offsets = offsets
@@ -175,10 +176,13 @@ class TFRecordFile:
     fd, out = self._file.fileno(), []
     for index in indices:
       position = self._offsets[index]
-      (length,) = struct.unpack("<Q", os.pread(fd, 8, position))
-      framed = os.pread(fd, length + 4, position + 12)
-      if len(framed) < length + 4 or (
-          tfrecord_files.masked_crc(framed[:length]) != struct.unpack("<I", framed[length:])[0]):
+      (length,) = tfrecord_files.LENGTH.unpack(os.pread(fd, tfrecord_files.LENGTH.size,
+                                                        position))
+      framed = os.pread(fd, length + tfrecord_files.CRC.size,
+                        position + tfrecord_files.HEADER.size)
+      if len(framed) < length + tfrecord_files.CRC.size or (
+          tfrecord_files.masked_crc(framed[:length])
+          != tfrecord_files.CRC.unpack_from(framed, length)[0]):
         self._damaged(index)
       out.append(framed[:length])
     return out

@@ -9,8 +9,10 @@ from typing import Iterable
 
 import google_crc32c
 
-HEADER = struct.Struct("<Q4x")  # a record's length, then its length's CRC
-FRAMING = HEADER.size + 4       # bytes around each record: header, data CRC
+LENGTH = struct.Struct("<Q")     # a record's length
+CRC = struct.Struct("<I")        # a masked CRC-32C (of the length, of the data)
+HEADER = struct.Struct("<Q4x")   # a record's length, then its length's CRC
+FRAMING = HEADER.size + CRC.size  # bytes around each record: header, data CRC
 _WRITE_BUFFER = 1 << 20
 
 
@@ -25,9 +27,9 @@ def write(path, records: Iterable[bytes]) -> int:
   count = 0
   with open(path, "wb", buffering=_WRITE_BUFFER) as out:
     for record in records:
-      length = struct.pack("<Q", len(record))
-      out.write(length + struct.pack("<I", masked_crc(length)))
+      length = LENGTH.pack(len(record))
+      out.write(length + CRC.pack(masked_crc(length)))
       out.write(record)
-      out.write(struct.pack("<I", masked_crc(record)))
+      out.write(CRC.pack(masked_crc(record)))
       count += 1
   return count
