@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 # The environment as the test run got it, before any test imported imagesets: a subprocess
 # started with it shows whether importing imagesets changes the environment.
@@ -33,14 +34,29 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
   return result
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_inside_the_run(tmp_path_factory):
+  """Whatever the run's code and its subprocesses (TensorFlow's autograph, TFDS, Beam, weed's
+  sockets and logs) put in the temporary folder goes into this run's own base folder, which
+  pytest removes (tmp_path_retention_*): none of it stays in /tmp."""
+  folder = str(tmp_path_factory.mktemp("tmp"))
+  saved = os.environ.get("TMPDIR"), tempfile.tempdir
+  os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+  yield
+  if saved[0] is None:
+    del os.environ["TMPDIR"]
+  else:
+    os.environ["TMPDIR"] = saved[0]
+  tempfile.tempdir = saved[1]
+
+
 @functools.cache
 def _warm_server():
-  import tempfile  # pylint: disable=import-outside-toplevel
   import warm_commands  # pylint: disable=import-outside-toplevel
   home = tempfile.mkdtemp(prefix="warm_home_")   # (see warm_commands: what the server reads)
   env = {k: v for k, v in _WARM_ENVIRONMENT.items()
          if k not in ("PYTHONPATH", "TFDS_DATA_DIR", "IMAGESETS_CACHE", "KERAS_HOME")}
-  server = warm_commands.Server({**env, "HOME": home},
+  server = warm_commands.Server({**env, "HOME": home, "TMPDIR": tempfile.gettempdir()},
                                 commands=("python", "tfds", "imagesets"))
   atexit.register(server.close)
   atexit.register(shutil.rmtree, home, True)
