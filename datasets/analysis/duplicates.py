@@ -432,9 +432,12 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   The result is a function of the images, not of the order they come in: they are taken
   in member order (a version built on a base, which lists its kept photos first, gets a
   full build's groups and links)."""
+  ranks = {split: split_rank(split) for split in {m.split for m in members}}
   order = sorted(range(len(members)), key=lambda i: (
-      _member_order(members[i]), members[i].label is not None, members[i].label or "",
-      fingerprints[i].pixels, fingerprints[i].perceptual, fingerprints[i].thumbnail))
+      ranks[members[i].split], members[i].file_name, members[i].label is not None,
+      members[i].label or "", fingerprints[i].pixels, fingerprints[i].perceptual,
+      fingerprints[i].thumbnail))
+  # (from here an image's index is its rank in that order)
   members = [members[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)
@@ -457,10 +460,10 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
     linked[int(links.label[a])].append((a, b))
   groups = []
   for label, numbers in components.items():
-    indices = [i for number in numbers for i in sets[number]]
+    indices = sorted(i for number in numbers for i in sets[number])
     if len(indices) > 1:
-      groups.append(_group(members, fingerprints, indices, linked[label], sets))
-  return sorted(groups, key=lambda g: _member_order(g.members[0]))
+      groups.append((indices[0], _group(members, fingerprints, indices, linked[label], sets)))
+  return [group for _, group in sorted(groups, key=lambda first_and_group: first_and_group[0])]
 
 
 def _every_pair_of_small_leaks(components, sets, members, links: _Links):
@@ -479,7 +482,7 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
 
 
 def _group(members, fingerprints, indices, links, sets) -> Group:
-  indices = sorted(indices, key=lambda i: _member_order(members[i]))
+  """`indices`: ascending, i.e. in member order."""
   position_of = {index: position for position, index in enumerate(indices)}
   same = collections.defaultdict(list)
   for position, index in enumerate(indices):

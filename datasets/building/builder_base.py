@@ -56,6 +56,7 @@ from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.building import problems
+from imagesets.building import shard_hashes
 from imagesets.building import sharding
 from imagesets.console.progress_lines import log_friendly_stderr
 from imagesets.reports import page_pictures
@@ -367,22 +368,27 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       return self.generation.written(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
-  def _index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
-    """The index file of shard `position` of `split` when it is another version's shard
-    kept whole (its index is then the same bytes); else None."""
-    return None if self.PLAN is None else self.PLAN.index_of_kept_shard(split, position)
-
   def _write_record_index(self, split_infos) -> None:
-    """`record_index` of every shard of every split whose records this build listed."""
+    """`record_index` of every shard of every split whose records this build listed, and
+    the shards' hashes as written (`shard_hashes`: the next version does not read them)."""
+    written = {}
     for info in split_infos:
       rows = self._index_rows(info.name)
       if len(rows) != info.num_examples:  # (a split TFDS wrote itself: no index)
         continue
       start = 0
       for position, (shard_name, length) in enumerate(zip(info.filenames, info.shard_lengths)):
-        record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
-                           same_as=self._index_of_kept_shard(info.name, position))
+        kept = None if self.PLAN is None else self.PLAN.kept_shard(info.name, position)
+        if kept is None:
+          written[shard_name] = record_index.write(self.data_path, shard_name, info.name,
+                                                   rows[start:start + length])
+        else:  # (a base's shard kept whole keeps its index: the same bytes)
+          record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
+                             same_as=record_index.path_of(self.PLAN.base.version_dir, kept.name))
+          written[shard_name] = kept.sha256
         start += length
+    if written and not class_folders_tree.is_remote(self.data_path):
+      shard_hashes.save(self.data_path, str(self.info.version), written)
 
   def _generate_examples(self):
     # Abstract in TFDS; every builder of ours makes its splits with `self.generation` in

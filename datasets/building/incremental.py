@@ -36,6 +36,7 @@ from imagesets.storage import atomic_files
 from imagesets.building import parallel_map
 from imagesets.building import prepared_records
 from imagesets.building import record_index
+from imagesets.building import shard_hashes
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_hashes
 
@@ -252,16 +253,15 @@ class Plan:
                            fingerprint))
     return images
 
-  def index_of_kept_shard(self, split: str, position: int) -> pathlib.Path | None:
-    """The base's index file of the new version's shard `position` of `split`, when that
-    shard is a base shard kept whole (`record_index.write(same_as=)`); else None."""
+  def kept_shard(self, split: str, position: int) -> Shard | None:
+    """The base shard that is the new version's shard `position` of `split`, when it is
+    kept whole (linked or copied, its index too: `record_index.write(same_as=)`); else
+    None (a new or rewritten shard)."""
     shards = self.splits[split].shards
     if position >= len(shards):
       return None  # a new shard
     shard, positions = shards[position]
-    if len(positions) != len(shard.records):
-      return None  # rewritten
-    return record_index.path_of(self.base.version_dir, shard.name)
+    return shard if len(positions) == len(shard.records) else None
 
   def kept_notes(self) -> dict[str, str]:
     """The base's re-encoding notes of the photos whose records are kept."""
@@ -393,20 +393,22 @@ def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
 
 def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> None:
   """The base's shards still have the bytes their indexes were written with (a changed
-  byte of a record, of any size: the base is no base, and the build is a full one). Hashed
-  on a thread a core (hashlib lets go of the GIL), judged in order."""
+  byte of a record, of any size: the base is no base, and the build is a full one). Those
+  unchanged since their build by `shard_hashes` are not read again; the others are hashed
+  on a thread a core (hashlib lets go of the GIL)."""
+  digests = shard_hashes.hashes(version_dir, [shard.name for shard in shards], _sha256s)
+  for shard in shards:
+    digest = digests[shard.name]
+    if digest != shard.sha256:
+      why = (f"unreadable: {digest.strerror or digest}" if isinstance(digest, OSError)
+             else "other bytes")
+      raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
+                     f"describes ({why}): it changed after its build")
+
+
+def _sha256s(paths: list[pathlib.Path]) -> list[shard_hashes.Digest]:
   with parallel_map.executor(threads=True) as pool:
-    digests = parallel_map.ordered_map(_sha256_or_why, [version_dir / s.name for s in shards],
-                                       pool, chunk_size=1)
-    try:
-      for shard, digest in zip(shards, digests):
-        if digest != shard.sha256:
-          why = (f"unreadable: {digest.strerror or digest}" if isinstance(digest, OSError)
-                 else "other bytes")
-          raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
-                         f"describes ({why}): it changed after its build")
-    finally:
-      digests.close()  # (a bad shard: the hashes not started yet are not made)
+    return list(parallel_map.ordered_map(_sha256_or_why, paths, pool, chunk_size=1))
 
 
 def _sha256_or_why(path: pathlib.Path) -> str | OSError:

@@ -91,22 +91,23 @@ def example_objects(record: bytes) -> list[tuple[tuple[float, ...], int]]:
 
 
 def write(version_dir, shard_name: str, split: str, records: list[list],
-          same_as: pathlib.Path | None = None) -> None:
+          same_as: pathlib.Path | None = None) -> str | None:
   """Writes the index of one shard (which is written): `records` are [key, size,
   fingerprint json, a `Fingerprint` (a base's record, as `read` gives it) or None], and
-  the shard's SHA-256 goes with them. `same_as`: an index
+  the shard's SHA-256 goes with them; returns that SHA-256. `same_as`: an index
   file of this very shard (a base's shard kept whole), linked or copied instead (the same
-  bytes)."""
+  bytes; returns None)."""
   path = path_of(version_dir, shard_name)
   path.parent.mkdir(exist_ok=True)
   if same_as is not None:
     atomic_files.link(same_as, path, exclusive=True)
-    return
+    return None
   rows = [[key, size, f.to_json() if isinstance(f, image_hashes.Fingerprint) else f]
           for key, size, f in records]
+  digest = sha256_of(pathlib.Path(version_dir) / shard_name)
   path.write_text(json.dumps({"format": FORMAT, "split": split, "records": rows,
-                              "sha256": sha256_of(pathlib.Path(version_dir) / shard_name)},
-                             sort_keys=True, separators=(",", ":")))
+                              "sha256": digest}, sort_keys=True, separators=(",", ":")))
+  return digest
 
 
 def _read_regular_file(path: pathlib.Path) -> bytes:

@@ -50,6 +50,13 @@ def key(stat: os.stat_result) -> Key:
   return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
 
 
+def key_across_links(stat: os.stat_result) -> Key:
+  """`key` less the change time, which linking the file sets: for the files this package
+  writes in its own folders and links into the next version (`shard_hashes`), never for a
+  user's."""
+  return (stat.st_size, stat.st_mtime_ns, 0, stat.st_ino, stat.st_dev)
+
+
 @dataclasses.dataclass
 class Hashed:
   """A tree's file hashes (`hashes`: {relative path: hex sha256}), and what `save` writes
@@ -70,12 +77,14 @@ class Hashed:
 def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
                 hash_files: Callable[[str, list[str]], dict[str, str]], *,
                 reread: bool = False, stat: Callable[[str], os.stat_result] = os.stat,
-                now_ns: Callable[[], int] | None = None) -> Hashed:
+                now_ns: Callable[[], int] | None = None,
+                key_of: Callable[[os.stat_result], Key] = key) -> Hashed:
   """The hashes of the files of the local `root`: those `cache` holds for their present
   stat (none with `reread`: every file is read, the cache written afresh), the rest by
-  `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's."""
+  `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's; `key_of`:
+  what of a stat must be as it was (`key`)."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
-  stats = {path: key(stat(os.path.join(root, path))) for path in relative_paths}
+  stats = {path: key_of(stat(os.path.join(root, path))) for path in relative_paths}
   known = {} if reread else _trusted(pathlib.Path(cache), root)
   found = {path: known[path][1] for path in relative_paths
            if path in known and known[path][0] == stats[path]}

@@ -3,9 +3,11 @@ makes only the photos that did, and reads as a full build of the same tree would
 
 import io
 import json
+import os
 import pathlib
 import re
 import shutil
+import time
 
 import numpy as np
 import PIL.Image
@@ -18,6 +20,7 @@ from imagesets.building import class_folders_builder
 from imagesets.building import incremental
 from imagesets.building import prepared_records
 from imagesets.building import record_index
+from imagesets.building import shard_hashes
 from imagesets.class_folders import named_build
 from imagesets.reports import report_page
 from imagesets.verifying import round_trip
@@ -479,3 +482,35 @@ def test_kept_shards_are_judged_in_order_whatever_hash_ends_first(tmp_path, monk
     incremental._check_bytes(tmp_path, kept)  # pylint: disable=protected-access
   with pytest.raises(incremental.NotABase, match=f"{names[7]} is not the shard.*unreadable"):
     incremental._check_bytes(tmp_path, kept[4:])  # pylint: disable=protected-access
+
+
+def test_kept_shards_are_not_read_again_while_they_are_the_files_written(tmp_path, monkeypatch):
+  """A build on a base checks its kept shards by the hashes they were written with
+  (shard_hashes) while each is the file written: none is read to be hashed, in a chain of
+  versions each linking the last one's shards; one rewritten since is read, and refused."""
+  monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 60, seed=5, prefix="img")
+  build(root, data_dir, "1.0.0")
+  hashed = []
+  sha256_of = record_index.sha256_of
+  monkeypatch.setattr(record_index, "sha256_of",
+                      lambda path: hashed.append(pathlib.Path(path)) or sha256_of(path))
+  for version, seed in (("1.1.0", 6), ("1.2.0", 7)):
+    base = data_dir / "pets" / sorted(p.name for p in (data_dir / "pets").glob("1.*"))[-1]
+    write_crops(root, 3, seed=seed, prefix=f"new{seed}")
+    hashed[:] = []
+    builder = build(root, data_dir, version)
+    assert made(builder) == 3
+    assert builder.PLAN is not None and not [p for p in hashed if p.parent == base]
+    assert len({p.name for p in hashed}) == len(hashed) == len(  # (new shards: as written)
+        {*shards(data_dir / "pets" / version).values()} - {*shards(base).values()}) > 0
+  victim = data_dir / "pets" / "1.2.0" / sorted(shards(data_dir / "pets" / "1.2.0"))[0]
+  data, stat = bytearray(victim.read_bytes()), victim.stat()
+  data[len(data) // 2] ^= 1
+  victim.write_bytes(bytes(data))
+  os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # (rewritten later)
+  write_crops(root, 1, seed=8, prefix="new8")
+  lines = []
+  assert made(build(root, data_dir, "1.3.0", log=lines.append)) == 60 + 7
+  assert any("in full, not on pets:1.2.0" in line and victim.name in line for line in lines)
