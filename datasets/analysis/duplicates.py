@@ -57,6 +57,7 @@ BAND_BITS = 13
 WINDOW = 8          # in a band, each image is a candidate with the next WINDOW of its bucket
 CHECKS = 96         # thumbnail checks an image takes part in while groups are joined (+ 1)
 _FAR_BITS = 24      # SimHash bits (of 61) past which two thumbnails are not compared
+_FEW_PAIRS = 64     # joins of up to this many pairs go without scipy (`_Components`)
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
@@ -168,11 +169,12 @@ def _centre_maps() -> np.ndarray:
 
 
 def _regions(thumbnails: np.ndarray, side_map: np.ndarray) -> "_Region":
-  """The central regions (M^T T M, `_centre_maps`) of B thumbnails, B x SMALL² float32."""
+  """The central regions (M^T T M, `_centre_maps`) of B thumbnails, B x SMALL² float32.
+  A product per thumbnail (stacked matmul): a region's values are the same bits in any
+  batch, which one product over the batch's rows does not promise (BLAS blocks by size)."""
   count, side, compared = len(thumbnails), image_hashes.SMALL, _COMPARED
-  half = (thumbnails.reshape(count * side, side) @ side_map).reshape(count, side, compared)
-  return _Region((half.transpose(0, 2, 1).reshape(count * compared, side) @ side_map)
-                 .reshape(count, compared * compared))
+  half = np.matmul(thumbnails.reshape(count, side, side), side_map)
+  return _Region(np.matmul(half.transpose(0, 2, 1), side_map).reshape(count, compared * compared))
 
 
 def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -336,6 +338,9 @@ class _Components:
       roots = up
 
   def join(self, first: np.ndarray, second: np.ndarray) -> None:
+    if len(first) <= _FEW_PAIRS:  # (most joins: scipy's set-up would cost more than them)
+      self._join_few(self.roots(first).tolist(), self.roots(second).tolist())
+      return
     nodes, inverse = np.unique(np.concatenate([self.roots(first), self.roots(second)]),
                                return_inverse=True)
     graph = scipy.sparse.coo_matrix(
@@ -345,6 +350,23 @@ class _Components:
     smallest = np.full(component.max() + 1, len(self.parent))
     np.minimum.at(smallest, component, nodes)
     self.parent[nodes] = smallest[component]
+
+  def _join_few(self, first: list[int], second: list[int]) -> None:
+    """`join` of a few pairs of roots, in Python: a root joined to a smaller one points to
+    it, so a component's root is its smallest."""
+    up = {}
+
+    def top(node):
+      while node in up:
+        node = up[node]
+      return node
+    for a, b in zip(first, second):
+      a, b = top(a), top(b)
+      if a != b:
+        up[max(a, b)] = min(a, b)
+    if up:
+      nodes = list(up)
+      self.parent[nodes] = [top(node) for node in nodes]
 
 
 @dataclasses.dataclass
@@ -456,8 +478,9 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   first = np.concatenate([links.first, first[alike]])
   second = np.concatenate([links.second, second[alike]])
   linked = collections.defaultdict(list)  # label -> confirmed pairs of exact-set numbers
+  labels = links.label.tolist()
   for a, b in zip(first.tolist(), second.tolist()):
-    linked[int(links.label[a])].append((a, b))
+    linked[labels[a]].append((a, b))
   groups = []
   for label, numbers in components.items():
     indices = sorted(i for number in numbers for i in sets[number])
@@ -490,8 +513,8 @@ def _group(members, fingerprints, indices, links, sets) -> Group:
   kind = EXACT if len(same) == 1 else NEAR
   if kind == EXACT:
     return Group(kind, tuple(members[i] for i in indices))
-  pairs = sorted({tuple(sorted((position_of[sets[a][0]], position_of[sets[b][0]])))
-                  for a, b in links})
+  # (a < b: set a's first member comes first, exact sets being numbered in member order)
+  pairs = sorted({(position_of[sets[a][0]], position_of[sets[b][0]]) for a, b in links})
   return Group(kind, tuple(members[i] for i in indices),
                tuple(tuple(p) for p in same.values() if len(p) > 1), tuple(pairs))
 

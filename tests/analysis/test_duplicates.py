@@ -380,3 +380,20 @@ def test_members_of_one_name_with_other_labels_group_whatever_their_order():
   one = duplicates.find(members, made)
   other = duplicates.find(members[::-1], made)
   assert duplicates.to_json(one, 3) == duplicates.to_json(other, 3) and one
+
+
+def test_a_pairs_score_is_the_same_bits_whatever_else_is_compared_with_it(
+    crops_of_three_scenes):
+  """Scores decide groups at a threshold: a pair scored alone (a version built on a base,
+  a Beam worker) must get the very bits it gets among thousands of pairs."""
+  _, fingerprints = crops_of_three_scenes
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  rng = np.random.default_rng(3)
+  first = rng.integers(0, len(thumbnails), 3000)
+  second = rng.integers(0, len(thumbnails), 3000)
+  together = duplicates.similarities(thumbnails, first, second)
+  for size in (1, 7, 500):
+    apart = np.concatenate([duplicates.similarities(thumbnails, first[at:at + size],
+                                                    second[at:at + size])
+                            for at in range(0, len(first), size)])
+    assert np.array_equal(apart, together), size
