@@ -168,13 +168,19 @@ def _centre_maps() -> np.ndarray:
   return np.stack(maps).astype(np.float32)
 
 
-def _regions(thumbnails: np.ndarray, side_map: np.ndarray) -> "_Region":
-  """The central regions (M^T T M, `_centre_maps`) of B thumbnails, B x SMALL² float32.
-  A product per thumbnail (stacked matmul): a region's values are the same bits in any
-  batch, which one product over the batch's rows does not promise (BLAS blocks by size)."""
-  count, side, compared = len(thumbnails), image_hashes.SMALL, _COMPARED
-  half = np.matmul(thumbnails.reshape(count, side, side), side_map)
-  return _Region(np.matmul(half.transpose(0, 2, 1), side_map).reshape(count, compared * compared))
+def _regions(thumbnails: np.ndarray, side_maps: np.ndarray) -> "_Region":
+  """The central regions (M^T T M, `_centre_maps`) of B thumbnails at each of the Z zooms
+  of `side_maps` (Z x SMALL x _COMPARED): B x Z x _COMPARED² float32. A product per
+  thumbnail (stacked matmul): a region's values are the same bits in any batch, which one
+  product over the batch's rows does not promise (BLAS blocks by size)."""
+  count, side = len(thumbnails), image_hashes.SMALL
+  half = np.matmul(thumbnails.reshape(count, 1, side, side), side_maps)
+  return _Region(np.matmul(half.transpose(0, 1, 3, 2), side_maps).reshape(
+      count, len(side_maps), _COMPARED * _COMPARED))
+
+
+# The zooms `similarities` compares a pair at: equal scale, the first zoomed in, the second.
+_FIRST_ZOOMS, _SECOND_ZOOMS = np.array([0, 1, 0]), np.array([0, 0, 1])
 
 
 def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -184,42 +190,44 @@ def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) 
   flat regions count as alike when their means are close (black frames, placeholders).
   Regions whose brightness or contrast differ are not alike (-1), however correlated: on
   real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: a
-  few microseconds a pair, in blocks of `_BATCH` pairs."""
-  maps = _centre_maps()
+  few microseconds a pair, in blocks of `_BATCH` pairs; each pair's score is the same bits
+  whatever else is compared with it."""
   scores = np.empty(len(first), np.float64)
   for start in range(0, len(first), _BATCH):
     block = slice(start, start + _BATCH)
     # (each picture's regions once: neighbours in a bucket share pictures)
     pictures, where = np.unique(np.concatenate([first[block], second[block]]),
                                 return_inverse=True)
-    zoomed = [_regions(thumbnails[pictures].astype(np.float32), m) for m in maps]
+    regions = _regions(thumbnails[pictures].astype(np.float32), _centre_maps())
     x, y = where[:len(where) // 2], where[len(where) // 2:]
-    scores[block] = np.maximum.reduce([_correlation(zoomed[zx].at(x), zoomed[zy].at(y))
-                                       for zx, zy in ((0, 0), (1, 0), (0, 1))])
+    scores[block] = _correlation(regions.at(x, _FIRST_ZOOMS),
+                                 regions.at(y, _SECOND_ZOOMS)).max(1)
   return scores
 
 
 class _Region:
-  """Central regions (one a row) as their means, spreads and standardised values."""
+  """Central regions (the last axis) as their means, spreads and standardised values."""
 
   def __init__(self, values: np.ndarray | None = None):
     if values is None:
       return
-    self.mean = values.mean(1)
-    centred = values - self.mean[:, None]
-    self.spread = np.sqrt(np.einsum("ij,ij->i", centred, centred) / values.shape[1])
+    self.mean = values.mean(-1)
+    centred = values - self.mean[..., None]
+    self.spread = np.sqrt(np.einsum("...j,...j->...", centred, centred) / values.shape[-1])
     self.flat = self.spread < _FLAT
-    self.standard = centred / np.where(self.flat, 1.0, self.spread)[:, None]
+    self.standard = centred / np.where(self.flat, 1.0, self.spread)[..., None]
 
-  def at(self, rows: np.ndarray) -> "_Region":
+  def at(self, rows: np.ndarray, zooms: np.ndarray) -> "_Region":
+    """The regions of `rows`, each at `zooms`: len(rows) x len(zooms)."""
+    where = rows[:, None], zooms[None, :]
     taken = _Region()
     taken.mean, taken.spread, taken.flat, taken.standard = (
-        self.mean[rows], self.spread[rows], self.flat[rows], self.standard[rows])
+        self.mean[where], self.spread[where], self.flat[where], self.standard[where])
     return taken
 
 
 def _correlation(x: _Region, y: _Region) -> np.ndarray:
-  correlation = np.einsum("ij,ij->i", x.standard, y.standard) / x.standard.shape[1]
+  correlation = np.einsum("...j,...j->...", x.standard, y.standard) / x.standard.shape[-1]
   with np.errstate(divide="ignore", invalid="ignore"):
     ratio = x.spread / y.spread
   # (a copy keeps its brightness and contrast; alike shapes often do not)
@@ -272,11 +280,11 @@ def _thumbnail_keys(thumbnails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   flat = np.empty(len(thumbnails), bool)
   weights = np.uint64(1) << np.arange(61, dtype=np.uint64)
   for start in range(0, len(thumbnails), _BATCH):
-    region = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps()[0])
-    signs = (region.standard @ planes > 0).astype(np.uint64)
-    brightness = np.minimum(region.mean, 255).astype(np.uint64) >> np.uint64(5)
+    region = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps()[:1])
+    signs = (region.standard[:, 0] @ planes > 0).astype(np.uint64)
+    brightness = np.minimum(region.mean[:, 0], 255).astype(np.uint64) >> np.uint64(5)
     keys[start:start + _BATCH] = (brightness << np.uint64(61)) | (signs @ weights)
-    flat[start:start + _BATCH] = region.flat
+    flat[start:start + _BATCH] = region.flat[:, 0]
   return keys, flat
 
 
