@@ -58,6 +58,7 @@ WINDOW = 8          # in a band, each image is a candidate with the next WINDOW 
 CHECKS = 96         # thumbnail checks an image takes part in while groups are joined (+ 1)
 _FAR_BITS = 24      # SimHash bits (of 61) past which two thumbnails are not compared
 _FEW_PAIRS = 64     # joins of up to this many pairs go without scipy (`_Components`)
+_REGIONS_HELD = 100_000  # pictures whose regions `find` holds at once (1,170 bytes each)
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
@@ -183,7 +184,22 @@ def _regions(thumbnails: np.ndarray, side_maps: np.ndarray) -> "_Region":
 _FIRST_ZOOMS, _SECOND_ZOOMS = np.array([0, 1, 0]), np.array([0, 0, 1])
 
 
-def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+def _every_region(thumbnails: np.ndarray) -> "_Region":
+  """`_regions` of every thumbnail at both zooms, made a block at a time."""
+  count, zooms = len(thumbnails), len(_centre_maps())
+  held = _Region()
+  held.mean, held.spread = np.empty((count, zooms), np.float32), np.empty((count, zooms), np.float32)
+  held.flat = np.empty((count, zooms), bool)
+  held.standard = np.empty((count, zooms, _COMPARED * _COMPARED), np.float32)
+  for start in range(0, count, _BATCH):
+    block = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps())
+    for field in ("mean", "spread", "flat", "standard"):
+      getattr(held, field)[start:start + _BATCH] = getattr(block, field)
+  return held
+
+
+def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray,
+                 regions: "_Region | None" = None) -> np.ndarray:
   """How alike the thumbnails (rows of `image_hashes.SMALL`² grey bytes) of each pair
   `first[k]`, `second[k]` are: the best normalised correlation of their central regions,
   at equal scale or one of them zoomed in by `_CROP` (a copy cropped by a few percent). Two
@@ -191,17 +207,20 @@ def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray) 
   Regions whose brightness or contrast differ are not alike (-1), however correlated: on
   real photos, distinct smooth tiles (skies, walls) correlate up to 0.98. Vectorised: a
   few microseconds a pair, in blocks of `_BATCH` pairs; each pair's score is the same bits
-  whatever else is compared with it."""
+  whatever else is compared with it. `regions`: every thumbnail's (`_every_region`), when
+  held; else each block makes those of its pictures."""
   scores = np.empty(len(first), np.float64)
   for start in range(0, len(first), _BATCH):
     block = slice(start, start + _BATCH)
-    # (each picture's regions once: neighbours in a bucket share pictures)
-    pictures, where = np.unique(np.concatenate([first[block], second[block]]),
-                                return_inverse=True)
-    regions = _regions(thumbnails[pictures].astype(np.float32), _centre_maps())
-    x, y = where[:len(where) // 2], where[len(where) // 2:]
-    scores[block] = _correlation(regions.at(x, _FIRST_ZOOMS),
-                                 regions.at(y, _SECOND_ZOOMS)).max(1)
+    if regions is None:
+      # (each picture's regions once: neighbours in a bucket share pictures)
+      pictures, where = np.unique(np.concatenate([first[block], second[block]]),
+                                  return_inverse=True)
+      held = _regions(thumbnails[pictures].astype(np.float32), _centre_maps())
+      x, y = where[:len(where) // 2], where[len(where) // 2:]
+    else:
+      held, x, y = regions, first[block], second[block]
+    scores[block] = _correlation(held.at(x, _FIRST_ZOOMS), held.at(y, _SECOND_ZOOMS)).max(1)
   return scores
 
 
@@ -253,9 +272,10 @@ def _thumbnail_rows(thumbnails: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray
 
 
 def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
-           second: np.ndarray) -> np.ndarray:
+           second: np.ndarray, regions: "_Region | None" = None) -> np.ndarray:
   """Which pairs are confirmed alike: the same thumbnail (also both without one), or a
-  `similarities` score of at least SIMILAR. Every thumbnail check goes through here."""
+  `similarities` score of at least SIMILAR (`regions`: as there). Every thumbnail check
+  goes through here."""
   maybe = np.flatnonzero(thumbnails[first, :8].view(np.uint64)[:, 0]
                          == thumbnails[second, :8].view(np.uint64)[:, 0])  # (cheap first)
   same = np.zeros(len(first), bool)
@@ -263,7 +283,8 @@ def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
   same &= blank[first] == blank[second]
   compared = ~same & ~blank[first] & ~blank[second]
   alike = same.copy()
-  alike[compared] = similarities(thumbnails, first[compared], second[compared]) >= SIMILAR
+  alike[compared] = similarities(thumbnails, first[compared], second[compared],
+                                 regions) >= SIMILAR
   return alike
 
 
@@ -389,7 +410,7 @@ class _Links:
 
 
 def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-                threshold: int) -> _Links:
+                threshold: int, regions: "_Region | None" = None) -> _Links:
   """Joins pictures whose hashes the bands propose (`_band_candidates`) and whose thumbnails
   confirm it (`_alike`), band after band. A pair already in one component is not checked,
   nor one whose thumbnails' SimHashes are far apart (`_far_apart`), nor one of a picture
@@ -417,7 +438,7 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
         continue
       np.add.at(checks, first, 1)
       np.add.at(checks, second, 1)
-      alike = _alike(thumbnails, blank, first, second)
+      alike = _alike(thumbnails, blank, first, second, regions)
       unlike.append(codes[~alike])  # (an alike pair is in one component)
       if alike.any():
         firsts.append(first[alike])
@@ -476,13 +497,15 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   sets = list(by_pixels.values())
   representatives = [same[0] for same in sets]
   thumbnails, blank = _thumbnail_rows([fingerprints[i].thumbnail for i in representatives])
+  # (most pictures take part in a check: their regions made once, up to a bound on memory)
+  regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
   links = _near_links(_as_words([fingerprints[i].perceptual for i in representatives]),
-                      thumbnails, blank, threshold)
+                      thumbnails, blank, threshold, regions)
   components = collections.defaultdict(list)  # label -> numbers of exact sets
   for number, label in enumerate(links.label.tolist()):
     components[label].append(number)
   first, second = _every_pair_of_small_leaks(components.values(), sets, members, links)
-  alike = _alike(thumbnails, blank, first, second)
+  alike = _alike(thumbnails, blank, first, second, regions)
   first = np.concatenate([links.first, first[alike]])
   second = np.concatenate([links.second, second[alike]])
   linked = collections.defaultdict(list)  # label -> confirmed pairs of exact-set numbers

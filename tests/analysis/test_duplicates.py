@@ -236,11 +236,11 @@ class _Checks:
     self.total, self.counts = 0, []
     alike, similarity = getattr(duplicates, "_alike", None), duplicates.similarity
 
-    def counted_alike(thumbnails, blank, first, second):
+    def counted_alike(thumbnails, blank, first, second, *rest):
       self.total += len(first)
       self.counts.append(np.bincount(np.concatenate([first, second]),
                                      minlength=len(thumbnails)))
-      return alike(thumbnails, blank, first, second)
+      return alike(thumbnails, blank, first, second, *rest)
 
     def counted_similarity(a, b):
       self.total += 1
@@ -397,3 +397,16 @@ def test_a_pairs_score_is_the_same_bits_whatever_else_is_compared_with_it(
                                                     second[at:at + size])
                             for at in range(0, len(first), size)])
     assert np.array_equal(apart, together), size
+  # Regions made once for every picture (`find` under _REGIONS_HELD) give the same bits.
+  held = duplicates._every_region(thumbnails)
+  assert np.array_equal(duplicates.similarities(thumbnails, first, second, held), together)
+
+
+def test_groups_are_the_same_with_regions_held_or_made_per_check(
+    monkeypatch, crops_of_three_scenes):
+  pictures, fingerprints = crops_of_three_scenes
+  members = [duplicates.Member("train", f"{i:05d}.jpg", None) for i in range(len(pictures))]
+  held = duplicates.find(members, fingerprints)
+  monkeypatch.setattr(duplicates, "_REGIONS_HELD", 0)
+  assert duplicates.find(members, fingerprints) == held
+  assert any(group.kind == duplicates.NEAR for group in held)
