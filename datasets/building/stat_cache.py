@@ -102,8 +102,9 @@ def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
       return {}
     margin = _integer(held["checked_ns"]) - int(RACY_SECONDS * 1e9)
     found = {}
-    for path, (*numbers, digest) in held["files"].items():
-      size, mtime, ctime, inode, device = (_integer(n) for n in numbers)
+    for path, (size, mtime, ctime, inode, device, digest) in held["files"].items():
+      if not type(size) is type(mtime) is type(ctime) is type(inode) is type(device) is int:
+        raise TypeError(f"{path!r}: an entry whose numbers are not all integers")
       if max(mtime, ctime) < margin and _DIGEST.fullmatch(digest):
         found[path] = ((size, mtime, ctime, inode, device), digest)
     return found
