@@ -44,16 +44,19 @@ def statistics(images: Sequence[tuple[duplicates.Member, image_hashes.Fingerprin
   "sizes": {"min": [h, w], "max": [h, w]}}."""
   splits = collections.defaultdict(collections.Counter)
   bins, formats = collections.Counter(), collections.Counter()
+  shorter_sides = collections.Counter()
   for member, fingerprint in images:
     splits[member.split][member.label if member.label is not None else "-"] += 1
-    bins[_size_bin(min(fingerprint.height, fingerprint.width))] += 1
+    shorter_sides[min(fingerprint.height, fingerprint.width)] += 1
     formats[fingerprint.format] += 1
-  areas = sorted((f.height * f.width, f.height, f.width) for _, f in images)
+  for side, count in shorter_sides.items():
+    bins[_size_bin(side)] += count
+  areas = [(f.height * f.width, f.height, f.width) for _, f in images]
   return {"splits": {s: dict(sorted(c.items())) for s, c in
                      sorted(splits.items(), key=lambda item: duplicates.split_rank(item[0]))},
           "shorter_side": {b: bins[b] for b in map(_size_bin, _SIZE_BINS) if bins[b]},
           "formats": dict(formats.most_common()),
-          "sizes": {"min": list(areas[0][1:]), "max": list(areas[-1][1:])} if areas else {}}
+          "sizes": {"min": list(min(areas)[1:]), "max": list(max(areas)[1:])} if areas else {}}
 
 
 def markdown(title: str, images, groups: Sequence[duplicates.Group],

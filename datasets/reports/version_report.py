@@ -64,6 +64,9 @@ def _computed(images):
           len(images))
 
 
+_NEGATED = bytes(range(255, -1, -1))  # byte b -> 255 - b: a max-heap of ranks by a min-heap
+
+
 def _rank(key: Key) -> bytes:
   return hashlib.sha256(f"{key[0]}/{key[1]}".encode("utf-8", "surrogateescape")).digest()
 
@@ -132,7 +135,7 @@ class _Pass:
     # a max-heap by rank (negated bytes) of the class's GRID_PER_CLASS smallest ranks,
     # holding the examples (their images are read and made thumbnails for the kept
     # ones only: a `version_examples.Located` reads its bytes when asked)
-    entry = (bytes(255 - b for b in rank), -self.seen, key, example.label, example)
+    entry = (rank.translate(_NEGATED), -self.seen, key, example.label, example)
     self.seen += 1
     if len(heap) < report_page.GRID_PER_CLASS:
       heapq.heappush(heap, entry)
