@@ -370,7 +370,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _write_record_index(self, split_infos) -> None:
     """`record_index` of every shard of every split whose records this build listed, and
-    the shards' hashes as written (`shard_hashes`: the next version does not read them)."""
+    the shards' hashes with their stats before (`shard_hashes`: the next version does not
+    read them again)."""
+    kept_checked = None if self.PLAN is None else self.PLAN.kept_checked
+    checked = kept_checked.checked if kept_checked is not None else shard_hashes.now()
+    local = not class_folders_tree.is_remote(self.data_path)
     written = {}
     for info in split_infos:
       rows = self._index_rows(info.name)
@@ -380,15 +384,17 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       for position, (shard_name, length) in enumerate(zip(info.filenames, info.shard_lengths)):
         kept = None if self.PLAN is None else self.PLAN.kept_shard(info.name, position)
         if kept is None:
-          written[shard_name] = record_index.write(self.data_path, shard_name, info.name,
-                                                   rows[start:start + length])
+          # (its stat before its hash: a change after either shows in the next build's stat)
+          key = shard_hashes.key_of(pathlib.Path(self.data_path) / shard_name) if local else None
+          written[shard_name] = key, record_index.write(self.data_path, shard_name, info.name,
+                                                        rows[start:start + length])
         else:  # (a base's shard kept whole keeps its index: the same bytes)
           record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
                              same_as=record_index.path_of(self.PLAN.base.version_dir, kept.name))
-          written[shard_name] = kept.sha256
+          written[shard_name] = kept_checked.keys[kept.name], kept.sha256
         start += length
-    if written and not class_folders_tree.is_remote(self.data_path):
-      shard_hashes.save(self.data_path, str(self.info.version), written)
+    if written and local:  # (the stats of new shards were taken before their hashes)
+      shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 
   def _generate_examples(self):
     # Abstract in TFDS; every builder of ours makes its splits with `self.generation` in

@@ -240,6 +240,7 @@ class Plan:
   base: Base
   splits: dict[str, SplitPlan]
   rule: Rule
+  kept_checked: shard_hashes.Checked | None = None   # the kept shards' check (`_check_bytes`)
 
   def kept_images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     """(member, fingerprint) of every kept record that has a fingerprint."""
@@ -316,7 +317,8 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str], rul
       if positions:
         kept[split].append((shard, positions))
   # (checked before any photo is made: a bad base gives a full build)
-  _check_bytes(base.version_dir, [shard for shards in kept.values() for shard, _ in shards])
+  checked = _check_bytes(base.version_dir,
+                         [shard for shards in kept.values() for shard, _ in shards])
   plans = {}
   for split, paths in by_split.items():
     kept_keys = set()
@@ -330,7 +332,7 @@ def plan(base: Base, by_split: dict[str, list[str]], hashes: dict[str, str], rul
     size = sum(r[1] for shard in old for r in shard.records)
     plans[split] = SplitPlan(split, shards, [p for p in paths if p not in kept_keys],
                              max(1, size // max(1, len(old))))
-  return Plan(base, plans, rule)
+  return Plan(base, plans, rule, checked)
 
 
 def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
@@ -391,19 +393,21 @@ def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
   return [count * (i + 1) // shards - count * i // shards for i in range(shards)]
 
 
-def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> None:
+def _check_bytes(version_dir: pathlib.Path, shards: list[Shard]) -> shard_hashes.Checked:
   """The base's shards still have the bytes their indexes were written with (a changed
   byte of a record, of any size: the base is no base, and the build is a full one). Those
   unchanged since their build by `shard_hashes` are not read again; the others are hashed
-  on a thread a core (hashlib lets go of the GIL)."""
-  digests = shard_hashes.hashes(version_dir, [shard.name for shard in shards], _sha256s)
+  on a thread a core (hashlib lets go of the GIL). Returns what the new version records of
+  them (`shard_hashes.save`)."""
+  checked = shard_hashes.hashes(version_dir, [shard.name for shard in shards], _sha256s)
   for shard in shards:
-    digest = digests[shard.name]
+    digest = checked.digests[shard.name]
     if digest != shard.sha256:
       why = (f"unreadable: {digest.strerror or digest}" if isinstance(digest, OSError)
              else "other bytes")
       raise NotABase(f"{version_dir / shard.name} is not the shard its record index "
                      f"describes ({why}): it changed after its build")
+  return checked
 
 
 def _sha256s(paths: list[pathlib.Path]) -> list[shard_hashes.Digest]:

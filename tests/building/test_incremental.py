@@ -484,33 +484,99 @@ def test_kept_shards_are_judged_in_order_whatever_hash_ends_first(tmp_path, monk
     incremental._check_bytes(tmp_path, kept[4:])  # pylint: disable=protected-access
 
 
-def test_kept_shards_are_not_read_again_while_they_are_the_files_written(tmp_path, monkeypatch):
-  """A build on a base checks its kept shards by the hashes they were written with
-  (shard_hashes) while each is the file written: none is read to be hashed, in a chain of
-  versions each linking the last one's shards; one rewritten since is read, and refused."""
-  monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
-  root, data_dir = tmp_path / "tree", tmp_path / "data"
-  write_crops(root, 60, seed=5, prefix="img")
-  build(root, data_dir, "1.0.0")
+def counted_hashes(monkeypatch) -> list[pathlib.Path]:
+  """The shards hashed from now on (`record_index.sha256_of`)."""
   hashed = []
   sha256_of = record_index.sha256_of
   monkeypatch.setattr(record_index, "sha256_of",
                       lambda path: hashed.append(pathlib.Path(path)) or sha256_of(path))
-  for version, seed in (("1.1.0", 6), ("1.2.0", 7)):
+  return hashed
+
+
+def later(monkeypatch) -> None:
+  """The builds from now on come more than shard_hashes' racy margin after the shards so
+  far were written (a simulated clock: no test sleeps)."""
+  monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
+
+
+def flip_a_byte_later(path: pathlib.Path) -> None:
+  """One byte of `path` changed in place (the same inode and size), its modification time
+  later than before (a write after the stat that went with its hash)."""
+  data, stat = bytearray(path.read_bytes()), path.stat()
+  data[len(data) // 2] ^= 1
+  path.write_bytes(bytes(data))
+  os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+
+def test_kept_shards_are_not_read_again_while_they_are_the_files_hashed(tmp_path, monkeypatch):
+  """A build on a base checks its kept shards by the hashes recorded with them
+  (shard_hashes) while each is the file hashed: a shard its base's build wrote just before
+  recording it is read once by the next build, which records it anew; from then on none is
+  read, in a chain of versions each linking the last one's shards. One rewritten since is
+  read, and refused."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 60, seed=5, prefix="img")
+  build(root, data_dir, "1.0.0")
+  later(monkeypatch)
+  hashed = counted_hashes(monkeypatch)
+  for version, seed in (("1.1.0", 6), ("1.2.0", 7), ("1.3.0", 8)):
     base = data_dir / "pets" / sorted(p.name for p in (data_dir / "pets").glob("1.*"))[-1]
     write_crops(root, 3, seed=seed, prefix=f"new{seed}")
     hashed[:] = []
     builder = build(root, data_dir, version)
-    assert made(builder) == 3
-    assert builder.PLAN is not None and not [p for p in hashed if p.parent == base]
-    assert len({p.name for p in hashed}) == len(hashed) == len(  # (new shards: as written)
-        {*shards(data_dir / "pets" / version).values()} - {*shards(base).values()}) > 0
-  victim = data_dir / "pets" / "1.2.0" / sorted(shards(data_dir / "pets" / "1.2.0"))[0]
-  data, stat = bytearray(victim.read_bytes()), victim.stat()
-  data[len(data) // 2] ^= 1
-  victim.write_bytes(bytes(data))
-  os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # (rewritten later)
-  write_crops(root, 1, seed=8, prefix="new8")
+    assert made(builder) == 3 and builder.PLAN is not None
+    if version != "1.1.0":  # (1.0.0's shards were written within the margin of its record)
+      assert not [p for p in hashed if p.parent == base]
+      assert len({p.name for p in hashed}) == len(hashed) == len(  # (new shards: as written)
+          {*shards(data_dir / "pets" / version).values()} - {*shards(base).values()}) > 0
+  victim = data_dir / "pets" / "1.3.0" / sorted(shards(data_dir / "pets" / "1.3.0"))[0]
+  flip_a_byte_later(victim)
+  write_crops(root, 1, seed=9, prefix="new9")
   lines = []
-  assert made(build(root, data_dir, "1.3.0", log=lines.append)) == 60 + 7
-  assert any("in full, not on pets:1.2.0" in line and victim.name in line for line in lines)
+  assert made(build(root, data_dir, "1.4.0", log=lines.append)) == 60 + 10
+  assert any("in full, not on pets:1.3.0" in line and victim.name in line for line in lines)
+
+
+@pytest.mark.parametrize("shard", ["kept", "new"])
+def test_a_shard_changed_during_the_build_that_hashed_it_is_read_by_the_next(
+    tmp_path, monkeypatch, shard):
+  """The stat recorded with a shard's hash is the one taken before that hash (a kept
+  shard's at the plan's check, a new one's before it is hashed as written): a change later
+  in the build is seen by the next build, which refuses that base."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 60, seed=5, prefix="img")
+  build(root, data_dir, "1.0.0")
+  later(monkeypatch)
+  changed = []
+  if shard == "kept":
+    check_bytes = incremental._check_bytes  # pylint: disable=protected-access
+
+    def then_changed(version_dir, shards_):
+      checked = check_bytes(version_dir, shards_)
+      changed.append(version_dir / shards_[0].name)
+      flip_a_byte_later(changed[0])
+      return checked
+    monkeypatch.setattr(incremental, "_check_bytes", then_changed)
+  else:
+    write = record_index.write
+
+    def then_changed(version_dir, shard_name, *args, **kwargs):
+      digest = write(version_dir, shard_name, *args, **kwargs)
+      if digest is not None and not changed:
+        changed.append(shard_name)
+        flip_a_byte_later(pathlib.Path(version_dir) / shard_name)
+      return digest
+    monkeypatch.setattr(record_index, "write", then_changed)
+  write_crops(root, 3, seed=6, prefix="new6")
+  assert made(build(root, data_dir, "1.1.0")) == 3
+  monkeypatch.undo()
+  later(monkeypatch)
+  name = (changed[0].name if shard == "kept" else changed[0])
+  victim = next(p for p in (data_dir / "pets" / "1.1.0").glob("pets-*")
+                if shard == "new" and p.name == name or shard == "kept" and
+                p.samefile(data_dir / "pets" / "1.0.0" / name))
+  write_crops(root, 1, seed=7, prefix="new7")
+  lines = []
+  assert made(build(root, data_dir, "1.2.0", log=lines.append)) == 60 + 4
+  assert any("in full, not on pets:1.1.0" in line and victim.name in line
+             for line in lines), lines

@@ -1,4 +1,4 @@
-"""shard_hashes: a version's shards are not read again while they are the files written;
+"""shard_hashes: a version's shards are not read again while they are the files hashed;
 one changed since (bytes, a replacement, a removal) is read, and linking a kept shard into
 the next version does not make it untrusted."""
 
@@ -43,27 +43,36 @@ class Reads:
     return out
 
 
+def record(version: pathlib.Path, written: dict[str, str]) -> None:
+  """`shard_hashes.save` as a build does: the clock, then each shard's stat, then (as
+  `written` was) its hash."""
+  checked = shard_hashes.now()
+  shard_hashes.save(version, version.name,
+                    {name: (shard_hashes.key_of(version / name), digest)
+                     for name, digest in written.items()}, checked)
+
+
 @pytest.fixture
 def saved(tmp_path, monkeypatch):
   """pets/1.0.0's shards, recorded LATER than they were written."""
   version = tmp_path / "pets" / "1.0.0"
   written = write_version(version)
   monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + LATER)
-  shard_hashes.save(version, "1.0.0", written)
+  record(version, written)
   return version, written
 
 
 def test_unchanged_shards_are_not_read_and_a_link_keeps_them_trusted(saved):
   version, written = saved
   reads = Reads()
-  assert shard_hashes.hashes(version, list(written), reads) == written
+  assert shard_hashes.hashes(version, list(written), reads).digests == written
   assert reads.paths == []
   # The next version links the shards it keeps: their change time moves, not their bytes.
   later = version.parent / "1.1.0"
   later.mkdir()
   for name in written:
     os.link(version / name, later / name)
-  assert shard_hashes.hashes(version, list(written), reads) == written
+  assert shard_hashes.hashes(version, list(written), reads).digests == written
   assert reads.paths == []
 
 
@@ -82,14 +91,14 @@ def test_a_changed_replaced_or_removed_shard_is_read(saved):
   replacement.rename(version / names[1])                       # same bytes and times, new inode
   (version / names[2]).unlink()
   reads = Reads()
-  found = shard_hashes.hashes(version, names, reads)
+  found = shard_hashes.hashes(version, names, reads).digests
   assert found[names[0]] == hashlib.sha256(bytes(rewritten)).hexdigest() != written[names[0]]
   assert isinstance(found[names[2]], FileNotFoundError)
   assert sorted(reads.paths) == sorted(names)  # (a shard gone: each is read, saying why)
   del found[names[2]]
   (version / names[2]).write_bytes(b"back")
   reads = Reads()
-  found = shard_hashes.hashes(version, names, reads)
+  found = shard_hashes.hashes(version, names, reads).digests
   assert sorted(reads.paths) == names[:3]
   assert {n: found[n] for n in names[3:]} == {n: written[n] for n in names[3:]}
 
@@ -99,9 +108,9 @@ def test_shards_written_just_before_the_record_are_read_again(tmp_path):
   equal, so a shard newer than RACY_SECONDS at the record is not trusted."""
   version = tmp_path / "pets" / "1.0.0"
   written = write_version(version)
-  shard_hashes.save(version, "1.0.0", written)
+  record(version, written)
   reads = Reads()
-  assert shard_hashes.hashes(version, list(written), reads) == written
+  assert shard_hashes.hashes(version, list(written), reads).digests == written
   assert sorted(reads.paths) == sorted(written)
 
 
@@ -114,14 +123,14 @@ def test_only_the_recorded_version_and_folder_are_trusted(saved, tmp_path):
   for name in written:
     os.link(version / name, copy / name)  # (the very files, through another folder)
   reads = Reads()
-  assert shard_hashes.hashes(copy, list(written), reads) == written
+  assert shard_hashes.hashes(copy, list(written), reads).digests == written
   assert sorted(reads.paths) == sorted(written)
   other = version.parent / "0.9.0"
   other.mkdir()
   for name in written:
     os.link(version / name, other / name)
   reads = Reads()
-  assert shard_hashes.hashes(other, list(written), reads) == written
+  assert shard_hashes.hashes(other, list(written), reads).digests == written
   assert sorted(reads.paths) == sorted(written)
 
 
@@ -129,7 +138,7 @@ def test_a_damaged_cache_means_every_shard_is_read(saved):
   version, written = saved
   (version.parent / shard_hashes.FILE).write_text('{"format": 1, "root": 7')
   reads = Reads()
-  assert shard_hashes.hashes(version, list(written), reads) == written
+  assert shard_hashes.hashes(version, list(written), reads).digests == written
   assert sorted(reads.paths) == sorted(written)
 
 
