@@ -488,8 +488,8 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
       ranks[members[i].split], members[i].file_name, members[i].label is not None,
       members[i].label or "", fingerprints[i].pixels, fingerprints[i].perceptual,
       fingerprints[i].thumbnail))
-  # (from here an image's index is its rank in that order)
   members = [members[i] for i in order]
+  placed = [(ranks[m.split], m.file_name) for m in members]  # (`_member_order`, each once)
   fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
@@ -514,10 +514,11 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
     linked[labels[a]].append((a, b))
   groups = []
   for label, numbers in components.items():
-    indices = sorted(i for number in numbers for i in sets[number])
+    # (in member order; ties, a name of one split with other labels, by exact set)
+    indices = sorted((i for number in numbers for i in sets[number]), key=placed.__getitem__)
     if len(indices) > 1:
-      groups.append((indices[0], _group(members, fingerprints, indices, linked[label], sets)))
-  return [group for _, group in sorted(groups, key=lambda first_and_group: first_and_group[0])]
+      groups.append(_group(members, fingerprints, indices, linked[label], sets))
+  return sorted(groups, key=lambda group: _member_order(group.members[0]))
 
 
 def _every_pair_of_small_leaks(components, sets, members, links: _Links):
@@ -536,7 +537,7 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
 
 
 def _group(members, fingerprints, indices, links, sets) -> Group:
-  """`indices`: ascending, i.e. in member order."""
+  """`indices`: in member order."""
   position_of = {index: position for position, index in enumerate(indices)}
   same = collections.defaultdict(list)
   for position, index in enumerate(indices):
@@ -544,8 +545,8 @@ def _group(members, fingerprints, indices, links, sets) -> Group:
   kind = EXACT if len(same) == 1 else NEAR
   if kind == EXACT:
     return Group(kind, tuple(members[i] for i in indices))
-  # (a < b: set a's first member comes first, exact sets being numbered in member order)
-  pairs = sorted({(position_of[sets[a][0]], position_of[sets[b][0]]) for a, b in links})
+  pairs = sorted({tuple(sorted((position_of[sets[a][0]], position_of[sets[b][0]])))
+                  for a, b in links})
   return Group(kind, tuple(members[i] for i in indices),
                tuple(tuple(p) for p in same.values() if len(p) > 1), tuple(pairs))
 

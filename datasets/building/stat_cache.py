@@ -35,6 +35,7 @@ FILE = ".file_hashes.json"
 RACY_SECONDS = 2.0   # FAT's two-second times; ext4, xfs, btrfs, tmpfs: a clock tick
 _FORMAT = 1
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+_MAX_BYTES = 1 << 30  # ~160 bytes a file: a cache of millions of files, not more
 
 Key = tuple[int, int, int, int, int]   # size, mtime_ns, ctime_ns, inode, device
 _now_ns = time.time_ns
@@ -97,7 +98,7 @@ def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
   """The entries of `cache` for `root` whose times were older than their stat by
   RACY_SECONDS; {} when there is none or it cannot be read."""
   try:
-    held = json.loads(cache.read_text())
+    held = json.loads(atomic_files.read_back(cache, _MAX_BYTES))  # (no FIFO waited on)
     if held.get("format") != _FORMAT or held.get("root") != root:
       return {}
     margin = _integer(held["checked_ns"]) - int(RACY_SECONDS * 1e9)

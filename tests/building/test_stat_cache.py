@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pathlib
+import threading
 import types
 
 import pytest
@@ -153,6 +154,30 @@ def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path
   assert _hashes(root, ["a.jpg"], cache, clock, counted) == _truth(root, ["a.jpg"])
   assert counted.read == ["a.jpg"]
   assert json.loads(cache.read_text())["files"]["a.jpg"][-1] == _truth(root, ["a.jpg"])["a.jpg"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "too large"])
+def test_a_cache_that_is_not_a_file_of_ours_is_not_waited_on_nor_read_whole(
+    kind, tmp_path, monkeypatch):
+  """A FIFO there would block a plain read until something writes to it (the build would
+  hang), a link may lead anywhere, a huge file would be read whole: each is ignored."""
+  clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
+  clock.write(root / "a.jpg", _photos(1)[0])
+  clock.now += 60 * SECOND
+  if kind == "fifo":
+    os.mkfifo(cache)
+  elif kind == "link":
+    (tmp_path / "elsewhere.json").write_text("{}")
+    cache.symlink_to(tmp_path / "elsewhere.json")
+  else:
+    monkeypatch.setattr(stat_cache, "_MAX_BYTES", 10)
+    cache.write_text('{"format": 1, "files": {}}')
+  done = []
+  reader = threading.Thread(target=lambda: done.append(
+      _hashes(root, ["a.jpg"], cache, clock, Counted())), daemon=True)
+  reader.start()
+  reader.join(30)
+  assert done == [_truth(root, ["a.jpg"])]
 
 
 def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_path,
