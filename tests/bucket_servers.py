@@ -127,7 +127,8 @@ def seaweedfs_s3(workdir: pathlib.Path):
   """Yields the S3 endpoint URL of a running `weed mini` with bucket BUCKET."""
   import s3fs
   # weed puts a unix socket per service in /tmp (no flag moves them all), named by the
-  # service's port, and a killed weed leaves them: removed by those ports at the end.
+  # service's port, and a killed weed leaves them: removed by the ports of the weed that
+  # started (those of an attempt stopped by a taken port may be another process's).
   given_ports = []
 
   def start():
@@ -136,7 +137,7 @@ def seaweedfs_s3(workdir: pathlib.Path):
                  "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
                  "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc"):
       ports[flag] = free_port(frozenset(ports.values()))
-    given_ports.extend(ports.values())
+    given_ports[:] = ports.values()
     log = workdir / "weed.log"
     args = [_binary("weed"), "mini", f"-dir={workdir}", "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1", f"-bucket={BUCKET}", "-webdav=false", "-admin.ui=false",
@@ -156,13 +157,11 @@ def seaweedfs_s3(workdir: pathlib.Path):
       return True
     return proc, log, ready, endpoint
 
+  proc, endpoint = _started(start, "weed mini")
   try:
-    proc, endpoint = _started(start, "weed mini")
-    try:
-      yield endpoint
-    finally:
-      _stop(proc)
+    yield endpoint
   finally:
+    _stop(proc)
     for port in given_ports:
       for socket_file in pathlib.Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
         socket_file.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ import tempfile
 ENVIRONMENT_AT_START = dict(os.environ)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _WARM_ENVIRONMENT = dict(os.environ)  # the warm server's: not that of the test that starts it
+_TEMPORARY_AT_START = tempfile.gettempdir()  # (short: a unix socket's path fits in 108 bytes)
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -57,7 +58,8 @@ def _warm_server():
   env = {k: v for k, v in _WARM_ENVIRONMENT.items()
          if k not in ("PYTHONPATH", "TFDS_DATA_DIR", "IMAGESETS_CACHE", "KERAS_HOME")}
   server = warm_commands.Server({**env, "HOME": home, "TMPDIR": tempfile.gettempdir()},
-                                commands=("python", "tfds", "imagesets"))
+                                commands=("python", "tfds", "imagesets"),
+                                folder_in=_TEMPORARY_AT_START)
   atexit.register(server.close)
   atexit.register(shutil.rmtree, home, True)
   return server

@@ -5,6 +5,7 @@ process do not share state."""
 import importlib
 import pathlib
 import sys
+import tempfile
 import threading
 import time
 
@@ -188,7 +189,8 @@ def _photo_tree(root: pathlib.Path, count: int, classes: int, seed: int = 0) -> 
 def test_import_build_and_read_change_nothing_of_tfds_tf_absl_or_the_process(tmp_path, order):
   root = _photo_tree(tmp_path / "photos", 12, 3)
   result = run([sys.executable, "-c", _SNAPSHOT_SCRIPT, str(tmp_path / "data"), str(root),
-                str(pathlib.Path(imagesets.__file__)), order], env=ENVIRONMENT_AT_START)
+                str(pathlib.Path(imagesets.__file__)), order],
+               env={**ENVIRONMENT_AT_START, "TMPDIR": tempfile.gettempdir()})  # (the run's)
   lines = result.stdout.strip().splitlines()
   report = lines[lines.index(next(l for l in lines if l.startswith("CHANGED"))):]
   assert report == ["CHANGED 0"], "\n".join(report)

@@ -104,9 +104,10 @@ sys.exit(status)
 class Server:
   """A warm interpreter for `commands` (of `COMMANDS`), started with `env` (HOME etc.)."""
 
-  def __init__(self, env: dict[str, str], commands=("imagesets", "tfds")):
+  def __init__(self, env: dict[str, str], commands=("imagesets", "tfds"), folder_in=None):
     self._owner = os.getpid()  # (a fork of the test process must not end the server)
-    self._folder = pathlib.Path(tempfile.mkdtemp(prefix="warm_commands_"))
+    # (`folder_in`: where its folder goes; its socket's path must fit in 108 bytes)
+    self._folder = pathlib.Path(tempfile.mkdtemp(prefix="warm_commands_", dir=folder_in))
     socket_path = str(self._folder / "socket")
     self.bin_dir = self._folder / "bin"
     self.bin_dir.mkdir()
