@@ -130,6 +130,15 @@ def _marks_of(read, held: schema.Schema) -> tuple[tuple, bytes | None]:
   return boxes, record_index.example_bytes(record, held.mask) if held.mask else None
 
 
+class _InfoOfOurs(tfds.core.DatasetInfo):
+  """The `DatasetInfo` of a builder of ours. TFDS's own catalogue (gs://tfds-data) holds
+  none of our datasets, and TFDS looks a version not built yet up there through a
+  temporary folder it never removes: one empty folder left in /tmp by every build."""
+
+  def initialize_from_bucket(self) -> None:
+    pass
+
+
 class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """GeneratorBasedBuilder with imagesets' registration and shard-count rules."""
 
@@ -148,6 +157,13 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     super().__init_subclass__(
         skip_registration=skip_registration or not canonical, **kwargs
     )
+
+  @property
+  def info(self) -> tfds.core.DatasetInfo:
+    info = super().info   # (made once per builder, by `_info`)
+    if type(info) is tfds.core.DatasetInfo:  # pylint: disable=unidiomatic-typecheck
+      info.__class__ = _InfoOfOurs   # (a subclass without state of its own)
+    return info
 
   @tfds_internals.classproperty
   @classmethod

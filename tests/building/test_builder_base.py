@@ -52,3 +52,19 @@ def test_checksums_come_from_the_top_level_folder():
   info = flowers["http://download.tensorflow.org/example_images/flower_photos.tgz"]
   assert info.size == 228_813_984
   assert info.checksum == "4c54ace7911aaffe13a365c34f650e71dd5bf1be0a58b464e5a7183e3e595d9c"
+
+
+def test_a_build_leaves_no_temporary_folder_behind(tmp_path, monkeypatch):
+  """TFDS looks a version not built yet up in its own catalogue through a temporary
+  folder it never removes; our builders skip that lookup (none of ours is there)."""
+  import tempfile
+  from imagesets.cli import demo  # noqa: F401  (every builder of ours registered)
+  temporary = tmp_path / "tmp"
+  temporary.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+  for name in ("synthetic_images/tiny", "flowers", "voc_segmentation"):
+    builder = tfds.builder(name, data_dir=tmp_path / "data")
+    assert not builder.is_prepared()
+  tfds.builder("synthetic_images/tiny", data_dir=tmp_path / "data").download_and_prepare()
+  # (TensorFlow's autograph may leave a file of the functions it converted: its own)
+  assert [p.name for p in temporary.iterdir() if not p.name.startswith("__autograph")] == []
