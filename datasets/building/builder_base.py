@@ -402,14 +402,18 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         if kept is None:
           # (its stat before its hash: a change after either shows in the next build's stat)
           key = shard_hashes.key_of(pathlib.Path(self.data_path) / shard_name) if local else None
-          written[shard_name] = key, record_index.write(self.data_path, shard_name, info.name,
-                                                        rows[start:start + length])
+          digest = record_index.write(self.data_path, shard_name, info.name,
+                                      rows[start:start + length])
         else:  # (a base's shard kept whole keeps its index: the same bytes)
           record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
                              same_as=record_index.path_of(self.PLAN.base.version_dir, kept.name))
-          written[shard_name] = kept_checked.keys[kept.name], kept.sha256
+          # (the base file's stat: a link has it; a copy, where links are refused, does not,
+          # and is read by the next build)
+          key, digest = kept_checked.keys.get(kept.name), kept.sha256
+        if key is not None:  # (a shard without a stat is read by the next build)
+          written[shard_name] = key, digest
         start += length
-    if written and local:  # (the stats of new shards were taken before their hashes)
+    if written and local:
       shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 
   def _generate_examples(self):

@@ -21,6 +21,7 @@ from imagesets.building import incremental
 from imagesets.building import prepared_records
 from imagesets.building import record_index
 from imagesets.building import shard_hashes
+from imagesets.building import stat_cache
 from imagesets.class_folders import named_build
 from imagesets.reports import report_page
 from imagesets.verifying import round_trip
@@ -580,3 +581,31 @@ def test_a_shard_changed_during_the_build_that_hashed_it_is_read_by_the_next(
   assert made(build(root, data_dir, "1.2.0", log=lines.append)) == 60 + 4
   assert any("in full, not on pets:1.1.0" in line and victim.name in line
              for line in lines), lines
+
+
+def test_a_shard_whose_stat_failed_at_the_check_is_read_by_the_next_build(tmp_path,
+                                                                          monkeypatch):
+  """A stat that fails while the kept shards are checked (a shard replaced at that
+  moment): each is read instead, the build goes on, and the shards without a stat are not
+  recorded, so the next build reads them."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 60, seed=5, prefix="img")
+  build(root, data_dir, "1.0.0")
+  later(monkeypatch)
+  file_hashes, failed = stat_cache.file_hashes, []
+
+  def once_failing(root_, paths, cache, *args, **kwargs):
+    if pathlib.Path(cache).name == shard_hashes.FILE and not failed:
+      failed.append(cache)
+      raise FileNotFoundError(2, "replaced at that moment")
+    return file_hashes(root_, paths, cache, *args, **kwargs)
+  monkeypatch.setattr(stat_cache, "file_hashes", once_failing)
+  write_crops(root, 3, seed=6, prefix="new6")
+  builder = build(root, data_dir, "1.1.0")
+  assert failed and made(builder) == 3 and builder.PLAN is not None
+  hashed = counted_hashes(monkeypatch)
+  base = data_dir / "pets" / "1.1.0"
+  write_crops(root, 1, seed=7, prefix="new7")
+  assert made(build(root, data_dir, "1.2.0")) == 1
+  kept = {*shards(base).values()} & {*shards(data_dir / "pets" / "1.0.0").values()}
+  assert len([p for p in hashed if p.parent == base]) == len(kept) > 0

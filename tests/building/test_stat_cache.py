@@ -160,18 +160,23 @@ def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path
 def test_a_cache_that_is_not_a_file_of_ours_is_not_waited_on_nor_read_whole(
     kind, tmp_path, monkeypatch):
   """A FIFO there would block a plain read until something writes to it (the build would
-  hang), a link may lead anywhere, a huge file would be read whole: each is ignored."""
+  hang), a link may lead anywhere, a huge file would be read whole: each is ignored (the
+  link and the large file hold a cache that would be trusted, with a wrong hash)."""
   clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
   clock.write(root / "a.jpg", _photos(1)[0])
   clock.now += 60 * SECOND
+  held = clock.stat(str(root / "a.jpg"))
+  lie = json.dumps({"format": 1, "root": str(root), "checked_ns": clock.now, "files": {
+      "a.jpg": [held.st_size, held.st_mtime_ns, held.st_ctime_ns, held.st_ino, held.st_dev,
+                "0" * 64]}})
   if kind == "fifo":
     os.mkfifo(cache)
   elif kind == "link":
-    (tmp_path / "elsewhere.json").write_text("{}")
+    (tmp_path / "elsewhere.json").write_text(lie)
     cache.symlink_to(tmp_path / "elsewhere.json")
   else:
-    monkeypatch.setattr(stat_cache, "_MAX_BYTES", 10)
-    cache.write_text('{"format": 1, "files": {}}')
+    monkeypatch.setattr(stat_cache, "_MAX_BYTES", len(lie) - 1)
+    cache.write_text(lie)
   done = []
   reader = threading.Thread(target=lambda: done.append(
       _hashes(root, ["a.jpg"], cache, clock, Counted())), daemon=True)
