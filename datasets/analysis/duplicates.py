@@ -188,7 +188,8 @@ def _every_region(thumbnails: np.ndarray) -> "_Region":
   """`_regions` of every thumbnail at both zooms, made a block at a time."""
   count, zooms = len(thumbnails), len(_centre_maps())
   held = _Region()
-  held.mean, held.spread = np.empty((count, zooms), np.float32), np.empty((count, zooms), np.float32)
+  held.mean = np.empty((count, zooms), np.float32)
+  held.spread = np.empty((count, zooms), np.float32)
   held.flat = np.empty((count, zooms), bool)
   held.standard = np.empty((count, zooms, _COMPARED * _COMPARED), np.float32)
   for start in range(0, count, _BATCH):
@@ -484,12 +485,12 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   in member order (a version built on a base, which lists its kept photos first, gets a
   full build's groups and links)."""
   ranks = {split: split_rank(split) for split in {m.split for m in members}}
-  order = sorted(range(len(members)), key=lambda i: (
-      ranks[members[i].split], members[i].file_name, members[i].label is not None,
-      members[i].label or "", fingerprints[i].pixels, fingerprints[i].perceptual,
-      fingerprints[i].thumbnail))
-  members = [members[i] for i in order]
   placed = [(ranks[m.split], m.file_name) for m in members]  # (`_member_order`, each once)
+  order = sorted(range(len(members)), key=lambda i: (
+      placed[i], members[i].label is not None, members[i].label or "",
+      fingerprints[i].pixels, fingerprints[i].perceptual, fingerprints[i].thumbnail))
+  members = [members[i] for i in order]
+  placed = [placed[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):

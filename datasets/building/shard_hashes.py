@@ -57,8 +57,8 @@ def hashes(version_dir: pathlib.Path, names: list[str],
     found = stat_cache.file_hashes(str(folder.parent), list(relative), folder.parent / FILE,
                                    read, key_of=stat_cache.key_across_links, now_ns=_now_ns)
   except OSError:   # (a shard gone or unreadable: each says why; none is recorded)
-    return Checked({name: digest for name, digest in zip(
-        names, read(folder.parent, list(relative)).values())}, {}, _now_ns())
+    return Checked(dict(zip(names, hash_files([folder / name for name in names]))), {},
+                   _now_ns())
   return Checked({name: found.hashes[path] for path, name in relative.items()},
                  {name: found.stats[path] for path, name in relative.items()}, found.checked)
 
