@@ -509,47 +509,61 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   alike = _alike(thumbnails, blank, first, second, regions)
   first = np.concatenate([links.first, first[alike]])
   second = np.concatenate([links.second, second[alike]])
-  linked = collections.defaultdict(list)  # label -> confirmed pairs of exact-set numbers
-  labels = links.label.tolist()
-  for a, b in zip(first.tolist(), second.tolist()):
-    linked[labels[a]].append((a, b))
-  groups = []
+  grouped = {}  # label -> its members (indices), in member order
+  place = np.zeros(len(members), np.int64)  # a grouped member's position in its group
   for label, numbers in components.items():
+    if len(numbers) == 1 and len(sets[numbers[0]]) == 1:
+      continue  # (one picture: no group)
     # (in member order; ties, a name of one split with other labels, by exact set)
     indices = sorted((i for number in numbers for i in sets[number]), key=placed.__getitem__)
-    if len(indices) > 1:
-      groups.append(_group(members, fingerprints, indices, linked[label], sets))
+    grouped[label] = indices
+    place[indices] = np.arange(len(indices))
+  representative = np.array(representatives, np.int64)
+  linked = _pairs_by_label(links.label[first], place[representative[first]],
+                           place[representative[second]])
+  groups = [_group(members, fingerprints, indices, linked.get(label, ()))
+            for label, indices in grouped.items()]
   return sorted(groups, key=lambda group: _member_order(group.members[0]))
+
+
+def _pairs_by_label(labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tuple]:
+  """label -> its distinct pairs (min(a, b), max(a, b)), sorted."""
+  low, high = np.minimum(a, b), np.maximum(a, b)
+  order = np.lexsort((high, low, labels))
+  labels, low, high = labels[order], low[order], high[order]
+  fresh = np.ones(len(labels), bool)
+  fresh[1:] = (labels[1:] != labels[:-1]) | (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+  labels, pairs = labels[fresh], list(zip(low[fresh].tolist(), high[fresh].tolist()))
+  starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]).tolist() if len(labels) else []
+  ends = starts[1:] + [len(pairs)]
+  return {label: tuple(pairs[start:end])
+          for label, start, end in zip(labels[starts].tolist(), starts, ends)}
 
 
 def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   """The pairs of exact sets not checked yet in each component of 2 to _ALL_PAIRS sets
   whose members are in more than one split."""
   count = len(links.label)
-  pairs = []
+  pairs = [np.empty((0, 2), np.int64)]
   for numbers in components:
     if 1 < len(numbers) <= _ALL_PAIRS and len(
         {members[i].split for number in numbers for i in sets[number]}) > 1:
-      pairs += [(a, b) for position, a in enumerate(numbers) for b in numbers[position + 1:]]
-  pairs = np.array(pairs, np.int64).reshape(-1, 2)
+      pairs.append(np.array(numbers, np.int64)[np.stack(np.triu_indices(len(numbers), 1), 1)])
+  pairs = np.concatenate(pairs)
   codes = pairs[:, 0] * count + pairs[:, 1]
   fresh = ~_among(codes, links.checked) & ~np.isin(codes, links.first * count + links.second)
   return pairs[fresh, 0], pairs[fresh, 1]  # (not those checked already)
 
 
-def _group(members, fingerprints, indices, links, sets) -> Group:
-  """`indices`: in member order."""
-  position_of = {index: position for position, index in enumerate(indices)}
+def _group(members, fingerprints, indices, links: tuple) -> Group:
+  """`indices`: in member order; `links`: confirmed pairs of their positions, sorted."""
   same = collections.defaultdict(list)
   for position, index in enumerate(indices):
     same[fingerprints[index].pixels].append(position)
-  kind = EXACT if len(same) == 1 else NEAR
-  if kind == EXACT:
-    return Group(kind, tuple(members[i] for i in indices))
-  pairs = sorted({tuple(sorted((position_of[sets[a][0]], position_of[sets[b][0]])))
-                  for a, b in links})
-  return Group(kind, tuple(members[i] for i in indices),
-               tuple(tuple(p) for p in same.values() if len(p) > 1), tuple(pairs))
+  if len(same) == 1:
+    return Group(EXACT, tuple(members[i] for i in indices))
+  return Group(NEAR, tuple(members[i] for i in indices),
+               tuple(tuple(p) for p in same.values() if len(p) > 1), links)
 
 
 def to_drop(groups: Iterable[Group]) -> list[Member]:

@@ -50,6 +50,7 @@ to that; CleanVision resizes to 64 px for blur anyway), the percentiles and entr
 hundredths (docs/know_your_data.md, "Quality findings").
 """
 
+import collections
 import dataclasses
 import json
 import pathlib
@@ -208,7 +209,8 @@ def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:
 
 def counts(findings: Sequence[Finding]) -> dict[str, int]:
   """{kind: number of images}, in `KINDS` order, kinds found only."""
-  return {kind: n for kind in KINDS if (n := sum(f.kind == kind for f in findings))}
+  found = collections.Counter(f.kind for f in findings)
+  return {kind: found[kind] for kind in KINDS if found[kind]}
 
 
 def summary(findings: Sequence[Finding]) -> str:
