@@ -94,15 +94,19 @@ class Group:
   # group is their connected component, but A ~ B ~ C does not make A a copy of C.
   links: tuple[tuple[int, int], ...] = ()
 
+  @functools.cached_property
+  def _splits(self) -> tuple[str, ...]:  # (reports ask a group of thousands many times)
+    return tuple(sorted({m.split for m in self.members}, key=split_rank))
+
   @property
   def splits(self) -> list[str]:
-    return sorted({m.split for m in self.members}, key=split_rank)
+    return list(self._splits)
 
   @property
   def cross_split(self) -> bool:
-    return len(self.splits) > 1
+    return len(self._splits) > 1
 
-  @property
+  @functools.cached_property
   def label_conflict(self) -> bool:
     return len({m.label for m in self.members}) > 1
 
