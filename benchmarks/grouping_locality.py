@@ -52,7 +52,7 @@ def candidate_graph(fingerprints) -> dict:
   keys, flat = duplicates._thumbnail_keys(thumbnails)
   count = len(pictures)
   components = duplicates._Components(count)
-  pairs, largest_bucket = 0, 0
+  pairs, codes, largest_bucket = 0, [], 0
   for positions in duplicates._band_positions():
     packed = np.packbits(bits[positions], axis=0)
     key = (packed[0].astype(np.uint64) << np.uint64(8)) | packed[1]
@@ -68,10 +68,12 @@ def candidate_graph(fingerprints) -> dict:
       near = ((distance <= duplicates.THRESHOLD)
               & ~duplicates._far_apart(keys, flat, first, second))
       pairs += int(near.sum())
+      codes.append(np.minimum(first, second)[near] * count + np.maximum(first, second)[near])
       if near.any():
         components.join(first[near], second[near])
   sizes = collections.Counter(components.roots(np.arange(count)).tolist()).values()
   return {"pictures": count, "candidate pairs (with repeats across bands)": pairs,
+          "distinct candidate pairs": len(np.unique(np.concatenate(codes))) if codes else 0,
           "largest bucket": largest_bucket, "largest component": max(sizes),
           "pictures in components of 2 or more": sum(s for s in sizes if s > 1),
           "seconds": round(time.perf_counter() - start, 2)}

@@ -68,9 +68,9 @@ class Fingerprint:
     """The fingerprint of a stored row; ValueError for measures that are not every one of
     `image_quality.FIELDS`, finite (a row without measures has none)."""
     pixels, perceptual, height, width, fmt, thumbnail, *quality = row
-    measures = tuple(float(v) for v in quality[0]) if quality else ()
+    measures = tuple(map(float, quality[0])) if quality else ()
     if measures and (len(measures) != len(image_quality.FIELDS)
-                     or not all(math.isfinite(v) for v in measures)):
+                     or not all(map(math.isfinite, measures))):
       raise ValueError(f"quality measures {list(measures)!r:.120} are not the "
                        f"{len(image_quality.FIELDS)} finite values of {image_quality.FIELDS}")
     return cls(pixels, int(perceptual, 16), int(height), int(width), fmt,
