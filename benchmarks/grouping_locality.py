@@ -1,4 +1,4 @@
-"""Could a version built on a base group only its new photos? What the grouping's work is made of.
+"""Could a build on a base group only its new photos? What the grouping's work is made of.
 
     python benchmarks/grouping_locality.py [--version /tmp/incremental_bench/data/bench/1.0.0]
 
@@ -110,7 +110,8 @@ def main():
   parser.add_argument("--version", default="/tmp/incremental_bench/data/bench/1.0.0")
   args = parser.parse_args()
   members, fingerprints = images_of(pathlib.Path(args.version))
-  print(f"{len(members)} fingerprints of {args.version}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+  when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+  print(f"{len(members)} fingerprints of {args.version}, {when}")
   print("pair-local candidate graph:", candidate_graph(fingerprints))
   print("find:", check_share(members, fingerprints))
 
