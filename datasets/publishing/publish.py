@@ -247,10 +247,11 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   bucket = bucket_lib.Bucket(url)
   bucket.check()
 
-  remote_files = versions.files_in(bucket, ref.folder)
+  # (nested files too, as the manifest names them: a version's `_record_index/...`)
+  remote_files = versions.files_under(bucket, ref.folder)
   if versions.MARKER not in remote_files:
     _claim(bucket, ref, local)
-    remote_files = versions.files_in(bucket, ref.folder)  # (what is there once claimed)
+    remote_files = versions.files_under(bucket, ref.folder)  # (what is there once claimed)
   if versions.MARKER in remote_files:
     _refuse_other_content(bucket, ref, local)
     _publish_config_metadata(bucket, ref, data_dir)
@@ -264,7 +265,8 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   # Hidden names are never a version's files (`describe_local` skips them): the claim, and
   # another publisher's temporary files of a folder bucket, stay.
   stale = [f"{ref.folder}/{name}" for name in remote_files
-           if name not in local.files and name != versions.MANIFEST and not name.startswith(".")]
+           if name not in local.files and name != versions.MANIFEST
+           and not any(part.startswith(".") for part in name.split("/"))]
   bucket.delete(stale)
 
   local.published_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

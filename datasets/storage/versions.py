@@ -317,8 +317,14 @@ def remote_refs(files: dict[str, int]) -> dict[Ref, set[str]]:
 
 def files_in(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
   """{file name: size} of the objects directly in a folder of the bucket."""
+  return {name: size for name, size in files_under(bucket, folder).items() if "/" not in name}
+
+
+def files_under(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
+  """{path below the folder: size} of every object under a folder of the bucket, nested
+  ones too (a version's `_record_index/...`), as a manifest names them."""
   return {path[len(folder) + 1:]: size for path, size in bucket.list_files(folder).items()
-          if path.startswith(folder + "/") and "/" not in path[len(folder) + 1:]}
+          if path.startswith(folder + "/")}
 
 
 def read_or_none(bucket: bucket_lib.Bucket, rel: str) -> bytes | None:

@@ -190,15 +190,39 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
 def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir):
   store = bucket_lib.Bucket(bucket_url)
   junk = f"{FOLDER}/synthetic_images-train.tfrecord-00004-of-00005"
+  nested = f"{FOLDER}/_record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
   store.write_bytes(junk, b"from an interrupted upload of other content")
+  store.write_bytes(nested, b"{}")  # (a nested file of that upload, e.g. its record index)
   store.write_bytes(f"{FOLDER}/synthetic_images-train.tfrecord-00000-of-00004", b"truncated")
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  assert not store.exists(junk)
+  assert not store.exists(junk) and not store.exists(nested)
   (item,), _ = listing.list_published(bucket_url)
   assert set(store.list_files(FOLDER)) == {f"{FOLDER}/{n}" for n in item.manifest.files} | {
       f"{FOLDER}/{versions.MANIFEST}", f"{FOLDER}/{versions.CLAIM}"}
   shard = "synthetic_images-train.tfrecord-00000-of-00004"
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
+
+
+def test_nested_files_an_interrupted_upload_left_are_reused(bucket_url, tiny_data_dir,
+                                                            tmp_path):
+  # A version's nested files (its `_record_index/...`) verified in the bucket are not
+  # uploaded again by the run that completes the upload, as its top-level files are not.
+  data_dir = tmp_path / "data"
+  shutil.copytree(tiny_data_dir, data_dir)
+  index = data_dir / FOLDER / "_record_index"
+  index.mkdir()
+  for name in ("a.json", "b.json"):
+    (index / name).write_text(f'{{"records": "{name}"}}')
+  store = bucket_lib.Bucket(bucket_url)
+  for name in ("a.json", "b.json"):
+    store.write_bytes(f"{FOLDER}/_record_index/{name}", (index / name).read_bytes())
+  result = quiet_publish(TINY, data_dir, bucket_url)
+  assert (result.status, result.reused) == ("published", 2)
+  (item,), _ = listing.list_published(bucket_url)
+  assert {"_record_index/a.json", "_record_index/b.json"} <= set(item.manifest.files)
+  fetched = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  assert (pathlib.Path(fetched) / FOLDER / "_record_index" / "b.json").read_bytes() == (
+      index / "b.json").read_bytes()
 
 
 def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path,
