@@ -460,17 +460,25 @@ class MixedSampler:
     return grain.RecordMetadata(index=index, record_key=j * run.readers + reader, rng=rng)
 
 
+class Loader(grain.DataLoader):
+  """Grain's DataLoader, keeping the sampler it reads by (`read_by`: `position` asks it)."""
+
+  def __init__(self, *, sampler, **options):
+    super().__init__(sampler=sampler, **options)
+    self.read_by = sampler
+
+
 def position(loader, state) -> dict:
   """The read position of `loader`'s iterator `state` (`iterator.get_state()`), as JSON:
   give it as `start=` to a loader of the same dataset, split, seed and cache_limit with any
   `worker_count`, to read every record the state had not read, exactly once."""
-  sampler = loader._sampler
+  sampler = getattr(loader, "read_by", None)
   if isinstance(sampler, MixedSampler):
     return _mixed_position(sampler, state)
   if not isinstance(sampler, OrderSampler):
-    raise ValueError("position() is for loaders of a bucket data_dir or a TFRecord build "
-                     "(a local ArrayRecord build resumes with Grain's own set_state, on the "
-                     "same worker count)")
+    raise ValueError("position() is for the loaders this module makes of a bucket data_dir "
+                     "or a TFRecord build (a local ArrayRecord build resumes with Grain's own "
+                     "set_state, on the same worker count)")
   return sampler.position(state)
 
 
@@ -504,7 +512,7 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
   if isinstance(transform, TrainDetection):
     transform.image_key = mix.image_key
   padded = [NotPadding()] if num_epochs is not None else []   # (an endless run has none)
-  return grain.DataLoader(
+  return Loader(
       data_source=source, sampler=sampler, worker_count=worker_count,
       operations=[*padded, transform, grain.Batch(batch_size, drop_remainder)],
       shard_options=grain.NoSharding(), read_options=_READ_OPTIONS)
@@ -561,9 +569,8 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     operations = [transform, grain.Batch(batch_size, drop_remainder)]
   checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
                        drop_remainder, shard_count)
-  return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,
-                          operations=operations, shard_options=shard_options,
-                          read_options=_READ_OPTIONS)
+  return Loader(data_source=source, sampler=sampler, worker_count=worker_count,
+                operations=operations, shard_options=shard_options, read_options=_READ_OPTIONS)
 
 
 # Local ArrayRecord reads are fast; Grain's default 16 reader threads cost 16 % more CPU per

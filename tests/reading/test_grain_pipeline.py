@@ -416,7 +416,7 @@ def test_a_grain_position_resumes_on_another_worker_count_reading_the_rest_once(
   everything = collections.Counter(read + more + rest)
   assert set(everything) == ids and set(everything.values()) == {2}, everything
   assert len(read) >= 30 * 4 and len(more) >= 40 * 4
-  run = third._sampler._source.run  # pylint: disable=protected-access
+  run = third.read_by._source.run  # pylint: disable=protected-access
   needed = {run.order.shards[s].name for q in range(run.num_passes) for r in range(3)
             for s in run.reader_pass(q, r).rows[:, 0].tolist()}
   by_shard = collections.Counter()
