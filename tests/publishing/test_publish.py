@@ -193,9 +193,14 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
   nested = f"{FOLDER}/_record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
   store.write_bytes(junk, b"from an interrupted upload of other content")
   store.write_bytes(nested, b"{}")  # (a nested file of that upload, e.g. its record index)
+  # (another publisher's temporary file in a subfolder: hidden names are never stale)
+  temporary = f"{FOLDER}/_record_index/.a.json.tmp-123"
+  store.write_bytes(temporary, b"being written")
   store.write_bytes(f"{FOLDER}/synthetic_images-train.tfrecord-00000-of-00004", b"truncated")
   quiet_publish(TINY, tiny_data_dir, bucket_url)
   assert not store.exists(junk) and not store.exists(nested)
+  assert store.read_bytes(temporary) == b"being written"
+  store.delete([temporary])
   (item,), _ = listing.list_published(bucket_url)
   assert set(store.list_files(FOLDER)) == {f"{FOLDER}/{n}" for n in item.manifest.files} | {
       f"{FOLDER}/{versions.MANIFEST}", f"{FOLDER}/{versions.CLAIM}"}
