@@ -247,7 +247,7 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   bucket = bucket_lib.Bucket(url)
   bucket.check()
 
-  # (nested files too, as the manifest names them: a version's `_record_index/...`)
+  # (nested files too, as the manifest names them: a version's `record_index/...`)
   remote_files = versions.files_under(bucket, ref.folder)
   if versions.MARKER not in remote_files:
     _claim(bucket, ref, local)

@@ -322,7 +322,7 @@ def files_in(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
 
 def files_under(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
   """{path below the folder: size} of every object under a folder of the bucket, nested
-  ones too (a version's `_record_index/...`), as a manifest names them."""
+  ones too (a version's `record_index/...`), as a manifest names them."""
   return {path[len(folder) + 1:]: size for path, size in bucket.list_files(folder).items()
           if path.startswith(folder + "/")}
 

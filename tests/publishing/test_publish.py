@@ -190,11 +190,11 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
 def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir):
   store = bucket_lib.Bucket(bucket_url)
   junk = f"{FOLDER}/synthetic_images-train.tfrecord-00004-of-00005"
-  nested = f"{FOLDER}/_record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
+  nested = f"{FOLDER}/record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
   store.write_bytes(junk, b"from an interrupted upload of other content")
   store.write_bytes(nested, b"{}")  # (a nested file of that upload, e.g. its record index)
   # (another publisher's temporary file in a subfolder: hidden names are never stale)
-  temporary = f"{FOLDER}/_record_index/.a.json.tmp-123"
+  temporary = f"{FOLDER}/record_index/.a.json.tmp-123"
   store.write_bytes(temporary, b"being written")
   store.write_bytes(f"{FOLDER}/synthetic_images-train.tfrecord-00000-of-00004", b"truncated")
   quiet_publish(TINY, tiny_data_dir, bucket_url)
@@ -210,23 +210,23 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
 
 def test_nested_files_an_interrupted_upload_left_are_reused(bucket_url, tiny_data_dir,
                                                             tmp_path):
-  # A version's nested files (its `_record_index/...`) verified in the bucket are not
+  # A version's nested files (its `record_index/...`) verified in the bucket are not
   # uploaded again by the run that completes the upload, as its top-level files are not.
   data_dir = tmp_path / "data"
   shutil.copytree(tiny_data_dir, data_dir)
-  index = data_dir / FOLDER / "_record_index"
+  index = data_dir / FOLDER / "record_index"
   index.mkdir()
   for name in ("a.json", "b.json"):
     (index / name).write_text(f'{{"records": "{name}"}}')
   store = bucket_lib.Bucket(bucket_url)
   for name in ("a.json", "b.json"):
-    store.write_bytes(f"{FOLDER}/_record_index/{name}", (index / name).read_bytes())
+    store.write_bytes(f"{FOLDER}/record_index/{name}", (index / name).read_bytes())
   result = quiet_publish(TINY, data_dir, bucket_url)
   assert (result.status, result.reused) == ("published", 2)
   (item,), _ = listing.list_published(bucket_url)
-  assert {"_record_index/a.json", "_record_index/b.json"} <= set(item.manifest.files)
+  assert {"record_index/a.json", "record_index/b.json"} <= set(item.manifest.files)
   fetched = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
-  assert (pathlib.Path(fetched) / FOLDER / "_record_index" / "b.json").read_bytes() == (
+  assert (pathlib.Path(fetched) / FOLDER / "record_index" / "b.json").read_bytes() == (
       index / "b.json").read_bytes()
 
 
