@@ -231,6 +231,17 @@ def _still_claimed(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> N
     _refuse_claimed(bucket, ref, rel, claim)
 
 
+def _files_of_the_version(bucket, ref: versions.Ref, local: manifest_lib.Manifest
+                          ) -> dict[str, int]:
+  """{name: size} of the version's objects in the bucket: those directly in its folder, and
+  nested ones under a subfolder the local version has (`record_index/`), as its manifest
+  names them. Other nested folders are not the version's: a config named like a version
+  (`<name>/1.0.0/1.0.0/`, config "1.0.0") sits inside the unconfigured version's folder."""
+  own = {name.split("/")[0] for name in local.files if "/" in name}
+  return {name: size for name, size in versions.files_under(bucket, ref.folder).items()
+          if "/" not in name or name.split("/")[0] in own}
+
+
 def publish(spec: str, data_dir, url: str, *, progress: bool = True,
             log: Callable[[str], None] = lambda message: None) -> PublishResult:
   """Publishes one prepared version from a local TFDS data_dir to a bucket URL.
@@ -247,11 +258,10 @@ def publish(spec: str, data_dir, url: str, *, progress: bool = True,
   bucket = bucket_lib.Bucket(url)
   bucket.check()
 
-  # (nested files too, as the manifest names them: a version's `record_index/...`)
-  remote_files = versions.files_under(bucket, ref.folder)
+  remote_files = _files_of_the_version(bucket, ref, local)
   if versions.MARKER not in remote_files:
     _claim(bucket, ref, local)
-    remote_files = versions.files_under(bucket, ref.folder)  # (what is there once claimed)
+    remote_files = _files_of_the_version(bucket, ref, local)  # (what is there once claimed)
   if versions.MARKER in remote_files:
     _refuse_other_content(bucket, ref, local)
     _publish_config_metadata(bucket, ref, data_dir)

@@ -190,17 +190,10 @@ def test_killed_publisher_leaves_no_version_and_a_rerun_completes_it(
 def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir):
   store = bucket_lib.Bucket(bucket_url)
   junk = f"{FOLDER}/synthetic_images-train.tfrecord-00004-of-00005"
-  nested = f"{FOLDER}/record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
   store.write_bytes(junk, b"from an interrupted upload of other content")
-  store.write_bytes(nested, b"{}")  # (a nested file of that upload, e.g. its record index)
-  # (another publisher's temporary file in a subfolder: hidden names are never stale)
-  temporary = f"{FOLDER}/record_index/.a.json.tmp-123"
-  store.write_bytes(temporary, b"being written")
   store.write_bytes(f"{FOLDER}/synthetic_images-train.tfrecord-00000-of-00004", b"truncated")
   quiet_publish(TINY, tiny_data_dir, bucket_url)
-  assert not store.exists(junk) and not store.exists(nested)
-  assert store.read_bytes(temporary) == b"being written"
-  store.delete([temporary])
+  assert not store.exists(junk)
   (item,), _ = listing.list_published(bucket_url)
   assert set(store.list_files(FOLDER)) == {f"{FOLDER}/{n}" for n in item.manifest.files} | {
       f"{FOLDER}/{versions.MANIFEST}", f"{FOLDER}/{versions.CLAIM}"}
@@ -208,10 +201,11 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
 
 
-def test_nested_files_an_interrupted_upload_left_are_reused(bucket_url, tiny_data_dir,
-                                                            tmp_path):
+def test_nested_files_an_interrupted_upload_left_are_reused_or_removed(
+    bucket_url, tiny_data_dir, tmp_path):
   # A version's nested files (its `record_index/...`) verified in the bucket are not
-  # uploaded again by the run that completes the upload, as its top-level files are not.
+  # uploaded again by the run that completes the upload, as its top-level files are not;
+  # stale ones are removed; another publisher's temporary (a hidden name) stays.
   data_dir = tmp_path / "data"
   shutil.copytree(tiny_data_dir, data_dir)
   index = data_dir / FOLDER / "record_index"
@@ -221,13 +215,35 @@ def test_nested_files_an_interrupted_upload_left_are_reused(bucket_url, tiny_dat
   store = bucket_lib.Bucket(bucket_url)
   for name in ("a.json", "b.json"):
     store.write_bytes(f"{FOLDER}/record_index/{name}", (index / name).read_bytes())
+  stale = f"{FOLDER}/record_index/synthetic_images-train.tfrecord-00004-of-00005.json"
+  store.write_bytes(stale, b"{}")  # (of an interrupted upload of other content)
+  temporary = f"{FOLDER}/record_index/.a.json.tmp-123"
+  store.write_bytes(temporary, b"being written")
   result = quiet_publish(TINY, data_dir, bucket_url)
   assert (result.status, result.reused) == ("published", 2)
+  assert not store.exists(stale) and store.read_bytes(temporary) == b"being written"
   (item,), _ = listing.list_published(bucket_url)
   assert {"record_index/a.json", "record_index/b.json"} <= set(item.manifest.files)
   fetched = fetch.fetch(bucket_url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert (pathlib.Path(fetched) / FOLDER / "record_index" / "b.json").read_bytes() == (
       index / "b.json").read_bytes()
+
+
+def test_a_config_named_like_a_version_survives_the_unconfigured_versions_publish(
+    bucket_url, tiny_data_dir, tmp_path):
+  # Config "1.0.0" of a dataset keeps its versions inside the unconfigured version 1.0.0's
+  # folder (<name>/1.0.0/1.0.0/): publishing that version must not take them for its own.
+  version = tiny_data_dir / FOLDER
+  configured, plain = tmp_path / "configured", tmp_path / "plain"
+  shutil.copytree(version, configured / "synthetic_images/1.0.0/1.0.0")
+  shutil.copytree(version, plain / "synthetic_images/1.0.0")
+  quiet_publish("synthetic_images/1.0.0:1.0.0", configured, bucket_url)
+  store = bucket_lib.Bucket(bucket_url)
+  before = store.list_files("synthetic_images/1.0.0/1.0.0")
+  assert quiet_publish("synthetic_images:1.0.0", plain, bucket_url).status == "published"
+  assert store.list_files("synthetic_images/1.0.0/1.0.0") == before
+  published = {str(item.ref) for item in listing.list_published(bucket_url)[0]}
+  assert {"synthetic_images/1.0.0:1.0.0", "synthetic_images:1.0.0"} <= published
 
 
 def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path,
