@@ -70,6 +70,7 @@ _dtype_utils = _module("tensorflow_datasets.core.utils.dtype_utils")
 _py_utils = _module("tensorflow_datasets.core.utils.py_utils")
 _tqdm_utils = _module("tensorflow_datasets.core.utils.tqdm_utils")
 _checksums = _module("tensorflow_datasets.core.download.checksums")
+_registered = _module("tensorflow_datasets.core.registered")
 _protos = _module("tensorflow_datasets.proto")
 _tf_example_pb2 = getattr(_protos, "tf_example_pb2", None)
 _tf_feature_pb2 = getattr(_protos, "tf_feature_pb2", None)
@@ -92,6 +93,16 @@ SplitBuilder = _require(_split_builder and getattr(_split_builder, "SplitBuilder
 classproperty = _require(_py_utils and getattr(_py_utils, "classproperty", None),
                          "classproperty", "core.utils.py_utils.classproperty",
                          "a metaclass property")
+
+
+def imported_builder_names() -> list[str]:
+  """The names of the builders registered in this process so far, without importing
+  TFDS's own builders to look (`named_versions.check_name`: what may have been registered
+  since a name was found free)."""
+  names = _require(_registered and getattr(_registered, "list_imported_builders", None),
+                   "imported_builder_names", "core.registered.list_imported_builders",
+                   "tfds.builder_cls(name) (imports TFDS's builders to look)")
+  return list(names())
 
 
 def progress_bars_on() -> bool:

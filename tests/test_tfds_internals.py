@@ -211,3 +211,20 @@ def test_progress_bars_on_follows_tfds_switch():
     assert not tfds_internals.progress_bars_on()
   finally:
     tfds.display_progress_bar(True)
+
+
+def test_imported_builder_names_holds_a_builder_registered_now():
+  class JustRegisteredParts(tfds.core.GeneratorBasedBuilder):  # (registers its name)
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+      return tfds.core.DatasetInfo(builder=self)
+
+    def _split_generators(self, dl_manager):
+      return {}
+
+    def _generate_examples(self):
+      yield from ()
+  names = tfds_internals.imported_builder_names()
+  assert JustRegisteredParts.name == "just_registered_parts" and "just_registered_parts" in names
+  assert all(isinstance(name, str) for name in names)

@@ -185,14 +185,15 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
   # exist now frozen and young collections batched, no full collection walks them, nor
   # what the build keeps; the name's lookup runs batched too)
   with parallel_map.frozen_gc():
-    named_versions.check_name(name, registered=check_registered)
+    data_dir = constants.data_dir(data_dir)
+    name_checked = named_versions.check_name(name, registered=check_registered,
+                                             data_dir=data_dir)
     tfds.core.Version(version)  # raises on a malformed version
     options = dataclasses.replace(
         options or annotated_builder.AnnotatedConfig(name=name), name=name,
         images=str(pathlib.Path(images).expanduser().resolve()),
         annotations=str(pathlib.Path(annotations).expanduser().resolve()))
     splits.validate(options.split_proportions)  # before anything is read, printed or written
-    data_dir = constants.data_dir(data_dir)
     source = annotated_builder.read_source(options)
     read = source.annotations
     problems.raise_if_any(annotated_builder.annotation_problems(read), source=read.source,
@@ -215,6 +216,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
                                       content_options, log)
     if built is not None:
       hashed.save()
+      name_checked.save()
       return built
     digests = entry_digests(described)
     plan = _plan(data_dir, name, version, from_version, beam_options, log, read, digests,
@@ -234,6 +236,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         beam_options=beam_options))
     hashed.save()   # (after the build: a failed first build leaves no folder)
+    name_checked.save()
     return builder
 
 

@@ -119,14 +119,14 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   # batched too (its objects are not frozen: they are few, and batching keeps full
   # collections away from them).
   with parallel_map.frozen_gc():
-    check_name(name, registered=check_registered)
+    data_dir = constants.data_dir(data_dir)
+    name_checked = check_name(name, registered=check_registered, data_dir=data_dir)
     tfds.core.Version(version)  # raises on a malformed version
     root = (str(root).rstrip("/") if class_folders_tree.is_remote(root)
             else str(pathlib.Path(root).resolve()))
     options = dataclasses.replace(options or class_folders_builder.ClassFoldersConfig(name=name),
                                   name=name, root=root)
     splits.validate(options.split_proportions)  # before anything is read, printed or written
-    data_dir = constants.data_dir(data_dir)
     tree = (listing.tree if listing
             else class_folders_tree.scan(root, follow_links=options.follow_links))
     # (only a build on a base trusts the cache: a full build reads every photo)
@@ -143,6 +143,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
     built = _build(root, name, version, data_dir, options, about, file_format, beam_options,
                    log, listing, keep_order, progress, hashes, versioned, base)
     hashed.save()   # (after the build: a failed first build leaves no folder)
+    name_checked.save()
   return built
 
 

@@ -1,0 +1,98 @@
+"""named_versions.check_name: a name refused when TFDS has a builder of it; TFDS's own
+builders imported to look only until a build of the name records that this TFDS found it
+free (counted: lookups through `tfds.builder_cls`)."""
+
+import json
+import os
+
+import pytest
+import tensorflow_datasets as tfds
+
+from imagesets.building import named_versions
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+  """The names looked up among every registered builder (TFDS's own imported to look)."""
+  looked = []
+  real = tfds.builder_cls
+
+  def counted(name):
+    looked.append(name)
+    return real(name)
+  monkeypatch.setattr(tfds, "builder_cls", counted)
+  return looked
+
+
+def test_a_name_found_free_is_not_looked_up_again_by_the_same_tfds(tmp_path, lookups):
+  checked = named_versions.check_name("garden_parts", data_dir=tmp_path)
+  assert lookups == ["garden_parts"]
+  record = tmp_path / "garden_parts" / named_versions.NAME_CHECKED
+  assert not record.exists()  # (recorded once a build has succeeded: `save`)
+  record.parent.mkdir()
+  checked.save()
+  assert json.loads(record.read_text()) == {"name": "garden_parts", "tfds": tfds.__version__}
+  again = named_versions.check_name("garden_parts", data_dir=tmp_path)
+  assert lookups == ["garden_parts"] and again.record is None  # (nothing more to record)
+  named_versions.check_name("garden_parts")  # (no data dir: looked up)
+  assert lookups == ["garden_parts"] * 2
+
+
+@pytest.mark.parametrize("stored", [
+    {"name": "garden_parts", "tfds": "0.0.1"},         # another TFDS: other builders
+    {"name": "other_parts", "tfds": tfds.__version__},  # another name's record
+    "damaged",
+])
+def test_a_record_of_another_tfds_or_name_or_damaged_is_looked_up_again(tmp_path, lookups,
+                                                                        stored):
+  record = tmp_path / "garden_parts" / named_versions.NAME_CHECKED
+  record.parent.mkdir()
+  record.write_text(stored if isinstance(stored, str) else json.dumps(stored))
+  checked = named_versions.check_name("garden_parts", data_dir=tmp_path)
+  assert lookups == ["garden_parts"]
+  checked.save()  # (recorded anew)
+  assert json.loads(record.read_text())["tfds"] == tfds.__version__
+
+
+def test_a_fifo_or_a_link_at_the_record_is_not_read(tmp_path, lookups):
+  folder = tmp_path / "garden_parts"
+  folder.mkdir()
+  real = tmp_path / "elsewhere.json"
+  real.write_text(json.dumps({"name": "garden_parts", "tfds": tfds.__version__}))
+  (folder / named_versions.NAME_CHECKED).symlink_to(real)
+  named_versions.check_name("garden_parts", data_dir=tmp_path)
+  (folder / named_versions.NAME_CHECKED).unlink()
+  os.mkfifo(folder / named_versions.NAME_CHECKED)  # (a read would wait for a writer)
+  named_versions.check_name("garden_parts", data_dir=tmp_path)
+  assert lookups == ["garden_parts"] * 2
+
+
+def test_a_recorded_name_is_still_refused_when_a_builder_of_it_is_known_now(tmp_path,
+                                                                            lookups):
+  for name in ("voc_segmentation", "fresh_registered_parts"):  # (ours; one made here)
+    record = tmp_path / name / named_versions.NAME_CHECKED
+    record.parent.mkdir()
+    record.write_text(json.dumps({"name": name, "tfds": tfds.__version__}))
+
+  class FreshRegisteredParts(tfds.core.GeneratorBasedBuilder):  # (registers its name)
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+      return tfds.core.DatasetInfo(builder=self)
+
+    def _split_generators(self, dl_manager):
+      return {}
+
+    def _generate_examples(self):
+      yield from ()
+  assert FreshRegisteredParts.name == "fresh_registered_parts"
+  for name in ("voc_segmentation", "fresh_registered_parts"):
+    with pytest.raises(ValueError, match="taken by a registered TFDS builder"):
+      named_versions.check_name(name, data_dir=tmp_path)
+  assert lookups == []
+
+
+def test_a_name_tfds_has_is_refused_and_not_recorded(tmp_path, lookups):
+  with pytest.raises(ValueError, match="taken by a registered TFDS builder"):
+    named_versions.check_name("mnist", data_dir=tmp_path)
+  assert lookups == ["mnist"] and not (tmp_path / "mnist").exists()
