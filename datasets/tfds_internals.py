@@ -97,12 +97,12 @@ classproperty = _require(_py_utils and getattr(_py_utils, "classproperty", None)
 
 def imported_builder_names() -> list[str]:
   """The names of the builders registered in this process so far, without importing
-  TFDS's own builders to look (`named_versions.check_name`: what may have been registered
-  since a name was found free)."""
-  names = _require(_registered and getattr(_registered, "list_imported_builders", None),
-                   "imported_builder_names", "core.registered.list_imported_builders",
-                   "tfds.builder_cls(name) (imports TFDS's builders to look)")
-  return list(names())
+  TFDS's own builders to look, as `list_imported_builders` does (`named_versions.
+  check_name`: what may have been registered since a name was found free)."""
+  registry = _require(_registered and getattr(_registered, "_DATASET_REGISTRY", None),
+                      "imported_builder_names", "core.registered._DATASET_REGISTRY",
+                      "tfds.builder_cls(name) (imports TFDS's builders to look)")
+  return list(registry)
 
 
 def progress_bars_on() -> bool:
