@@ -490,9 +490,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   full build's groups and links)."""
   ranks = {split: split_rank(split) for split in {m.split for m in members}}
   placed = [(ranks[m.split], m.file_name) for m in members]  # (`_member_order`, each once)
-  order = sorted(range(len(members)), key=lambda i: (
-      placed[i], members[i].label is not None, members[i].label or "",
-      fingerprints[i].pixels, fingerprints[i].perceptual, fingerprints[i].thumbnail))
+  order = _in_member_order(members, fingerprints, placed)
   members = [members[i] for i in order]
   placed = [placed[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
@@ -542,6 +540,21 @@ def _pairs_by_label(labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[in
   ends = starts[1:] + [len(pairs)]
   return {label: tuple(pairs[start:end])
           for label, start, end in zip(labels[starts].tolist(), starts, ends)}
+
+
+def _in_member_order(members, fingerprints, placed) -> list[int]:
+  """The indices sorted by member order (`placed`), ties (one name twice) by label, then
+  fingerprint: a function of the images, not of the order they come in."""
+  order = sorted(range(len(members)), key=placed.__getitem__)
+  start = 0
+  for end in range(1, len(order) + 1):  # (runs of one name: rare, sorted by the rest)
+    if end == len(order) or placed[order[end]] != placed[order[start]]:
+      if end - start > 1:
+        order[start:end] = sorted(order[start:end], key=lambda i: (
+            members[i].label is not None, members[i].label or "", fingerprints[i].pixels,
+            fingerprints[i].perceptual, fingerprints[i].thumbnail))
+      start = end
+  return order
 
 
 def _every_pair_of_small_leaks(components, sets, members, links: _Links):
@@ -767,4 +780,7 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
 
 def printable(text) -> str:
   """`text` with control characters escaped (\\xNN), for a terminal."""
-  return str(text).translate(_CONTROLS)
+  text = str(text)
+  # (controls are not printable: most names need no translation, which costs a
+  # dictionary lookup a character)
+  return text if text.isprintable() else text.translate(_CONTROLS)
