@@ -234,7 +234,7 @@ class AnnotatedBuilder(builder_base.ImageSetBuilder, skip_registration=True):
     annotations = self.source.annotations
     return self._dataset_info(features=features(annotations),
                               supervised_keys=supervised_keys(annotations.task),
-                              metadata=tfds.core.MetadataDict())
+                              metadata=builder_base.Metadata())
 
   def _dataset_info(self, **fields) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(**fields)

@@ -149,7 +149,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
                                  class_folders_tree.class_names(self.options.root))
     return self._dataset_info(features=features(names, self.options and self.options.keras_image),
                               supervised_keys=("image", "label"),
-                              metadata=tfds.core.MetadataDict())
+                              metadata=builder_base.Metadata())
 
   def _dataset_info(self, **fields) -> tfds.core.DatasetInfo:
     """DatasetInfo with the description and citation of the builder's folder (TFDS style)."""

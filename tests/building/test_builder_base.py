@@ -68,3 +68,18 @@ def test_a_build_leaves_no_temporary_folder_behind(tmp_path, monkeypatch):
   tfds.builder("synthetic_images/tiny", data_dir=tmp_path / "data").download_and_prepare()
   # (TensorFlow's autograph may leave a file of the functions it converted: its own)
   assert [p.name for p in temporary.iterdir() if not p.name.startswith("__autograph")] == []
+
+
+def test_metadata_is_saved_as_tfds_saves_it_and_loads_back(tmp_path):
+  from imagesets.building import builder_base
+  content = {"content_files": {f"cat/{i:05d}.jpg": f"{i:016x}" for i in range(50)},
+             "class_names": ["cat", "dög", "\x1b"], "duplicates": {"quality": {"dark": 3}},
+             "scale": 0.1 + 0.2, "none": None, "flags": [True, False]}
+  ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+  ours.mkdir(), theirs.mkdir()
+  builder_base.Metadata(content).save_metadata(ours)
+  tfds.core.MetadataDict(content).save_metadata(theirs)
+  assert (ours / "metadata.json").read_bytes() == (theirs / "metadata.json").read_bytes()
+  loaded = builder_base.Metadata()
+  loaded.load_metadata(ours)
+  assert loaded == content
