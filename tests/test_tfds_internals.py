@@ -213,18 +213,38 @@ def test_progress_bars_on_follows_tfds_switch():
     tfds.display_progress_bar(True)
 
 
-def test_imported_builder_names_holds_a_builder_registered_now():
-  class JustRegisteredParts(tfds.core.GeneratorBasedBuilder):  # (registers its name)
-    VERSION = tfds.core.Version("1.0.0")
+class RegisteredForTheLookupParts(tfds.core.GeneratorBasedBuilder):
+  """Registers its name with TFDS once, when this module is imported."""
+  VERSION = tfds.core.Version("1.0.0")
 
-    def _info(self):
-      return tfds.core.DatasetInfo(builder=self)
+  def _info(self):
+    return tfds.core.DatasetInfo(builder=self)
 
-    def _split_generators(self, dl_manager):
-      return {}
+  def _split_generators(self, dl_manager):
+    return {}
 
-    def _generate_examples(self):
-      yield from ()
-  names = tfds_internals.imported_builder_names()
-  assert JustRegisteredParts.name == "just_registered_parts" and "just_registered_parts" in names
-  assert all(isinstance(name, str) for name in names)
+  def _generate_examples(self):
+    yield from ()
+
+
+class AbstractForTheLookupParts(tfds.core.GeneratorBasedBuilder):
+  """Abstract (no _info): TFDS registers its name among abstract builders."""
+
+
+def test_known_without_importing_asks_every_provider_as_builder_cls_does(monkeypatch):
+  from tensorflow_datasets.core import registered
+  assert tfds_internals.known_without_importing("registered_for_the_lookup_parts")
+  assert tfds_internals.known_without_importing("abstract_for_the_lookup_parts")
+  assert not tfds_internals.known_without_importing("no_such_parts_anywhere")
+
+  class Provider:  # (another package's builders, as tfds.core.add_dataset_builder_provider adds)
+    def has_dataset(self, name):
+      return name == "provided_parts"
+
+    def get_builder_cls(self, name):
+      raise AssertionError("not asked for")
+  monkeypatch.setattr(registered, "_DATASET_PROVIDER_REGISTRY",
+                      [*registered._DATASET_PROVIDER_REGISTRY, Provider()])
+  assert tfds_internals.known_without_importing("provided_parts")
+  with pytest.raises(tfds.core.DatasetNotFoundError):  # (what builder_cls says of a free name)
+    tfds.builder_cls("no_such_parts_anywhere")

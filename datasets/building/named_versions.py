@@ -5,6 +5,8 @@ what changed).
 """
 
 import dataclasses
+import hashlib
+import importlib.metadata
 import json
 import pathlib
 import re
@@ -79,20 +81,21 @@ def check_name(name: str, *, registered: bool = True, data_dir=None) -> NameChec
   """Refuses a malformed name and, with `registered`, a registered TFDS builder's name.
 
   Looking that up imports TFDS's own builders (0.1-0.2 s). With the local `data_dir` whose
-  folder of the name records that the TFDS installed now found the name free
-  (`NAME_CHECKED`, written by `NameChecked.save` after a build), they are not imported
-  again: that TFDS has the same builders, so only the builders imported into this process
-  since, and imagesets' own, are asked."""
+  folder of the name records that the TFDS installed now, file for file (`_installed`),
+  found the name free (`NAME_CHECKED`, written by `NameChecked.save` after a build), they
+  are not imported again: every other builder provider and the builders imported into
+  this process are still asked, and imagesets' own names refused."""
   if not _NAME.fullmatch(name):
     raise ValueError(f"dataset name {name!r}: use lower case letters, digits and _, "
                      "starting with a letter (e.g. 'pets' or 'factory_parts')")
   if not registered:
     return NameChecked()
-  content = json.dumps({"name": name, "tfds": tfds.__version__}).encode()
-  record = (None if data_dir is None or "://" in str(data_dir)
+  installed = _installed()
+  content = json.dumps({"name": name, "tfds": installed}).encode()
+  record = (None if data_dir is None or "://" in str(data_dir) or installed is None
             else pathlib.Path(data_dir) / name / NAME_CHECKED)
   if record is not None and _recorded(record) == content:
-    taken = name in BY_NAME or name in tfds_internals.imported_builder_names()
+    taken = name in BY_NAME or tfds_internals.known_without_importing(name)
     record = None
   else:
     try:  # one lookup (about half the cost of listing every builder at start-up)
@@ -104,6 +107,24 @@ def check_name(name: str, *, registered: bool = True, data_dir=None) -> NameChec
     raise ValueError(f"dataset name {name!r} is taken by a registered TFDS builder "
                      "(tfds.load would use that builder): choose another name")
   return NameChecked(record, content)
+
+
+def _installed() -> str | None:
+  """The installed TFDS, file for file: its version, where it is, and the SHA-256 of its
+  RECORD (every file pip installed, with each file's hash); None for a TFDS that pip did
+  not install file by file (an editable install, a copy), whose builders are always
+  looked up."""
+  try:
+    found = importlib.metadata.distribution("tensorflow-datasets")
+    listed = found.read_text("RECORD")
+    editable = json.loads(found.read_text("direct_url.json") or "{}").get(
+        "dir_info", {}).get("editable", False)
+  except (importlib.metadata.PackageNotFoundError, OSError, ValueError, AttributeError):
+    return None
+  if not listed or editable:
+    return None
+  digest = hashlib.sha256(listed.encode("utf-8", "surrogateescape")).hexdigest()
+  return f"{found.version} {found.locate_file('')} {digest}"
 
 
 def _recorded(record: pathlib.Path) -> bytes | None:

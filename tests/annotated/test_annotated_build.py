@@ -752,3 +752,29 @@ def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tmp_path, m
                             name="frozen_parts", split_proportions={"train": 1.0}))
   assert seen == [(True, parallel_map.YOUNG_COLLECTION)]
   assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+def test_the_name_is_looked_up_among_tfds_builders_by_its_first_build_only(tmp_path,
+                                                                           monkeypatch):
+  # (recorded beside the versions once a build succeeded: tests/building/test_named_versions.py)
+  looked, lookup = [], tfds.builder_cls
+  monkeypatch.setattr(tfds, "builder_cls", lambda name: looked.append(name) or lookup(name))
+  _photo(tmp_path / "images" / "a.jpg")
+  coco = tmp_path / "coco.json"
+  coco.write_text(json.dumps(_coco(
+      [{"id": 1, "file_name": "a.jpg", "width": 90, "height": 60}],
+      [{"id": 1, "image_id": 1, "category_id": 9, "bbox": [10, 10, 20, 20]}])))  # (no class 9)
+  options = annotated_builder.AnnotatedConfig(name="looked_parts",
+                                              split_proportions={"train": 1.0})
+  build = lambda version: annotated_build.build(
+      tmp_path / "images", coco, "looked_parts", version=version, data_dir=tmp_path / "tfds",
+      options=options, from_version=incremental.LATEST)
+  with pytest.raises(problems.InvalidSourceError):
+    build("1.0.0")
+  assert looked == ["looked_parts"] and not (tmp_path / "tfds" / "looked_parts").exists()
+  coco.write_text(json.dumps(_coco(
+      [{"id": 1, "file_name": "a.jpg", "width": 90, "height": 60}],
+      [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]}])))
+  build("1.0.0")
+  build("1.1.0")
+  assert looked == ["looked_parts"] * 2  # (the failed build's, the first build's)

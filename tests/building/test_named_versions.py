@@ -37,7 +37,8 @@ def test_a_name_found_free_is_not_looked_up_again_by_the_same_tfds(tmp_path, loo
   assert not record.exists()  # (recorded once a build has succeeded: `save`)
   record.parent.mkdir()
   checked.save()
-  assert json.loads(record.read_text()) == {"name": "garden_parts", "tfds": tfds.__version__}
+  assert json.loads(record.read_text()) == {"name": "garden_parts",
+                                           "tfds": named_versions._installed()}
   again = named_versions.check_name("garden_parts", data_dir=tmp_path)
   assert lookups == ["garden_parts"] and again.record is None  # (nothing more to record)
   named_versions.check_name("garden_parts")  # (no data dir: looked up)
@@ -45,26 +46,28 @@ def test_a_name_found_free_is_not_looked_up_again_by_the_same_tfds(tmp_path, loo
 
 
 @pytest.mark.parametrize("stored", [
-    {"name": "garden_parts", "tfds": "0.0.1"},         # another TFDS: other builders
-    {"name": "other_parts", "tfds": tfds.__version__},  # another name's record
+    {"name": "garden_parts", "tfds": "4.9.10 /elsewhere 00"},  # another install of TFDS
+    {"name": "other_parts", "tfds": "installed"},               # another name's record
     "damaged",
 ])
 def test_a_record_of_another_tfds_or_name_or_damaged_is_looked_up_again(tmp_path, lookups,
                                                                         stored):
   record = tmp_path / "garden_parts" / named_versions.NAME_CHECKED
   record.parent.mkdir()
+  if isinstance(stored, dict) and stored["tfds"] == "installed":
+    stored["tfds"] = named_versions._installed()
   record.write_text(stored if isinstance(stored, str) else json.dumps(stored))
   checked = named_versions.check_name("garden_parts", data_dir=tmp_path)
   assert lookups == ["garden_parts"]
   checked.save()  # (recorded anew)
-  assert json.loads(record.read_text())["tfds"] == tfds.__version__
+  assert json.loads(record.read_text())["tfds"] == named_versions._installed()
 
 
 def test_a_fifo_or_a_link_at_the_record_is_not_read(tmp_path, lookups):
   folder = tmp_path / "garden_parts"
   folder.mkdir()
   real = tmp_path / "elsewhere.json"
-  real.write_text(json.dumps({"name": "garden_parts", "tfds": tfds.__version__}))
+  real.write_text(json.dumps({"name": "garden_parts", "tfds": named_versions._installed()}))
   (folder / named_versions.NAME_CHECKED).symlink_to(real)
   named_versions.check_name("garden_parts", data_dir=tmp_path)
   (folder / named_versions.NAME_CHECKED).unlink()
@@ -73,29 +76,51 @@ def test_a_fifo_or_a_link_at_the_record_is_not_read(tmp_path, lookups):
   assert lookups == ["garden_parts"] * 2
 
 
-def test_a_recorded_name_is_still_refused_when_a_builder_of_it_is_known_now(tmp_path,
-                                                                            lookups):
-  for name in ("voc_segmentation", "fresh_registered_parts"):  # (ours; one made here)
-    record = tmp_path / name / named_versions.NAME_CHECKED
-    record.parent.mkdir()
-    record.write_text(json.dumps({"name": name, "tfds": tfds.__version__}))
+class FreshRegisteredParts(tfds.core.GeneratorBasedBuilder):
+  """Registers its name with TFDS once, when this module is imported."""
+  VERSION = tfds.core.Version("1.0.0")
 
-  class FreshRegisteredParts(tfds.core.GeneratorBasedBuilder):  # (registers its name)
-    VERSION = tfds.core.Version("1.0.0")
+  def _info(self):
+    return tfds.core.DatasetInfo(builder=self)
 
-    def _info(self):
-      return tfds.core.DatasetInfo(builder=self)
+  def _split_generators(self, dl_manager):
+    return {}
 
-    def _split_generators(self, dl_manager):
-      return {}
+  def _generate_examples(self):
+    yield from ()
 
-    def _generate_examples(self):
-      yield from ()
-  assert FreshRegisteredParts.name == "fresh_registered_parts"
-  for name in ("voc_segmentation", "fresh_registered_parts"):
+
+def _recorded(tmp_path, name):
+  record = tmp_path / name / named_versions.NAME_CHECKED
+  record.parent.mkdir()
+  record.write_text(json.dumps({"name": name, "tfds": named_versions._installed()}))
+
+
+def test_a_recorded_name_is_still_refused_when_a_builder_of_it_is_known_now(
+    tmp_path, lookups, monkeypatch):
+  from tensorflow_datasets.core import registered
+
+  class Provider:  # (another package's builders: tfds.core.add_dataset_builder_provider)
+    def has_dataset(self, name):
+      return name == "provided_parts"
+
+    def get_builder_cls(self, name):
+      raise AssertionError("not asked for")
+  monkeypatch.setattr(registered, "_DATASET_PROVIDER_REGISTRY",
+                      [*registered._DATASET_PROVIDER_REGISTRY, Provider()])
+  # (ours; one registered since the record; one another provider offers)
+  for name in ("voc_segmentation", "fresh_registered_parts", "provided_parts"):
+    _recorded(tmp_path, name)
     with pytest.raises(ValueError, match="taken by a registered TFDS builder"):
       named_versions.check_name(name, data_dir=tmp_path)
   assert lookups == []
+
+
+def test_an_install_pip_did_not_list_file_by_file_is_always_looked_up(tmp_path, lookups,
+                                                                       monkeypatch):
+  monkeypatch.setattr(named_versions, "_installed", lambda: None)  # (editable, a copy)
+  checked = named_versions.check_name("garden_parts", data_dir=tmp_path)
+  assert checked.record is None and lookups == ["garden_parts"]
 
 
 def test_a_name_tfds_has_is_refused_and_not_recorded(tmp_path, lookups):
