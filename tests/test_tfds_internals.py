@@ -213,38 +213,13 @@ def test_progress_bars_on_follows_tfds_switch():
     tfds.display_progress_bar(True)
 
 
-class RegisteredForTheLookupParts(tfds.core.GeneratorBasedBuilder):
-  """Registers its name with TFDS once, when this module is imported."""
-  VERSION = tfds.core.Version("1.0.0")
-
-  def _info(self):
-    return tfds.core.DatasetInfo(builder=self)
-
-  def _split_generators(self, dl_manager):
-    return {}
-
-  def _generate_examples(self):
-    yield from ()
-
-
-class AbstractForTheLookupParts(tfds.core.GeneratorBasedBuilder):
-  """Abstract (no _info): TFDS registers its name among abstract builders."""
-
-
 def test_known_without_importing_asks_every_provider_as_builder_cls_does(monkeypatch):
-  from tensorflow_datasets.core import registered
-  assert tfds_internals.known_without_importing("registered_for_the_lookup_parts")
-  assert tfds_internals.known_without_importing("abstract_for_the_lookup_parts")
+  from imagesets_testing import tfds_names
+  for name in (tfds_names.REGISTERED, tfds_names.ABSTRACT):
+    assert tfds_internals.known_without_importing(name)
+  assert not tfds_internals.known_without_importing(tfds_names.PROVIDED)
+  tfds_names.with_provider(monkeypatch)
+  assert tfds_internals.known_without_importing(tfds_names.PROVIDED)
   assert not tfds_internals.known_without_importing("no_such_parts_anywhere")
-
-  class Provider:  # (another package's builders, as tfds.core.add_dataset_builder_provider adds)
-    def has_dataset(self, name):
-      return name == "provided_parts"
-
-    def get_builder_cls(self, name):
-      raise AssertionError("not asked for")
-  monkeypatch.setattr(registered, "_DATASET_PROVIDER_REGISTRY",
-                      [*registered._DATASET_PROVIDER_REGISTRY, Provider()])
-  assert tfds_internals.known_without_importing("provided_parts")
   with pytest.raises(tfds.core.DatasetNotFoundError):  # (what builder_cls says of a free name)
     tfds.builder_cls("no_such_parts_anywhere")

@@ -9,6 +9,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from imagesets.building import named_versions
+from imagesets_testing import tfds_names
 
 
 @pytest.fixture
@@ -76,20 +77,6 @@ def test_a_fifo_or_a_link_at_the_record_is_not_read(tmp_path, lookups):
   assert lookups == ["garden_parts"] * 2
 
 
-class FreshRegisteredParts(tfds.core.GeneratorBasedBuilder):
-  """Registers its name with TFDS once, when this module is imported."""
-  VERSION = tfds.core.Version("1.0.0")
-
-  def _info(self):
-    return tfds.core.DatasetInfo(builder=self)
-
-  def _split_generators(self, dl_manager):
-    return {}
-
-  def _generate_examples(self):
-    yield from ()
-
-
 def _recorded(tmp_path, name):
   record = tmp_path / name / named_versions.NAME_CHECKED
   record.parent.mkdir()
@@ -98,18 +85,10 @@ def _recorded(tmp_path, name):
 
 def test_a_recorded_name_is_still_refused_when_a_builder_of_it_is_known_now(
     tmp_path, lookups, monkeypatch):
-  from tensorflow_datasets.core import registered
-
-  class Provider:  # (another package's builders: tfds.core.add_dataset_builder_provider)
-    def has_dataset(self, name):
-      return name == "provided_parts"
-
-    def get_builder_cls(self, name):
-      raise AssertionError("not asked for")
-  monkeypatch.setattr(registered, "_DATASET_PROVIDER_REGISTRY",
-                      [*registered._DATASET_PROVIDER_REGISTRY, Provider()])
-  # (ours; one registered since the record; one another provider offers)
-  for name in ("voc_segmentation", "fresh_registered_parts", "provided_parts"):
+  tfds_names.with_provider(monkeypatch)
+  # (ours; one registered since the record; an abstract one; one another provider offers)
+  for name in ("voc_segmentation", tfds_names.REGISTERED, tfds_names.ABSTRACT,
+               tfds_names.PROVIDED):
     _recorded(tmp_path, name)
     with pytest.raises(ValueError, match="taken by a registered TFDS builder"):
       named_versions.check_name(name, data_dir=tmp_path)
