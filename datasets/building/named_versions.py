@@ -56,7 +56,7 @@ def read_about(root: str, **given: str | None) -> About:
       k: v for k, v in given.items() if v is not None}}.items()})
 
 
-# Beside a name's versions: the TFDS version that found the name free of its builders.
+# Beside a name's versions: the TFDS install (`_installed`) that found the name free.
 NAME_CHECKED = ".name_checked.json"
 _MAX_RECORD = 4096
 

@@ -23,6 +23,7 @@ from imagesets.verifying import round_trip
 from imagesets_testing import annotation_files
 from imagesets_testing import real_photos
 from imagesets_testing import sample_images
+from imagesets_testing import tfds_names
 import cli_runs
 
 # (format, the Known attribute of its file, multi-label tables)
@@ -757,8 +758,7 @@ def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tmp_path, m
 def test_the_name_is_looked_up_among_tfds_builders_by_its_first_build_only(tmp_path,
                                                                            monkeypatch):
   # (recorded beside the versions once a build succeeded: tests/building/test_named_versions.py)
-  looked, lookup = [], tfds.builder_cls
-  monkeypatch.setattr(tfds, "builder_cls", lambda name: looked.append(name) or lookup(name))
+  looked = tfds_names.count_lookups(monkeypatch)
   _photo(tmp_path / "images" / "a.jpg")
   coco = tmp_path / "coco.json"
   coco.write_text(json.dumps(_coco(

@@ -6,7 +6,6 @@ import json
 import os
 
 import pytest
-import tensorflow_datasets as tfds
 
 from imagesets.building import named_versions
 from imagesets_testing import tfds_names
@@ -14,21 +13,7 @@ from imagesets_testing import tfds_names
 
 @pytest.fixture
 def lookups(monkeypatch):
-  """The names looked up among every registered builder, and "legacy import" for each
-  time TFDS's own builders were asked to be imported (a process does it once: 0.1-0.2 s)."""
-  from tensorflow_datasets.core import registered
-  looked = []
-  real, legacy = tfds.builder_cls, registered._import_legacy_builders
-
-  def counted(name):
-    looked.append(name)
-    with monkeypatch.context() as inside:  # (the lookup's own import is not counted twice)
-      inside.setattr(registered, "_import_legacy_builders", legacy)
-      return real(name)
-  monkeypatch.setattr(tfds, "builder_cls", counted)
-  monkeypatch.setattr(registered, "_import_legacy_builders",
-                      lambda: looked.append("legacy import") or legacy())
-  return looked
+  return tfds_names.count_lookups(monkeypatch)
 
 
 def test_a_name_found_free_is_not_looked_up_again_by_the_same_tfds(tmp_path, lookups):

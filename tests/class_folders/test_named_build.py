@@ -247,10 +247,9 @@ def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path
   a full build (`--full`) reads every photo. The name is looked up among TFDS's builders by
   the first build only (tests/building/test_named_versions.py)."""
   import time
-  import tensorflow_datasets as tfds
   from imagesets.building import fingerprints, stat_cache
-  looked, lookup = [], tfds.builder_cls
-  monkeypatch.setattr(tfds, "builder_cls", lambda name: looked.append(name) or lookup(name))
+  from imagesets_testing import tfds_names
+  looked = tfds_names.count_lookups(monkeypatch)
   # (the builds 10 s after the photos were written: none is "racy")
   monkeypatch.setattr(stat_cache, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
   read, sha256 = [], fingerprints._file_sha256
