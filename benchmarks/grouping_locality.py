@@ -49,7 +49,7 @@ def candidate_graph(fingerprints) -> dict:
   words = duplicates._as_words([f.perceptual for f in pictures])
   thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in pictures])
   bits = duplicates._bit_rows(words)
-  keys, flat = duplicates._thumbnail_keys(thumbnails)
+  keys = duplicates._thumbnail_keys(thumbnails)
   count = len(pictures)
   components = duplicates._Components(count)
   pairs, codes, largest_bucket = 0, [], 0
@@ -66,7 +66,7 @@ def candidate_graph(fingerprints) -> dict:
       distance = (np.bitwise_count(words[first, 0] ^ words[second, 0])
                   + np.bitwise_count(words[first, 1] ^ words[second, 1]))
       near = ((distance <= duplicates.THRESHOLD)
-              & ~duplicates._far_apart(keys, flat, first, second))
+              & ~duplicates._far_apart(keys, first, second))
       pairs += int(near.sum())
       codes.append(np.minimum(first, second)[near] * count + np.maximum(first, second)[near])
       if near.any():

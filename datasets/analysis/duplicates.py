@@ -18,15 +18,26 @@ photos (d ~ 64) agree on a band with probability 6e-5.
 
 The work is bounded per image whatever the clustering (one picture 1,000 times, bursts of
 frames, crops of a few scenes, a folder of alike X-rays: real hashes are correlated, and a
-bucket can hold thousands). In a bucket, sorted by a rotated word of the hash, an image is
-paired with its next `WINDOW` neighbours only (sorted neighbourhood); a pair is checked
-(Hamming distance, then thumbnails) unless already in one component, checked before, or of
-an image that took part in `CHECKS` checks. So an image costs at most 2 BANDS WINDOW hash
-comparisons and CHECKS + 1 thumbnail checks, plus, in a cross-split group of at most
-`_ALL_PAIRS` exact sets, one with each other member (`to_drop` needs every copy of a kept
-member). Thumbnail checks are numpy matrix products (about a microsecond a pair); memory is
-O(N) plus the pairs found unlike (docs/know_your_data.md measures 100,000 and 1,000,000
-fingerprints of real-photo crops).
+bucket can hold thousands), and the groups are a function of the set of images that can
+be computed bucket by bucket (`beam_duplicates` does, on Beam's workers):
+
+1. in each band, a bucket is sorted by its thumbnails' SimHash, and each image picks the
+   first PICKS of its next and of its previous `WINDOW` neighbours that are at most
+   `THRESHOLD` bits away and not far apart by SimHash (`_band_picks`);
+2. a picked pair is kept when both its images rank it among their PARTNERS first by the
+   picks it got from all bands, then by Hamming distance (`_partnered`);
+3. every kept pair is confirmed or refused by the thumbnails (`_alike`); the groups are
+   the connected components of the confirmed pairs, their links the minimum spanning
+   forest by Hamming distance (`forest_links`);
+4. in a cross-split group of at most `_ALL_PAIRS` exact sets every pair is checked
+   (`to_drop` needs every copy of a kept member).
+
+So an image costs at most 2 BANDS WINDOW hash comparisons and PARTNERS thumbnail checks
+(plus `_ALL_PAIRS` - 1 in a small cross-split group). Here, in one process, step 3 takes
+the kept pairs in Kruskal's order and checks only those that can change the components or
+the forest (`_near_links`): the same result for fewer checks. Thumbnail checks are numpy
+matrix products (about a microsecond a pair); memory is O(N) plus the kept pairs
+(docs/know_your_data.md measures 100,000 and 1,000,000 fingerprints of real-photo crops).
 """
 
 import collections
@@ -34,7 +45,7 @@ import dataclasses
 import functools
 import json
 import pathlib
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 import PIL.Image
@@ -54,12 +65,16 @@ _FLAT = 2.0         # grey-level spread below which a thumbnail is flat
 _ALL_PAIRS = 64     # cross-split groups up to this many exact sets get every pair checked
 BANDS = 64
 BAND_BITS = 13
-WINDOW = 8          # in a band, each image is a candidate with the next WINDOW of its bucket
-CHECKS = 96         # thumbnail checks an image takes part in while groups are joined (+ 1)
+WINDOW = 8          # in a band, an image's candidates are the WINDOW before and after it
+PICKS = 3           # in each band, the candidates an image picks on each side (`_band_picks`)
+PARTNERS = 48       # pairs an image is in, in all bands (`_partnered`)
 _FAR_BITS = 24      # SimHash bits (of 61) past which two thumbnails are not compared
 _FEW_PAIRS = 64     # joins of up to this many pairs go without scipy (`_Components`)
 _REGIONS_HELD = 100_000  # pictures whose regions `find` holds at once (1,170 bytes each)
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
+_UNPICKED = np.int32(1 << 30)
+_KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
+_HELD_PICKS = 1 << 22  # picks `_picked` holds before it merges them (32 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
 EXACT, NEAR = "exact", "near"
@@ -130,6 +145,19 @@ def split_rank(split: str) -> tuple:
 
 def _member_order(member: Member) -> tuple:
   return (split_rank(member.split), member.file_name)
+
+
+def member_key(member: Member, fingerprint: image_hashes.Fingerprint) -> tuple:
+  """Where an image sorts in member order: split, file name, then (one name twice) label
+  and fingerprint. `find` numbers pictures in this order, and its ties follow it."""
+  return (*picture_id(member, fingerprint), fingerprint.perceptual, fingerprint.thumbnail)
+
+
+def picture_id(member: Member, fingerprint: image_hashes.Fingerprint) -> tuple:
+  """The start of `member_key` that tells apart the representatives of exact sets (their
+  pixels differ), in the same order: what Beam's workers name a picture by."""
+  return (split_rank(member.split), member.file_name, member.label is not None,
+          member.label or "", fingerprint.pixels)
 
 
 def _band_positions() -> np.ndarray:
@@ -293,64 +321,40 @@ def _alike(thumbnails: np.ndarray, blank: np.ndarray, first: np.ndarray,
   return alike
 
 
-def _thumbnail_keys(thumbnails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """(N uint64, N bools): a picture's coarse brightness (3 bits) over a 61-bit SimHash of
-  its standardised central region (signs of seeded random projections), and whether the
-  region is flat. Regions that correlate agree on most SimHash bits: the share of bits two
-  regions differ in estimates the angle between them (a correlation of 0.85 is 32 degrees,
-  about 11 bits of 61), so sorting by it puts alike pictures side by side, and a pair far
-  apart in it need not be compared (`_FAR_BITS`)."""
+class _Keys(NamedTuple):
+  """What the bands sort pictures by and `_far_apart` asks (`_thumbnail_keys`)."""
+  simhash: np.ndarray  # N uint64: 61-bit SimHash of the standardised central region
+  flat: np.ndarray     # N bools: the region is flat (its SimHash is noise)
+  mean: np.ndarray     # N uint8: the region's mean grey level
+
+
+def _thumbnail_keys(thumbnails: np.ndarray) -> _Keys:
+  """A picture's 61-bit SimHash of its standardised central region (signs of seeded
+  random projections), whether the region is flat, and its mean. Regions that correlate
+  agree on most SimHash bits: the share of bits two regions differ in estimates the angle
+  between them (a correlation of 0.85 is 32 degrees, about 11 bits of 61), so sorting by
+  it puts alike pictures side by side, and a pair far apart in it need not be compared
+  (`_FAR_BITS`). A product per picture: the same bits in any batch."""
   planes = np.random.default_rng(_BAND_SEED).standard_normal(
       (_COMPARED * _COMPARED, 61)).astype(np.float32)
-  keys = np.empty(len(thumbnails), np.uint64)
-  flat = np.empty(len(thumbnails), bool)
+  keys = _Keys(np.empty(len(thumbnails), np.uint64), np.empty(len(thumbnails), bool),
+               np.empty(len(thumbnails), np.uint8))
   weights = np.uint64(1) << np.arange(61, dtype=np.uint64)
   for start in range(0, len(thumbnails), _BATCH):
     region = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps()[:1])
-    signs = (region.standard[:, 0] @ planes > 0).astype(np.uint64)
-    brightness = np.minimum(region.mean[:, 0], 255).astype(np.uint64) >> np.uint64(5)
-    keys[start:start + _BATCH] = (brightness << np.uint64(61)) | (signs @ weights)
-    flat[start:start + _BATCH] = region.flat[:, 0]
-  return keys, flat
+    signs = (np.matmul(region.standard[:, :1], planes)[:, 0] > 0).astype(np.uint64)
+    keys.simhash[start:start + _BATCH] = signs @ weights
+    keys.flat[start:start + _BATCH] = region.flat[:, 0]
+    keys.mean[start:start + _BATCH] = np.minimum(region.mean[:, 0], 255)
+  return keys
 
 
-def _far_apart(keys: np.ndarray, flat: np.ndarray, first: np.ndarray,
-               second: np.ndarray) -> np.ndarray:
+def _far_apart(keys: _Keys, first: np.ndarray, second: np.ndarray) -> np.ndarray:
   """Pairs whose regions' SimHashes differ in more than _FAR_BITS bits (an angle estimate
   over 71 degrees: unlike, for a copy's 32 at most the chance is below 1e-4); flat
   regions (their SimHash is noise) are never far apart."""
-  differ = np.bitwise_count((keys[first] ^ keys[second]) & np.uint64((1 << 61) - 1))
-  return (differ > _FAR_BITS) & ~flat[first] & ~flat[second]
-
-
-def _band_candidates(words: np.ndarray, bits: np.ndarray, within: np.ndarray,
-                     positions: np.ndarray, band: int,
-                     threshold: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-  """Pairs (i < j) of one band: hashes with the same bits at `positions` at most
-  `threshold` bits apart, each paired with the next WINDOW of its bucket (one array pair an
-  offset, nearest in the bucket's order first). A bucket is sorted by `within` (the
-  thumbnails' keys, their SimHash bits rotated by the band's own amount) and then at
-  random, so neighbours are likely alike whatever their hashes (a crowd of one hash:
-  flat frames, one texture) and ties differ from band to band: a bucket of a million
-  frames costs WINDOW pairs a frame."""
-  packed = np.packbits(bits[positions], axis=0)  # (2, N): the band's 13 bits, padded
-  key = (packed[0].astype(np.uint64) << np.uint64(8)) | packed[1]
-  turn = np.uint64(band * 7 % 60 + 1)
-  simhash = within & np.uint64((1 << 61) - 1)
-  rotated = ((simhash << turn) | (simhash >> (np.uint64(61) - turn))) & np.uint64((1 << 61) - 1)
-  ties = np.random.default_rng(band).integers(0, 1 << 16, len(key), dtype=np.uint64)
-  order = np.argsort((key << np.uint64(51)) | ((within >> np.uint64(61)) << np.uint64(48))
-                     | ((rotated >> np.uint64(29)) << np.uint64(16)) | ties)
-  sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
-  for offset in range(1, WINDOW + 1):
-    same = sorted_keys[:-offset] == sorted_keys[offset:]
-    if not same.any():
-      return  # buckets are contiguous: none is longer than `offset`
-    distance = (np.bitwise_count(high[:-offset] ^ high[offset:])
-                + np.bitwise_count(low[:-offset] ^ low[offset:]))
-    at = np.flatnonzero(same & (distance <= threshold))
-    first, second = order[at], order[at + offset]
-    yield np.minimum(first, second), np.maximum(first, second)
+  differ = np.bitwise_count(keys.simhash[first] ^ keys.simhash[second])
+  return (differ > _FAR_BITS) & ~keys.flat[first] & ~keys.flat[second]
 
 
 class _Components:
@@ -403,11 +407,152 @@ class _Components:
       self.parent[nodes] = [top(node) for node in nodes]
 
 
+def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int) -> np.ndarray:
+  """Codes i * N + j (i < j) of the pairs one band picks, a pair twice when both its
+  pictures pick it. Pictures (in member order) with the same `key` (their bits at the
+  band's positions, `_bucket_keys`) share a bucket; a bucket is sorted by `_places` (the
+  thumbnails' keys, so that neighbours are likely alike whatever their hashes: a crowd of
+  one hash, flat frames, one texture), then by member order. A picture's window is the
+  WINDOW before and the WINDOW after it; its candidates, the window's pictures at most
+  `threshold` bits away whose thumbnails are not far apart (`_far_apart`); it picks its
+  PICKS best by Hamming distance, then nearer place, then before rather than after. What
+  a band picks is a function of each bucket's pictures and their member order: the same
+  when a bucket is picked alone (Beam's workers)."""
+  count = len(words)
+  order = _sorted_places(_places(key, words, within, band))
+  sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
+  after, before = np.zeros(count, np.int64), np.zeros(count, np.int64)  # picks so far
+  picks = []
+  for offset in range(1, WINDOW + 1):
+    same = sorted_keys[:-offset] == sorted_keys[offset:]
+    if not same.any():
+      break  # buckets are contiguous: none is longer than `offset`
+    distance = (np.bitwise_count(high[:-offset] ^ high[offset:])
+                + np.bitwise_count(low[:-offset] ^ low[offset:]))
+    at = np.flatnonzero(same & (distance <= threshold))
+    at = at[~_far_apart(within, order[at], order[at + offset])]
+    by_first, by_second = after[at] < PICKS, before[at + offset] < PICKS
+    after[at[by_first]] += 1
+    before[at[by_second] + offset] += 1
+    first, second = order[at], order[at + offset]
+    code = np.minimum(first, second).astype(np.int64) * count + np.maximum(first, second)
+    picks += [code[by_first], code[by_second]]
+  return np.concatenate(picks) if picks else np.empty(0, np.int64)
+
+
+def _sorted_places(places: np.ndarray) -> np.ndarray:
+  """The indices in order of `places`, equal places in index (member) order."""
+  order = np.argsort(places)
+  sorted_places = places[order]
+  tied = np.r_[False, sorted_places[1:] == sorted_places[:-1]]
+  if tied.any():  # (one hash and thumbnail key twice: bursts, re-encodings)
+    runs = np.cumsum(~tied)
+    tied[:-1] |= tied[1:]
+    at = np.flatnonzero(tied)
+    held = order[at]
+    order[at] = held[np.argsort(runs[at] * len(places) + held)]
+  return order
+
+
+def _bucket_keys(bits: np.ndarray, positions: np.ndarray) -> np.ndarray:
+  """(bands, N): each hash's bucket in each band of `positions` (bands x BAND_BITS): its
+  bits there."""
+  packed = np.packbits(bits[positions], axis=1)  # (bands, 2, N): 13 bits, padded
+  return (packed[:, 0].astype(np.uint64) << np.uint64(8)) | packed[:, 1]
+
+
+def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band: int) -> np.ndarray:
+  """Where each picture sorts in the band: its bucket, its thumbnail's brightness (3 bits,
+  the bins shifted by the band: a copy whose mean crosses a bin's edge is beside its
+  original in the other bands), its thumbnail's SimHash rotated by the band's own amount
+  (32 bits), 16 bits scrambled from its hash and the band (so that ties differ from band
+  to band); each a function of the picture alone."""
+  turn = np.uint64(band * 7 % 60 + 1)
+  simhash = within.simhash
+  rotated = ((simhash << turn) | (simhash >> (np.uint64(61) - turn))) & np.uint64((1 << 61) - 1)
+  brightness = np.minimum(within.mean.astype(np.uint64) + np.uint64(band * 11 % 32), 255) >> 5
+  with np.errstate(over="ignore"):
+    scrambled = ((words[:, 0] ^ (words[:, 1] * _GOLDEN) ^ np.uint64(band + 1) * _GOLDEN)
+                 * _MIX) >> np.uint64(48)
+  return ((key << np.uint64(51)) | (brightness << np.uint64(48))
+          | ((rotated >> np.uint64(29)) << np.uint64(16)) | scrambled)
+
+
+_GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarray, np.ndarray]:
+  """(sorted distinct codes of the pairs the bands pick, how many picks each got): every
+  band's `_band_picks`, merged when _HELD_PICKS are held (memory: the distinct pairs)."""
+  count, bits = len(words), _bit_rows(words)
+  positions = _band_positions() if count > 1 else np.empty((0, BAND_BITS), np.int64)
+  codes, votes, held = np.empty(0, np.int64), np.empty(0, np.int64), []
+  for start in range(0, len(positions), _KEYED_BANDS):
+    for number, key in enumerate(_bucket_keys(bits, positions[start:start + _KEYED_BANDS])):
+      held.append(_band_picks(words, key, within, start + number, threshold))
+      if sum(map(len, held)) > _HELD_PICKS or start + number == len(positions) - 1:
+        codes, votes = _merged(codes, votes, np.sort(np.concatenate(held)))
+        held = []
+  return codes, votes
+
+
+def _merged(codes: np.ndarray, votes: np.ndarray,
+            picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """`codes` (sorted, distinct) and their `votes` with the sorted `picks` counted in."""
+  if not len(picks):
+    return codes, votes
+  starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]])
+  new, times = picks[starts], np.diff(np.r_[starts, len(picks)])
+  if not len(codes):
+    return new, times
+  at = np.searchsorted(codes, new)
+  held = at < len(codes)
+  held[held] = codes[at[held]] == new[held]
+  np.add.at(votes, at[held], times[held])
+  return (np.insert(codes, at[~held], new[~held]), np.insert(votes, at[~held], times[~held]))
+
+
+def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
+               distance: np.ndarray, count: int) -> np.ndarray:
+  """Which picked pairs are kept: those both pictures rank among their PARTNERS first, by
+  the picks the pair got (a copy sits beside its original in most bands; a crowd's
+  neighbours change from band to band), then Hamming distance, then the other picture's
+  member order. So a picture is in at most PARTNERS checks whatever its buckets hold, and
+  what is kept is a function of each picture's picked pairs (Beam: grouped by picture)."""
+  ends, others = np.concatenate([first, second]), np.concatenate([second, first])
+  taken = np.ones(len(ends), bool)
+  crowded = np.flatnonzero((np.bincount(ends, minlength=count) > PARTNERS)[ends])
+  if len(crowded):  # (only the pairs of pictures with more than PARTNERS are ranked)
+    ends, others = ends[crowded], others[crowded]
+    worse = partner_rank(np.tile(votes, 2)[crowded], np.tile(distance, 2)[crowded])
+    if count < 1 << 23:  # (one 64-bit key: a quicker sort)
+      order = np.argsort((ends * (1 << 16) + worse) * count + others)
+    else:
+      order = np.lexsort((others, worse, ends))
+    sorted_ends = ends[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ends[1:] != sorted_ends[:-1]])
+    place = np.empty(len(ends), np.int64)  # (a pair's rank among its picture's pairs)
+    place[order] = np.arange(len(ends)) - np.repeat(starts, np.diff(np.r_[starts, len(ends)]))
+    taken[crowded] = place < PARTNERS
+  return taken[:len(first)] & taken[len(first):]
+
+
+def partner_rank(votes, distance):
+  """How a picture ranks a pair it is in (`_partnered`), before the other picture's member
+  order: the more picks, then the nearer, first (at most 2 BANDS picks, HASH_BITS bits)."""
+  return (2 * BANDS - votes) * 256 + distance
+
+
+def _distances(words: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+  return (np.bitwise_count(words[first, 0] ^ words[second, 0])
+          + np.bitwise_count(words[first, 1] ^ words[second, 1])).astype(np.int64)
+
+
 @dataclasses.dataclass
 class _Links:
-  """The confirmed pairs (`first[k]` ~ `second[k]`, first < second) among N pictures, their
-  components (`label`) and the pairs checked and found unlike (`checked`, codes
-  first * N + second)."""
+  """The spanning forest of the confirmed pairs (`first[k]` ~ `second[k]`, first < second)
+  among N pictures, their components (`label`: each component's smallest picture) and the
+  pairs checked and found unlike (`checked`, sorted codes first * N + second)."""
   label: np.ndarray
   first: np.ndarray
   second: np.ndarray
@@ -416,43 +561,97 @@ class _Links:
 
 def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
                 threshold: int, regions: "_Region | None" = None) -> _Links:
-  """Joins pictures whose hashes the bands propose (`_band_candidates`) and whose thumbnails
-  confirm it (`_alike`), band after band. A pair already in one component is not checked,
-  nor one whose thumbnails' SimHashes are far apart (`_far_apart`), nor one of a picture
-  that took part in its budget of checks (CHECKS, spread over the bands so that late bands
-  get their turn); the pairs of each offset are checked together (a picture is in at most
-  two): so whatever the clustering, a picture takes part in at most CHECKS + 1 thumbnail
-  checks and 2 BANDS WINDOW hash comparisons, and memory is O(N + checks)."""
+  """The pairs the bands pick (`_picked`) and both pictures keep (`_partnered`), confirmed
+  or refused by their thumbnails (`_alike`): their components, and as links the spanning
+  forest of the confirmed ones by Kruskal's rule (`forest_links`). Pairs are taken in
+  that order a distance at a time, and a pair whose pictures are joined already is not
+  checked: its answer could change neither the components nor the forest (a path of
+  confirmed pairs that come before it joins them). So the result is that of checking every
+  kept pair (as Beam's workers do), at the cost of the pairs that can matter."""
   count = len(words)
-  bits, (within, flat) = _bit_rows(words), _thumbnail_keys(thumbnails)
+  codes, votes = _picked(words, _thumbnail_keys(thumbnails), threshold)
+  first, second = codes // max(count, 1), codes % max(count, 1)
+  distance = _distances(words, first, second)
+  kept = _partnered(first, second, votes, distance, count)
+  order = np.argsort(distance[kept].astype(np.uint8), kind="stable")  # (codes are sorted)
+  first, second, distance = first[kept][order], second[kept][order], distance[kept][order]
   components = _Components(count)
-  checks = np.zeros(count, np.int64)
-  checked = np.empty(0, np.int64)  # sorted codes of the pairs found unlike
-  firsts, seconds = [], []
-  for band, positions in enumerate(_band_positions() if count > 1 else []):
-    unlike = [checked]
-    budget = CHECKS * (band + 1) // BANDS  # (spread over the bands: a late band's pairs too)
-    for first, second in _band_candidates(words, bits, within, positions, band, threshold):
-      keep = ((checks[first] < budget) & (checks[second] < budget)
-              & ~_far_apart(within, flat, first, second)
-              & (components.roots(first) != components.roots(second)))
-      codes = first[keep] * count + second[keep]
-      fresh = ~_among(codes, checked)
-      first, second, codes = first[keep][fresh], second[keep][fresh], codes[fresh]
-      if not len(first):
-        continue
-      np.add.at(checks, first, 1)
-      np.add.at(checks, second, 1)
-      alike = _alike(thumbnails, blank, first, second, regions)
-      unlike.append(codes[~alike])  # (an alike pair is in one component)
-      if alike.any():
-        firsts.append(first[alike])
-        seconds.append(second[alike])
-        components.join(first[alike], second[alike])
-    checked = np.sort(np.concatenate(unlike), kind="stable")  # (sorted runs: a merge)
-  empty = [np.empty(0, np.int64)]
-  return _Links(components.roots(np.arange(count)), np.concatenate(firsts or empty),
-                np.concatenate(seconds or empty), checked)
+  alike, unlike = np.zeros(len(first), bool), []
+  starts = np.flatnonzero(np.r_[True, distance[1:] != distance[:-1]]) if len(first) else []
+  for start, end in zip(starts, [*starts[1:], len(first)]):
+    ends = components.roots(first[start:end]), components.roots(second[start:end])
+    at = np.flatnonzero(ends[0] != ends[1])
+    roots = ends[0][at], ends[1][at]
+    at += start
+    if not len(at):
+      continue
+    # The forest the level grows if every pair is alike: its confirmed pairs are in the
+    # level's forest whatever the others' answers (a forest without one cannot be grown).
+    grown = _kruskal(*roots)
+    confirmed = _alike(thumbnails, blank, first[at[grown]], second[at[grown]], regions)
+    checked = [(grown, confirmed)]
+    components.join(first[at[grown[confirmed]]], second[at[grown[confirmed]]])
+    if not confirmed.all():  # (the rest of the forest: of the level joined by those)
+      rest = np.setdiff1d(np.arange(len(at)), grown, assume_unique=True)
+      rest = rest[components.roots(first[at[rest]]) != components.roots(second[at[rest]])]
+      answers = _alike(thumbnails, blank, first[at[rest]], second[at[rest]], regions)
+      checked.append((rest, answers))
+      rest = rest[answers]
+      more = rest[_kruskal(components.roots(first[at[rest]]),
+                           components.roots(second[at[rest]]))]
+      components.join(first[at[more]], second[at[more]])
+    for positions, answers in checked:
+      alike[at[positions[answers]]] = True
+      refused = at[positions[~answers]]
+      unlike.append(first[refused] * count + second[refused])
+  links = forest_links(first[alike], second[alike], distance[alike], count)
+  return _Links(components.roots(np.arange(count)), first[alike][links],
+                second[alike][links], np.sort(np.concatenate(unlike or [np.empty(0, np.int64)])))
+
+
+def _kruskal(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+  """Positions of the pairs (of distinct nodes) that Kruskal's rule takes in this order:
+  each pair whose nodes the pairs before it did not join."""
+  if len(first) <= _FEW_PAIRS:
+    up, taken = {}, []
+
+    def top(node):
+      while node in up:
+        node = up[node]
+      return node
+    for position, (a, b) in enumerate(zip(first.tolist(), second.tolist())):
+      a, b = top(a), top(b)
+      if a != b:
+        up[max(a, b)] = min(a, b)
+        taken.append(position)
+    return np.array(taken, np.int64)
+  nodes, inverse = np.unique(np.concatenate([first, second]), return_inverse=True)
+  low = np.minimum(inverse[:len(first)], inverse[len(first):])
+  high = np.maximum(inverse[:len(first)], inverse[len(first):])
+  codes = low * len(nodes) + high
+  order = np.argsort(codes, kind="stable")
+  once = order[np.r_[True, codes[order][1:] != codes[order][:-1]]]  # (a pair's first)
+  tree = scipy.sparse.csgraph.minimum_spanning_tree(scipy.sparse.csr_matrix(
+      (once + 1.0, (low[once], high[once])), shape=(len(nodes), len(nodes))))
+  return np.sort(tree.data.astype(np.int64) - 1)
+
+
+def forest_links(first: np.ndarray, second: np.ndarray, distance: np.ndarray,
+                 count: int) -> np.ndarray:
+  """Which of the confirmed pairs (pictures numbered in member order, first < second) are
+  the links: the minimum spanning forest by (Hamming distance, first, second), unique
+  for these distinct weights, so that any subset holding it gives it (Kruskal's rule)."""
+  if not len(first):
+    return np.zeros(0, bool)
+  order = np.lexsort((second, first, distance))
+  rank = np.empty(len(first), np.float64)
+  rank[order] = np.arange(1, len(first) + 1)
+  tree = scipy.sparse.csgraph.minimum_spanning_tree(
+      scipy.sparse.csr_matrix((rank, (first, second)), shape=(count, count)))
+  kept = np.zeros(len(first), bool)
+  kept[order[tree.data.astype(np.int64) - 1]] = True  # (a kept pair's weight: its rank)
+  return kept
+
 
 
 def _among(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
@@ -464,15 +663,16 @@ def _among(codes: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
 
 
 def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[int, int]]:
-  """Index pairs (i < j) of hashes at most `threshold` bits apart that the LSH bands propose
-  (module doc): the candidates that thumbnails then confirm or refuse."""
+  """Index pairs (i < j) of hashes at most `threshold` bits apart that the LSH bands pick
+  and both keep (module doc), without thumbnails: the candidates thumbnails then confirm
+  or refuse."""
   words = _as_words(hashes)
-  bits, within = _bit_rows(words), np.zeros(len(words), np.uint64)
-  pairs = set()
-  for band, positions in enumerate(_band_positions() if len(words) > 1 else []):
-    for first, second in _band_candidates(words, bits, within, positions, band, threshold):
-      pairs.update(zip(first.tolist(), second.tolist()))
-  return pairs
+  count = max(len(words), 1)
+  codes, votes = _picked(words, _Keys(np.zeros(len(words), np.uint64), np.ones(len(words), bool),
+                                      np.zeros(len(words), np.uint8)), threshold)
+  first, second = codes // count, codes % count
+  kept = _partnered(first, second, votes, _distances(words, first, second), count)
+  return set(zip(first[kept].tolist(), second[kept].tolist()))
 
 
 def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
@@ -492,7 +692,6 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   placed = [(ranks[m.split], m.file_name) for m in members]  # (`_member_order`, each once)
   order = _in_member_order(members, fingerprints, placed)
   members = [members[i] for i in order]
-  placed = [placed[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
   by_pixels = collections.defaultdict(list)
   for index, fingerprint in enumerate(fingerprints):
@@ -516,8 +715,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   for label, numbers in components.items():
     if len(numbers) == 1 and len(sets[numbers[0]]) == 1:
       continue  # (one picture: no group)
-    # (in member order; ties, a name of one split with other labels, by exact set)
-    indices = sorted((i for number in numbers for i in sets[number]), key=placed.__getitem__)
+    indices = sorted(i for number in numbers for i in sets[number])  # (member order)
     grouped[label] = indices
     place[indices] = np.arange(len(indices))
   representative = np.array(representatives, np.int64)
@@ -550,9 +748,8 @@ def _in_member_order(members, fingerprints, placed) -> list[int]:
   for end in range(1, len(order) + 1):  # (runs of one name: rare, sorted by the rest)
     if end == len(order) or placed[order[end]] != placed[order[start]]:
       if end - start > 1:
-        order[start:end] = sorted(order[start:end], key=lambda i: (
-            members[i].label is not None, members[i].label or "", fingerprints[i].pixels,
-            fingerprints[i].perceptual, fingerprints[i].thumbnail))
+        order[start:end] = sorted(order[start:end],
+                                  key=lambda i: member_key(members[i], fingerprints[i]))
       start = end
   return order
 
@@ -570,6 +767,37 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   codes = pairs[:, 0] * count + pairs[:, 1]
   fresh = ~_among(codes, links.checked) & ~np.isin(codes, links.first * count + links.second)
   return pairs[fresh, 0], pairs[fresh, 1]  # (not those checked already)
+
+
+def component_group(sets: list, pairs: list) -> "Group | None":
+  """The group of one connected component of confirmed pairs, as `find` makes it:
+  `sets`, its exact sets (each a list of (member_key, member, fingerprint), in member
+  order), `pairs`, its confirmed pairs of representatives ((picture_id, picture_id,
+  distance), the first before the second). None for a picture alone."""
+  sets = sorted(sets, key=lambda images: images[0][0])
+  if len(sets) == 1 and len(sets[0]) == 1:
+    return None
+  number = {picture_id(*images[0][1:]): n for n, images in enumerate(sets)}
+  first, second, distance = (np.array(column, np.int64).reshape(-1) for column in zip(
+      *[(number[a], number[b], bits) for a, b, bits in pairs])) if pairs else (
+      np.empty(0, np.int64),) * 3
+  links = forest_links(first, second, distance, len(sets))
+  first, second = first[links], second[links]
+  images = sorted((image for images in sets for image in images), key=lambda i: i[0])
+  members = [member for _, member, _ in images]
+  if 1 < len(sets) <= _ALL_PAIRS and len({m.split for m in members}) > 1:
+    every = np.stack(np.triu_indices(len(sets), 1), 1)
+    fresh = ~np.isin(every[:, 0] * len(sets) + every[:, 1], first * len(sets) + second)
+    every = every[fresh]
+    thumbnails, blank = _thumbnail_rows([images[0][2].thumbnail for images in sets])
+    alike = _alike(thumbnails, blank, every[:, 0], every[:, 1])
+    first = np.concatenate([first, every[alike, 0]])
+    second = np.concatenate([second, every[alike, 1]])
+  position = {id(image): at for at, image in enumerate(images)}
+  place = np.array([position[id(images[0])] for images in sets], np.int64)
+  links = _pairs_by_label(np.zeros(len(first), np.int64), place[first], place[second])
+  return _group(members, [fingerprint for _, _, fingerprint in images], range(len(images)),
+                links.get(0, ()))
 
 
 def _group(members, fingerprints, indices, links: tuple) -> Group:

@@ -222,9 +222,9 @@ def test_the_summary_of_a_report_stored_by_a_build(tmp_path):
     duplicates.stored_summary(tmp_path, splits)
 
 
-# What a picture may cost in thumbnail checks, whatever the clustering: CHECKS + 1 while
+# What a picture may cost in thumbnail checks, whatever the clustering: PARTNERS while
 # groups are joined (`_near_links`), _ALL_PAIRS - 1 in a small cross-split group.
-_CHECKS_A_PICTURE = 96 + 1 + 64 - 1
+_CHECKS_A_PICTURE = duplicates.PARTNERS + duplicates._ALL_PAIRS - 1
 
 
 class _Checks:
@@ -347,7 +347,7 @@ def test_a_crowd_of_one_hash_finds_its_copies_within_the_cap(monkeypatch):
   checks = _Checks(monkeypatch)
   members = [Member("train", f"{i}.jpg", "a") for i in range(len(owners))]
   groups = duplicates.find(members, fingerprints)
-  assert checks.most_of_one_picture() <= 97  # CHECKS + 1 (no cross-split group)
+  assert checks.most_of_one_picture() <= duplicates.PARTNERS  # (no cross-split group)
   group_of = {int(m.file_name[:-4]): n for n, g in enumerate(groups) for m in g.members}
   copies = [i for i in range(1, len(owners)) if owners[i] == owners[i - 1]]
   assert len(copies) == 76
@@ -410,3 +410,59 @@ def test_groups_are_the_same_with_regions_held_or_made_per_check(
   monkeypatch.setattr(duplicates, "_REGIONS_HELD", 0)
   assert duplicates.find(members, fingerprints) == held
   assert any(group.kind == duplicates.NEAR for group in held)
+
+
+def test_a_pictures_thumbnail_keys_are_the_same_bits_in_any_batch(crops_of_three_scenes):
+  # The bands sort by them and `_far_apart` cuts by them: a Beam worker keys a picture alone.
+  _, fingerprints = crops_of_three_scenes
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  together = duplicates._thumbnail_keys(thumbnails)
+  for size in (1, 7, 500):
+    apart = [duplicates._thumbnail_keys(thumbnails[at:at + size])
+             for at in range(0, len(thumbnails), size)]
+    for field, held in zip(together._fields, together):
+      assert np.array_equal(np.concatenate([getattr(a, field) for a in apart]), held), field
+
+
+def _every_kept_pair_checked(words, thumbnails, blank):
+  """Step 3 of the module doc as written: every kept pair checked, components of the
+  confirmed ones, their minimum spanning forest."""
+  count = len(words)
+  codes, votes = duplicates._picked(words, duplicates._thumbnail_keys(thumbnails),
+                                    duplicates.THRESHOLD)
+  first, second = codes // count, codes % count
+  distance = duplicates._distances(words, first, second)
+  kept = duplicates._partnered(first, second, votes, distance, count)
+  first, second, distance = first[kept], second[kept], distance[kept]
+  alike = duplicates._alike(thumbnails, blank, first, second)
+  parent = list(range(count))
+
+  def root(node):
+    while parent[node] != node:
+      node = parent[node]
+    return node
+  for a, b in zip(first[alike].tolist(), second[alike].tolist()):
+    a, b = root(a), root(b)
+    parent[max(a, b)] = min(a, b)
+  links = duplicates.forest_links(first[alike], second[alike], distance[alike], count)
+  return ([root(node) for node in range(count)],
+          sorted(zip(first[alike][links].tolist(), second[alike][links].tolist())),
+          int(len(first)))
+
+
+@pytest.mark.parametrize("scenes", [1, 3])
+def test_checking_only_what_can_change_the_forest_gives_every_checked_pairs_groups(
+    monkeypatch, scenes):
+  # `_near_links` skips pairs already joined; Beam's workers check every kept pair. Both
+  # must give the same components and links (crops of one scene: long chains, refusals).
+  pictures, fingerprints = _fingerprinted(photo_crops.jpegs(
+      1200, seed=scenes, scenes=scenes, size=(96, 96), share_in_bursts=0.3))
+  thumbnails, blank = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  labels, links, kept = _every_kept_pair_checked(words, thumbnails, blank)
+  checks = _Checks(monkeypatch)
+  found = duplicates._near_links(words, thumbnails, blank, duplicates.THRESHOLD)
+  assert found.label.tolist() == labels
+  assert sorted(zip(found.first.tolist(), found.second.tolist())) == links
+  assert len(set(labels)) < len(labels) - 100 and len(links) > 100
+  assert checks.total < kept  # (fewer checks for the same answer)
