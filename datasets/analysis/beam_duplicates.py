@@ -25,6 +25,8 @@ WINDOW), a component (its members and confirmed pairs). The same groups as
 `duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py).
 """
 
+import bisect
+
 import apache_beam as beam
 import numpy as np
 
@@ -32,6 +34,11 @@ from imagesets.analysis import beam_components
 from imagesets.analysis import duplicates
 
 NAMESPACE = "imagesets.duplicates"
+# Entries of a band's bucket one worker sorts and picks; a larger bucket (a crowd of alike
+# hashes) is cut into stretches of its order, each picked with the WINDOW entries on
+# either side of it.
+LARGEST_BUCKET = 20_000
+STRETCHES = 64  # a large bucket's stretches: cut at approximate quantiles of its order
 
 
 def _keyed(image):
@@ -47,8 +54,8 @@ def _exact_set(pixels_images):
 
 
 def _band_entries(picture_set):
-  """((band, bucket), (id, hash words' bytes, SimHash, flat, mean)) of a representative in
-  every band."""
+  """((band, bucket), (place, id, hash words' bytes, SimHash, flat, mean)) of a
+  representative in every band (`duplicates._places`: where it sorts in the bucket)."""
   picture, images = picture_set
   fingerprint = images[0][2]
   words = duplicates._as_words([fingerprint.perceptual])
@@ -57,25 +64,79 @@ def _band_entries(picture_set):
   buckets = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
   entry = (picture, words.tobytes(), int(keys.simhash[0]), bool(keys.flat[0]),
            int(keys.mean[0]))  # (a 61-bit SimHash: an int64 on the wire)
-  for band, bucket in enumerate(buckets[:, 0].tolist()):
-    yield (band, bucket), entry
+  for band, bucket in enumerate(buckets[:, 0]):
+    place = int(duplicates._places(bucket[None], words, keys, band)[0])
+    yield (band, int(bucket)), (place, *entry)
 
 
-def _bucket_picks(bucket_entries, threshold, counter):
-  """((id, id), distance) of each pick of one bucket, a pair twice when both pick it."""
-  (band, bucket), entries = bucket_entries
-  entries = sorted(entries)  # (member order: the ids sort as their pictures)
-  counter.inc(len(entries))
-  if len(entries) < 2:
+def _stretch_of(bucket_entry, bounds):
+  """((band, bucket, stretch), entry): an entry of a bucket cut at `bounds` (its
+  approximate quantiles of (place, id), `Groups`) goes to the stretch of the order it is
+  in; any other bucket is one stretch, -1."""
+  key, entry = bucket_entry
+  cuts = bounds.get(key)
+  if cuts is None:
+    return (*key, -1), entry
+  return (*key, bisect.bisect_right(cuts, tuple(entry[:2]), 1, len(cuts) - 1) - 1), entry
+
+
+def _borders(stretch_entries):
+  """((band, bucket), (stretch, its first WINDOW entries, its last WINDOW))."""
+  (band, bucket, stretch), entries = stretch_entries
+  entries = sorted(entries)  # (bucket order: place, then member order)
+  window = duplicates.WINDOW
+  yield (band, bucket), (stretch, entries[:window], entries[-window:])
+
+
+def _contexts(bucket_borders):
+  """((band, bucket, stretch), (the WINDOW entries before it, the WINDOW after it))."""
+  (band, bucket), borders = bucket_borders
+  borders = sorted(borders, key=lambda border: border[0])
+  window = duplicates.WINDOW
+  before, befores = [], []
+  for _, _, last in borders:  # (the last WINDOW entries of the stretches so far)
+    befores.append(before)
+    before = (before + last)[-window:]
+  after, afters = [], []
+  for _, first, _ in reversed(borders):
+    afters.append(after)
+    after = (first + after)[:window]
+  for (stretch, _, _), before, after in zip(borders, befores, reversed(afters)):
+    yield (band, bucket, stretch), (before, after)
+
+
+def _stretch_picks(joined, threshold, counters):
+  (band, bucket, _), held = joined
+  [entries] = held["entries"]
+  [(before, after)] = held["context"]
+  yield from _picks(band, bucket, list(entries), before + after, threshold, counters)
+
+
+def _bucket_picks(stretch_entries, threshold, counters):
+  (band, bucket, _), entries = stretch_entries
+  yield from _picks(band, bucket, list(entries), [], threshold, counters)
+
+
+def _picks(band, bucket, entries, context, threshold, counters):
+  """((id, id), distance) of each pick the `entries` of a bucket (or of a stretch of it,
+  with the `context` of WINDOW entries on either side) make, a pair twice when both its
+  pictures pick it."""
+  counters["bucket_entries"].inc(len(entries))
+  counters["bucket_size"].update(len(entries))
+  every = sorted(entries + context, key=lambda entry: entry[1])  # (member order)
+  if len(every) < 2:
     return
-  ids = [entry[0] for entry in entries]
-  words = np.frombuffer(b"".join(entry[1] for entry in entries), np.uint64).reshape(-1, 2)
-  keys = duplicates._Keys(np.array([entry[2] for entry in entries], np.uint64),
-                          np.array([entry[3] for entry in entries], bool),
-                          np.array([entry[4] for entry in entries], np.uint8))
-  key = np.full(len(entries), bucket, np.uint64)
-  codes = duplicates._band_picks(words, key, keys, band, threshold)
-  first, second = codes // len(entries), codes % len(entries)
+  own = {entry[1] for entry in entries}
+  ids = [entry[1] for entry in every]
+  words = np.frombuffer(b"".join(entry[2] for entry in every), np.uint64).reshape(-1, 2)
+  keys = duplicates._Keys(np.array([entry[3] for entry in every], np.uint64),
+                          np.array([entry[4] for entry in every], bool),
+                          np.array([entry[5] for entry in every], np.uint8))
+  key = np.full(len(every), bucket, np.uint64)
+  pickers = np.array([picture in own for picture in ids]) if context else None
+  codes = duplicates._band_picks(words, key, keys, band, threshold, pickers)
+  counters["picks"].inc(len(codes))
+  first, second = codes // len(every), codes % len(every)
   for a, b, distance in zip(first.tolist(), second.tolist(),
                             duplicates._distances(words, first, second).tolist()):
     yield (ids[a], ids[b]), distance
@@ -101,10 +162,11 @@ def _partners(picture_pairs):
     yield (min(picture, other), max(picture, other)), distance
 
 
-def _both_kept(pair_keeps):
+def _both_kept(pair_keeps, counter):
   pair, distances = pair_keeps
   distances = list(distances)
   if len(distances) == 2:
+    counter.inc()
     yield pair, distances[0]
 
 
@@ -163,35 +225,60 @@ class Groups(beam.PTransform):
   """(duplicates.Member, image_hashes.Fingerprint) in; each group of duplicates out
   (`duplicates.Group`), as `duplicates.find` gives them. `rounds`: of the connected
   components (`beam_components.check_converged(result, groups.components)` says whether
-  they were enough: `check`). Counters (namespace NAMESPACE): `bucket_entries`, `checks`,
-  `astray_pairs`."""
+  they were enough: `check`). Counters (namespace NAMESPACE): `bucket_entries` (every
+  representative in each band's bucket), `picks`, `kept_pairs`, `checks`, `astray_pairs`;
+  the distribution `bucket_size`."""
 
   def __init__(self, threshold: int = duplicates.THRESHOLD,
-               rounds: int = beam_components.ROUNDS):
+               rounds: int = beam_components.ROUNDS, largest_bucket: int = LARGEST_BUCKET,
+               stretches: int = STRETCHES):
     super().__init__()
-    self.threshold = threshold
+    self.threshold, self.largest_bucket, self.stretches = threshold, largest_bucket, stretches
     self.components = beam_components.Components(rounds, name="duplicates")
 
   def expand(self, images):
     threshold = self.threshold
-    entries = beam.metrics.Metrics.counter(NAMESPACE, "bucket_entries")
-    checks = beam.metrics.Metrics.counter(NAMESPACE, "checks")
-    astray = beam.metrics.Metrics.counter(NAMESPACE, "astray_pairs")
+    counter = lambda name: beam.metrics.Metrics.counter(NAMESPACE, name)
+    buckets = {"bucket_entries": counter("bucket_entries"), "picks": counter("picks"),
+               "bucket_size": beam.metrics.Metrics.distribution(NAMESPACE, "bucket_size")}
+    checks = counter("checks")
+    astray = counter("astray_pairs")
     sets = (images
             | "By pixels" >> beam.Map(_keyed)
             | "Exact sets" >> beam.GroupByKey()
             | "Representatives" >> beam.Map(_exact_set))
-    kept = (sets
-            | "Band entries" >> beam.FlatMap(_band_entries)
-            | "Buckets" >> beam.GroupByKey()
-            | "Band picks" >> beam.FlatMap(_bucket_picks, threshold, entries)
+    entries = sets | "Band entries" >> beam.FlatMap(_band_entries)
+    largest = self.largest_bucket
+    large = (entries
+             | "Bucket sizes" >> beam.combiners.Count.PerKey()
+             | "Large buckets" >> beam.Filter(lambda size: size[1] > largest))
+    bounds = (entries
+              | "Of large buckets" >> beam.FlatMap(
+                  lambda kv, large: [(kv[0], tuple(kv[1][:2]))] if kv[0] in large else [],
+                  beam.pvalue.AsDict(large))
+              | "Cuts" >> beam.ApproximateQuantiles.PerKey(self.stretches + 1))
+    stretches = (entries
+                 | "Stretches" >> beam.Map(_stretch_of, beam.pvalue.AsDict(bounds))
+                 | "Buckets" >> beam.GroupByKey())
+    whole = stretches | "Whole buckets" >> beam.Filter(lambda kv: kv[0][2] < 0)
+    cut = stretches | "Cut buckets" >> beam.Filter(lambda kv: kv[0][2] >= 0)
+    contexts = (cut
+                | "Borders" >> beam.FlatMap(_borders)
+                | "Borders of a bucket" >> beam.GroupByKey()
+                | "Contexts" >> beam.FlatMap(_contexts))
+    picks = ((whole | "Band picks" >> beam.FlatMap(_bucket_picks, threshold, buckets)),
+             ({"entries": cut, "context": contexts}
+              | "With context" >> beam.CoGroupByKey()
+              | "Stretch picks" >> beam.FlatMap(_stretch_picks, threshold, buckets)))
+    kept = (picks
+            | "All picks" >> beam.Flatten()
             | "Picks of a pair" >> beam.GroupByKey()
             | "Count picks" >> beam.Map(_counted)
             | "Both ends" >> beam.FlatMap(_both_ends)
             | "Pairs of a picture" >> beam.GroupByKey()
             | "Partners" >> beam.FlatMap(_partners)
             | "Keeps of a pair" >> beam.GroupByKey()
-            | "Kept by both" >> beam.FlatMap(_both_kept))
+            | "Kept by both" >> beam.FlatMap(_both_kept, counter("kept_pairs")))
     thumbnails = sets | "Thumbnails" >> beam.Map(lambda s: (s[0], s[1][0][2].thumbnail))
     by_first = kept | "By first" >> beam.Map(lambda p: (p[0][0], (p[0][1], p[0][0], p[1])))
     by_second = ({"thumbnail": thumbnails, "pairs": by_first}
@@ -218,6 +305,8 @@ class Groups(beam.PTransform):
     query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
     counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
                 for c in query["counters"]}
+    counters.update({f"{d.key.metric.name}_max": (d.committed or d.attempted).max
+                     for d in query["distributions"]})
     if counters.get("astray_pairs"):
       raise beam_components.NotConverged(
           f"duplicates: {counters['astray_pairs']} confirmed pair(s) joined pictures given "

@@ -407,7 +407,8 @@ class _Components:
       self.parent[nodes] = [top(node) for node in nodes]
 
 
-def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int) -> np.ndarray:
+def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
+                pickers: np.ndarray | None = None) -> np.ndarray:
   """Codes i * N + j (i < j) of the pairs one band picks, a pair twice when both its
   pictures pick it. Pictures (in member order) with the same `key` (their bits at the
   band's positions, `_bucket_keys`) share a bucket; a bucket is sorted by `_places` (the
@@ -417,7 +418,8 @@ def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
   `threshold` bits away whose thumbnails are not far apart (`_far_apart`); it picks its
   PICKS best by Hamming distance, then nearer place, then before rather than after. What
   a band picks is a function of each bucket's pictures and their member order: the same
-  when a bucket is picked alone (Beam's workers)."""
+  when a bucket is picked alone, or a stretch of its order with the WINDOW pictures on
+  either side, the stretch's own pictures (`pickers`) picking (Beam's workers)."""
   count = len(words)
   order = _sorted_places(_places(key, words, within, band))
   sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
@@ -432,6 +434,9 @@ def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
     at = np.flatnonzero(same & (distance <= threshold))
     at = at[~_far_apart(within, order[at], order[at + offset])]
     by_first, by_second = after[at] < PICKS, before[at + offset] < PICKS
+    if pickers is not None:
+      by_first &= pickers[order[at]]
+      by_second &= pickers[order[at + offset]]
     after[at[by_first]] += 1
     before[at[by_second] + offset] += 1
     first, second = order[at], order[at + offset]
@@ -456,9 +461,10 @@ def _sorted_places(places: np.ndarray) -> np.ndarray:
 
 def _bucket_keys(bits: np.ndarray, positions: np.ndarray) -> np.ndarray:
   """(bands, N): each hash's bucket in each band of `positions` (bands x BAND_BITS): its
-  bits there."""
-  packed = np.packbits(bits[positions], axis=1)  # (bands, 2, N): 13 bits, padded
-  return (packed[:, 0].astype(np.uint64) << np.uint64(8)) | packed[:, 1]
+  bits there, BAND_BITS of them (`_places` holds them whole: a bucket is one stretch of
+  a band's order)."""
+  packed = np.packbits(bits[positions], axis=1)  # (bands, 2, N): 13 bits, 3 of padding
+  return ((packed[:, 0].astype(np.uint64) << np.uint64(8)) | packed[:, 1]) >> np.uint64(3)
 
 
 def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band: int) -> np.ndarray:

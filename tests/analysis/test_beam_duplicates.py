@@ -3,6 +3,7 @@ crops and burst frames of real photos with exact copies, leaks across splits, la
 conflicts and one name twice; the components' rounds said, the work counted."""
 
 import collections
+import dataclasses
 import pathlib
 import pickle
 
@@ -39,15 +40,15 @@ def _images(count: int, seed: int, scenes: int):
   return members, fingerprints
 
 
-def _beam_groups(members, fingerprints, folder, options=None,
-                 rounds=beam_components.ROUNDS):
+def _beam_groups(members, fingerprints, folder, run_options=None,
+                 rounds=beam_components.ROUNDS, **options):
   """(the groups Beam found, sorted as `find` sorts them, its counters)."""
   saved = folder / "groups.pickle"
 
   def _save(groups, path: str) -> None:  # (nested: pickled whole for worker processes)
     pathlib.Path(path).write_bytes(pickle.dumps(groups))
-  pipeline = beam.Pipeline(options=options)
-  groups = beam_duplicates.Groups(rounds=rounds)
+  pipeline = beam.Pipeline(options=run_options)
+  groups = beam_duplicates.Groups(rounds=rounds, **options)
   _ = (pipeline | beam.Create(list(zip(members, fingerprints))) | groups
        | beam.combiners.ToList() | beam.Map(_save, str(saved)))
   result = pipeline.run()
@@ -97,3 +98,18 @@ def test_too_few_rounds_of_components_is_an_error_not_other_groups(crops, tmp_pa
   members, fingerprints = crops
   with pytest.raises(beam_components.NotConverged, match="not final"):
     _beam_groups(members, fingerprints, tmp_path, rounds=1)
+
+
+def test_a_crowded_bucket_is_cut_into_stretches_with_the_same_groups(tmp_path):
+  # One hash for every picture (flat frames, one texture, scans of a form): every band's
+  # one bucket holds them all. Cut into stretches of at most a few dozen entries, each
+  # picked with the WINDOW entries on either side, they must give the same groups.
+  members, fingerprints = _images(300, seed=6, scenes=2)
+  fingerprints = [dataclasses.replace(f, perceptual=1 << 100) for f in fingerprints]
+  local = duplicates.find(members, fingerprints)
+  assert any(g.kind == duplicates.NEAR for g in local)
+  found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=40,
+                                 stretches=16)
+  assert found == local
+  assert counters["bucket_size_max"] <= 2 * 300 / 16  # (one worker's share of a bucket)
+  assert counters["bucket_entries"] == duplicates.BANDS * len({f.pixels for f in fingerprints})

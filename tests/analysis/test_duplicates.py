@@ -466,3 +466,38 @@ def test_checking_only_what_can_change_the_forest_gives_every_checked_pairs_grou
   assert sorted(zip(found.first.tolist(), found.second.tolist())) == links
   assert len(set(labels)) < len(labels) - 100 and len(links) > 100
   assert checks.total < kept  # (fewer checks for the same answer)
+
+
+def test_a_bucket_picked_alone_or_in_stretches_picks_what_the_whole_band_picks(
+    crops_of_three_scenes):
+  # Beam's workers pick a band's bucket alone, or a large one in stretches of its order
+  # with the WINDOW entries on either side: each must pick exactly what the band picks.
+  _, fingerprints = crops_of_three_scenes
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  keys = duplicates._thumbnail_keys(thumbnails)
+  count, compared = len(words), 0
+  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  for band in (0, 17, 63):
+    key = bands[band]
+    whole = collections.Counter(duplicates._band_picks(words, key, keys, band,
+                                                       duplicates.THRESHOLD).tolist())
+    for bucket, size in collections.Counter(key.tolist()).most_common(3):
+      held = np.flatnonzero(key == bucket)
+      part = lambda at: (words[at], key[at], duplicates._Keys(*(k[at] for k in keys)))
+      alone = duplicates._band_picks(*part(held), band, duplicates.THRESHOLD)
+      picked = collections.Counter((held[alone // size] * count + held[alone % size]).tolist())
+      assert picked == collections.Counter(
+          {code: n for code, n in whole.items() if key[code // count] == bucket})
+      # In stretches: the bucket's order cut in three, each with its neighbours' WINDOW.
+      order = held[duplicates._sorted_places(
+          duplicates._places(key[held], words[held], part(held)[2], band))]
+      stretched = collections.Counter()
+      for start, end in ((0, size // 3), (size // 3, 2 * size // 3), (2 * size // 3, size)):
+        near = np.sort(order[max(0, start - duplicates.WINDOW):end + duplicates.WINDOW])
+        own = np.isin(near, order[start:end])
+        codes = duplicates._band_picks(*part(near), band, duplicates.THRESHOLD, own)
+        stretched.update((near[codes // len(near)] * count + near[codes % len(near)]).tolist())
+      assert stretched == picked
+      compared += size
+  assert compared > 150
