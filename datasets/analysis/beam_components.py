@@ -94,6 +94,9 @@ class _Round(beam.PTransform):
          | "Compare" >> beam.CoGroupByKey()
          | "Count" >> beam.Map(lambda kv: _changed((kv[0], (kv[1]["before"], kv[1]["after"])),
                                                    counter)))
+    # (a count of 0 once, so that a round over no links reports that it changed nothing)
+    _ = (links.pipeline | "Once" >> beam.Create([0])
+         | "Count nothing" >> beam.Map(lambda zero: counter.inc(zero)))
     return out
 
 

@@ -19,13 +19,18 @@ bucket (its module doc, steps 1-4); here each step is a transform over PCollecti
    (`duplicates.component_group`: the spanning forest, every pair of a small
    cross-split group).
 
-What each stage holds on one worker: a bucket (step 2; a crowd of one hash puts a bucket's
-pictures on one worker: about 60 bytes a picture), a picture's pairs (at most 2 BANDS
-WINDOW), a component (its members and confirmed pairs). The same groups as
+What one worker holds, at most: a bucket of up to LARGEST_BUCKET entries (about 140 bytes
+each), or a stretch of a larger one (about its size / STRETCHES, each picked with the
+WINDOW entries on either side of it); a picture's pairs (at most 2 BANDS WINDOW) and checks
+(at most PARTNERS). Not bounded: an exact set (every copy of one picture's pixels), the
+least node of a component in the components' rounds (large-star links every node of a
+component to it), and a component's members and confirmed pairs when its group is made
+(the largest group of 1,000,000 real-photo crops holds half of them). The same groups as
 `duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py).
 """
 
 import bisect
+import collections
 
 import apache_beam as beam
 import numpy as np
@@ -38,7 +43,10 @@ NAMESPACE = "imagesets.duplicates"
 # hashes) is cut into stretches of its order, each picked with the WINDOW entries on
 # either side of it.
 LARGEST_BUCKET = 20_000
-STRETCHES = 64  # a large bucket's stretches: cut at approximate quantiles of its order
+# A large bucket's stretches, cut at approximate quantiles of its order: a worker holds about
+# size / STRETCHES of a bucket of more than LARGEST_BUCKET entries (20,000 a stretch up to
+# 5 million entries in one band's bucket; more stretches for larger crowds).
+STRETCHES = 256
 
 
 def _keyed(image):
@@ -233,6 +241,9 @@ class Groups(beam.PTransform):
                rounds: int = beam_components.ROUNDS, largest_bucket: int = LARGEST_BUCKET,
                stretches: int = STRETCHES):
     super().__init__()
+    if largest_bucket < 1 or stretches < 1:
+      raise ValueError(f"duplicates on Beam: largest_bucket ({largest_bucket}) and stretches "
+                       f"({stretches}) must be at least 1")
     self.threshold, self.largest_bucket, self.stretches = threshold, largest_bucket, stretches
     self.components = beam_components.Components(rounds, name="duplicates")
 
@@ -303,10 +314,14 @@ class Groups(beam.PTransform):
     round changed a link, or a confirmed pair's pictures were given two components)."""
     rounds = beam_components.check_converged(result, self.components)
     query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
-    counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
-                for c in query["counters"]}
-    counters.update({f"{d.key.metric.name}_max": (d.committed or d.attempted).max
-                     for d in query["distributions"]})
+    counters = collections.Counter()  # (a counter of two steps: their sum)
+    for counter in query["counters"]:
+      counters[counter.key.metric.name] += (
+          counter.committed if counter.committed is not None else counter.attempted)
+    for distribution in query["distributions"]:
+      value = distribution.committed or distribution.attempted
+      name = f"{distribution.key.metric.name}_max"
+      counters[name] = max(counters[name], value.max or 0)
     if counters.get("astray_pairs"):
       raise beam_components.NotConverged(
           f"duplicates: {counters['astray_pairs']} confirmed pair(s) joined pictures given "

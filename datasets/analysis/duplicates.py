@@ -415,8 +415,8 @@ def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
   thumbnails' keys, so that neighbours are likely alike whatever their hashes: a crowd of
   one hash, flat frames, one texture), then by member order. A picture's window is the
   WINDOW before and the WINDOW after it; its candidates, the window's pictures at most
-  `threshold` bits away whose thumbnails are not far apart (`_far_apart`); it picks its
-  PICKS best by Hamming distance, then nearer place, then before rather than after. What
+  `threshold` bits away whose thumbnails are not far apart (`_far_apart`); it picks the
+  PICKS nearest candidates after it and the PICKS nearest before it (by place). What
   a band picks is a function of each bucket's pictures and their member order: the same
   when a bucket is picked alone, or a stretch of its order with the WINDOW pictures on
   either side, the stretch's own pictures (`pickers`) picking (Beam's workers)."""
@@ -489,28 +489,33 @@ _GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarray, np.ndarray]:
   """(sorted distinct codes of the pairs the bands pick, how many picks each got): every
-  band's `_band_picks`, merged when _HELD_PICKS are held (memory: the distinct pairs)."""
+  band's `_band_picks`, counted _HELD_PICKS at a time into runs that are merged as a
+  binary counter merges (each run at most half the one before it: a pair is copied a
+  logarithmic number of times; memory: the distinct pairs, twice at most)."""
   count, bits = len(words), _bit_rows(words)
   positions = _band_positions() if count > 1 else np.empty((0, BAND_BITS), np.int64)
-  codes, votes, held = np.empty(0, np.int64), np.empty(0, np.int64), []
+  runs, held = [], []
   for start in range(0, len(positions), _KEYED_BANDS):
     for number, key in enumerate(_bucket_keys(bits, positions[start:start + _KEYED_BANDS])):
       held.append(_band_picks(words, key, within, start + number, threshold))
-      if sum(map(len, held)) > _HELD_PICKS or start + number == len(positions) - 1:
-        codes, votes = _merged(codes, votes, np.sort(np.concatenate(held)))
+      last = start + number == len(positions) - 1
+      if sum(map(len, held)) > _HELD_PICKS or last:
+        runs.append(_counted(np.sort(np.concatenate(held))))
         held = []
-  return codes, votes
+        while len(runs) > 1 and (last or 2 * len(runs[-1][0]) > len(runs[-2][0])):
+          runs[-2:] = [_merged(*runs[-2], *runs[-1])]
+  return runs[0] if runs else (np.empty(0, np.int64), np.empty(0, np.int64))
 
 
-def _merged(codes: np.ndarray, votes: np.ndarray,
-            picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """`codes` (sorted, distinct) and their `votes` with the sorted `picks` counted in."""
-  if not len(picks):
-    return codes, votes
-  starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]])
-  new, times = picks[starts], np.diff(np.r_[starts, len(picks)])
-  if not len(codes):
-    return new, times
+def _counted(picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(distinct codes, how many times each) of sorted picks."""
+  starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
+  return picks[starts], np.diff(np.r_[starts, len(picks)])
+
+
+def _merged(codes: np.ndarray, votes: np.ndarray, new: np.ndarray,
+            times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Two runs of sorted distinct codes and their counts, as one."""
   at = np.searchsorted(codes, new)
   held = at < len(codes)
   held[held] = codes[at[held]] == new[held]
@@ -525,22 +530,36 @@ def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
   neighbours change from band to band), then Hamming distance, then the other picture's
   member order. So a picture is in at most PARTNERS checks whatever its buckets hold, and
   what is kept is a function of each picture's picked pairs (Beam: grouped by picture)."""
-  ends, others = np.concatenate([first, second]), np.concatenate([second, first])
-  taken = np.ones(len(ends), bool)
-  crowded = np.flatnonzero((np.bincount(ends, minlength=count) > PARTNERS)[ends])
-  if len(crowded):  # (only the pairs of pictures with more than PARTNERS are ranked)
-    ends, others = ends[crowded], others[crowded]
-    worse = partner_rank(np.tile(votes, 2)[crowded], np.tile(distance, 2)[crowded])
-    if count < 1 << 23:  # (one 64-bit key: a quicker sort)
-      order = np.argsort((ends * (1 << 16) + worse) * count + others)
-    else:
-      order = np.lexsort((others, worse, ends))
-    sorted_ends = ends[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ends[1:] != sorted_ends[:-1]])
-    place = np.empty(len(ends), np.int64)  # (a pair's rank among its picture's pairs)
-    place[order] = np.arange(len(ends)) - np.repeat(starts, np.diff(np.r_[starts, len(ends)]))
-    taken[crowded] = place < PARTNERS
-  return taken[:len(first)] & taken[len(first):]
+  pairs = len(first)
+  degree = np.bincount(first, minlength=count) + np.bincount(second, minlength=count)
+  taken = np.ones(2 * pairs, bool)  # (first's ranking of the pair, then second's)
+  crowded = np.flatnonzero(np.concatenate([degree[first], degree[second]]) > PARTNERS)
+  if not len(crowded):  # (only the pairs of pictures with more than PARTNERS are ranked)
+    return taken[:pairs]
+  at = crowded % pairs
+  by_second = crowded >= pairs
+  ends = np.where(by_second, second[at], first[at])
+  others = np.where(by_second, first[at], second[at])
+  worse = partner_rank(votes[at], distance[at])
+  del at, by_second
+  if count < 1 << 23:  # (one 64-bit key, made in place: a quicker sort, less memory)
+    key = ends * (1 << 16)
+    key += worse
+    key *= count
+    key += others
+    del others, worse
+    order = np.argsort(key)
+    del key
+  else:
+    order = np.lexsort((others, worse, ends))
+    del others, worse
+  sorted_ends = ends[order]
+  del ends
+  starts = np.flatnonzero(np.r_[True, sorted_ends[1:] != sorted_ends[:-1]])
+  del sorted_ends
+  rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+  taken[crowded[order[rank >= PARTNERS]]] = False  # (a pair past its picture's PARTNERS)
+  return taken[:pairs] & taken[pairs:]
 
 
 def partner_rank(votes, distance):

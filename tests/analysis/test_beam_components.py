@@ -133,3 +133,9 @@ def test_a_count_the_runner_did_not_report_is_no_answer():
         _Reported(done, [_Attempted(c, 1) for c in counters]), components)
   with pytest.raises(ValueError, match="at least 1"):
     beam_components.Components(rounds=0)
+
+
+def test_no_edges_converge_at_once():
+  # (a dataset without near pairs: every round's count is 0, not missing)
+  changed = _run([], rounds=3)
+  assert changed == {f"changed_{step}_{n}": 0 for n in range(3) for step in ("large", "small")}

@@ -3,6 +3,7 @@ crops and burst frames of real photos with exact copies, leaks across splits, la
 conflicts and one name twice; the components' rounds said, the work counted."""
 
 import collections
+import json
 import dataclasses
 import pathlib
 import pickle
@@ -17,6 +18,8 @@ from imagesets.analysis import beam_duplicates  # noqa: E402
 from imagesets.analysis import duplicates  # noqa: E402
 from imagesets.analysis import image_hashes  # noqa: E402
 from imagesets_testing import photo_crops  # noqa: E402
+from imagesets_testing import real_photos  # noqa: E402
+from imagesets_testing import sample_images  # noqa: E402
 
 Member = duplicates.Member
 
@@ -54,8 +57,32 @@ def _beam_groups(members, fingerprints, folder, run_options=None,
   result = pipeline.run()
   result.wait_until_finish()
   counters = groups.check(result)
-  found = pickle.loads(saved.read_bytes())
-  return sorted(found, key=lambda group: duplicates._member_order(group.members[0])), counters
+  return _in_order(pickle.loads(saved.read_bytes())), counters
+
+
+def _in_order(groups):
+  """Groups by their first member, then whole (two groups may start with one name)."""
+  return sorted(groups, key=lambda group: (duplicates._member_order(group.members[0]),
+                                           json.dumps(group.to_json())))
+
+
+def _local_work(members, fingerprints):
+  """(picks, kept pairs) of `duplicates.find`'s steps 1 and 2 over the same images."""
+  order = duplicates._in_member_order(members, fingerprints, [
+      (duplicates.split_rank(m.split), m.file_name) for m in members])
+  pictures = {}
+  for i in order:  # (each exact set's first in member order, in that order)
+    pictures.setdefault(fingerprints[i].pixels, fingerprints[i])
+  pictures = list(pictures.values())
+  words = duplicates._as_words([f.perceptual for f in pictures])
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in pictures])
+  codes, votes = duplicates._picked(words, duplicates._thumbnail_keys(thumbnails),
+                                    duplicates.THRESHOLD)
+  count = max(len(words), 1)
+  first, second = codes // count, codes % count
+  kept = duplicates._partnered(first, second, votes,
+                               duplicates._distances(words, first, second), count)
+  return int(votes.sum()), int(kept.sum())
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +92,12 @@ def crops():
 
 def test_beam_finds_the_groups_one_process_finds(crops, tmp_path):
   members, fingerprints = crops
-  local = duplicates.find(members, fingerprints)
-  found, counters = _beam_groups(members, fingerprints, tmp_path)
+  local = _in_order(duplicates.find(members, fingerprints))
+  # (buckets of over 30 entries cut in 4: both kinds of bucket in one run)
+  found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=30,
+                                 stretches=4)
   assert found == local
+  assert (counters["picks"], counters["kept_pairs"]) == _local_work(members, fingerprints)
   assert (duplicates.to_json(found, len(members))
           == duplicates.to_json(local, len(members)))
   # The groups hold every case: near groups with links, exact sets, leaks, conflicts.
@@ -84,7 +114,7 @@ def test_beam_finds_the_groups_one_process_finds(crops, tmp_path):
 
 def test_beam_finds_the_same_groups_on_worker_processes_in_any_input_order(tmp_path):
   members, fingerprints = _images(160, seed=9, scenes=2)
-  local = duplicates.find(members, fingerprints)
+  local = _in_order(duplicates.find(members, fingerprints))
   assert any(g.kind == duplicates.NEAR for g in local)
   reordered = list(reversed(range(len(members))))
   options = pipeline_options.PipelineOptions(
@@ -100,16 +130,40 @@ def test_too_few_rounds_of_components_is_an_error_not_other_groups(crops, tmp_pa
     _beam_groups(members, fingerprints, tmp_path, rounds=1)
 
 
-def test_a_crowded_bucket_is_cut_into_stretches_with_the_same_groups(tmp_path):
+@pytest.mark.parametrize("stretches", [3, 64])
+def test_a_crowded_bucket_is_cut_into_stretches_with_the_same_work_and_groups(
+    tmp_path, stretches):
   # One hash for every picture (flat frames, one texture, scans of a form): every band's
-  # one bucket holds them all. Cut into stretches of at most a few dozen entries, each
-  # picked with the WINDOW entries on either side, they must give the same groups.
+  # one bucket holds them all. Cut into stretches (64: most shorter than WINDOW), each
+  # picked with the WINDOW entries on either side, they must make the very picks, keep
+  # the very pairs and give the very groups one process does.
   members, fingerprints = _images(300, seed=6, scenes=2)
   fingerprints = [dataclasses.replace(f, perceptual=1 << 100) for f in fingerprints]
-  local = duplicates.find(members, fingerprints)
+  local = _in_order(duplicates.find(members, fingerprints))
   assert any(g.kind == duplicates.NEAR for g in local)
   found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=40,
-                                 stretches=16)
+                                 stretches=stretches)
   assert found == local
-  assert counters["bucket_size_max"] <= 2 * 300 / 16  # (one worker's share of a bucket)
-  assert counters["bucket_entries"] == duplicates.BANDS * len({f.pixels for f in fingerprints})
+  assert (counters["picks"], counters["kept_pairs"]) == _local_work(members, fingerprints)
+  pictures = len({f.pixels for f in fingerprints})
+  assert counters["bucket_entries"] == duplicates.BANDS * pictures
+  assert counters["bucket_size_max"] <= max(3 * pictures / stretches, duplicates.WINDOW)
+
+
+def test_images_without_near_pairs_give_their_groups_and_pass_the_check(tmp_path):
+  # No confirmed pair reaches the components: their rounds changed nothing, and say so.
+  distinct = [(Member("train", f"{name}.jpg", name),
+               image_hashes.of_bytes(sample_images.encode(pixels, "JPEG")))
+              for name, pixels in list(real_photos.photos().items())[:4]]
+  copies = [(Member("test", "copy.jpg", "x"), distinct[0][1])]
+  for images in ([], distinct[:1], distinct, distinct + copies):
+    images_members = [m for m, _ in images]
+    images_fingerprints = [f for _, f in images]
+    found, counters = _beam_groups(images_members, images_fingerprints, tmp_path)
+    assert found == _in_order(duplicates.find(images_members, images_fingerprints))
+    assert len(found) == (1 if images == distinct + copies else 0)
+
+
+def test_a_bucket_cut_in_zero_stretches_is_refused():
+  with pytest.raises(ValueError, match="stretches"):
+    beam_duplicates.Groups(stretches=0)
