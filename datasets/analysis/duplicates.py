@@ -75,6 +75,7 @@ _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50
 _UNPICKED = np.int32(1 << 30)
 _KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
 _HELD_PICKS = 1 << 22  # picks `_picked` holds before it merges them (32 MB)
+_RANKED = 1 << 20   # pairs `_partnered` ranks at a time (~100 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
 EXACT, NEAR = "exact", "near"
@@ -504,13 +505,13 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarra
         held = []
         while len(runs) > 1 and (last or 2 * len(runs[-1][0]) > len(runs[-2][0])):
           runs[-2:] = [_merged(*runs[-2], *runs[-1])]
-  return runs[0] if runs else (np.empty(0, np.int64), np.empty(0, np.int64))
+  return runs[0] if runs else (np.empty(0, np.int64), np.empty(0, np.uint8))
 
 
 def _counted(picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """(distinct codes, how many times each) of sorted picks."""
   starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
-  return picks[starts], np.diff(np.r_[starts, len(picks)])
+  return picks[starts], np.diff(np.r_[starts, len(picks)]).astype(np.uint8)  # (<= 2 BANDS)
 
 
 def _merged(codes: np.ndarray, votes: np.ndarray, new: np.ndarray,
@@ -525,41 +526,45 @@ def _merged(codes: np.ndarray, votes: np.ndarray, new: np.ndarray,
 
 def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
                distance: np.ndarray, count: int) -> np.ndarray:
-  """Which picked pairs are kept: those both pictures rank among their PARTNERS first, by
-  the picks the pair got (a copy sits beside its original in most bands; a crowd's
-  neighbours change from band to band), then Hamming distance, then the other picture's
-  member order. So a picture is in at most PARTNERS checks whatever its buckets hold, and
-  what is kept is a function of each picture's picked pairs (Beam: grouped by picture)."""
+  """Which picked pairs (sorted by `first`) are kept: those both pictures rank among their
+  PARTNERS first, by the picks the pair got (a copy sits beside its original in most
+  bands; a crowd's neighbours change from band to band), then Hamming distance, then the
+  other picture's member order. So a picture is in at most PARTNERS checks whatever its
+  buckets hold, and what is kept is a function of each picture's picked pairs (Beam:
+  grouped by picture). Ranked a range of pictures at a time (about _RANKED of their
+  pairs): memory beyond the pairs is 11 bytes a pair."""
   pairs = len(first)
+  taken = np.ones((2, pairs), bool)  # (each pair as its first ranks it, as its second does)
   degree = np.bincount(first, minlength=count) + np.bincount(second, minlength=count)
-  taken = np.ones(2 * pairs, bool)  # (first's ranking of the pair, then second's)
-  crowded = np.flatnonzero(np.concatenate([degree[first], degree[second]]) > PARTNERS)
-  if not len(crowded):  # (only the pairs of pictures with more than PARTNERS are ranked)
-    return taken[:pairs]
-  at = crowded % pairs
-  by_second = crowded >= pairs
-  ends = np.where(by_second, second[at], first[at])
-  others = np.where(by_second, first[at], second[at])
-  worse = partner_rank(votes[at], distance[at])
-  del at, by_second
-  if count < 1 << 23:  # (one 64-bit key, made in place: a quicker sort, less memory)
-    key = ends * (1 << 16)
-    key += worse
-    key *= count
-    key += others
-    del others, worse
-    order = np.argsort(key)
-    del key
-  else:
-    order = np.lexsort((others, worse, ends))
-    del others, worse
-  sorted_ends = ends[order]
-  del ends
-  starts = np.flatnonzero(np.r_[True, sorted_ends[1:] != sorted_ends[:-1]])
-  del sorted_ends
-  rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-  taken[crowded[order[rank >= PARTNERS]]] = False  # (a pair past its picture's PARTNERS)
-  return taken[:pairs] & taken[pairs:]
+  if not pairs or degree.max() <= PARTNERS:
+    return taken[0]
+  by_second = np.argsort(second, kind="stable")
+  first_at = np.r_[0, np.cumsum(np.bincount(first, minlength=count))]
+  second_at = np.r_[0, np.cumsum(np.bincount(second, minlength=count))]
+  ends_at = np.r_[0, np.cumsum(degree)]
+  cuts = np.unique(np.r_[np.searchsorted(ends_at, np.arange(0, ends_at[-1], _RANKED)), count])
+  for low, high in zip(cuts[:-1], cuts[1:]):
+    if degree[low:high].max(initial=0) <= PARTNERS:
+      continue
+    as_first = np.arange(first_at[low], first_at[high])
+    as_second = by_second[second_at[low]:second_at[high]]
+    at = np.concatenate([as_first, as_second])
+    side = np.r_[np.zeros(len(as_first), np.int64), np.ones(len(as_second), np.int64)]
+    ends = np.where(side == 0, first[at], second[at])
+    crowded = degree[ends] > PARTNERS
+    at, side, ends = at[crowded], side[crowded], ends[crowded]
+    others = np.where(side == 0, second[at], first[at])
+    worse = partner_rank(votes[at].astype(np.int64), distance[at])
+    if count < 1 << 23:  # (one 64-bit key: a quicker sort)
+      order = np.argsort(((ends - low) * (1 << 16) + worse) * count + others)
+    else:
+      order = np.lexsort((others, worse, ends))
+    sorted_ends = ends[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ends[1:] != sorted_ends[:-1]])
+    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    past = order[rank >= PARTNERS]  # (pairs past their picture's PARTNERS)
+    taken[side[past], at[past]] = False
+  return taken[0] & taken[1]
 
 
 def partner_rank(votes, distance):
@@ -596,10 +601,13 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   count = len(words)
   codes, votes = _picked(words, _thumbnail_keys(thumbnails), threshold)
   first, second = codes // max(count, 1), codes % max(count, 1)
-  distance = _distances(words, first, second)
+  del codes  # (the picked pairs are most of the memory: held once)
+  distance = _distances(words, first, second).astype(np.uint8)  # (<= HASH_BITS)
   kept = _partnered(first, second, votes, distance, count)
-  order = np.argsort(distance[kept].astype(np.uint8), kind="stable")  # (codes are sorted)
-  first, second, distance = first[kept][order], second[kept][order], distance[kept][order]
+  del votes
+  first, second, distance = first[kept], second[kept], distance[kept]
+  order = np.argsort(distance, kind="stable")  # (by distance, then as the codes were)
+  first, second, distance = first[order], second[order], distance[order]
   components = _Components(count)
   alike, unlike = np.zeros(len(first), bool), []
   starts = np.flatnonzero(np.r_[True, distance[1:] != distance[:-1]]) if len(first) else []
