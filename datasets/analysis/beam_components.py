@@ -25,6 +25,8 @@ must avoid. Nodes are any totally ordered, picklable values (ints, strings); eve
 node is in the output with the least node of its component, itself for the least.
 """
 
+import collections
+
 import apache_beam as beam
 
 NAMESPACE = "imagesets.components"
@@ -143,8 +145,10 @@ def check_converged(result: beam.runners.runner.PipelineResult,
                        "counters say nothing yet")
   query = result.metrics().query(
       beam.metrics.MetricsFilter().with_namespace(components.namespace))
-  changed = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
-             for c in query["counters"]}
+  changed = collections.Counter()  # (a round's count and its 0 come from two steps: summed)
+  for counter in query["counters"]:
+    changed[counter.key.metric.name] += (
+        counter.committed if counter.committed is not None else counter.attempted)
   last = [changed.get(f"changed_{step}_{components.rounds - 1}")
           for step in ("large", "small")]
   if None in last:
@@ -154,4 +158,4 @@ def check_converged(result: beam.runners.runner.PipelineResult,
     raise NotConverged(f"connected components: the last of {components.rounds} rounds "
                        f"still changed {sum(last)} link(s): the groups are not final; run "
                        "with more rounds")
-  return changed
+  return dict(changed)

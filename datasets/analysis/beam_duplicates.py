@@ -254,6 +254,9 @@ class Groups(beam.PTransform):
                "bucket_size": beam.metrics.Metrics.distribution(NAMESPACE, "bucket_size")}
     checks = counter("checks")
     astray = counter("astray_pairs")
+    # (reported as 0 when nothing went astray, so that a missing count is not taken for 0)
+    _ = (images.pipeline | "Once" >> beam.Create([0])
+         | "Count nothing" >> beam.Map(lambda zero: astray.inc(zero)))
     sets = (images
             | "By pixels" >> beam.Map(_keyed)
             | "Exact sets" >> beam.GroupByKey()
@@ -322,7 +325,11 @@ class Groups(beam.PTransform):
       value = distribution.committed or distribution.attempted
       name = f"{distribution.key.metric.name}_max"
       counters[name] = max(counters[name], value.max or 0)
-    if counters.get("astray_pairs"):
+    if "astray_pairs" not in counters:
+      raise beam_components.NotConverged(
+          "duplicates: the runner reported no count of pairs given two components: the "
+          "groups are not known to be final")
+    if counters["astray_pairs"]:
       raise beam_components.NotConverged(
           f"duplicates: {counters['astray_pairs']} confirmed pair(s) joined pictures given "
           "two components: the groups are not final; run with more rounds")

@@ -526,7 +526,8 @@ def _merged(codes: np.ndarray, votes: np.ndarray, new: np.ndarray,
 
 def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
                distance: np.ndarray, count: int) -> np.ndarray:
-  """Which picked pairs (sorted by `first`) are kept: those both pictures rank among their
+  """Which picked pairs (sorted by `first`, as `_picked` gives them: the ranges of pictures
+  below rely on it) are kept: those both pictures rank among their
   PARTNERS first, by the picks the pair got (a copy sits beside its original in most
   bands; a crowd's neighbours change from band to band), then Hamming distance, then the
   other picture's member order. So a picture is in at most PARTNERS checks whatever its
@@ -554,7 +555,7 @@ def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
     crowded = degree[ends] > PARTNERS
     at, side, ends = at[crowded], side[crowded], ends[crowded]
     others = np.where(side == 0, second[at], first[at])
-    worse = partner_rank(votes[at].astype(np.int64), distance[at])
+    worse = partner_rank(votes[at], distance[at])
     if count < 1 << 23:  # (one 64-bit key: a quicker sort)
       order = np.argsort(((ends - low) * (1 << 16) + worse) * count + others)
     else:
@@ -570,6 +571,8 @@ def _partnered(first: np.ndarray, second: np.ndarray, votes: np.ndarray,
 def partner_rank(votes, distance):
   """How a picture ranks a pair it is in (`_partnered`), before the other picture's member
   order: the more picks, then the nearer, first (at most 2 BANDS picks, HASH_BITS bits)."""
+  if isinstance(votes, np.ndarray):
+    votes = votes.astype(np.int64)  # (picks are counted in bytes)
   return (2 * BANDS - votes) * 256 + distance
 
 

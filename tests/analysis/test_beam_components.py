@@ -139,3 +139,28 @@ def test_no_edges_converge_at_once():
   # (a dataset without near pairs: every round's count is 0, not missing)
   changed = _run([], rounds=3)
   assert changed == {f"changed_{step}_{n}": 0 for n in range(3) for step in ("large", "small")}
+
+
+class _Counted:
+  """A finished pipeline's result whose runner reports the given counters, in that order."""
+
+  def __init__(self, counters):
+    self.state = beam.runners.runner.PipelineState.DONE
+    self._counters = [type("Result", (), {"key": type("Key", (), {"metric": type(
+        "Metric", (), {"name": name})})(), "committed": value, "attempted": value})()
+                      for name, value in counters]
+
+  def metrics(self):
+    counters = self._counters
+    return type("Metrics", (), {"query": lambda self, _: {"counters": counters}})()
+
+
+def test_a_rounds_count_from_two_steps_is_summed_in_any_order():
+  # Each round reports its changes from the links and a 0 from a step of its own (so that
+  # a round over no links says 0): a runner may list them in either order.
+  components = beam_components.Components(rounds=1)
+  for order in (1, -1):
+    counted = [("changed_large_0", 78), ("changed_large_0", 0), ("changed_small_0", 3),
+               ("changed_small_0", 0)][::order]
+    with pytest.raises(beam_components.NotConverged, match="still changed 81"):
+      beam_components.check_converged(_Counted(counted), components)

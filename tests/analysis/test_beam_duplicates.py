@@ -93,8 +93,8 @@ def crops():
 def test_beam_finds_the_groups_one_process_finds(crops, tmp_path):
   members, fingerprints = crops
   local = _in_order(duplicates.find(members, fingerprints))
-  # (buckets of over 30 entries cut in 4: both kinds of bucket in one run)
-  found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=30,
+  # (buckets of over 12 entries cut in 4: both kinds of bucket in one run)
+  found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=12,
                                  stretches=4)
   assert found == local
   assert (counters["picks"], counters["kept_pairs"]) == _local_work(members, fingerprints)
@@ -147,7 +147,7 @@ def test_a_crowded_bucket_is_cut_into_stretches_with_the_same_work_and_groups(
   assert (counters["picks"], counters["kept_pairs"]) == _local_work(members, fingerprints)
   pictures = len({f.pixels for f in fingerprints})
   assert counters["bucket_entries"] == duplicates.BANDS * pictures
-  assert counters["bucket_size_max"] <= max(3 * pictures / stretches, duplicates.WINDOW)
+  assert counters["bucket_size_max"] <= 2 * pictures / stretches + duplicates.WINDOW
 
 
 def test_images_without_near_pairs_give_their_groups_and_pass_the_check(tmp_path):

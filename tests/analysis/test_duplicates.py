@@ -501,3 +501,47 @@ def test_a_bucket_picked_alone_or_in_stretches_picks_what_the_whole_band_picks(
       assert stretched == picked
       compared += size
   assert compared > 150
+
+
+def _every_pick(words, keys):
+  """Every band's picks, counted: what `_picked` merges run by run."""
+  picks = collections.Counter()
+  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  for band, key in enumerate(bands):
+    picks.update(duplicates._band_picks(words, key, keys, band, duplicates.THRESHOLD).tolist())
+  return picks
+
+
+def _partners_by_hand(first, second, votes, distance):
+  """Each picture's PARTNERS first pairs by (picks, distance, the other), kept by both."""
+  mine = collections.defaultdict(list)
+  for pair, (a, b) in enumerate(zip(first.tolist(), second.tolist())):
+    rank = duplicates.partner_rank(int(votes[pair]), int(distance[pair]))
+    mine[a].append((rank, b, pair))
+    mine[b].append((rank, a, pair))
+  kept = collections.Counter(pair for pairs in mine.values()
+                             for _, _, pair in sorted(pairs)[:duplicates.PARTNERS])
+  return np.array([kept[pair] == 2 for pair in range(len(first))], bool)
+
+
+@pytest.mark.parametrize("held, ranked", [(1000, 1), (5000, 300), (1 << 22, 1 << 20)])
+def test_picks_merged_in_runs_and_partners_ranked_in_ranges_are_every_picks(
+    monkeypatch, crops_of_three_scenes, held, ranked):
+  # `_picked` counts picks in runs of _HELD_PICKS and merges them; `_partnered` ranks
+  # _RANKED pairs at a time: at any sizes, what a count of every pick and a ranking of
+  # each picture's pairs by hand give.
+  _, fingerprints = crops_of_three_scenes
+  monkeypatch.setattr(duplicates, "_HELD_PICKS", held)
+  monkeypatch.setattr(duplicates, "_RANKED", ranked)
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  keys = duplicates._thumbnail_keys(thumbnails)
+  codes, votes = duplicates._picked(words, keys, duplicates.THRESHOLD)
+  assert dict(zip(codes.tolist(), votes.tolist())) == _every_pick(words, keys)
+  count = len(words)
+  first, second = codes // count, codes % count
+  distance = duplicates._distances(words, first, second).astype(np.uint8)
+  kept = duplicates._partnered(first, second, votes, distance, count)
+  assert np.array_equal(kept, _partners_by_hand(first, second, votes, distance))
+  crowded = np.bincount(np.concatenate([first, second])) > duplicates.PARTNERS
+  assert crowded.sum() > 20 and (~kept).sum() > 100  # (pictures past PARTNERS: ranked)
