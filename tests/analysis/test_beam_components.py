@@ -128,7 +128,8 @@ def test_a_count_the_runner_did_not_report_is_no_answer():
     def __init__(self, counter, attempted):
       self.key, self.committed, self.attempted = counter.key, None, attempted
 
-  with pytest.raises(beam_components.NotConverged, match="still changed 2 link"):
+  # (each of the last round's two counters reported by two steps, 1 each)
+  with pytest.raises(beam_components.NotConverged, match="still changed 4 link"):
     beam_components.check_converged(
         _Reported(done, [_Attempted(c, 1) for c in counters]), components)
   with pytest.raises(ValueError, match="at least 1"):
