@@ -153,7 +153,7 @@ def _picks(band, bucket, entries, context, threshold, counters):
 def _counted(pair_picks):
   pair, distances = pair_picks
   distances = list(distances)
-  return pair, (len(distances), distances[0])
+  yield pair, (len(distances), distances[0])
 
 
 def _both_ends(pair_votes):
@@ -162,10 +162,12 @@ def _both_ends(pair_votes):
   yield b, (a, votes, distance)
 
 
-def _partners(picture_pairs):
-  """The picture's pairs it keeps ((low id, high id), distance)."""
+def _partners(picture_pairs, repeated):
+  """The picture's pairs it keeps ((low id, high id), distance). A pair met twice here
+  had its picks counted under two keys (`repeated`: `Groups.check` refuses the run)."""
   picture, pairs = picture_pairs
   pairs = sorted(pairs, key=lambda p: (duplicates.partner_rank(p[1], p[2]), p[0]))
+  repeated.inc(len(pairs) - len({other for other, _, _ in pairs}))
   for other, _, distance in pairs[:duplicates.PARTNERS]:
     yield (min(picture, other), max(picture, other)), distance
 
@@ -234,7 +236,8 @@ class Groups(beam.PTransform):
   (`duplicates.Group`), as `duplicates.find` gives them. `rounds`: of the connected
   components (`beam_components.check_converged(result, groups.components)` says whether
   they were enough: `check`). Counters (namespace NAMESPACE): `bucket_entries` (every
-  representative in each band's bucket), `picks`, `kept_pairs`, `checks`, `astray_pairs`;
+  representative in each band's bucket), `picks`, `kept_pairs`, `checks`, `astray_pairs`,
+  `repeated_pairs`;
   the distribution `bucket_size`."""
 
   def __init__(self, threshold: int = duplicates.THRESHOLD,
@@ -287,10 +290,10 @@ class Groups(beam.PTransform):
     kept = (picks
             | "All picks" >> beam.Flatten()
             | "Picks of a pair" >> beam.GroupByKey()
-            | "Count picks" >> beam.Map(_counted)
+            | "Count picks" >> beam.FlatMap(_counted)
             | "Both ends" >> beam.FlatMap(_both_ends)
             | "Pairs of a picture" >> beam.GroupByKey()
-            | "Partners" >> beam.FlatMap(_partners)
+            | "Partners" >> beam.FlatMap(_partners, counter("repeated_pairs"))
             | "Keeps of a pair" >> beam.GroupByKey()
             | "Kept by both" >> beam.FlatMap(_both_kept, counter("kept_pairs")))
     thumbnails = sets | "Thumbnails" >> beam.Map(lambda s: (s[0], s[1][0][2].thumbnail))
@@ -325,6 +328,11 @@ class Groups(beam.PTransform):
       value = distribution.committed or distribution.attempted
       name = f"{distribution.key.metric.name}_max"
       counters[name] = max(counters[name], value.max or 0)
+    if counters.get("repeated_pairs"):
+      raise beam_components.NotConverged(
+          f"duplicates: {counters['repeated_pairs']} pair(s) had their picks counted under "
+          "two keys (the runner grouped equal keys apart): the groups are not those of "
+          "one process")
     if "astray_pairs" not in counters:
       raise beam_components.NotConverged(
           "duplicates: the runner reported no count of pairs given two components: the "

@@ -155,15 +155,34 @@ def test_images_without_near_pairs_give_their_groups_and_pass_the_check(tmp_path
   distinct = [(Member("train", f"{name}.jpg", name),
                image_hashes.of_bytes(sample_images.encode(pixels, "JPEG")))
               for name, pixels in list(real_photos.photos().items())[:4]]
-  copies = [(Member("test", "copy.jpg", "x"), distinct[0][1])]
-  for images in ([], distinct[:1], distinct, distinct + copies):
-    images_members = [m for m, _ in images]
-    images_fingerprints = [f for _, f in images]
-    found, counters = _beam_groups(images_members, images_fingerprints, tmp_path)
-    assert found == _in_order(duplicates.find(images_members, images_fingerprints))
-    assert len(found) == (1 if images == distinct + copies else 0)
+  images = distinct + [(Member("test", "copy.jpg", "x"), distinct[0][1])]  # (an exact copy)
+  members, fingerprints = [m for m, _ in images], [f for _, f in images]
+  found, counters = _beam_groups(members, fingerprints, tmp_path)
+  assert found == _in_order(duplicates.find(members, fingerprints))
+  assert [g.kind for g in found] == [duplicates.EXACT]
+  assert counters.get("kept_pairs", 0) == 0 and counters["astray_pairs"] == 0
 
 
 def test_a_bucket_cut_in_zero_stretches_is_refused():
   with pytest.raises(ValueError, match="stretches"):
     beam_duplicates.Groups(stretches=0)
+
+
+def test_a_pair_counted_under_two_keys_is_refused(tmp_path, monkeypatch):
+  # A runner that groups equal keys apart splits a pair's picks: its votes, and so which
+  # pairs are kept, would differ from one process's. The run must be refused, not used.
+  members, fingerprints = _images(120, seed=3, scenes=2)
+  counted = beam_duplicates._counted
+
+  def split_in_two(pair_picks):  # (as if the runner had made two groups of one key)
+    pair, distances = pair_picks
+    distances = list(distances)
+    if len(distances) > 1:
+      yield pair, (1, distances[0])
+      yield pair, (len(distances) - 1, distances[0])
+    else:
+      yield from counted((pair, distances))
+
+  monkeypatch.setattr(beam_duplicates, "_counted", split_in_two)
+  with pytest.raises(beam_components.NotConverged, match="under two keys"):
+    _beam_groups(members, fingerprints, tmp_path)
