@@ -26,7 +26,9 @@ WINDOW entries on either side of it); a picture's pairs (at most 2 BANDS WINDOW)
 least node of a component in the components' rounds (large-star links every node of a
 component to it), and a component's members and confirmed pairs when its group is made
 (the largest group of 1,000,000 real-photo crops holds half of them). The same groups as
-`duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py).
+`duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py), except, so
+far, at 100,000 images on 2 worker processes, where some pairs' picks were counted apart
+(docs/scaling.md; `Groups.check` now refuses such a run).
 """
 
 import bisect
