@@ -152,9 +152,10 @@ def _picks(band, bucket, entries, context, threshold, counters):
     yield (ids[a], ids[b]), distance
 
 
-def _counted(pair_picks):
+def _counted(pair_picks, counter):
   pair, distances = pair_picks
   distances = list(distances)
+  counter.inc(len(distances))  # (every pick made must arrive: `Groups.check`)
   yield pair, (len(distances), distances[0])
 
 
@@ -239,7 +240,7 @@ class Groups(beam.PTransform):
   components (`beam_components.check_converged(result, groups.components)` says whether
   they were enough: `check`). Counters (namespace NAMESPACE): `bucket_entries` (every
   representative in each band's bucket), `picks`, `kept_pairs`, `checks`, `astray_pairs`,
-  `repeated_pairs`;
+  `repeated_pairs`, `picks_arrived` (the picks that reached their pair's count);
   the distribution `bucket_size`."""
 
   def __init__(self, threshold: int = duplicates.THRESHOLD,
@@ -292,7 +293,7 @@ class Groups(beam.PTransform):
     kept = (picks
             | "All picks" >> beam.Flatten()
             | "Picks of a pair" >> beam.GroupByKey()
-            | "Count picks" >> beam.FlatMap(_counted)
+            | "Count picks" >> beam.FlatMap(_counted, counter("picks_arrived"))
             | "Both ends" >> beam.FlatMap(_both_ends)
             | "Pairs of a picture" >> beam.GroupByKey()
             | "Partners" >> beam.FlatMap(_partners, counter("repeated_pairs"))
@@ -330,6 +331,11 @@ class Groups(beam.PTransform):
       value = distribution.committed or distribution.attempted
       name = f"{distribution.key.metric.name}_max"
       counters[name] = max(counters[name], value.max or 0)
+    if counters.get("picks", 0) != counters.get("picks_arrived", 0):
+      raise beam_components.NotConverged(
+          f"duplicates: {counters.get('picks', 0)} picks were made but "
+          f"{counters.get('picks_arrived', 0)} arrived where they are counted: the runner "
+          "lost or repeated elements; the groups are not those of one process")
     if counters.get("repeated_pairs"):
       raise beam_components.NotConverged(
           f"duplicates: {counters['repeated_pairs']} pair(s) had their picks counted under "

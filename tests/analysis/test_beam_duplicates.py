@@ -174,15 +174,32 @@ def test_a_pair_counted_under_two_keys_is_refused(tmp_path, monkeypatch):
   members, fingerprints = _images(120, seed=3, scenes=2)
   counted = beam_duplicates._counted
 
-  def split_in_two(pair_picks):  # (as if the runner had made two groups of one key)
+  def split_in_two(pair_picks, counter):  # (as if the runner made two groups of one key)
     pair, distances = pair_picks
     distances = list(distances)
     if len(distances) > 1:
+      counter.inc(len(distances))
       yield pair, (1, distances[0])
       yield pair, (len(distances) - 1, distances[0])
     else:
-      yield from counted((pair, distances))
+      yield from counted((pair, distances), counter)
 
   monkeypatch.setattr(beam_duplicates, "_counted", split_in_two)
   with pytest.raises(beam_components.NotConverged, match="under two keys"):
+    _beam_groups(members, fingerprints, tmp_path)
+
+
+def test_picks_lost_on_the_way_to_their_count_are_refused(tmp_path, monkeypatch):
+  # A runner that loses (or repeats) elements between the picks and their count changes
+  # which pairs are kept: the run must be refused, not used.
+  members, fingerprints = _images(120, seed=3, scenes=2)
+  counted = beam_duplicates._counted
+
+  def one_lost(pair_picks, counter):
+    pair, distances = pair_picks
+    distances = list(distances)
+    yield from counted((pair, distances[1:] if len(distances) > 1 else distances), counter)
+
+  monkeypatch.setattr(beam_duplicates, "_counted", one_lost)
+  with pytest.raises(beam_components.NotConverged, match="arrived where they are counted"):
     _beam_groups(members, fingerprints, tmp_path)
