@@ -27,8 +27,8 @@ least node of a component in the components' rounds (large-star links every node
 component to it), and a component's members and confirmed pairs when its group is made
 (the largest group of 1,000,000 real-photo crops holds half of them). The same groups as
 `duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py), except, so
-far, at 100,000 images on 2 worker processes, where some pairs' picks were counted apart
-(docs/scaling.md; `Groups.check` now refuses such a run).
+far, at 100,000 images on the DirectRunner's 2 worker processes, where the kept pairs
+varied from run to run (docs/scaling.md; `Groups.check` refuses a run that lost picks).
 """
 
 import bisect
