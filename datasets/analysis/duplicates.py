@@ -45,7 +45,7 @@ import dataclasses
 import functools
 import json
 import pathlib
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import PIL.Image
@@ -72,7 +72,6 @@ _FAR_BITS = 24      # SimHash bits (of 61) past which two thumbnails are not com
 _FEW_PAIRS = 64     # joins of up to this many pairs go without scipy (`_Components`)
 _REGIONS_HELD = 100_000  # pictures whose regions `find` holds at once (1,170 bytes each)
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
-_UNPICKED = np.int32(1 << 30)
 _KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
 _HELD_PICKS = 1 << 22  # picks `_picked` holds before it merges them (32 MB)
 _RANKED = 1 << 20   # pairs `_partnered` ranks at a time (~100 MB)
@@ -391,21 +390,29 @@ class _Components:
     self.parent[nodes] = smallest[component]
 
   def _join_few(self, first: list[int], second: list[int]) -> None:
-    """`join` of a few pairs of roots, in Python: a root joined to a smaller one points to
-    it, so a component's root is its smallest."""
-    up = {}
-
-    def top(node):
-      while node in up:
-        node = up[node]
-      return node
-    for a, b in zip(first, second):
-      a, b = top(a), top(b)
-      if a != b:
-        up[max(a, b)] = min(a, b)
+    """`join` of a few pairs of roots, in Python (`_joined_in_order`)."""
+    up, top, _ = _joined_in_order(first, second)
     if up:
       nodes = list(up)
       self.parent[nodes] = [top(node) for node in nodes]
+
+
+def _joined_in_order(first, second) -> tuple[dict, Callable, list[int]]:
+  """A union-find of a few pairs in Python, in their order: (each joined node's parent,
+  the function to a node's root, the positions of the pairs that joined two trees). A
+  root joined to a smaller one points to it, so a tree's root is its smallest node."""
+  up, taken = {}, []
+
+  def top(node):
+    while node in up:
+      node = up[node]
+    return node
+  for position, (a, b) in enumerate(zip(first, second)):
+    a, b = top(a), top(b)
+    if a != b:
+      up[max(a, b)] = min(a, b)
+      taken.append(position)
+  return up, top, taken
 
 
 def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
@@ -649,18 +656,7 @@ def _kruskal(first: np.ndarray, second: np.ndarray) -> np.ndarray:
   """Positions of the pairs (of distinct nodes) that Kruskal's rule takes in this order:
   each pair whose nodes the pairs before it did not join."""
   if len(first) <= _FEW_PAIRS:
-    up, taken = {}, []
-
-    def top(node):
-      while node in up:
-        node = up[node]
-      return node
-    for position, (a, b) in enumerate(zip(first.tolist(), second.tolist())):
-      a, b = top(a), top(b)
-      if a != b:
-        up[max(a, b)] = min(a, b)
-        taken.append(position)
-    return np.array(taken, np.int64)
+    return np.array(_joined_in_order(first.tolist(), second.tolist())[2], np.int64)
   nodes, inverse = np.unique(np.concatenate([first, second]), return_inverse=True)
   low = np.minimum(inverse[:len(first)], inverse[len(first):])
   high = np.maximum(inverse[:len(first)], inverse[len(first):])
@@ -796,13 +792,22 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   count = len(links.label)
   pairs = [np.empty((0, 2), np.int64)]
   for numbers in components:
-    if 1 < len(numbers) <= _ALL_PAIRS and len(
-        {members[i].split for number in numbers for i in sets[number]}) > 1:
-      pairs.append(np.array(numbers, np.int64)[np.stack(np.triu_indices(len(numbers), 1), 1)])
+    every = _every_pair_if_a_small_leak(
+        len(numbers), {members[i].split for number in numbers for i in sets[number]})
+    pairs.append(np.array(numbers, np.int64)[every])
   pairs = np.concatenate(pairs)
   codes = pairs[:, 0] * count + pairs[:, 1]
   fresh = ~_among(codes, links.checked) & ~np.isin(codes, links.first * count + links.second)
   return pairs[fresh, 0], pairs[fresh, 1]  # (not those checked already)
+
+
+def _every_pair_if_a_small_leak(sets: int, splits: set) -> np.ndarray:
+  """(pairs, 2): every pair (i < j) of a component's `sets` exact sets when it is a small
+  cross-split group (2 to _ALL_PAIRS sets, more than one split), whose pairs are all
+  checked; none otherwise."""
+  if 1 < sets <= _ALL_PAIRS and len(splits) > 1:
+    return np.stack(np.triu_indices(sets, 1), 1)
+  return np.empty((0, 2), np.int64)
 
 
 def component_group(sets: list, pairs: list) -> "Group | None":
@@ -821,8 +826,8 @@ def component_group(sets: list, pairs: list) -> "Group | None":
   first, second = first[links], second[links]
   images = sorted((image for images in sets for image in images), key=lambda i: i[0])
   members = [member for _, member, _ in images]
-  if 1 < len(sets) <= _ALL_PAIRS and len({m.split for m in members}) > 1:
-    every = np.stack(np.triu_indices(len(sets), 1), 1)
+  every = _every_pair_if_a_small_leak(len(sets), {m.split for m in members})
+  if len(every):
     fresh = ~np.isin(every[:, 0] * len(sets) + every[:, 1], first * len(sets) + second)
     every = every[fresh]
     thumbnails, blank = _thumbnail_rows([images[0][2].thumbnail for images in sets])
