@@ -3,12 +3,13 @@
 
     python benchmarks/beam_grouping.py [--images 20000] [--source crops|build]
                                        [--work /tmp/beam_grouping] [--workers 2]
+                                       [--mode multi_processing|multi_threading|in_memory]
 
 `--source crops`: N fingerprints of real-photo crops and augmentations (the ones
 benchmarks/duplicates_cost.py groups, cached under its --work); `--source build` with
 `--fingerprints F`: a pickle of (members, fingerprints), e.g. a built version's. The
 images are written as JSON lines in 16 files; the pipeline reads them, groups them and
-writes every group as a line (DirectRunner, `--workers` processes, multi-processing). Then
+writes every group as a line (DirectRunner, `--workers` processes or threads, `--mode`). Then
 the groups read back are compared with `duplicates.find` over the same images in this
 process. Printed: wall times, per-image counters (bucket entries, picks, kept pairs,
 thumbnail checks), the largest bucket, each component round's changes, and the peak
@@ -50,12 +51,15 @@ def main():
   parser.add_argument("--fingerprints", default="")
   parser.add_argument("--work", default="/tmp/beam_grouping")
   parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--mode", default="multi_processing",
+                      choices=["multi_processing", "multi_threading", "in_memory"])
   args = parser.parse_args()
 
   import apache_beam as beam
   from apache_beam.options import pipeline_options
 
   import duplicates_cost
+  from imagesets.analysis import beam_components
   from imagesets.analysis import beam_duplicates
   from imagesets.analysis import duplicates
 
@@ -79,7 +83,7 @@ def main():
   del images
 
   options = pipeline_options.PipelineOptions(
-      direct_num_workers=args.workers, direct_running_mode="multi_processing")
+      direct_num_workers=args.workers, direct_running_mode=args.mode)
   pipeline = beam.Pipeline(options=options)
   groups = beam_duplicates.Groups()
   _ = (pipeline
@@ -92,7 +96,11 @@ def main():
   result = pipeline.run()
   result.wait_until_finish()
   beam_s = time.perf_counter() - start
-  counters = groups.check(result)
+  try:
+    counters, refused = groups.check(result), None
+  except beam_components.NotConverged as error:  # (still compared: what was lost shows)
+    refused = str(error)
+    counters = groups.counters(result)
   driver_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   workers_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -111,12 +119,12 @@ def main():
   changes = {}
   for number, step, value in rounds:
     changes.setdefault(number, {})[step] = value
-  print(json.dumps({"images": len(members), "pictures": pictures, "workers": args.workers,
+  print(json.dumps({"refused": refused, "mode": args.mode, "images": len(members), "pictures": pictures, "workers": args.workers,
                     "beam_s": round(beam_s, 1), "find_s": round(local_s, 2),
                     "same_groups": same, "groups": len(local),
                     "per_picture": {name: round(counters[name] / pictures, 2)
-                                    for name in ("bucket_entries", "picks", "kept_pairs",
-                                                 "checks")},
+                                    for name in ("bucket_entries", "picks", "picks_arrived",
+                                                 "kept_pairs", "checks")},
                     "largest_bucket": counters.get("bucket_size_max"),
                     "astray_pairs": counters.get("astray_pairs", 0),
                     "changes_per_round": [changes[n].get("large", 0) + changes[n].get("small", 0)

@@ -322,15 +322,7 @@ class Groups(beam.PTransform):
     included; `beam_components.NotConverged` when the groups are not final (the last
     round changed a link, or a confirmed pair's pictures were given two components)."""
     rounds = beam_components.check_converged(result, self.components)
-    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
-    counters = collections.Counter()  # (a counter of two steps: their sum)
-    for counter in query["counters"]:
-      counters[counter.key.metric.name] += (
-          counter.committed if counter.committed is not None else counter.attempted)
-    for distribution in query["distributions"]:
-      value = distribution.committed or distribution.attempted
-      name = f"{distribution.key.metric.name}_max"
-      counters[name] = max(counters[name], value.max or 0)
+    counters = self.counters(result)
     if counters.get("picks", 0) != counters.get("picks_arrived", 0):
       raise beam_components.NotConverged(
           f"duplicates: {counters.get('picks', 0)} picks were made but "
@@ -350,4 +342,18 @@ class Groups(beam.PTransform):
           f"duplicates: {counters['astray_pairs']} confirmed pair(s) joined pictures given "
           "two components: the groups are not final; run with more rounds")
     return {**rounds, **counters}
+
+  @staticmethod
+  def counters(result) -> collections.Counter:
+    """{counter: value} of this transform in a finished pipeline, unchecked."""
+    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
+    counters = collections.Counter()  # (a counter of two steps: their sum)
+    for counter in query["counters"]:
+      counters[counter.key.metric.name] += (
+          counter.committed if counter.committed is not None else counter.attempted)
+    for distribution in query["distributions"]:
+      value = distribution.committed or distribution.attempted
+      name = f"{distribution.key.metric.name}_max"
+      counters[name] = max(counters[name], value.max or 0)
+    return counters
 
