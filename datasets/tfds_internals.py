@@ -224,6 +224,8 @@ BUILDER_HOOKS = {
     "_log_download_bytes": ("self",),
     "_log_download_done": ("self",),  # class_folders.named_build: the CLI sums a build up
     "_split_generators": ("self", "dl_manager"),
+    # (a Beam build's finished pipeline: its groups of duplicates checked final)
+    "_process_pipeline_result": ("self", "pipeline_result"),
 }
 BUILDER_CLASS_PROPERTIES = ("_checksums_path", "url_infos")
 

@@ -323,8 +323,8 @@ def test_the_private_attribute_guard_finds_what_it_is_for(tmp_path):
   probe.write_text(
       "import tensorflow_datasets as tfds\n"
       "class Builder(tfds.core.GeneratorBasedBuilder):\n"
-      "  def _process_pipeline_result(self, result):\n"  # an override the door does not list
-      "    return result\n"
+      "  def _make_download_manager(self, download_dir, download_config):\n"  # not listed
+      "    return download_dir\n"
       "  def _split_generators(self, dl_manager):\n"     # a hook the door checks: fine
       "    return self._generate_examples()\n"
       "def use(builder):\n"
@@ -334,7 +334,7 @@ def test_the_private_attribute_guard_finds_what_it_is_for(tmp_path):
       "  tfds.core.GeneratorBasedBuilder._process_pipeline_result\n")
   ours, theirs = _defined_private_names(PACKAGE.rglob("*.py")), _tfds_private_names()
   found = _private_tfds_attributes(probe, ours, theirs)
-  assert found == ["class Builder overrides TFDS's _process_pipeline_result", "line 8: ._info_proto",
+  assert found == ["class Builder overrides TFDS's _make_download_manager", "line 8: ._info_proto",
                    "line 9: ._build_data_dir", "line 10: ._DATASET_REGISTRY",
                    "line 11: ._process_pipeline_result"], found
 

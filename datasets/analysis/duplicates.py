@@ -147,6 +147,13 @@ def _member_order(member: Member) -> tuple:
   return (split_rank(member.split), member.file_name)
 
 
+def group_order(group: "Group") -> tuple:
+  """The order of `find`'s groups, total: by their members in member order (the first
+  member's split and file name first), then their exact sets and links."""
+  return (tuple((split_rank(m.split), m.file_name, m.label is not None, m.label or "")
+                for m in group.members), group.exact_sets, group.links)
+
+
 def member_key(member: Member, fingerprint: image_hashes.Fingerprint) -> tuple:
   """Where an image sorts in member order: split, file name, then (one name twice) label
   and fingerprint. `find` numbers pictures in this order, and its ties follow it."""
@@ -755,7 +762,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
                            place[representative[second]])
   groups = [_group(members, fingerprints, indices, linked.get(label, ()))
             for label, indices in grouped.items()]
-  return sorted(groups, key=lambda group: _member_order(group.members[0]))
+  return sorted(groups, key=group_order)
 
 
 def _pairs_by_label(labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tuple]:

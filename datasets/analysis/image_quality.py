@@ -54,7 +54,6 @@ import collections
 import dataclasses
 import json
 import pathlib
-import statistics as stats_lib
 from typing import Sequence
 
 import numpy as np
@@ -196,15 +195,39 @@ def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:
   """Every finding of the images (`duplicates.Member`s and their fingerprints), by kind
   (`KINDS` order), then split and file name. Images without measures (fingerprints of an
   older build) are left out of all but the size kinds."""
-  measured = [f.height * f.width for f in fingerprints if f.height and f.width]
-  median_side = stats_lib.median(measured) ** 0.5 if measured else 0.0
-  found = []
-  for member, fingerprint in zip(members, fingerprints):
-    values = fingerprint.quality or (1.0, 0.0, 1e9, 8.0, 255.0, 1.0)  # (nothing but the size)
-    for kind, score in _kinds_of(values, fingerprint.height, fingerprint.width,
-                                 median_side).items():
-      found.append(Finding(kind, member.split, member.file_name, member.label, score))
-  return sorted(found, key=lambda f: (KINDS.index(f.kind), f.split, f.file_name))
+  side = median_side(collections.Counter((f.height, f.width) for f in fingerprints))
+  return sorted((finding for member, fingerprint in zip(members, fingerprints)
+                 for finding in findings_of(member, fingerprint, side)), key=finding_order)
+
+
+def median_side(sizes) -> float:
+  """sqrt of the median area of the images, given as {(height, width): images} (a sum of
+  parts: Beam's workers count theirs); sizes with a 0 side are not measured."""
+  areas = sorted((height * width, count) for (height, width), count in sizes.items()
+                 if height and width and count)
+  total = sum(count for _, count in areas)
+  if not total:
+    return 0.0
+  middle, seen, wanted = [], 0, sorted({(total - 1) // 2, total // 2})
+  for area, count in areas:  # (the middle one or two, as statistics.median takes them)
+    middle += [area for at in wanted if seen <= at < seen + count]
+    seen += count
+  return (middle[0] if total % 2 else (middle[0] + middle[1]) / 2) ** 0.5
+
+
+def findings_of(member, fingerprint, side: float) -> list[Finding]:
+  """The findings of one image, in a version whose `median_side` is `side`."""
+  values = fingerprint.quality or (1.0, 0.0, 1e9, 8.0, 255.0, 1.0)  # (nothing but the size)
+  return [Finding(kind, member.split, member.file_name, member.label, score)
+          for kind, score in _kinds_of(values, fingerprint.height, fingerprint.width,
+                                       side).items()]
+
+
+def finding_order(finding: Finding) -> tuple:
+  """`find`'s order, total: by kind (`KINDS`), split and file name, then (one name twice)
+  label and score."""
+  return (KINDS.index(finding.kind), finding.split, finding.file_name,
+          finding.label is not None, finding.label or "", finding.score)
 
 
 def counts(findings: Sequence[Finding]) -> dict[str, int]:

@@ -431,6 +431,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # its _split_generators, so TFDS never calls it.
     raise NotImplementedError
 
+  def _process_pipeline_result(self, pipeline_result) -> None:
+    # (TFDS's hook, once a Beam build's pipeline finished: its groups must be final)
+    super()._process_pipeline_result(pipeline_result)
+    self.generation.check_pipeline(pipeline_result)
+
   def _generate_all_splits(self, dl_manager, download_config, use_beam: bool):
     if use_beam:  # TFDS's own split writer runs the pipeline
       return super()._generate_splits(dl_manager, download_config)

@@ -3,7 +3,9 @@ report files and the card beside dataset_info.json, and the leakage action
 (`duplicates.LEAKAGE_ACTIONS`).
 
 The fingerprints come from the build's workers (`generation`); grouping them takes well
-under a second for thousands of images (docs/know_your_data.md).
+under a second for thousands of images (docs/know_your_data.md). On Beam the runner's
+workers group them, find the quality findings and count the card's tallies
+(`beam_report`): the driver reads what they found, not the fingerprints.
 """
 
 import dataclasses
@@ -30,35 +32,41 @@ class Found:
 
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
            title: str) -> Found | None:
-  """Groups the build's images, acts on leakage, writes the report and the card into
-  `data_dir`; returns what it found (None when `action` is "off" or the build
-  fingerprinted nothing, e.g. on Beam)."""
-  if action == "off" or not report.images:
+  """Groups the build's images (or takes what Beam's workers found of them: `known`),
+  acts on leakage, writes the report and the card into `data_dir`; returns what it found
+  (None when `action` is "off" or the build fingerprinted nothing)."""
+  if action == "off":
     return None
-  images = report.images  # the examples written (not the dropped, nor those past a cap)
-  members = [member for member, _ in images]
-  fingerprints = [fingerprint for _, fingerprint in images]
-  groups = duplicates.find(members, fingerprints)
-  findings = image_quality.find(members, fingerprints)
+  if report.known is not None:
+    groups, findings, tallies = report.known
+  else:
+    images = report.images  # the examples written (not the dropped, nor those past a cap)
+    members = [member for member, _ in images]
+    fingerprints = [fingerprint for _, fingerprint in images]
+    groups = duplicates.find(members, fingerprints)
+    findings = image_quality.find(members, fingerprints)
+    tallies = dataset_card.Tallies.of(images)
+  if not tallies.num_images:
+    return None
   leaks = [group for group in groups if group.cross_split]
   if action == "error":  # (local builds stopped before writing: `generation`; Beam here)
     duplicates.raise_if_leaking(groups, title)
   directory = epath.Path(data_dir)
-  report_json = duplicates.to_json(groups, len(members), report.dropped)
+  report_json = duplicates.to_json(groups, tallies.num_images, report.dropped)
   # (compact, by the C encoder: Python's indenting one is several times slower on a large
   # version's report; `jq` shows them)
   (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, separators=(",", ":")))
   (directory / image_quality.QUALITY_FILE).write_text(
-      json.dumps(image_quality.to_json(findings, len(members)), separators=(",", ":")))
+      json.dumps(image_quality.to_json(findings, tallies.num_images), separators=(",", ":")))
   (directory / dataset_card.CARD_FILE).write_text(
-      dataset_card.markdown(title, images, groups, report.dropped, findings))
+      dataset_card.markdown(title, tallies, groups, report.dropped, findings))
   # A warning when a split leaks (`imagesets build` repeats the line as its last).
   (logging.warning if leaks else logging.info)(
-      "%s: %s; %s", title, duplicates.summary(groups, len(members), report.dropped),
+      "%s: %s; %s", title, duplicates.summary(groups, tallies.num_images, report.dropped),
       image_quality.summary(findings))
   return Found({key: report_json[key] for key in ("num_images", "num_cross_split",
                                                   "num_label_conflicts")} | {
       "num_groups": len(groups), "num_dropped": len(report.dropped),
       "report": duplicates.REPORT_FILE,
       "quality": image_quality.counts(findings), "quality_report": image_quality.QUALITY_FILE},
-      groups, findings, len(members))
+      groups, findings, tallies.num_images)

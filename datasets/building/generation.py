@@ -44,6 +44,9 @@ from imagesets.analysis import image_hashes
 Item = Any
 Process = Callable[[Item], tuple[dict, str | None]]
 _REPORT_DIR = "_imagesets_report"
+# The report's files of what the workers found of the images (not a split name: TFDS's
+# split names are words).
+_FOUND = "-found"
 
 
 class EmptySplitError(ValueError):
@@ -92,6 +95,8 @@ class Report:
   # Every written example's identity and fingerprint, for the duplicate report (`_identity`).
   images: list[tuple[duplicates.Member, image_hashes.Fingerprint]] = ()
   dropped: list[duplicates.Member] = ()  # left out by leakage="drop"
+  # On Beam, what the workers found of the images instead (`beam_report.Known`).
+  known: Any = None
 
 
 def _outcome(process: Process, key: str, item: Item):
@@ -116,15 +121,20 @@ def _examples_of(outcome):
     yield key, example
 
 
-def _report_lines(outcome, split):
-  key, _, note, reason, identity = outcome
+def _report_lines(outcome):
+  key, _, note, reason, _ = outcome
   if reason is not None:
     yield json.dumps({"problem": [key, reason]})
   if note is not None:
     yield json.dumps({"note": [key, note]})
+
+
+def _image_of(outcome, split, described):
+  """(member, fingerprint) of a Beam worker's fingerprinted example."""
+  _, _, _, _, identity = outcome
   if identity is not None and identity[2] is not None:
-    file_name, label, fingerprint = identity  # (`schema.annotation`: JSON-able already)
-    yield json.dumps({"image": [split, key, file_name, label, fingerprint.to_json()]})
+    file_name, value, fingerprint = identity
+    yield duplicates.Member(split, file_name, described(value)), fingerprint
 
 
 def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
@@ -209,6 +219,14 @@ class Generation:
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
+  # On Beam: the splits given, each split's fingerprinted images once TFDS applied its
+  # transform (the last one applied adds the report over all of them: `_report_on_workers`),
+  # that report's transform, and what it found once read (`report`).
+  _beam_splits: list[str] = dataclasses.field(default_factory=list)
+  _beam_images: list = dataclasses.field(default_factory=list)
+  _beam_report: Any = None
+  _known: Any = None
+  _pipeline_done: bool = False
   # Locally, one stream of outcomes runs over every split's items in the order the
   # splits were given, which is the order TFDS writes them in: the workers go on with
   # the next split while TFDS writes one's shards. `None`: not started; `False`: given up
@@ -408,6 +426,9 @@ class Generation:
     beam = tfds.core.lazy_imports.apache_beam
     report_prefix = os.fspath(self._report_dir() / split)
     fingerprint = self.leakage != "off"
+    described = schema.of(self.features).describe
+    self._beam_splits.append(split)
+    generation = self
 
     class _ProcessItems(beam.PTransform):
 
@@ -418,32 +439,61 @@ class Generation:
             | "Process" >> beam.MapTuple(
                 lambda key, item: _beam_outcome(process, fingerprint, key, item)))
         _ = (outcomes
-             | "Report" >> beam.FlatMap(_report_lines, split)
+             | "Report" >> beam.FlatMap(_report_lines)
              | "WriteReport" >> beam.io.WriteToText(report_prefix, file_name_suffix=".jsonl"))
+        if fingerprint:
+          generation._beam_images.append(
+              outcomes | "Images" >> beam.FlatMap(_image_of, split, described))
+          if len(generation._beam_images) == len(generation._beam_splits):
+            generation._report_on_workers()
         return outcomes | "Examples" >> beam.FlatMap(_examples_of)
 
     return _ProcessItems()
+
+  def _report_on_workers(self) -> None:
+    """Adds to the pipeline the report over every split's images (`beam_report`), written
+    to the report folder; TFDS applies the splits' transforms one by one, after
+    `_split_generators` gave them all, so the last applied holds every split's images."""
+    beam = tfds.core.lazy_imports.apache_beam
+    from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
+    self._beam_report = beam_report.Report()
+    _ = (tuple(self._beam_images)
+         | "All images" >> beam.Flatten()
+         | "Know your data" >> self._beam_report
+         | "Found lines" >> beam.Map(json.dumps)
+         | "Write found" >> beam.io.WriteToText(os.fspath(self._report_dir() / _FOUND),
+                                                file_name_suffix=".jsonl"))
+
+  def check_pipeline(self, result) -> None:
+    """Raises when the finished pipeline's groups of duplicates are not final or the runner
+    lost elements (`beam_duplicates.Groups.check`)."""
+    self._pipeline_done = True  # (its report is then read, or its absence said)
+    if self._beam_report is not None:
+      self._beam_report.groups.check(result)
 
   def _report_dir(self) -> epath.Path:
     return epath.Path(self.data_dir) / _REPORT_DIR
 
   def report(self) -> Report:
-    """Every problem and note of the build; Beam's are read (and removed) from the data dir."""
+    """Every problem and note of the build, and on Beam what the workers found of its
+    images; Beam's are read (and removed) from the data dir."""
     report_dir = self._report_dir()
     if self.use_beam and report_dir.exists():
+      found = []
       for path in sorted(report_dir.glob("*.jsonl")):
         for line in path.read_text().splitlines():
           record = json.loads(line)
-          if "problem" in record:
+          if path.name.startswith(_FOUND):
+            found.append(record)
+          elif "problem" in record:
             self._record(record["problem"][0], None, record["problem"][1])
-          elif "image" in record:
-            split, key, file_name, label, fingerprint = record["image"]
-            self._images.append((split, key, (
-                file_name, label, image_hashes.Fingerprint.from_json(fingerprint))))
           else:
             self._record(record["note"][0], record["note"][1], None)
+      if self._beam_report is not None and (found or self._pipeline_done):
+        from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
+        self._known = beam_report.known(found, str(report_dir / _FOUND))
       for path in report_dir.iterdir():
         path.unlink()
       report_dir.rmdir()
     return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())),
-                  self.images(), list(self._dropped))
+                  self.images(), list(self._dropped), self._known)

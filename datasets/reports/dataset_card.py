@@ -7,6 +7,7 @@ Made from the per-image fingerprints a build computes anyway (`image_hashes`).
 """
 
 import collections
+import dataclasses
 from typing import Sequence
 
 from imagesets.analysis import duplicates
@@ -39,30 +40,75 @@ def _size_bin(shorter: int) -> str:
   return f"{lower}-{upper[0] - 1}" if upper else f">= {lower}"
 
 
-def statistics(images: Sequence[tuple[duplicates.Member, image_hashes.Fingerprint]]) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Tallies:
+  """What the card counts of a version's images: a sum of parts (Beam's workers count
+  their images, the driver adds the counts). {(split, label or None): images},
+  {(height, width): images}, {format: images}."""
+  classes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  sizes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  formats: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+  @classmethod
+  def of(cls, images: Sequence[tuple[duplicates.Member, image_hashes.Fingerprint]]
+         ) -> "Tallies":
+    tallies = cls()
+    for member, fingerprint in images:
+      tallies.add(member, fingerprint)
+    return tallies
+
+  def add(self, member: duplicates.Member, fingerprint: image_hashes.Fingerprint
+          ) -> "Tallies":
+    """These tallies, one image more (counted in place)."""
+    self.classes[(member.split, member.label)] += 1
+    self.sizes[(fingerprint.height, fingerprint.width)] += 1
+    self.formats[fingerprint.format] += 1
+    return self
+
+  def __add__(self, other: "Tallies") -> "Tallies":
+    return Tallies(self.classes + other.classes, self.sizes + other.sizes,
+                   self.formats + other.formats)
+
+  @property
+  def num_images(self) -> int:
+    return sum(self.formats.values())
+
+  def to_json(self) -> dict:
+    return {"classes": [[*key, n] for key, n in sorted(
+                self.classes.items(), key=lambda kv: (kv[0][0], kv[0][1] is not None,
+                                                      kv[0][1] or ""))],
+            "sizes": [[*key, n] for key, n in sorted(self.sizes.items())],
+            "formats": [[key, n] for key, n in sorted(self.formats.items())]}
+
+  @classmethod
+  def from_json(cls, held: dict) -> "Tallies":
+    return cls(collections.Counter({(split, label): n for split, label, n in held["classes"]}),
+               collections.Counter({(h, w): n for h, w, n in held["sizes"]}),
+               collections.Counter({f: n for f, n in held["formats"]}))
+
+
+def statistics(tallies: Tallies) -> dict:
   """{"splits": {split: {class: count}}, "shorter_side": {bin: count}, "formats": {...},
   "sizes": {"min": [h, w], "max": [h, w]}}."""
   splits = collections.defaultdict(collections.Counter)
-  bins, formats = collections.Counter(), collections.Counter()
-  shorter_sides = collections.Counter()
-  for member, fingerprint in images:
-    splits[member.split][member.label if member.label is not None else "-"] += 1
-    shorter_sides[min(fingerprint.height, fingerprint.width)] += 1
-    formats[fingerprint.format] += 1
-  for side, count in shorter_sides.items():
-    bins[_size_bin(side)] += count
-  areas = [(f.height * f.width, f.height, f.width) for _, f in images]
+  for (split, label), count in tallies.classes.items():
+    splits[split][label if label is not None else "-"] += count
+  bins = collections.Counter()
+  for (height, width), count in tallies.sizes.items():
+    bins[_size_bin(min(height, width))] += count
+  areas = [(h * w, h, w) for (h, w), count in tallies.sizes.items() if count]
+  formats = sorted(tallies.formats.items(), key=lambda kv: (-kv[1], kv[0]))
   return {"splits": {s: dict(sorted(c.items())) for s, c in
                      sorted(splits.items(), key=lambda item: duplicates.split_rank(item[0]))},
           "shorter_side": {b: bins[b] for b in map(_size_bin, _SIZE_BINS) if bins[b]},
-          "formats": dict(formats.most_common()),
+          "formats": {f: n for f, n in formats if n},
           "sizes": {"min": list(min(areas)[1:]), "max": list(max(areas)[1:])} if areas else {}}
 
 
-def markdown(title: str, images, groups: Sequence[duplicates.Group],
+def markdown(title: str, tallies: Tallies, groups: Sequence[duplicates.Group],
              dropped: Sequence[duplicates.Member] = (),
              findings: Sequence[image_quality.Finding] = ()) -> str:
-  stats = statistics(images)
+  stats = statistics(tallies)
   classes = sorted({c for per_class in stats["splits"].values() for c in per_class})
   lines = [f"# {title}", "", "## Examples per split and class", ""]
   rows = [[_text(c)] + [stats["splits"][s].get(c, 0) for s in stats["splits"]] for c in classes]
@@ -74,7 +120,7 @@ def markdown(title: str, images, groups: Sequence[duplicates.Group],
   if stats["sizes"]:
     lines += [f"Smallest {stats['sizes']['min'][0]}x{stats['sizes']['min'][1]}, largest "
               f"{stats['sizes']['max'][0]}x{stats['sizes']['max'][1]} (height x width)."]
-  lines += ["", "## Duplicates", "", _text(duplicates.summary(groups, len(images), dropped)) + ".",
+  lines += ["", "## Duplicates", "", _text(duplicates.summary(groups, tallies.num_images, dropped)) + ".",
             ""]
   notable = [g for g in groups if g.cross_split or g.label_conflict]
   if notable:

@@ -3,7 +3,6 @@ crops and burst frames of real photos with exact copies, leaks across splits, la
 conflicts and one name twice; the components' rounds said, the work counted."""
 
 import collections
-import json
 import dataclasses
 import pathlib
 import pickle
@@ -61,9 +60,7 @@ def _beam_groups(members, fingerprints, folder, run_options=None,
 
 
 def _in_order(groups):
-  """Groups by their first member, then whole (two groups may start with one name)."""
-  return sorted(groups, key=lambda group: (duplicates._member_order(group.members[0]),
-                                           json.dumps(group.to_json())))
+  return sorted(groups, key=duplicates.group_order)
 
 
 def _local_work(members, fingerprints):
@@ -92,7 +89,7 @@ def crops():
 
 def test_beam_finds_the_groups_one_process_finds(crops, tmp_path):
   members, fingerprints = crops
-  local = _in_order(duplicates.find(members, fingerprints))
+  local = duplicates.find(members, fingerprints)
   # (buckets of over 12 entries cut in 4: both kinds of bucket in one run)
   found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=12,
                                  stretches=4)
@@ -114,7 +111,7 @@ def test_beam_finds_the_groups_one_process_finds(crops, tmp_path):
 
 def test_beam_finds_the_same_groups_on_worker_processes_in_any_input_order(tmp_path):
   members, fingerprints = _images(160, seed=9, scenes=2)
-  local = _in_order(duplicates.find(members, fingerprints))
+  local = duplicates.find(members, fingerprints)
   assert any(g.kind == duplicates.NEAR for g in local)
   reordered = list(reversed(range(len(members))))
   options = pipeline_options.PipelineOptions(
@@ -139,7 +136,7 @@ def test_a_crowded_bucket_is_cut_into_stretches_with_the_same_work_and_groups(
   # the very pairs and give the very groups one process does.
   members, fingerprints = _images(300, seed=6, scenes=2)
   fingerprints = [dataclasses.replace(f, perceptual=1 << 100) for f in fingerprints]
-  local = _in_order(duplicates.find(members, fingerprints))
+  local = duplicates.find(members, fingerprints)
   assert any(g.kind == duplicates.NEAR for g in local)
   found, counters = _beam_groups(members, fingerprints, tmp_path, largest_bucket=40,
                                  stretches=stretches)
@@ -158,7 +155,7 @@ def test_images_without_near_pairs_give_their_groups_and_pass_the_check(tmp_path
   images = distinct + [(Member("test", "copy.jpg", "x"), distinct[0][1])]  # (an exact copy)
   members, fingerprints = [m for m, _ in images], [f for _, f in images]
   found, counters = _beam_groups(members, fingerprints, tmp_path)
-  assert found == _in_order(duplicates.find(members, fingerprints))
+  assert found == duplicates.find(members, fingerprints)
   assert [g.kind for g in found] == [duplicates.EXACT]
   assert counters.get("kept_pairs", 0) == 0 and counters["astray_pairs"] == 0
 

@@ -209,3 +209,17 @@ def test_a_leak_past_the_cap_still_stops_an_error_build(tmp_path):
                                                     r"  train/c1/3a.jpg = test/c1/3.jpg\n"):
     stopped.download_and_prepare(download_config=capped)
   assert not stopped.data_path.exists()
+
+
+def test_error_on_beam_stops_the_build_naming_both_files_from_the_workers_groups(tmp_path):
+  """On Beam the workers group the images (`beam_report`); the driver stops on their
+  groups once the pipeline is done, and the failed build leaves no version."""
+  from conftest import beam_download_config
+  root, home, other, leak = _tree(tmp_path)
+  options = class_folders_builder.ClassFoldersConfig(
+      name="pets", split_proportions=PROPORTIONS, leakage="error")
+  with pytest.raises(duplicates.LeakageError,
+                     match=f"pets/1.0.0: 1 picture.*\n  {home}/cat/0.jpg = {other}/{leak}\n"):
+    named_build.build(root, "pets", data_dir=str(tmp_path / "d"), options=options,
+                      beam_options=beam_download_config(multi_processing=False).beam_options)
+  assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))

@@ -9,14 +9,18 @@ import re
 import tarfile
 
 import numpy as np
+import PIL.Image
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
 from conftest import REPO, beam_download_config, records_by_split, shard_bytes, tfds_cli
+from imagesets.analysis import duplicates
+from imagesets.analysis import image_quality
 from imagesets.building import class_folders_builder
 from imagesets.building import problems
+from imagesets.reports import dataset_card
 from imagesets_testing import sample_images
 from imagesets_testing.trees import write_gfile_tree, write_tree
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -244,8 +248,18 @@ def _build_on_beam(root, data_dir, multi_processing=True, **config):
   return builder
 
 
+def _with_copies(files: dict[str, bytes]) -> dict[str, bytes]:
+  """`files` and copies of two of its photos: the same bytes under another class, and
+  the same pixels saved again at a lower quality."""
+  again = sample_images.encode(np.asarray(PIL.Image.open(io.BytesIO(files["cats/photo1.JPG"]))),
+                               "JPEG", quality=70)
+  return {**files, "dogs/copy_of_a_cat.jpg": files["cats/photo0.jpg"],
+          "owls/saved_again.jpg": again}
+
+
 def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
-  root = write_tree(tmp_path / "photos", {**real_world_files(), **{p: d for p, (d, _) in BAD.items()}})
+  root = write_tree(tmp_path / "photos", {**_with_copies(real_world_files()),
+                                          **{p: d for p, (d, _) in BAD.items()}})
   local = build(root, tmp_path / "local", skip_bad_files=True)
   # The stock CLI: builder imported by path, Beam workers in other processes.
   result = tfds_cli(
@@ -263,6 +277,12 @@ def test_beam_build_equals_the_local_build_with_the_same_report(tmp_path):
   assert dict(on_beam.info.metadata) == dict(local.info.metadata)
   assert sorted(on_beam.info.metadata["converted_files"]) == sorted(CONVERTED)
   assert on_beam.info.metadata["num_skipped_files"] == len(BAD)
+  # What the workers found of the images (beam_report): the local build's files, byte for byte.
+  for name in (duplicates.REPORT_FILE, image_quality.QUALITY_FILE, dataset_card.CARD_FILE):
+    assert (on_beam.data_path / name).read_bytes() == (local.data_path / name).read_bytes()
+  found = json.loads((local.data_path / duplicates.REPORT_FILE).read_text())
+  assert {m["file_name"] for g in found["groups"] for m in g["members"]} >= {
+      "cats/photo0.jpg", "dogs/copy_of_a_cat.jpg", "cats/photo1.JPG", "owls/saved_again.jpg"}
   with pytest.raises(problems.InvalidSourceError) as caught:  # default: one error, every file
     _build_on_beam(root, tmp_path / "beam_strict")
   assert [p.where for p in caught.value.problems] == sorted(BAD)
@@ -274,6 +294,10 @@ def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):
   write_gfile_tree(root, real_world_files())
   on_beam = _build_on_beam(root, tmp_path / "beam", multi_processing=False)
   assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)
+  # The driver read what the workers found (beam_report), not a fingerprint an image.
+  report = on_beam.generation.report()
+  assert report.images == [] and report.known.tallies.num_images == sum(
+      split.num_examples for split in on_beam.info.splits.values())
 
 
 def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path):

@@ -19,7 +19,7 @@ IMAGES = [(Member("train", "a/1", "a"), _fingerprint(100, 150)),
 
 
 def test_statistics():
-  stats = dataset_card.statistics(IMAGES)
+  stats = dataset_card.statistics(dataset_card.Tallies.of(IMAGES))
   assert stats == {"splits": {"train": {"a": 2, "b": 1}, "test": {"a": 1}},
                    "shorter_side": {"0-127": 1, "256-511": 2, ">= 2048": 1},
                    "formats": {"jpeg": 3, "png": 1},
@@ -28,7 +28,7 @@ def test_statistics():
 
 def test_card_shows_counts_and_names_leaks_and_conflicts():
   group = duplicates.Group("near", (Member("train", "a/1", "a"), Member("test", "a/4", "b")))
-  card = dataset_card.markdown("pets/1.0.0", IMAGES, [group])
+  card = dataset_card.markdown("pets/1.0.0", dataset_card.Tallies.of(IMAGES), [group])
   assert "| a | 2 | 1 |" in card and "| **total** | 3 | 1 |" in card
   assert "Formats: jpeg 3, png 1" in card
   assert "1 cross splits (leakage): train/a/1 = test/a/4; 1 label conflict(s)" in card
@@ -41,6 +41,6 @@ def test_names_are_escaped_in_the_markdown():
   fingerprint = image_hashes.of_bytes(sample_images.encode(sample_images.photo(40, 50, seed=1),
                                                            "JPEG"))
   images = [(m, fingerprint) for m in members]
-  card = dataset_card.markdown("pets", images, duplicates.find(members, [fingerprint] * 2))
+  card = dataset_card.markdown("pets", dataset_card.Tallies.of(images), duplicates.find(members, [fingerprint] * 2))
   assert "<img" not in card and "a|b" not in card
   assert "&lt;img src=x onerror=alert(1)&gt;" in card and "a\\|b" in card
