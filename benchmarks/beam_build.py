@@ -1,72 +1,98 @@
-"""Per-worker throughput of flowers generation: the per-image work alone, a local build,
-and a Beam DirectRunner build (2 workers, multi-processing) of the same photos.
+"""One tree built on Beam's local runner and locally: the same duplicates.json, quality.json
+and card, byte for byte, and what each build cost.
 
-    python benchmarks/beam_build.py [--images 2000] [--work /tmp/beam_bench]
+    python benchmarks/beam_build.py [--images 20000] [--work /tmp/beam_build] [--workers 2]
 
-The first figure is what one Beam worker core does in its map stage; docs/scaling.md turns
-it into wall time and worker-hours for ImageNet-scale trees.
+A tree of `--images` real-photo crops (500x333 JPEGs with bursts of near copies, the tree
+benchmarks/incremental_version.py builds) built twice, each in a fresh process, the way
+`imagesets build` builds it (`named_build.build`): locally, and on the DirectRunner with
+`--workers` worker processes (multi-processing), where the workers group the images, find
+the quality findings and count the card (`beam_report`). Printed: whether the three files
+are the same bytes, the groups and findings, each build's wall time and peak memory (the
+driver's and, on Beam, its worker processes'), and the grouping's counters per picture.
 """
 
 import argparse
-import os
+import json
 import pathlib
 import resource
 import shutil
+import sys
 import time
 
-from apache_beam.options.pipeline_options import PipelineOptions
-from flowers_build import make_tree
-import tensorflow_datasets as tfds
+import child_runs
+import incremental_version
 
-import imagesets  # noqa: F401
-from imagesets.building import class_folders_examples
-from imagesets.class_folders import class_folders_dataset_builder as class_folders
+NAME = "bench"
+FILES = ("duplicates.json", "quality.json", "README.md")
 
 
-def per_image_work(root: pathlib.Path) -> tuple[float, float]:
-  """(images/s, CPU ms per image) of `process_file` on one process, no writer."""
-  paths = sorted(str(p.relative_to(root)) for p in root.glob("*/*.jpg"))
-  cpu, started = time.process_time(), time.perf_counter()
-  for path in paths:
-    class_folders_examples.process_file(class_folders_examples.work_item(str(root), path))
-  wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-  return len(paths) / wall, 1000 * cpu / len(paths)
+def child_build(tree: str, data_dir: str, workers: str) -> dict:
+  from imagesets.class_folders import named_build
+
+  beam_options = None
+  if workers != "0":
+    from apache_beam.options import pipeline_options
+    beam_options = pipeline_options.PipelineOptions(
+        direct_num_workers=int(workers), direct_running_mode="multi_processing")
+  start = time.perf_counter()
+  builder = named_build.build(tree, NAME, data_dir=data_dir, beam_options=beam_options,
+                              log=lambda line: print(line, file=sys.stderr), progress=None)
+  return {"build_s": round(time.perf_counter() - start, 1),
+          "driver_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+          "workers_peak_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+          "counters": dict(builder.generation.beam_counters)}
 
 
-def build(root: pathlib.Path, data_dir: pathlib.Path, beam: bool) -> float:
-  """Seconds for one full build into a fresh data_dir."""
-  shutil.rmtree(data_dir, ignore_errors=True)
-  download_config = None
-  if beam:
-    download_config = tfds.download.DownloadConfig(beam_options=PipelineOptions(
-        ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]))
-  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(name="bench", root=str(root)),
-                            data_dir=data_dir)
-  started = time.perf_counter()
-  builder.download_and_prepare(download_config=download_config)
-  return time.perf_counter() - started
+def _per_round(counters: dict) -> list[int]:
+  """Links each components round changed (its large-star and small-star steps)."""
+  rounds = {}
+  for name, value in counters.items():
+    if name.startswith("changed_"):
+      number = int(name.rsplit("_", 1)[1])
+      rounds[number] = rounds.get(number, 0) + value
+  return [rounds[number] for number in sorted(rounds)]
 
 
-def main():
+def main() -> None:
   parser = argparse.ArgumentParser()
-  parser.add_argument("--images", type=int, default=2000)
-  parser.add_argument("--work", default="/tmp/beam_bench")
+  parser.add_argument("--images", type=int, default=20000)
+  parser.add_argument("--work", default="/tmp/beam_build")
+  parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--child", nargs="*")
   args = parser.parse_args()
+  if args.child is not None:
+    print(json.dumps(child_build(*args.child)))
+    return
   work = pathlib.Path(args.work)
-  root = work / "photos"
-  source = make_tree(root, args.images)
-  print(f"load average before: {os.getloadavg()}; {args.images} photos of 500x375, "
-        f"{source / args.images / 1024:.1f} KiB each")
-  rate, cpu_ms = per_image_work(root)
-  print(f"per-image work, 1 process:     {rate:7,.0f} img/s ({cpu_ms:.2f} ms CPU per image)")
-  local = build(root, work / "local", beam=False)
-  print(f"local build, 2 cores:          {args.images / local:7,.0f} img/s ({local:.1f} s)")
-  beam = build(root, work / "beam", beam=True)
-  print(f"Beam DirectRunner, 2 workers:  {args.images / beam:7,.0f} img/s ({beam:.1f} s, "
-        f"{args.images / beam / 2:,.0f} img/s per worker)")
-  print(f"load average after: {os.getloadavg()}; peak RSS of this process "
-        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+  tree = work / "tree"
+  if not (work / "tree.done").exists():
+    shutil.rmtree(work, ignore_errors=True)
+    incremental_version.make_tree(tree, args.images, seed=0, prefix="")
+    (work / "tree.done").write_text(str(args.images))
+  runs = {}
+  for kind, workers in (("local", 0), ("beam", args.workers)):
+    shutil.rmtree(work / kind, ignore_errors=True)
+    runs[kind] = child_runs.run(__file__, tree, work / kind, workers)
+  folders = {kind: next((work / kind / NAME).glob("*/dataset_info.json")).parent
+             for kind in runs}
+  same = {name: (folders["local"] / name).read_bytes() == (folders["beam"] / name).read_bytes()
+          for name in FILES}
+  found = json.loads((folders["local"] / "duplicates.json").read_text())
+  quality = json.loads((folders["local"] / "quality.json").read_text())
+  counters = runs["beam"].pop("counters")
+  pictures = counters.get("bucket_entries", 0) / 64 or 1
+  runs["local"].pop("counters")
+  print(json.dumps({
+      "images": args.images, "workers": args.workers, "same_bytes": same,
+      "groups": len(found["groups"]), "cross_split": found["num_cross_split"],
+      "findings": len(quality["findings"]), "runs": runs,
+      "per_picture": {name: round(counters.get(name, 0) / pictures, 2)
+                      for name in ("picks", "picks_arrived", "kept_pairs", "checks")},
+      "largest_bucket": counters.get("bucket_size_max"),
+      "changes_per_round": _per_round(counters)}, indent=1))
 
 
 if __name__ == "__main__":
+  sys.path.insert(0, str(pathlib.Path(__file__).parent))
   main()

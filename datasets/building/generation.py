@@ -227,6 +227,8 @@ class Generation:
   _beam_report: Any = None
   _known: Any = None
   _pipeline_done: bool = False
+  # The grouping's counters once the pipeline is checked (`beam_duplicates.Groups.check`).
+  beam_counters: dict = dataclasses.field(default_factory=dict)
   # Locally, one stream of outcomes runs over every split's items in the order the
   # splits were given, which is the order TFDS writes them in: the workers go on with
   # the next split while TFDS writes one's shards. `None`: not started; `False`: given up
@@ -469,7 +471,7 @@ class Generation:
     lost elements (`beam_duplicates.Groups.check`)."""
     self._pipeline_done = True  # (its report is then read, or its absence said)
     if self._beam_report is not None:
-      self._beam_report.groups.check(result)
+      self.beam_counters = self._beam_report.groups.check(result)
 
   def _report_dir(self) -> epath.Path:
     return epath.Path(self.data_dir) / _REPORT_DIR
