@@ -30,6 +30,7 @@ Public names are used directly elsewhere (`tfds.core.ExampleWriter`, `SplitInfo`
 
 import importlib
 import inspect
+import re
 from typing import Any, Callable, Iterable
 
 import tensorflow_datasets as tfds
@@ -248,6 +249,16 @@ def check_builder_hooks() -> None:
           f"imagesets.tfds_internals.check_builder_hooks: TFDS {tfds.__version__}'s "
           f"GeneratorBasedBuilder has no {name}; fallback: register checksums with "
           "`tfds build --register_checksums` next to the builder")
+
+
+_EMPTY_SPLIT = re.compile(r"The total number of generated examples is 0 for split (\w+)\.")
+
+
+def empty_split_in(error: BaseException) -> str | None:
+  """The split TFDS's Beam writer refused as empty, when `error` (as the runner raised it:
+  often a RuntimeError holding the worker's traceback) says so; else None."""
+  found = _EMPTY_SPLIT.search(str(error))
+  return found.group(1) if found else None
 
 
 def filename_template(builder, split: str):

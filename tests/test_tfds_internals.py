@@ -223,3 +223,14 @@ def test_known_without_importing_asks_every_provider_as_builder_cls_does(monkeyp
   assert not tfds_internals.known_without_importing("no_such_parts_anywhere")
   with pytest.raises(tfds.core.DatasetNotFoundError):  # (what builder_cls says of a free name)
     tfds.builder_cls("no_such_parts_anywhere")
+
+
+def test_an_empty_split_is_read_from_tfds_writers_refusal():
+  """TFDS's Beam writer refuses an empty split in these words (a worker's traceback wraps
+  them): `generation.Generation.beam_stop` says it as a local build does."""
+  writer = tfds.core.writer.BeamWriter
+  assert "The total number of generated examples is" in inspect.getsource(writer)
+  error = RuntimeError("Traceback ...\nValueError: The total number of generated examples is "
+                       "0 for split test. This should be >0! [while running 'test_write']")
+  assert tfds_internals.empty_split_in(error) == "test"
+  assert tfds_internals.empty_split_in(RuntimeError("examples is 0 for split")) is None

@@ -26,9 +26,10 @@ WINDOW entries on either side of it); a picture's pairs (at most 2 BANDS WINDOW)
 least node of a component in the components' rounds (large-star links every node of a
 component to it), and a component's members and confirmed pairs when its group is made
 (the largest group of 1,000,000 real-photo crops holds half of them). The same groups as
-`duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py), except, so
-far, at 100,000 images on the DirectRunner's 2 worker processes, where the kept pairs
-varied from run to run (docs/scaling.md; `Groups.check` refuses a run that lost picks).
+`duplicates.find` on the same images (tests/analysis/test_beam_duplicates.py; 100,000
+real-photo crops on the DirectRunner in one process); the DirectRunner's multi-processing
+mode lost elements at 100,000 under memory pressure, and `Groups.check` refuses such a run
+(docs/scaling.md).
 """
 
 import bisect

@@ -147,11 +147,15 @@ def _member_order(member: Member) -> tuple:
   return (split_rank(member.split), member.file_name)
 
 
+def member_order(member: Member) -> tuple:
+  """Member order, total: split, file name, then (one name twice) label."""
+  return split_rank(member.split), member.file_name, member.label is not None, member.label or ""
+
+
 def group_order(group: "Group") -> tuple:
   """The order of `find`'s groups, total: by their members in member order (the first
   member's split and file name first), then their exact sets and links."""
-  return (tuple((split_rank(m.split), m.file_name, m.label is not None, m.label or "")
-                for m in group.members), group.exact_sets, group.links)
+  return tuple(map(member_order, group.members)), group.exact_sets, group.links
 
 
 def member_key(member: Member, fingerprint: image_hashes.Fingerprint) -> tuple:
@@ -885,7 +889,7 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
         dropped.append(member)
       else:
         kept.add(position)
-  return sorted(dropped, key=_member_order)
+  return sorted(dropped, key=member_order)
 
 
 def raise_if_leaking(groups: Sequence[Group], title: str) -> None:

@@ -8,9 +8,10 @@ gathered on the driver (docs/scaling.md).
 * quality findings: each image's on the worker that holds it (`image_quality.findings_of`),
   given the version's median side from those counts (a side input of one number).
 
-`Report` turns a PCollection of (member, fingerprint) into JSON lines, a record each:
-{"group": ...}, {"finding": ...} and one {"tallies": ...}; `known` reads them back, in
-the order one process gives them (`duplicates.group_order`, `image_quality.finding_order`).
+`Report` turns a PCollection of (key, member, fingerprint) into JSON lines, a record each:
+{"group": ...}, {"finding": ...}, one {"tallies": ...} and, with leakage="drop",
+{"dropped": ...}; `known` reads them back, in the order one process gives them
+(`duplicates.group_order`, `image_quality.finding_order`, `duplicates.member_order`).
 """
 
 import functools
@@ -31,6 +32,7 @@ class Known(NamedTuple):
   groups: list[duplicates.Group]
   findings: list[image_quality.Finding]
   tallies: dataset_card.Tallies
+  dropped: list[duplicates.Member] = []  # leakage="drop": as `duplicates.to_drop` names them
 
 
 class _Tallied(beam.CombineFn):
@@ -49,44 +51,98 @@ class _Tallied(beam.CombineFn):
     return tallies
 
 
-class Report(beam.PTransform):
-  """(duplicates.Member, image_hashes.Fingerprint) in; the JSON lines `known` reads out.
-  `groups`: its `beam_duplicates.Groups`, whose `check(result)` says whether the finished
-  pipeline's groups are final."""
+def _member_id(member: duplicates.Member) -> tuple:
+  return member.split, member.file_name, member.label
 
-  def __init__(self, groups: beam_duplicates.Groups | None = None):
+
+def without(elements, dropped, where, label: str):
+  """`elements` but those whose (split, key) `where(element)` gives is `dropped` (a
+  PCollection of (split, key)), by a join: no side input as large as what is dropped."""
+  return ({"element": elements | f"{label}: where" >> beam.Map(lambda e: (where(e), e)),
+           "dropped": dropped | f"{label}: dropped" >> beam.Map(lambda at: (at, None))}
+          | f"{label}: join" >> beam.CoGroupByKey()
+          | f"{label}: kept" >> beam.FlatMap(
+              lambda joined: [] if joined[1]["dropped"] else joined[1]["element"]))
+
+
+def _dropped_at(joined):
+  _, held = joined
+  return list(held["image"]) if held["dropped"] else []
+
+
+class Report(beam.PTransform):
+  """(key, duplicates.Member, image_hashes.Fingerprint) in; {"lines": the JSON lines `known`
+  reads} out. With `drop` (leakage="drop"): the copies `duplicates.to_drop` names, decided on
+  the groups of every image, are left out of the report (it describes the version, as a
+  local build's), named in it ({"dropped": member} lines), and given as "dropped": the
+  (split, key) of each. `check(result)` says whether the finished pipeline's groups are
+  final (`beam_duplicates.Groups.check`)."""
+
+  def __init__(self, drop: bool = False):
     super().__init__()
-    self.groups = groups or beam_duplicates.Groups()
+    self.groups = beam_duplicates.Groups()
+    # (the groups over every image, the drop is decided on)
+    self.decision = beam_duplicates.Groups() if drop else None
+
+  def check(self, result) -> dict:
+    """The counters of its groupings (with `drop`, summed over both); raises as
+    `beam_duplicates.Groups.check` does."""
+    if self.decision is not None:
+      self.decision.check(result)
+    return self.groups.check(result)
 
   def expand(self, images):
+    found = {}
+    lines = []
+    if self.decision is not None:
+      decided = (images
+                 | "Decide: images" >> beam.Map(lambda image: (image[1], image[2]))
+                 | "Decide: groups" >> self.decision
+                 | "Decide: dropped" >> beam.FlatMap(lambda group: duplicates.to_drop([group])))
+      found["dropped"] = (
+          {"image": images | "Decide: where" >> beam.Map(
+              lambda image: (_member_id(image[1]), (image[1].split, image[0]))),
+           "dropped": decided | "Decide: dropped ids" >> beam.Map(
+               lambda member: (_member_id(member), None))}
+          | "Decide: join" >> beam.CoGroupByKey()
+          | "Decide: at" >> beam.FlatMap(_dropped_at))
+      lines.append(decided | "Dropped lines" >> beam.Map(lambda m: {"dropped": m.to_json()}))
+      images = without(images, found["dropped"], lambda image: (image[1].split, image[0]),
+                       "Kept images")
+    images = images | "Members" >> beam.Map(lambda image: (image[1], image[2]))
     tallies = images | "Tallies" >> beam.CombineGlobally(_Tallied())
     side = tallies | "Median side" >> beam.Map(lambda t: image_quality.median_side(t.sizes))
     findings = images | "Findings" >> beam.FlatMap(
         lambda image, side: image_quality.findings_of(*image, side),
         beam.pvalue.AsSingleton(side))
-    return ((images | "Groups" >> self.groups
-             | "Group lines" >> beam.Map(lambda group: {"group": group.to_json()}),
-             findings | "Finding lines" >> beam.Map(lambda f: {"finding": f.to_json()}),
-             tallies | "Tally line" >> beam.Map(lambda t: {"tallies": t.to_json()}))
-            | "Lines" >> beam.Flatten())
+    lines += [images | "Groups" >> self.groups
+              | "Group lines" >> beam.Map(lambda group: {"group": group.to_json()}),
+              findings | "Finding lines" >> beam.Map(lambda f: {"finding": f.to_json()}),
+              tallies | "Tally line" >> beam.Map(lambda t: {"tallies": t.to_json()})]
+    found["lines"] = tuple(lines) | "Lines" >> beam.Flatten()
+    return found
 
 
 def known(records: Iterable[dict], source: str) -> Known:
   """The `Known` of a `Report`'s records (parsed JSON lines), checked as stored reports are
   (`duplicates.from_json`, `image_quality.from_json`); `source` names them in errors."""
-  groups, findings, tallies = [], [], []
+  groups, findings, tallies, dropped = [], [], [], []
   for record in records:
     if "group" in record:
       groups.append(record["group"])
     elif "finding" in record:
       findings.append(record["finding"])
+    elif "dropped" in record:
+      dropped.append(record["dropped"])
     else:
       tallies.append(dataset_card.Tallies.from_json(record["tallies"]))
   if len(tallies) != 1:
     raise duplicates.BadReport(f"{source}: {len(tallies)} counts of the images where one "
                                "is written: the pipeline did not finish its report")
   [tallies] = tallies
-  groups, _ = duplicates.from_json({"groups": groups, "num_images": tallies.num_images}, source)
+  groups, dropped = duplicates.from_json(
+      {"groups": groups, "num_images": tallies.num_images, "dropped": dropped}, source)
   return Known(sorted(groups, key=duplicates.group_order),
                sorted(image_quality.from_json({"findings": findings}, source),
-                      key=image_quality.finding_order), tallies)
+                      key=image_quality.finding_order), tallies,
+               sorted(dropped, key=duplicates.member_order))

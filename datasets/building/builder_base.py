@@ -290,6 +290,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             raise error from None  # the whole story: not after what stopped TFDS
           if isinstance(stopped, generation.EmptySplitError) and empty:
             raise stopped.joined(empty) from None
+        said = self.generation.beam_stop(stopped)
+        if said is not None:
+          raise said from None
         raise
       finally:
         self.generation.close_progress()  # (before the summary or the error is printed)

@@ -38,7 +38,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   if action == "off":
     return None
   if report.known is not None:
-    groups, findings, tallies = report.known
+    groups, findings, tallies = report.known.groups, report.known.findings, report.known.tallies
   else:
     images = report.images  # the examples written (not the dropped, nor those past a cap)
     members = [member for member, _ in images]

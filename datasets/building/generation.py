@@ -14,10 +14,12 @@ about a good item, e.g. why a file was re-encoded. `Generation.examples(...)` ru
 
 Both paths turn every BadItem into a `Problem(key, reason)` and keep every note, and
 fingerprint each example's image where it was made (`_identity`: `image_hashes`, for the
-duplicate report; `leakage="error"` and `"drop"` run the items once more first, locally,
-so that a leak stops the build or is left out before any record is written).
-Beam workers write theirs to files under the (temporary) data dir, which the driver
-reads once the pipeline is done. `report()` gives all of them to the builder, which
+duplicate report; locally, `leakage="error"` and `"drop"` run the items once more first,
+so that a leak stops the build or is left out before any record is written; on Beam the
+workers group the images and find the rest (`beam_report`), "drop" leaves out its copies
+before TFDS's writers, and "error" stops once the pipeline is done). Beam workers write
+theirs to files under the (temporary) data dir, which the driver reads once the pipeline
+is done. `report()` gives all of them to the builder, which
 raises one error or records them (`builder_base.ImageSetBuilder`).
 """
 
@@ -108,9 +110,9 @@ def _outcome(process: Process, key: str, item: Item):
   return key, example, note, None
 
 
-def _beam_outcome(process: Process, fingerprint: bool, key: str, item: Item):
+def _beam_outcome(key_item: tuple[str, Item], process: Process, fingerprint: bool):
   """(key, example, note, reason, identity or None) on a Beam worker."""
-  key, example, note, reason = _outcome(process, key, item)
+  key, example, note, reason = _outcome(process, *key_item)
   return key, example, note, reason, (
       _identity(example, key) if fingerprint and example is not None else None)
 
@@ -130,11 +132,11 @@ def _report_lines(outcome):
 
 
 def _image_of(outcome, split, described):
-  """(member, fingerprint) of a Beam worker's fingerprinted example."""
-  _, _, _, _, identity = outcome
+  """(key, member, fingerprint) of a Beam worker's fingerprinted example."""
+  key, _, _, _, identity = outcome
   if identity is not None and identity[2] is not None:
     file_name, value, fingerprint = identity
-    yield duplicates.Member(split, file_name, described(value)), fingerprint
+    yield key, duplicates.Member(split, file_name, described(value)), fingerprint
 
 
 def _identity(example: dict, key: str) -> tuple[str, Any, image_hashes.Fingerprint | None]:
@@ -162,6 +164,13 @@ def _local_outcome(work):
   if example is not None and maker is not None:
     example = maker.make(example)
   return key, hkey, example, note, reason, identity
+
+
+def _dropped_whole(split: str, items: int, or_else: str) -> duplicates.LeakageError:
+  return duplicates.LeakageError(
+      f"leakage=drop would leave split {split!r} empty: its {items} image(s) are all copies "
+      f"of images of an earlier split{or_else}; add images to {split!r} or build with "
+      "--leakage warn")
 
 
 # Work goes to the workers in tasks of 64 items (fewer, larger messages between the
@@ -219,11 +228,11 @@ class Generation:
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
-  # On Beam: the splits given, each split's fingerprinted images once TFDS applied its
-  # transform (the last one applied adds the report over all of them: `_report_on_workers`),
-  # that report's transform, and what it found once read (`report`).
-  _beam_splits: list[str] = dataclasses.field(default_factory=list)
-  _beam_images: list = dataclasses.field(default_factory=list)
+  # On Beam: the splits given (split -> (items, process)), each split's examples once the
+  # first split's transform added every split's work (`_beam_work`), the report's
+  # transform, and what it found once read (`report`).
+  _beam_splits: dict = dataclasses.field(default_factory=dict)
+  _beam_examples: dict = dataclasses.field(default_factory=dict)
   _beam_report: Any = None
   _known: Any = None
   _pipeline_done: bool = False
@@ -249,9 +258,6 @@ class Generation:
     are not made here (a version built on another), so no bad item leaves it empty."""
     self._kept[split] = kept
     if self.use_beam:
-      if self.leakage == "drop":  # (Beam's "error" stops once the pipeline is done)
-        raise ValueError("leakage='drop' needs a local build (not Beam): build locally, or "
-                         "use 'warn' and run `imagesets duplicates` on the version")
       return self._beam(split, items, process)
     self._unfinished[split] = (items, process)
     # The keras cache's records (fixed-shape pixels) are all about one size: its shards are
@@ -344,10 +350,7 @@ class Generation:
     for split in splits:
       items = self._unfinished[split][0]
       if items and all((split, k) in gone for k, _ in items):
-        raise duplicates.LeakageError(
-            f"leakage=drop would leave split {split!r} empty: its {len(items)} image(s) are "
-            f"all copies of images of an earlier split; add images to {split!r} or build "
-            "with --leakage warn")
+        raise _dropped_whole(split, len(items), "")
     for split in splits:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
@@ -425,53 +428,75 @@ class Generation:
     return empty
 
   def _beam(self, split, items, process):
+    """The split's transform. TFDS applies the splits' transforms one by one, after
+    `_split_generators` gave them all: the first applied adds every split's work to the
+    pipeline (`_beam_work`: the report over all their images, and leakage="drop"'s
+    filter, need them all before any split's examples reach TFDS's writer)."""
     beam = tfds.core.lazy_imports.apache_beam
-    report_prefix = os.fspath(self._report_dir() / split)
-    fingerprint = self.leakage != "off"
-    described = schema.of(self.features).describe
-    self._beam_splits.append(split)
+    self._beam_splits[split] = (items, process)
     generation = self
 
-    class _ProcessItems(beam.PTransform):
+    class _Split(beam.PTransform):
 
       def expand(self, pipeline):
-        outcomes = (
-            pipeline
-            | "Items" >> beam.Create(list(items))
-            | "Process" >> beam.MapTuple(
-                lambda key, item: _beam_outcome(process, fingerprint, key, item)))
-        _ = (outcomes
-             | "Report" >> beam.FlatMap(_report_lines)
-             | "WriteReport" >> beam.io.WriteToText(report_prefix, file_name_suffix=".jsonl"))
-        if fingerprint:
-          generation._beam_images.append(
-              outcomes | "Images" >> beam.FlatMap(_image_of, split, described))
-          if len(generation._beam_images) == len(generation._beam_splits):
-            generation._report_on_workers()
-        return outcomes | "Examples" >> beam.FlatMap(_examples_of)
+        if not generation._beam_examples:
+          generation._beam_work(pipeline.pipeline)
+        return generation._beam_examples[split] | "Examples" >> beam.Map(lambda kv: kv)
 
-    return _ProcessItems()
+    return _Split()
 
-  def _report_on_workers(self) -> None:
-    """Adds to the pipeline the report over every split's images (`beam_report`), written
-    to the report folder; TFDS applies the splits' transforms one by one, after
-    `_split_generators` gave them all, so the last applied holds every split's images."""
+  def _beam_work(self, pipeline) -> None:
+    """Every split's per-item work; each problem and note written to the report folder;
+    with fingerprints, what the workers find of the images (`beam_report`), written there
+    too, and with leakage="drop" the examples it drops left out (`_beam_examples`)."""
     beam = tfds.core.lazy_imports.apache_beam
+    fingerprint = self.leakage != "off"
+    described = schema.of(self.features).describe
+    examples, images = {}, []
+    for split, (items, process) in self._beam_splits.items():
+      outcomes = (pipeline
+                  | f"{split}: items" >> beam.Create(list(items))
+                  | f"{split}: process" >> beam.Map(_beam_outcome, process, fingerprint))
+      _ = (outcomes
+           | f"{split}: report" >> beam.FlatMap(_report_lines)
+           | f"{split}: write report" >> beam.io.WriteToText(
+               os.fspath(self._report_dir() / split), file_name_suffix=".jsonl"))
+      examples[split] = outcomes | f"{split}: examples" >> beam.FlatMap(_examples_of)
+      if fingerprint:
+        images.append(outcomes | f"{split}: images" >> beam.FlatMap(_image_of, split, described))
+    self._beam_examples = examples
+    if not fingerprint:
+      return
     from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
-    self._beam_report = beam_report.Report()
-    _ = (tuple(self._beam_images)
-         | "All images" >> beam.Flatten()
-         | "Know your data" >> self._beam_report
+    self._beam_report = beam_report.Report(drop=self.leakage == "drop")
+    found = tuple(images) | "All images" >> beam.Flatten() | "Know your data" >> self._beam_report
+    _ = (found["lines"]
          | "Found lines" >> beam.Map(json.dumps)
          | "Write found" >> beam.io.WriteToText(os.fspath(self._report_dir() / _FOUND),
                                                 file_name_suffix=".jsonl"))
+    if self.leakage == "drop":
+      for split in examples:
+        examples[split] = beam_report.without(
+            examples[split], found["dropped"],
+            lambda example, split=split: (split, example[0]), f"{split}: drop")
+
+  def beam_stop(self, error: BaseException) -> Exception | None:
+    """What stopped a Beam build, said as a local build says it, or None: TFDS's writer
+    refuses a split left empty, which leakage="drop" can do (its copies are left out on
+    the workers, after the pipeline was planned)."""
+    split = self.use_beam and self.leakage == "drop" and tfds_internals.empty_split_in(error)
+    if not split:
+      return None
+    return _dropped_whole(split, len(self._beam_splits.get(split, ((),))[0]),
+                          " (or bad files)")
 
   def check_pipeline(self, result) -> None:
     """Raises when the finished pipeline's groups of duplicates are not final or the runner
-    lost elements (`beam_duplicates.Groups.check`)."""
+    lost elements (`beam_report.Report.check`)."""
     self._pipeline_done = True  # (its report is then read, or its absence said)
-    if self._beam_report is not None:
-      self.beam_counters = self._beam_report.groups.check(result)
+    if self._beam_report is None:
+      return
+    self.beam_counters = self._beam_report.check(result)
 
   def _report_dir(self) -> epath.Path:
     return epath.Path(self.data_dir) / _REPORT_DIR
@@ -494,6 +519,7 @@ class Generation:
       if self._beam_report is not None and (found or self._pipeline_done):
         from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
         self._known = beam_report.known(found, str(report_dir / _FOUND))
+        self._dropped = list(self._known.dropped)
       for path in report_dir.iterdir():
         path.unlink()
       report_dir.rmdir()

@@ -49,11 +49,16 @@ def _images():
   return members, fingerprints
 
 
-def _known(members, fingerprints, folder: pathlib.Path, options=None) -> beam_report.Known:
+def _known(members, fingerprints, folder: pathlib.Path, options=None,
+           drop: bool = False) -> beam_report.Known:
+  """What a `Report` of the images found (keyed by their position), read back."""
   out = folder / "found"
   with beam.Pipeline(options=options) as pipeline:
-    _ = (pipeline | beam.Create(list(zip(members, fingerprints)))
-         | beam_report.Report() | beam.Map(json.dumps)
+    found = (pipeline
+             | beam.Create([(f"{i:05d}", *image) for i, image in enumerate(zip(members,
+                                                                               fingerprints))])
+             | beam_report.Report(drop=drop))
+    _ = (found["lines"] | beam.Map(json.dumps)
          | beam.io.WriteToText(str(out), file_name_suffix=".jsonl"))
   return beam_report.known([json.loads(line) for path in sorted(folder.glob("found*.jsonl"))
                             for line in path.read_text().splitlines()], str(out))
@@ -122,3 +127,19 @@ def test_a_group_of_more_images_than_counted_is_refused():
                                  collections.Counter({(9, 9): 1}), collections.Counter({"jpeg": 1}))
   with pytest.raises(duplicates.BadReport, match="more images in groups"):
     beam_report.known([{"group": group.to_json()}, {"tallies": tallies.to_json()}], "found")
+
+
+def test_drop_decides_on_every_image_and_reports_the_kept_ones(tmp_path):
+  """leakage="drop" on the workers: the copies `to_drop` names over every image are left
+  out; the groups, findings and counts are those of the kept images, as a local build's."""
+  members, fingerprints = _images()
+  dropped = duplicates.to_drop(duplicates.find(members, fingerprints))
+  gone = set(dropped)
+  kept = [i for i, member in enumerate(members) if member not in gone]
+  kept_members, kept_fingerprints = [members[i] for i in kept], [fingerprints[i] for i in kept]
+  known = _known(members, fingerprints, tmp_path, drop=True)
+  assert known.dropped == dropped and len(dropped) >= 5
+  assert known.groups == duplicates.find(kept_members, kept_fingerprints)
+  assert known.findings == image_quality.find(kept_members, kept_fingerprints)
+  assert known.tallies == dataset_card.Tallies.of(list(zip(kept_members, kept_fingerprints)))
+  assert not any(g.cross_split for g in known.groups if g.kind == duplicates.EXACT)

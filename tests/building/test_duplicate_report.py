@@ -223,3 +223,38 @@ def test_error_on_beam_stops_the_build_naming_both_files_from_the_workers_groups
     named_build.build(root, "pets", data_dir=str(tmp_path / "d"), options=options,
                       beam_options=beam_download_config(multi_processing=False).beam_options)
   assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
+
+
+def test_drop_on_beam_writes_the_version_a_local_build_writes(tmp_path):
+  """The workers decide what to drop and leave it out before TFDS's writers: the same
+  records, report and card as the local build's."""
+  from conftest import beam_download_config
+  root, *_ = _tree(tmp_path)
+  local = _build(root, tmp_path / "local", leakage="drop")
+  options = class_folders_builder.ClassFoldersConfig(
+      name="pets", split_proportions=PROPORTIONS, leakage="drop")
+  on_beam = named_build.build(root, "pets", data_dir=str(tmp_path / "beam"), options=options,
+                              beam_options=beam_download_config().beam_options)
+  assert records_by_split(on_beam.data_path) == records_by_split(local.data_path)
+  for name in (duplicates.REPORT_FILE, "quality.json", "README.md"):
+    assert (on_beam.data_path / name).read_bytes() == (local.data_path / name).read_bytes()
+  assert len(json.loads((on_beam.data_path / duplicates.REPORT_FILE).read_text())["dropped"]) == 1
+  assert on_beam.info.metadata["duplicates"] == local.info.metadata["duplicates"]
+
+
+def test_a_drop_on_beam_that_would_empty_a_split_says_which(tmp_path):
+  from conftest import beam_download_config
+  photos = [sample_images.photo(90, 120, seed=80 + i) for i in range(4)]
+  files = {f"cat/{i}.jpg": planted_copies.original(p) for i, p in enumerate(photos)}
+  files[_name_in("test", "copy")] = planted_copies.exact(photos[0])
+  for name in set(files) - {n for n in files if "copy" in n
+                            or n in splits.assign(list(files), PROPORTIONS, seed=0)["train"]}:
+    del files[name]
+  root = write_tree(tmp_path / "tree", files)
+  options = class_folders_builder.ClassFoldersConfig(
+      name="pets", split_proportions=PROPORTIONS, leakage="drop")
+  with pytest.raises(duplicates.LeakageError,
+                     match="leakage=drop would leave split 'test' empty: its 1 image"):
+    named_build.build(root, "pets", data_dir=str(tmp_path / "d"), options=options,
+                      beam_options=beam_download_config(multi_processing=False).beam_options)
+  assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))

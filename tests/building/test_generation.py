@@ -66,7 +66,7 @@ def test_local_and_beam_builds_hold_the_same_records_problems_and_notes(tmp_path
   on_beam = Toy(data_dir=tmp_path / "beam")
   on_beam.download_and_prepare(download_config=_beam_config(monkeypatch))
   # (no images: the workers found no group, no finding, counted none)
-  assert on_beam.report.known == (([], [], dataset_card.Tallies()))
+  assert on_beam.report.known == ([], [], dataset_card.Tallies(), [])
   assert local.report == dataclasses.replace(on_beam.report, known=None)
   assert [p.where for p in local.report.problems] == [
       "test101", "test108", "test115", "test122", "test129",
