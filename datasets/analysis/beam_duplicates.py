@@ -239,26 +239,30 @@ class Groups(beam.PTransform):
   """(duplicates.Member, image_hashes.Fingerprint) in; each group of duplicates out
   (`duplicates.Group`), as `duplicates.find` gives them. `rounds`: of the connected
   components (`beam_components.check_converged(result, groups.components)` says whether
-  they were enough: `check`). Counters (namespace NAMESPACE): `bucket_entries` (every
+  they were enough: `check`). Counters (namespace NAMESPACE, or NAMESPACE.<name> for a
+  `name`d one): `bucket_entries` (every
   representative in each band's bucket), `picks`, `kept_pairs`, `checks`, `astray_pairs`,
   `repeated_pairs`, `picks_arrived` (the picks that reached their pair's count);
   the distribution `bucket_size`."""
 
   def __init__(self, threshold: int = duplicates.THRESHOLD,
                rounds: int = beam_components.ROUNDS, largest_bucket: int = LARGEST_BUCKET,
-               stretches: int = STRETCHES):
+               stretches: int = STRETCHES, name: str = ""):
     super().__init__()
     if largest_bucket < 1 or stretches < 1:
       raise ValueError(f"duplicates on Beam: largest_bucket ({largest_bucket}) and stretches "
                        f"({stretches}) must be at least 1")
     self.threshold, self.largest_bucket, self.stretches = threshold, largest_bucket, stretches
-    self.components = beam_components.Components(rounds, name="duplicates")
+    # (`name`: two groupings in one pipeline count and check apart)
+    self.namespace = f"{NAMESPACE}.{name}" if name else NAMESPACE
+    self.components = beam_components.Components(rounds, name=f"duplicates{name}")
 
   def expand(self, images):
     threshold = self.threshold
-    counter = lambda name: beam.metrics.Metrics.counter(NAMESPACE, name)
+    namespace = self.namespace
+    counter = lambda name: beam.metrics.Metrics.counter(namespace, name)
     buckets = {"bucket_entries": counter("bucket_entries"), "picks": counter("picks"),
-               "bucket_size": beam.metrics.Metrics.distribution(NAMESPACE, "bucket_size")}
+               "bucket_size": beam.metrics.Metrics.distribution(namespace, "bucket_size")}
     checks = counter("checks")
     astray = counter("astray_pairs")
     # (reported as 0 when nothing went astray, so that a missing count is not taken for 0)
@@ -344,10 +348,10 @@ class Groups(beam.PTransform):
           "two components: the groups are not final; run with more rounds")
     return {**rounds, **counters}
 
-  @staticmethod
-  def counters(result) -> collections.Counter:
+  def counters(self, result) -> collections.Counter:
     """{counter: value} of this transform in a finished pipeline, unchecked."""
-    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))
+    query = result.metrics().query(
+        beam.metrics.MetricsFilter().with_namespace(self.namespace))
     counters = collections.Counter()  # (a counter of two steps: their sum)
     for counter in query["counters"]:
       counters[counter.key.metric.name] += (

@@ -953,12 +953,15 @@ class BadReport(ValueError):
 
 
 def from_json(report, source: str = REPORT_FILE, splits: dict[str, int] | None = None,
-              spec: str = "SPEC", command: str = "duplicates") -> tuple[list[Group], list[Member]]:
+              spec: str = "SPEC", command: str = "duplicates", *,
+              names_once: bool = True) -> tuple[list[Group], list[Member]]:
   """The groups and dropped members of a stored report, checked: a report read from a
-  bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims.
+  bucket is untrusted input. `splits` (split -> examples of the version) bounds its claims;
+  `names_once`: a (split, file name) is in one group at most (False for what a build's own
+  workers found, where one name may stand twice, as `find` allows).
   Raises BadReport naming `source` and the fix (`imagesets COMMAND SPEC --recompute`)."""
   try:
-    return _parsed(report, splits)
+    return _parsed(report, splits, names_once)
   except (KeyError, TypeError, ValueError, IndexError) as why:
     raise _unreadable(source, why, spec, command) from None
 
@@ -1023,7 +1026,7 @@ def _positions(rows, size: int, width: int | None) -> tuple[tuple[int, ...], ...
   return tuple(tuple(row) for row in rows)
 
 
-def _parsed(report, splits):
+def _parsed(report, splits, names_once=True):
   if not isinstance(report, dict) or not isinstance(report.get("groups"), list):
     raise ValueError("no list of groups")
   num_images = report["num_images"]
@@ -1031,18 +1034,20 @@ def _parsed(report, splits):
     raise TypeError("num_images is not a count")
   if splits is not None and num_images != sum(splits.values()):
     raise ValueError(f"num_images {num_images} but the version holds {sum(splits.values())}")
-  groups, grouped = [], set()
+  groups, grouped, held = [], set(), 0
   for row in report["groups"]:
     if not isinstance(row, dict) or row.get("kind") not in (EXACT, NEAR):
       raise ValueError("a group's kind is not exact or near")
     members = tuple(_member(m, splits) for m in row["members"])
     if len(members) < 2:
       raise ValueError("a group of fewer than two members")
-    names = {(m.split, m.file_name) for m in members}
-    if len(names) != len(members) or grouped & names:
-      raise ValueError("an image is in two groups, or twice in one")
-    grouped |= names
-    if len(grouped) > num_images:
+    if names_once:
+      names = {(m.split, m.file_name) for m in members}
+      if len(names) != len(members) or grouped & names:
+        raise ValueError("an image is in two groups, or twice in one")
+      grouped |= names
+    held += len(members)
+    if held > num_images:
       raise ValueError(f"more images in groups than the {num_images} of the version")
     groups.append(Group(row["kind"], members, _positions(row.get("exact_sets", []), len(members),
                                                          None),

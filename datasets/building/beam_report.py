@@ -82,11 +82,11 @@ class Report(beam.PTransform):
     super().__init__()
     self.groups = beam_duplicates.Groups()
     # (the groups over every image, the drop is decided on)
-    self.decision = beam_duplicates.Groups() if drop else None
+    self.decision = beam_duplicates.Groups(name="decision") if drop else None
 
   def check(self, result) -> dict:
-    """The counters of its groupings (with `drop`, summed over both); raises as
-    `beam_duplicates.Groups.check` does."""
+    """The counters of the report's grouping; raises as `beam_duplicates.Groups.check`
+    does for it and (with `drop`) for the grouping the drop was decided on, each apart."""
     if self.decision is not None:
       self.decision.check(result)
     return self.groups.check(result)
@@ -141,7 +141,8 @@ def known(records: Iterable[dict], source: str) -> Known:
                                "is written: the pipeline did not finish its report")
   [tallies] = tallies
   groups, dropped = duplicates.from_json(
-      {"groups": groups, "num_images": tallies.num_images, "dropped": dropped}, source)
+      {"groups": groups, "num_images": tallies.num_images, "dropped": dropped}, source,
+      names_once=False)
   return Known(sorted(groups, key=duplicates.group_order),
                sorted(image_quality.from_json({"findings": findings}, source),
                       key=image_quality.finding_order), tallies,

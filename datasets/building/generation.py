@@ -166,11 +166,10 @@ def _local_outcome(work):
   return key, hkey, example, note, reason, identity
 
 
-def _dropped_whole(split: str, items: int, or_else: str) -> duplicates.LeakageError:
+def _dropped_whole(split: str, items: int) -> duplicates.LeakageError:
   return duplicates.LeakageError(
       f"leakage=drop would leave split {split!r} empty: its {items} image(s) are all copies "
-      f"of images of an earlier split{or_else}; add images to {split!r} or build with "
-      "--leakage warn")
+      f"of images of an earlier split; add images to {split!r} or build with --leakage warn")
 
 
 # Work goes to the workers in tasks of 64 items (fewer, larger messages between the
@@ -350,7 +349,7 @@ class Generation:
     for split in splits:
       items = self._unfinished[split][0]
       if items and all((split, k) in gone for k, _ in items):
-        raise _dropped_whole(split, len(items), "")
+        raise _dropped_whole(split, len(items))
     for split in splits:
       items, process = self._unfinished[split]
       self._unfinished[split] = ([(k, i) for k, i in items if (split, k) not in gone], process)
@@ -481,19 +480,25 @@ class Generation:
             lambda example, split=split: (split, example[0]), f"{split}: drop")
 
   def beam_stop(self, error: BaseException) -> Exception | None:
-    """What stopped a Beam build, said as a local build says it, or None: TFDS's writer
-    refuses a split left empty, which leakage="drop" can do (its copies are left out on
-    the workers, after the pipeline was planned)."""
-    split = self.use_beam and self.leakage == "drop" and tfds_internals.empty_split_in(error)
-    if not split:
+    """What stopped a Beam build, said as a local build says it, or None. TFDS's writer
+    refuses a split left empty inside the pipeline: every item of it was bad (skipped) or,
+    with leakage="drop", dropped on the workers after the pipeline was planned. A failed
+    pipeline's report may lack the split's problems: its items are run here again, for
+    their problems only (as `check_unfinished` does locally)."""
+    split = self.use_beam and tfds_internals.empty_split_in(error)
+    if not split or split not in self._beam_splits:
       return None
-    return _dropped_whole(split, len(self._beam_splits.get(split, ((),))[0]),
-                          " (or bad files)")
+    items, process = self._beam_splits[split]
+    bad = sorted(key for key, item in items if _outcome(process, key, item)[3] is not None)
+    dropped = len(items) - len(bad) if self.leakage == "drop" else 0
+    if not items or len(bad) + dropped < len(items):
+      return None
+    return EmptySplitError({split: (bad, dropped)}) if bad else _dropped_whole(split, dropped)
 
   def check_pipeline(self, result) -> None:
     """Raises when the finished pipeline's groups of duplicates are not final or the runner
     lost elements (`beam_report.Report.check`)."""
-    self._pipeline_done = True  # (its report is then read, or its absence said)
+    self._pipeline_done = True  # (its report is then read, and its absence said)
     if self._beam_report is None:
       return
     self.beam_counters = self._beam_report.check(result)
@@ -516,12 +521,11 @@ class Generation:
             self._record(record["problem"][0], None, record["problem"][1])
           else:
             self._record(record["note"][0], record["note"][1], None)
-      if self._beam_report is not None and (found or self._pipeline_done):
+      # (a failed pipeline's part of a report is not read: the failure is what is said)
+      if self._beam_report is not None and self._pipeline_done:
         from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
         self._known = beam_report.known(found, str(report_dir / _FOUND))
         self._dropped = list(self._known.dropped)
-      for path in report_dir.iterdir():
-        path.unlink()
-      report_dir.rmdir()
+      report_dir.rmtree()  # (with what a failed pipeline's sinks left: their temp folders)
     return Report(sorted(set(self._problems)), dict(sorted(self._notes.items())),
                   self.images(), list(self._dropped), self._known)

@@ -90,13 +90,14 @@ def test_the_workers_find_what_one_process_finds(tmp_path):
 
 def test_the_median_side_is_the_median_of_every_part(tmp_path):
   """Tiny is relative to the version's median side: most images large, a third small
-  (tiny beside the median, not beside each other); the findings of a Beam run are those
-  of one process over all the images."""
+  (tiny beside the median, not beside each other); the findings of a Beam run on worker
+  processes are those of one process over all the images."""
   small = image_hashes.of_bytes(sample_images.jpeg(40, 40, seed=1))
   large = image_hashes.of_bytes(sample_images.jpeg(260, 260, seed=2))
   members = [Member("train", f"{i:03d}.jpg", "a") for i in range(30)]
   fingerprints = [small, large, large] * 10
-  known = _known(members, fingerprints, tmp_path)
+  known = _known(members, fingerprints, tmp_path, pipeline_options.PipelineOptions(
+      direct_num_workers=2, direct_running_mode="multi_processing"))
   assert known.findings == image_quality.find(members, fingerprints)
   assert image_quality.median_side(known.tallies.sizes) == 260.0
   assert [f.file_name for f in known.findings if f.kind == "tiny"] == [
@@ -143,3 +144,33 @@ def test_drop_decides_on_every_image_and_reports_the_kept_ones(tmp_path):
   assert known.findings == image_quality.find(kept_members, kept_fingerprints)
   assert known.tallies == dataset_card.Tallies.of(list(zip(kept_members, kept_fingerprints)))
   assert not any(g.cross_split for g in known.groups if g.kind == duplicates.EXACT)
+
+
+def test_one_name_twice_is_grouped_as_one_process_groups_it(tmp_path):
+  """Two images of one split under one file name (labels differ), copies of each other:
+  the workers' group is read back, not refused as a stored report's would be."""
+  copy = image_hashes.of_bytes(sample_images.jpeg(64, 64, seed=1))
+  other = image_hashes.of_bytes(sample_images.jpeg(64, 64, seed=2))
+  members = [Member("train", "x/0001.jpg", "cat"), Member("train", "x/0001.jpg", "dog"),
+             Member("train", "y.jpg", "cat")]
+  known = _known(members, [copy, copy, other], tmp_path)
+  assert known.groups == duplicates.find(members, [copy, copy, other])
+  assert [m.label for m in known.groups[0].members] == ["cat", "dog"]
+
+
+def test_the_two_groupings_of_a_drop_count_and_check_apart(tmp_path):
+  """With drop, the decision's grouping (every image) and the report's (the kept ones)
+  report their own counters: neither count is the sum of both."""
+  members, fingerprints = _images()
+  gone = set(duplicates.to_drop(duplicates.find(members, fingerprints)))
+  pipeline = beam.Pipeline()
+  report = beam_report.Report(drop=True)
+  _ = (pipeline | beam.Create([(f"{i:05d}", m, f) for i, (m, f) in
+                               enumerate(zip(members, fingerprints))]) | report)
+  result = pipeline.run()
+  result.wait_until_finish()
+  counters = report.check(result)
+  kept = {f.pixels for m, f in zip(members, fingerprints) if m not in gone}
+  every = {f.pixels for f in fingerprints}
+  assert counters["bucket_entries"] == duplicates.BANDS * len(kept)
+  assert report.decision.check(result)["bucket_entries"] == duplicates.BANDS * len(every)

@@ -19,6 +19,7 @@ from conftest import REPO, beam_download_config, records_by_split, shard_bytes, 
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_quality
 from imagesets.building import class_folders_builder
+from imagesets.building import generation
 from imagesets.building import problems
 from imagesets.reports import dataset_card
 from imagesets_testing import sample_images
@@ -300,8 +301,9 @@ def test_beam_build_reads_a_bucket_style_root(tree, built, tmp_path):
       split.num_examples for split in on_beam.info.splits.values())
 
 
-def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path):
-  """test holds a bad file and a copy of a train image: skipped, dropped (leakage=drop)."""
+def _emptied_test_split(tmp_path, copy: bool, **config):
+  """A builder whose test split holds only a bad file and (`copy`) a copy of a train
+  image, or another bad file."""
   from imagesets.building import splits
   names = ["c/orig.jpg", "c/copy.jpg", "c/bad.jpg"] + [f"c/g{i}.jpg" for i in range(4)]
   proportions = {"train": 0.5, "test": 0.5}
@@ -310,16 +312,36 @@ def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path):
                                                                            "c/bad.jpg"})
   image = sample_images.jpeg(30, 30, seed=1)
   root = write_tree(tmp_path / "tree", {
-      "c/orig.jpg": image, "c/copy.jpg": image, "c/bad.jpg": b"junk",
+      "c/orig.jpg": image, "c/copy.jpg": image if copy else b"junk too", "c/bad.jpg": b"junk",
       **{f"c/g{i}.jpg": sample_images.jpeg(30, 30, seed=10 + i) for i in range(4)}})
-  builder = class_folders.Builder(config=class_folders.ClassFoldersConfig(
-      name="dropbad", root=str(root), skip_bad_files=True, leakage="drop",
-      split_proportions=proportions, seed=seed, exact_split_sizes=False),
-      data_dir=tmp_path / "out")
-  with pytest.raises(ValueError, match=r"split 'test' has no examples left: 1 bad file\(s\) "
+  return class_folders.Builder(config=class_folders.ClassFoldersConfig(
+      name="dropbad", root=str(root), skip_bad_files=True, split_proportions=proportions,
+      seed=seed, exact_split_sizes=False, **config), data_dir=tmp_path / "out")
+
+
+@pytest.mark.parametrize("on_beam", [False, True])
+def test_a_split_emptied_by_a_bad_file_and_a_dropped_copy_says_both(tmp_path, on_beam):
+  """test holds a bad file and a copy of a train image: skipped, dropped (leakage=drop);
+  on Beam the copy is dropped on the workers and TFDS's writer refuses the empty split:
+  the same error."""
+  builder = _emptied_test_split(tmp_path, copy=True, leakage="drop")
+  config = beam_download_config(multi_processing=False) if on_beam else None
+  with pytest.raises(generation.EmptySplitError,
+                     match=r"split 'test' has no examples left: 1 bad file\(s\) "
                      r"skipped \(c/bad.jpg\), 1 dropped as copies of images of an earlier "
                      r"split \(leakage=drop\)"):
-    builder.download_and_prepare()
+    builder.download_and_prepare(download_config=config)
+
+
+@pytest.mark.parametrize("leakage", ["warn", "drop"])
+def test_a_split_of_bad_files_only_on_beam_names_them_whatever_the_leakage(tmp_path, leakage):
+  """Nothing dropped: the bad files are named, as locally (not a leak, and not the
+  folders a failed pipeline's sinks leave behind)."""
+  builder = _emptied_test_split(tmp_path, copy=False, leakage=leakage)
+  with pytest.raises(generation.EmptySplitError,
+                     match=r"split 'test' has no examples left: 2 bad file\(s\) skipped "
+                     r"\(c/bad.jpg, c/copy.jpg\); repair"):
+    builder.download_and_prepare(download_config=beam_download_config(multi_processing=False))
 
 
 @pytest.mark.parametrize("cap", [None, 1])
