@@ -2,6 +2,7 @@
 and card, byte for byte, and what each build cost.
 
     python benchmarks/beam_build.py [--images 20000] [--work /tmp/beam_build] [--workers 2]
+                                    [--leakage warn|drop]
 
 A tree of `--images` real-photo crops (500x333 JPEGs with bursts of near copies, the tree
 benchmarks/incremental_version.py builds) built twice, each in a fresh process, the way
@@ -27,7 +28,8 @@ NAME = "bench"
 FILES = ("duplicates.json", "quality.json", "README.md")
 
 
-def child_build(tree: str, data_dir: str, workers: str) -> dict:
+def child_build(tree: str, data_dir: str, workers: str, leakage: str) -> dict:
+  from imagesets.building import class_folders_builder
   from imagesets.class_folders import named_build
 
   beam_options = None
@@ -37,11 +39,23 @@ def child_build(tree: str, data_dir: str, workers: str) -> dict:
         direct_num_workers=int(workers), direct_running_mode="multi_processing")
   start = time.perf_counter()
   builder = named_build.build(tree, NAME, data_dir=data_dir, beam_options=beam_options,
-                              log=lambda line: print(line, file=sys.stderr), progress=None)
+                              log=lambda line: print(line, file=sys.stderr), progress=None,
+                              options=class_folders_builder.ClassFoldersConfig(
+                                  name=NAME, leakage=leakage))
   return {"build_s": round(time.perf_counter() - start, 1),
           "driver_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
           "workers_peak_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
           "counters": dict(builder.generation.beam_counters)}
+
+
+def _records(version: pathlib.Path) -> dict[str, list[bytes]]:
+  """{split: its serialized records, sorted} (Beam picks its own number of shards)."""
+  import tensorflow as tf
+  splits = {}
+  for shard in sorted(version.glob("*.tfrecord-*")):
+    split = shard.name.split("-")[1].split(".")[0]
+    splits.setdefault(split, []).extend(r.numpy() for r in tf.data.TFRecordDataset(str(shard)))
+  return {split: sorted(records) for split, records in splits.items()}
 
 
 def _per_round(counters: dict) -> list[int]:
@@ -59,6 +73,7 @@ def main() -> None:
   parser.add_argument("--images", type=int, default=20000)
   parser.add_argument("--work", default="/tmp/beam_build")
   parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--leakage", default="warn", choices=["warn", "drop"])
   parser.add_argument("--child", nargs="*")
   args = parser.parse_args()
   if args.child is not None:
@@ -73,19 +88,21 @@ def main() -> None:
   runs = {}
   for kind, workers in (("local", 0), ("beam", args.workers)):
     shutil.rmtree(work / kind, ignore_errors=True)
-    runs[kind] = child_runs.run(__file__, tree, work / kind, workers)
+    runs[kind] = child_runs.run(__file__, tree, work / kind, workers, args.leakage)
   folders = {kind: next((work / kind / NAME).glob("*/dataset_info.json")).parent
              for kind in runs}
   same = {name: (folders["local"] / name).read_bytes() == (folders["beam"] / name).read_bytes()
           for name in FILES}
+  same["records"] = _records(folders["local"]) == _records(folders["beam"])
   found = json.loads((folders["local"] / "duplicates.json").read_text())
   quality = json.loads((folders["local"] / "quality.json").read_text())
   counters = runs["beam"].pop("counters")
   pictures = counters.get("bucket_entries", 0) / 64 or 1
   runs["local"].pop("counters")
   print(json.dumps({
-      "images": args.images, "workers": args.workers, "same_bytes": same,
-      "groups": len(found["groups"]), "cross_split": found["num_cross_split"],
+      "images": args.images, "workers": args.workers, "leakage": args.leakage,
+      "same_bytes": same, "groups": len(found["groups"]),
+      "cross_split": found["num_cross_split"], "dropped": len(found["dropped"]),
       "findings": len(quality["findings"]), "runs": runs,
       "per_picture": {name: round(counters.get(name, 0) / pictures, 2)
                       for name in ("picks", "picks_arrived", "kept_pairs", "checks")},
