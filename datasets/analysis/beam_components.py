@@ -79,9 +79,9 @@ class _Round(beam.PTransform):
   """One large-star or small-star step over links (u, v); links out, with a counter of
   the links that differ from the links in."""
 
-  def __init__(self, step, namespace: str, name: str):
+  def __init__(self, step, namespace: str, name: str, once):
     super().__init__()
-    self._step, self._namespace, self._name = step, namespace, name
+    self._step, self._namespace, self._name, self._once = step, namespace, name, once
 
   def expand(self, links):
     counter = beam.metrics.Metrics.counter(self._namespace, f"changed_{self._name}")
@@ -96,9 +96,9 @@ class _Round(beam.PTransform):
          | "Compare" >> beam.CoGroupByKey()
          | "Count" >> beam.Map(lambda kv: _changed((kv[0], (kv[1]["before"], kv[1]["after"])),
                                                    counter)))
-    # (a count of 0 once, so that a round over no links reports that it changed nothing)
-    _ = (links.pipeline | "Once" >> beam.Create([0])
-         | "Count nothing" >> beam.Map(lambda zero: counter.inc(zero)))
+    # (a count of 0 once, so that a round over no links reports that it changed nothing;
+    # one element for every round: their counts run in one stage)
+    _ = self._once | f"Count nothing {self._name}" >> beam.Map(lambda zero: counter.inc(zero))
     return out
 
 
@@ -122,11 +122,12 @@ class Components(beam.PTransform):
     nodes = (edges
              | "Nodes" >> beam.FlatMap(lambda edge: edge)
              | "Distinct nodes" >> beam.Distinct())
+    once = edges.pipeline | "Once" >> beam.Create([0])
     for number in range(self.rounds):
       links = links | f"Large {number}" >> _Round(_large_star, self.namespace,
-                                                  f"large_{number}")
+                                                  f"large_{number}", once)
       links = links | f"Small {number}" >> _Round(_small_star, self.namespace,
-                                                  f"small_{number}")
+                                                  f"small_{number}", once)
     # (at the end each node but its component's least has one link, to that least)
     return ({"least": links, "node": nodes | "Keyed" >> beam.Map(lambda n: (n, None))}
             | "Join" >> beam.CoGroupByKey()
