@@ -143,10 +143,6 @@ def split_rank(split: str) -> tuple:
   return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
 
 
-def _member_order(member: Member) -> tuple:
-  return (split_rank(member.split), member.file_name)
-
-
 def member_order(member: Member) -> tuple:
   """Member order, total: split, file name, then (one name twice) label."""
   return split_rank(member.split), member.file_name, member.label is not None, member.label or ""
@@ -732,7 +728,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   in member order (a version built on a base, which lists its kept photos first, gets a
   full build's groups and links)."""
   ranks = {split: split_rank(split) for split in {m.split for m in members}}
-  placed = [(ranks[m.split], m.file_name) for m in members]  # (`_member_order`, each once)
+  placed = [(ranks[m.split], m.file_name) for m in members]  # (`member_order`'s start)
   order = _in_member_order(members, fingerprints, placed)
   members = [members[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]

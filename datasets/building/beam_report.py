@@ -51,23 +51,20 @@ class _Tallied(beam.CombineFn):
     return tallies
 
 
-def _member_id(member: duplicates.Member) -> tuple:
-  return member.split, member.file_name, member.label
+def _by_marks(elements, marks, where, label: str, *, marked: bool):
+  """The `elements` whose `where(element)` is (`marked`) or is not among the keys `marks`
+  (a PCollection), by a join: no side input as large as the marks."""
+  return ({"element": elements | f"{label}: where" >> beam.Map(lambda e: (where(e), e)),
+           "mark": marks | f"{label}: marks" >> beam.Map(lambda key: (key, None))}
+          | f"{label}: join" >> beam.CoGroupByKey()
+          | f"{label}: taken" >> beam.FlatMap(
+              lambda joined: joined[1]["element"] if bool(joined[1]["mark"]) == marked else []))
 
 
 def without(elements, dropped, where, label: str):
   """`elements` but those whose (split, key) `where(element)` gives is `dropped` (a
-  PCollection of (split, key)), by a join: no side input as large as what is dropped."""
-  return ({"element": elements | f"{label}: where" >> beam.Map(lambda e: (where(e), e)),
-           "dropped": dropped | f"{label}: dropped" >> beam.Map(lambda at: (at, None))}
-          | f"{label}: join" >> beam.CoGroupByKey()
-          | f"{label}: kept" >> beam.FlatMap(
-              lambda joined: [] if joined[1]["dropped"] else joined[1]["element"]))
-
-
-def _dropped_at(joined):
-  _, held = joined
-  return list(held["image"]) if held["dropped"] else []
+  PCollection of (split, key))."""
+  return _by_marks(elements, dropped, where, label, marked=False)
 
 
 class Report(beam.PTransform):
@@ -99,13 +96,11 @@ class Report(beam.PTransform):
                  | "Decide: images" >> beam.Map(lambda image: (image[1], image[2]))
                  | "Decide: groups" >> self.decision
                  | "Decide: dropped" >> beam.FlatMap(lambda group: duplicates.to_drop([group])))
+      # (a member's order is its id: its split, file name and label, as primitives)
       found["dropped"] = (
-          {"image": images | "Decide: where" >> beam.Map(
-              lambda image: (_member_id(image[1]), (image[1].split, image[0]))),
-           "dropped": decided | "Decide: dropped ids" >> beam.Map(
-               lambda member: (_member_id(member), None))}
-          | "Decide: join" >> beam.CoGroupByKey()
-          | "Decide: at" >> beam.FlatMap(_dropped_at))
+          _by_marks(images, decided | "Decide: ids" >> beam.Map(duplicates.member_order),
+                    lambda image: duplicates.member_order(image[1]), "Decide", marked=True)
+          | "Decide: at" >> beam.Map(lambda image: (image[1].split, image[0])))
       lines.append(decided | "Dropped lines" >> beam.Map(lambda m: {"dropped": m.to_json()}))
       images = without(images, found["dropped"], lambda image: (image[1].split, image[0]),
                        "Kept images")
