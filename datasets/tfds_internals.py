@@ -251,6 +251,7 @@ def check_builder_hooks() -> None:
           "`tfds build --register_checksums` next to the builder")
 
 
+_MISSING = object()
 _EMPTY_SPLIT = re.compile(r"The total number of generated examples is 0 for split (\w+)\.")
 
 
@@ -266,11 +267,8 @@ def filename_template(builder, split: str):
   return builder._get_filename_template(split_name=split)  # pylint: disable=protected-access
 
 
-def generate_splits_locally(builder, dl_manager, split_builder, *,
-                            nondeterministic_order: bool = False) -> list:
-  """What GeneratorBasedBuilder._generate_splits does for a build without Beam, with a split
-  writer of our choosing (`split_builder`): the builder's splits, each submitted to it,
-  then every SplitInfo (TFDS asks for them once all splits were generated)."""
+def _split_generators(builder, dl_manager, split_builder) -> dict:
+  """The builder's {split: generator}, as TFDS's `_generate_splits` takes them."""
   generators = builder._split_generators(dl_manager)  # pylint: disable=protected-access
   generators = split_builder.normalize_legacy_split_generators(
       split_generators=generators,
@@ -278,9 +276,60 @@ def generate_splits_locally(builder, dl_manager, split_builder, *,
       is_beam=False)
   if "all" in generators:
     raise ValueError("`all` is a reserved keyword. Split cannot be named like this.")
-  futures = [split_builder.submit_split_generation(
+  return generators
+
+
+def _submitted(builder, split_builder, split, generator, nondeterministic_order):
+  return split_builder.submit_split_generation(
       split_name=split, generator=generator, filename_template=filename_template(builder, split),
       disable_shuffling=builder.info.disable_shuffling,
       nondeterministic_order=nondeterministic_order)
-             for split, generator in generators.items()]
+
+
+def generate_splits_locally(builder, dl_manager, split_builder, *,
+                            nondeterministic_order: bool = False) -> list:
+  """What GeneratorBasedBuilder._generate_splits does for a build without Beam, with a split
+  writer of our choosing (`split_builder`): the builder's splits, each submitted to it,
+  then every SplitInfo (TFDS asks for them once all splits were generated)."""
+  futures = [_submitted(builder, split_builder, split, generator, nondeterministic_order)
+             for split, generator in _split_generators(builder, dl_manager, split_builder).items()]
   return [future.result() for future in futures]
+
+
+def generate_splits_on_beam(builder, dl_manager, download_config, *,
+                            before_writers: Callable, shard_config_of: Callable) -> list:
+  """What GeneratorBasedBuilder._generate_splits does on Beam, with what a build on Beam
+  needs besides: `before_writers(pipeline)` adds the builder's work once its splits are
+  known, before any split's writer; a split whose generator is None is given to no writer
+  (a version built on a base that keeps every record of it); `shard_config_of(split)` is
+  the ShardConfig of the split's writer (None: the build's). Returns (split, filename
+  template, SplitInfo or None) per split, once the pipeline ran and the builder's
+  `_process_pipeline_result` saw it."""
+  split_builder = SplitBuilder(
+      split_dict=builder.info.splits, features=builder.info.features,
+      dataset_size=builder.info.dataset_size,
+      max_examples_per_split=download_config.max_examples_per_split,
+      beam_options=download_config.beam_options, beam_runner=download_config.beam_runner,
+      shard_config=download_config.get_shard_config(),
+      example_writer=builder._example_writer(),  # pylint: disable=protected-access
+      ignore_duplicates=download_config.ignore_duplicates)
+  if getattr(split_builder, "_shard_config", _MISSING) is _MISSING:
+    raise TFDSInternalsChanged(
+        f"imagesets.tfds_internals.generate_splits_on_beam: TFDS {tfds.__version__}'s "
+        "SplitBuilder keeps no _shard_config; fallback: build versions on a base locally")
+  build_config = split_builder._shard_config  # pylint: disable=protected-access
+  submitted = []
+  with split_builder.maybe_beam_pipeline() as proxy:
+    generators = _split_generators(builder, dl_manager, split_builder)
+    before_writers(split_builder.beam_pipeline)
+    for split, generator in generators.items():
+      future = None
+      if generator is not None:
+        # (TFDS's Beam writer takes the split builder's shard config as it is made here)
+        split_builder._shard_config = shard_config_of(split) or build_config  # pylint: disable=protected-access
+        future = _submitted(builder, split_builder, split, generator,
+                            download_config.nondeterministic_order)
+      submitted.append((split, filename_template(builder, split), future))
+  if proxy._beam_pipeline:  # pylint: disable=protected-access
+    builder._process_pipeline_result(pipeline_result=proxy.result)  # pylint: disable=protected-access
+  return [(split, template, future and future.result()) for split, template, future in submitted]

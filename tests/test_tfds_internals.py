@@ -204,6 +204,67 @@ def test_generate_splits_locally_does_what_tfds_generate_splits_does(tmp_path):
                           f"fallback: {tfds_internals._RECORDS_FALLBACK}")
 
 
+def test_generate_splits_on_beam_does_what_tfds_generate_splits_does(tmp_path):
+  """generate_splits_on_beam is TFDS 4.9.10's GeneratorBasedBuilder._generate_splits on
+  Beam: the same shards and SplitInfos; besides, it adds the builder's work before the
+  writers, gives each split the shard config asked for, and leaves a split whose generator
+  is None to the builder."""
+  beam = pytest.importorskip("apache_beam")
+  import yielding_synthetic
+
+  class OnBeam(yielding_synthetic.Builder, skip_registration=True):
+    __module__ = yielding_synthetic.Builder.__module__  # (where TFDS finds its metadata)
+    skipped = ()
+
+    def _split_generators(self, dl_manager):
+      config = self.builder_config
+      return {split: None if split in self.skipped else beam.Create(list(
+                  yielding_synthetic._yielded(config, split_id=i, count=count)))
+              for i, (split, count) in enumerate([("train", config.num_train),
+                                                  ("test", config.num_test)])}
+
+    def _process_pipeline_result(self, pipeline_result):  # (TFDS's: no `generation` here)
+      tfds.core.GeneratorBasedBuilder._process_pipeline_result(self, pipeline_result)
+
+  def build(data_dir, ours: bool, configs=None, skipped=()):
+    builder = OnBeam(config="tiny", data_dir=data_dir)
+    builder.skipped, added, returned = skipped, [], []
+
+    def generate_splits(dl_manager, download_config):
+      if not ours:
+        return tfds.core.GeneratorBasedBuilder._generate_splits(  # pylint: disable=protected-access
+            builder, dl_manager, download_config)
+      returned[:] = tfds_internals.generate_splits_on_beam(
+          builder, dl_manager, download_config, before_writers=added.append,
+          shard_config_of=lambda split: (configs or {}).get(split))
+      return [info for _, _, info in returned if info is not None]
+
+    builder._generate_splits = generate_splits  # pylint: disable=protected-access
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        num_shards=2, beam_options=beam.options.pipeline_options.PipelineOptions(
+            ["--direct_running_mode=in_memory"])))
+    shards = {p.name: p.read_bytes() for p in sorted(pathlib.Path(builder.data_dir).glob("*.tfrecord-*"))}
+    splits = {name: (info.num_examples, info.shard_lengths, info.num_bytes)
+              for name, info in builder.info.splits.items()}
+    if ours:
+      assert len(added) == 1 and isinstance(added[0], beam.Pipeline)
+    return shards, splits, returned
+
+  theirs, ours = build(tmp_path / "tfds", ours=False), build(tmp_path / "ours", ours=True)
+  assert len(theirs[0]) == 4 and theirs[1]["train"][0] == 12
+  assert ours[:2] == theirs[:2], (
+      "imagesets.tfds_internals.generate_splits_on_beam no longer does what TFDS "
+      f"{tfds.__version__}'s GeneratorBasedBuilder._generate_splits does; fallback: build "
+      "versions on a base locally")
+  shards, splits, _ = build(tmp_path / "configs", ours=True,
+                            configs={"train": tfds_internals.ShardConfig(num_shards=3)})
+  assert len(splits["train"][1]) == 3 and len(splits["test"][1]) == 2
+  shards, splits, returned = build(tmp_path / "skipped", ours=True, skipped=("test",))
+  assert [(split, info is None) for split, _, info in returned] == [("train", False),
+                                                                   ("test", True)]
+  assert returned[1][1].split == "test" and not [n for n in shards if "-test." in n]
+
+
 def test_progress_bars_on_follows_tfds_switch():
   assert tfds_internals.progress_bars_on()
   tfds.disable_progress_bar()

@@ -219,7 +219,7 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
       name_checked.save()
       return built
     digests = entry_digests(described)
-    plan = _plan(data_dir, name, version, from_version, beam_options, log, read, digests,
+    plan = _plan(data_dir, name, version, from_version, log, read, digests,
                  options, hashes, content_options)
     log(f"building {name}:{version}: {len(read.entries)} images with {read.format} "
         f"annotations ({read.task}, {len(read.class_names)} classes) of {options.images}, "
@@ -240,12 +240,10 @@ def build(images: str, annotations: str, name: str, *, version: str = "1.0.0",
     return builder
 
 
-def _plan(data_dir, name, version, from_version, beam_options, log, read, digests, options,
+def _plan(data_dir, name, version, from_version, log, read, digests, options,
           hashes, content_options) -> incremental.Plan | None:
   """What this version keeps of the one it is built on and what it makes; None: in full."""
-  base = incremental.base_for(data_dir, name, version, from_version,
-                              "Beam builds make every example" if beam_options is not None
-                              else "", log)
+  base = incremental.base_for(data_dir, name, version, from_version, "", log)
   if base is None:
     return None
   try:

@@ -272,7 +272,11 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                               leakage=self._leakage(),
                                               title=self.info.full_name,
                                               keep_order=getattr(self, "KEEP_ORDER", False),
-                                              progress=getattr(self, "PROGRESS", ""))
+                                              progress=getattr(self, "PROGRESS", ""),
+                                              beam_kept=(
+                                                  incremental.kept_images_on_workers(self.PLAN)
+                                                  if self.PLAN and use_beam else None),
+                                              beam_rows_kept=use_beam and self._indexes_on_beam())
       try:
         split_infos = self._generate_all_splits(
             dl_manager, sharding.with_min_shards(download_config, self._min_shards()),
@@ -313,6 +317,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     plan = self.PLAN and self.PLAN.splits[name]
     items, process = make(plan.new if plan else paths)
     split = self.generation.examples(name, items, process, kept=plan.kept if plan else 0)
+    if plan and self.generation.use_beam:  # (joined to the kept shards once written)
+      return split if plan.new else None  # (None: no new record, no writer)
     if plan:
       split.writer = incremental.writer(self.PLAN, name, lambda: self.generation.written(name))
     return split
@@ -321,8 +327,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """The build's report with what it kept of the version it was built on (`PLAN`)."""
     if self.PLAN is None:
       return report
-    return dataclasses.replace(
-        report, images=[*report.images, *self.PLAN.kept_images()],
+    return dataclasses.replace(  # (on Beam, the workers' report holds the kept images)
+        report, images=[*report.images, *(self.PLAN.kept_images() if report.known is None
+                                          else ())],
         notes=dict(sorted({**self.PLAN.kept_notes(), **report.notes}.items())))
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
@@ -397,22 +404,28 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       return self.generation.written(split)
     return [row for rows in self.PLAN.splits[split].layout for row in rows]
 
-  def _write_record_index(self, split_infos) -> None:
+  def _write_record_index(self, split_infos, download_config=None) -> None:
     """`record_index` of every shard of every split whose records this build listed, and
     the shards' hashes with their stats before (`shard_hashes`: the next version does not
-    read them again)."""
+    read them again). On Beam (`download_config`'s), the shards TFDS's writer made are
+    indexed by the workers (`beam_index`), and no stat is kept (each is read once by the
+    next build)."""
+    on_beam = download_config is not None
     kept_checked = None if self.PLAN is None else self.PLAN.kept_checked
     checked = kept_checked.checked if kept_checked is not None else shard_hashes.now()
     local = not class_folders_tree.is_remote(self.data_path)
-    written = {}
+    written, on_workers = {}, []
     for info in split_infos:
       rows = self._index_rows(info.name)
-      if len(rows) != info.num_examples:  # (a split TFDS wrote itself: no index)
+      if len(rows) != info.num_examples and not on_beam:  # (a split TFDS wrote itself)
         continue
       start = 0
       for position, (shard_name, length) in enumerate(zip(info.filenames, info.shard_lengths)):
         kept = None if self.PLAN is None else self.PLAN.kept_shard(info.name, position)
-        if kept is None:
+        if kept is None and start + length > len(rows):  # (on Beam: made by TFDS's writer)
+          on_workers.append((info.name, shard_name))
+          key = None
+        elif kept is None:
           # (its stat before its hash: a change after either shows in the next build's stat)
           key = shard_hashes.key_of(pathlib.Path(self.data_path) / shard_name) if local else None
           digest = record_index.write(self.data_path, shard_name, info.name,
@@ -426,7 +439,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         if key is not None:  # (a shard without a stat is read by the next build)
           written[shard_name] = key, digest
         start += length
-    if written and local:
+    if on_beam:
+      from imagesets.building import beam_index  # (Beam builds only: it imports Beam)
+      beam_index.write(self.data_path, on_workers, self.generation.beam_rows(),
+                       self.info.file_format.value, options=download_config.beam_options,
+                       runner=download_config.beam_runner)
+    elif written and local:
       shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 
   def _generate_examples(self):
@@ -441,7 +459,16 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _generate_all_splits(self, dl_manager, download_config, use_beam: bool):
     if use_beam:  # TFDS's own split writer runs the pipeline
-      return super()._generate_splits(dl_manager, download_config)
+      plan = self.PLAN
+      written = tfds_internals.generate_splits_on_beam(
+          self, dl_manager, download_config, before_writers=self.generation.beam_work,
+          shard_config_of=lambda split: plan and incremental.shard_config_on_beam(plan, split))
+      infos = [info if plan is None else incremental.joined_on_beam(
+          plan, split, template, info, self.info.file_format.value)
+               for split, template, info in written]
+      if self._indexes_on_beam():  # (before the report is read: its rows are beside it)
+        self._write_record_index(infos, download_config)
+      return infos
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shards") as shard_writer:
       split_builder = prepared_records.RecordSplitBuilder(
           shard_writer=shard_writer,
@@ -455,6 +482,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       return tfds_internals.generate_splits_locally(
           self, dl_manager, split_builder,
           nondeterministic_order=download_config.nondeterministic_order)
+
+  def _indexes_on_beam(self) -> bool:
+    """Whether a Beam build writes a record index: as a local build (`RECORD_INDEX`), of a
+    version in a local folder in a format whose records are read back (`incremental`)."""
+    return bool(self.RECORD_INDEX) and not class_folders_tree.is_remote(self.data_path) and (
+        self.info.file_format.value in incremental.FORMATS)
 
   def _leakage(self) -> str:
     """What to do about images in more than one split (duplicates.LEAKAGE_ACTIONS)."""

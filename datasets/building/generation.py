@@ -49,6 +49,7 @@ _REPORT_DIR = "_imagesets_report"
 # The report's files of what the workers found of the images (not a split name: TFDS's
 # split names are words).
 _FOUND = "-found"
+_ROWS = "rows"  # (a folder of the report's: `report` reads only the files beside it)
 
 
 class EmptySplitError(ValueError):
@@ -110,11 +111,20 @@ def _outcome(process: Process, key: str, item: Item):
   return key, example, note, None
 
 
+# The namespace of the Beam counters of a build's own per-item work.
+BEAM_NAMESPACE = "imagesets"
+
+
 def _beam_outcome(key_item: tuple[str, Item], process: Process, fingerprint: bool):
-  """(key, example, note, reason, identity or None) on a Beam worker."""
+  """(key, example, note, reason, identity or None) on a Beam worker; the images it
+  fingerprints are counted ("fingerprinted")."""
   key, example, note, reason = _outcome(process, *key_item)
-  return key, example, note, reason, (
-      _identity(example, key) if fingerprint and example is not None else None)
+  identity = None
+  if fingerprint and example is not None:
+    identity = _identity(example, key)
+    tfds.core.lazy_imports.apache_beam.metrics.Metrics.counter(
+        BEAM_NAMESPACE, "fingerprinted").inc()
+  return key, example, note, reason, identity
 
 
 def _examples_of(outcome):
@@ -227,10 +237,16 @@ class Generation:
   _problems: list[problems_lib.Problem] = dataclasses.field(default_factory=list)
   _notes: dict[str, str] = dataclasses.field(default_factory=dict)
   _unfinished: dict[str, tuple[Sequence, Process]] = dataclasses.field(default_factory=dict)
-  # On Beam: the splits given (split -> (items, process)), each split's examples once the
-  # first split's transform added every split's work (`_beam_work`), the report's
-  # transform, and what it found once read (`report`).
+  # On Beam, built on a base: a function of the pipeline giving the (key, member,
+  # fingerprint) of every record kept from the base (`incremental.kept_images_on_workers`).
+  beam_kept: Callable | None = None
+  # On Beam: the rows of the record index the workers write of the shards (`beam_index`).
+  beam_rows_kept: bool = False
+  # On Beam: the splits given (split -> (items, process)), each split's examples once
+  # every split's work is in the pipeline (`beam_work`), the report's transform, and what
+  # it found once read (`report`).
   _beam_splits: dict = dataclasses.field(default_factory=dict)
+  _beam_added: bool = False
   _beam_examples: dict = dataclasses.field(default_factory=dict)
   _beam_report: Any = None
   _known: Any = None
@@ -427,10 +443,9 @@ class Generation:
     return empty
 
   def _beam(self, split, items, process):
-    """The split's transform. TFDS applies the splits' transforms one by one, after
-    `_split_generators` gave them all: the first applied adds every split's work to the
-    pipeline (`_beam_work`: the report over all their images, and leakage="drop"'s
-    filter, need them all before any split's examples reach TFDS's writer)."""
+    """The split's transform: its examples, once every split's work is in the pipeline
+    (`beam_work`: the report over all their images, and leakage="drop"'s filter, need
+    them all before any split's examples reach TFDS's writer)."""
     beam = tfds.core.lazy_imports.apache_beam
     self._beam_splits[split] = (items, process)
     generation = self
@@ -438,16 +453,19 @@ class Generation:
     class _Split(beam.PTransform):
 
       def expand(self, pipeline):
-        if not generation._beam_examples:
-          generation._beam_work(pipeline.pipeline)
+        generation.beam_work(pipeline.pipeline)
         return generation._beam_examples[split] | "Examples" >> beam.Map(lambda kv: kv)
 
     return _Split()
 
-  def _beam_work(self, pipeline) -> None:
-    """Every split's per-item work; each problem and note written to the report folder;
-    with fingerprints, what the workers find of the images (`beam_report`), written there
-    too, and with leakage="drop" the examples it drops left out (`_beam_examples`)."""
+  def beam_work(self, pipeline) -> None:
+    """Adds every split's per-item work to the pipeline, once all splits were given (again:
+    nothing); each problem and note written to the report folder; with fingerprints, what
+    the workers find of the images, those kept from a base too (`beam_report`), written
+    there too, and with leakage="drop" the examples it drops left out (`_beam_examples`)."""
+    if self._beam_added:
+      return
+    self._beam_added = True
     beam = tfds.core.lazy_imports.apache_beam
     fingerprint = self.leakage != "off"
     described = schema.of(self.features).describe
@@ -463,9 +481,14 @@ class Generation:
       examples[split] = outcomes | f"{split}: examples" >> beam.FlatMap(_examples_of)
       if fingerprint:
         images.append(outcomes | f"{split}: images" >> beam.FlatMap(_image_of, split, described))
+      if fingerprint and self.beam_rows_kept:
+        from imagesets.building import beam_index  # (Beam builds only: it imports Beam)
+        beam_index.rows(outcomes, split, os.fspath(self._report_dir() / _ROWS / split), split)
     self._beam_examples = examples
     if not fingerprint:
       return
+    if self.beam_kept is not None:
+      images.append(self.beam_kept(pipeline))
     from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
     self._beam_report = beam_report.Report(drop=self.leakage == "drop")
     found = tuple(images) | "All images" >> beam.Flatten() | "Know your data" >> self._beam_report
@@ -493,15 +516,29 @@ class Generation:
     dropped = len(items) - len(bad) if self.leakage == "drop" else 0
     if not items or len(bad) + dropped < len(items):
       return None
+    if self._kept.get(split):  # (built on a base: TFDS's writer gets only the new items)
+      return ValueError(
+          f"split {split!r}: its new files are all bad ({_empty_told(bad, 0)}), and a Beam "
+          "build on a base writes a split's new files with TFDS's Beam writer, which refuses "
+          "none; repair or remove them, or build this version locally (no Beam options)")
     return EmptySplitError({split: (bad, dropped)}) if bad else _dropped_whole(split, dropped)
 
   def check_pipeline(self, result) -> None:
     """Raises when the finished pipeline's groups of duplicates are not final or the runner
     lost elements (`beam_report.Report.check`)."""
     self._pipeline_done = True  # (its report is then read, and its absence said)
-    if self._beam_report is None:
-      return
-    self.beam_counters = self._beam_report.check(result)
+    beam = tfds.core.lazy_imports.apache_beam
+    fingerprinted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(
+        BEAM_NAMESPACE).with_name("fingerprinted"))["counters"]
+    counters = {} if self._beam_report is None else self._beam_report.check(result)
+    self.beam_counters = {**counters, "fingerprinted": sum(
+        c.committed if c.committed is not None else c.attempted for c in fingerprinted)}
+
+  def beam_rows(self) -> str | None:
+    """The files of the record index's rows the workers wrote (`beam_rows_kept`), as a
+    pattern; None when none was written (nothing fingerprinted)."""
+    rows = self._report_dir() / _ROWS
+    return os.fspath(rows / "*.jsonl") if rows.exists() and any(rows.glob("*.jsonl")) else None
 
   def _report_dir(self) -> epath.Path:
     return epath.Path(self.data_dir) / _REPORT_DIR

@@ -29,8 +29,10 @@ import json
 import pathlib
 from typing import Callable, Iterable, Iterator
 
+from etils import epath
 import tensorflow_datasets as tfds
 
+import imagesets.tfds_internals as tfds_internals
 from imagesets.building import class_folders_tree
 from imagesets.storage import atomic_files
 from imagesets.building import parallel_map
@@ -82,6 +84,7 @@ class Shard:
   name: str                                  # its file name in the base version
   records: list[tuple[str, int, image_hashes.Fingerprint | None]]  # (key, size, fingerprint)
   sha256: str                                # of its bytes, as its index says
+  index_sha256: str = ""                     # of its index file's bytes, as read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +212,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
       if len(index.records) != length:
         raise NotABase(f"{spec}: the record index of {shard_name} lists "
                        f"{len(index.records)} records, dataset_info.json {length}")
-      shards.append(Shard(shard_name, index.records, index.sha256))
+      shards.append(Shard(shard_name, index.records, index.sha256, index.digest))
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
@@ -339,8 +342,7 @@ def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
   """`prepared_records.LocalSplit.writer` of `split` planned on a base: writes the kept and
   rewritten shards and the new records' shards, and sets the split plan's `layout`. `rows`:
   the new records' index rows (the build's `Generation.written`), once all are taken."""
-  base, plan = planned.base, planned.splits[split]
-  version_dir = base.version_dir
+  plan = planned.splits[split]
 
   def write(records: Iterable[tuple[int, bytes]], filename_template, file_format):
     file_format = tfds.core.FileFormat(file_format).value
@@ -361,16 +363,7 @@ def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
     if not total:
       raise AssertionError("No examples were yielded.")
     path_of = lambda i: filename_template.sharded_filepath(shard_index=i, num_shards=total)
-    lengths, layout = [], []
-    for index, (shard, positions) in enumerate(plan.shards):
-      source = version_dir / shard.name
-      if len(positions) == len(shard.records):  # (its bytes were checked by `plan`)
-        atomic_files.link(source, path_of(index), exclusive=True)
-      else:
-        kept = _read_records(base, shard, positions, planned.rule)
-        _write(path_of(index), kept, file_format)
-      lengths.append(len(positions))
-      layout.append([list(shard.records[p]) for p in positions])
+    lengths, layout = _write_kept(planned, split, path_of, file_format)
     start, made = 0, iter(new)
     for offset, count in enumerate(counts):
       _write(path_of(len(plan.shards) + offset), itertools.islice(made, count), file_format)
@@ -383,6 +376,89 @@ def writer(planned: Plan, split: str, rows: Callable[[], list[list]]):
                                filename_template=filename_template)
 
   return write
+
+
+def _write_kept(planned: Plan, split: str, path_of: Callable[[int], object],
+                file_format: str) -> tuple[list[int], list[list[list]]]:
+  """Writes the split's kept shards, each base shard kept whole as a link (a copy where the
+  file system has none) and each kept in part rewritten, as shard `i` at `path_of(i)`;
+  returns their lengths and index rows."""
+  base, plan = planned.base, planned.splits[split]
+  lengths, layout = [], []
+  for index, (shard, positions) in enumerate(plan.shards):
+    source = base.version_dir / shard.name
+    if len(positions) == len(shard.records):  # (its bytes were checked by `plan`)
+      atomic_files.link(source, path_of(index), exclusive=True)
+    else:
+      _write(path_of(index), _read_records(base, shard, positions, planned.rule), file_format)
+    lengths.append(len(positions))
+    layout.append([list(shard.records[p]) for p in positions])
+  return lengths, layout
+
+
+@dataclasses.dataclass(frozen=True)
+class NewShardsConfig(tfds_internals.ShardConfig):
+  """TFDS's ShardConfig for the new records of a split built on a base on Beam: as many
+  shards as the local writer makes of them (`_new_shard_counts`: about `target_bytes`
+  each), not the floor of a whole split's."""
+
+  target_bytes: int = 1
+
+  def get_number_shards(self, total_size, num_examples, uses_precise_sharding=True):
+    return max(1, len(_new_shard_counts(num_examples, total_size, self.target_bytes)))
+
+
+def shard_config_on_beam(planned: Plan, split: str) -> NewShardsConfig:
+  """The shard config of TFDS's Beam writer for `split`'s new records."""
+  return NewShardsConfig(target_bytes=planned.splits[split].target_bytes)
+
+
+def joined_on_beam(planned: Plan, split: str, filename_template,
+                   made: tfds.core.SplitInfo | None, file_format: str) -> tfds.core.SplitInfo:
+  """`split` of a version built on a base on Beam, once its pipeline ran: the kept and
+  rewritten shards (as the local writer writes them) first, then the shards TFDS's Beam
+  writer made of the new records (`made`; None: none new), renamed to follow them."""
+  plan = planned.splits[split]
+  new = list(made.shard_lengths) if made is not None else []
+  total = len(plan.shards) + len(new)
+  path_of = lambda i, n=total: filename_template.sharded_filepath(shard_index=i, num_shards=n)
+  if plan.shards:  # (a name "of <total>" is no name of Beam's "of <len(new)>" shards)
+    for index in range(len(new)):
+      made_path = epath.Path(path_of(index, len(new)))
+      if epath.Path(f"{made_path}_index.json").exists():
+        raise NotImplementedError(f"{made_path}: shards with index files")
+      made_path.rename(path_of(len(plan.shards) + index))
+  lengths, layout = _write_kept(planned, split, path_of, file_format)
+  plan.layout = layout  # (the kept shards' rows; the workers index the new shards)
+  return tfds.core.SplitInfo(
+      name=split, shard_lengths=lengths + new,
+      num_bytes=sum(row[1] for rows in layout for row in rows) + (made.num_bytes if made else 0),
+      filename_template=filename_template)
+
+
+def kept_images_on_workers(planned: Plan) -> Callable:
+  """A function of a Beam pipeline giving the (key, member, fingerprint) of every kept
+  record that has a fingerprint (as `Plan.kept_images`), read from the base's record index
+  by the workers: the driver gives them one element a kept shard."""
+  beam = tfds.core.lazy_imports.apache_beam
+  shards = [(split, shard.name, shard.index_sha256,
+             None if len(positions) == len(shard.records) else positions)
+            for split, plan in planned.splits.items() for shard, positions in plan.shards]
+  version_dir, label = str(planned.base.version_dir), planned.rule.label
+  return lambda pipeline: (pipeline
+                           | "Kept shards" >> beam.Create(shards)
+                           | "Kept images" >> beam.FlatMap(_kept_images, version_dir, label))
+
+
+def _kept_images(shard, version_dir: str, label: Callable[[str], str | None]):
+  split, name, digest, positions = shard
+  index = record_index.read(version_dir, name, split)
+  if index.digest != digest:
+    raise NotABase(f"{record_index.path_of(version_dir, name)} changed during the build")
+  wanted = None if positions is None else set(positions)
+  for position, (key, _, fingerprint) in enumerate(index.records):
+    if fingerprint is not None and (wanted is None or position in wanted):
+      yield key, duplicates.Member(split, key, label(key)), fingerprint
 
 
 def _new_shard_counts(count: int, size: int, target: int) -> list[int]:
@@ -422,16 +498,20 @@ def _sha256_or_why(path: pathlib.Path) -> str | OSError:
     return why
 
 
+def shard_records(path, file_format: str) -> Iterable[bytes]:
+  """Every record of a shard of one of `FORMATS`, in order."""
+  return (prepared_records.tfrecords(path) if file_format == "tfrecord"
+          else record_index.array_record_reader(path).read_all())
+
+
 def _read_records(base: Base, shard: Shard, positions: list[int], rule: Rule
                   ) -> Iterator[bytes]:
   """The records at `positions` of a base shard, each record of it checked against its
   index row as it is read: its size, the file name the row names, and the label id the
   base gave it (`rule.label_id`)."""
   path, wanted = base.version_dir / shard.name, set(positions)
-  records = (prepared_records.tfrecords(path) if base.file_format == "tfrecord"
-             else record_index.array_record_reader(path).read_all())
   count = 0
-  for position, record in enumerate(records):
+  for position, record in enumerate(shard_records(path, base.file_format)):
     if position >= len(shard.records) or len(record) != shard.records[position][1]:
       raise NotABase(f"{path} does not hold the records its index lists")
     count += 1

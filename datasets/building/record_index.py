@@ -50,6 +50,7 @@ class RecordIndexError(ValueError):
 class ShardIndex:
   sha256: str                                   # of the shard file's bytes
   records: list[tuple[str, int, "image_hashes.Fingerprint | None"]]  # (key, size, fingerprint)
+  digest: str = ""                              # of the index file's bytes, as read
 
 
 def path_of(version_dir, shard_name: str) -> pathlib.Path:
@@ -126,7 +127,8 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
     raise RecordIndexError(f"{shard_name!r} is not a shard file name")
   path = path_of(version_dir, shard_name)
   try:
-    raw = json.loads(_read_regular_file(path))
+    data = _read_regular_file(path)
+    raw = json.loads(data)
   except FileNotFoundError:
     raise RecordIndexError(f"{path} is missing") from None
   except OSError as why:  # (a symlink: ELOOP)
@@ -156,7 +158,7 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
         raise RecordIndexError(f"{path}: a fingerprint is not one a build writes: "
                                f"{row[2]!r:.200}") from None
     records.append((row[0], row[1], fingerprint))
-  return ShardIndex(raw["sha256"], records)
+  return ShardIndex(raw["sha256"], records, hashlib.sha256(data).hexdigest())
 
 
 def record_readers(version_dir, shard_name: str, sizes: list[int],

@@ -135,7 +135,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
     hashes = hashed.hashes
     base = None
     if versioned:
-      base = _base(data_dir, name, version, from_version, options, beam_options, log)
+      base = _base(data_dir, name, version, from_version, options, log)
       options = _with_recipe(options, pathlib.Path(data_dir) / name / version, base)
       _say_the_split_key(pathlib.Path(data_dir) / name, version, options, log)
     listing = listing or class_folders_builder.Listing(
@@ -147,10 +147,9 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
   return built
 
 
-def _base(data_dir, name, version, from_version, options, beam_options, log):
+def _base(data_dir, name, version, from_version, options, log):
   """The version this one is built on (`incremental.Base`), or None (a full build)."""
-  why = ("Beam builds make every example" if beam_options is not None else
-         "leakage 'drop' decides over every photo at once" if options.leakage == "drop" else "")
+  why = "leakage 'drop' decides over every photo at once" if options.leakage == "drop" else ""
   return incremental.base_for(data_dir, name, version, from_version, why, log)
 
 

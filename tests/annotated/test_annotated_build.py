@@ -514,6 +514,9 @@ def test_a_label_file_whose_image_is_a_webp_names_it_with_the_fix(tmp_path):
 
 
 def _made(builder) -> int:
+  """The examples a build made (on Beam: the images its workers fingerprinted)."""
+  if builder.generation.use_beam:
+    return builder.generation.beam_counters["fingerprinted"]
   return sum(len(builder.generation.written(split)) for split in builder.info.splits)
 
 
@@ -546,7 +549,9 @@ def _grown_coco(known, root: pathlib.Path) -> dict:
   return {"moved": moved, "edited": edited, "removed": removed, "added": "added.jpg"}
 
 
-def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(known, tmp_path):
+@pytest.mark.parametrize("runner", ["local", "beam"])
+def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(known, tmp_path,
+                                                                               runner):
   # COCO with boxes, flags and both masks, built on the version before and in full.
   options = annotated_builder.AnnotatedConfig(name="given",
                                               split_proportions={"train": 0.6, "test": 0.4})
@@ -557,8 +562,10 @@ def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(k
   assert _made(first) == 14
   _grown_coco(known, tmp_path / "tree")
   said = []
+  on = {"beam_options": beam_download_config().beam_options} if runner == "beam" else {}
   later = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
-                tmp_path / "data", "1.1.0", from_version=incremental.LATEST, log=said.append)
+                tmp_path / "data", "1.1.0", from_version=incremental.LATEST, log=said.append,
+                **on)
   assert _made(later) == 3, said  # the moved box, the edited photo, the added one
   assert "built on grown:1.0.0: kept 11 of its 14 photos" in said[-1]
   full = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
@@ -574,7 +581,7 @@ def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(k
                            str(tmp_path / "tree" / "instances.json")).ok
   # and a version built on that one, of the same tree, makes nothing
   again = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
-                tmp_path / "data", "1.2.0", from_version=incremental.LATEST)
+                tmp_path / "data", "1.2.0", from_version=incremental.LATEST, **on)
   assert _made(again) == 0
   assert records_by_split(again.data_path) == records_by_split(whole)
 

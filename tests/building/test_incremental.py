@@ -31,6 +31,8 @@ from imagesets.reports import version_report
 from imagesets_testing import photo_crops
 from imagesets_testing import sample_images
 
+from conftest import beam_download_config
+
 PHOTOS = 160
 
 
@@ -170,6 +172,85 @@ def test_a_new_version_makes_only_what_changed_and_reads_as_a_full_build(
   # The new version's own index matches its shards, so it can be built on in turn.
   later = incremental.load(v2)
   assert sum(len(s.records) for shards_ in later.splits.values() for s in shards_) == PHOTOS + 3
+
+
+def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a_full_build(
+    base, tmp_path):
+  """Built on a base on Beam's workers (2 processes): only the changed photos are made and
+  fingerprinted (counted), the base's fingerprints are read from its record index, and the
+  version reads and reports as a full build of the same tree; the base's unchanged shards
+  are its shards, byte for byte."""
+  root, data_dir, change = grown(base, tmp_path)
+  builder = build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
+  assert builder.PLAN is not None
+  assert builder.generation.beam_counters["fingerprinted"] == 6  # 4 added, relabelled, edited
+  v1, v2 = data_dir / "pets" / "1.0.0", data_dir / "pets" / "1.1.0"
+  full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
+  assert examples(v2) == examples(full.data_path)
+  assert round_trip.verify(v2, str(root)).ok
+  for name in ("duplicates.json", "quality.json", "README.md"):
+    assert (v2 / name).read_bytes() == (pathlib.Path(full.data_path) / name).read_bytes(), name
+  report = json.loads((v2 / "duplicates.json").read_text())
+  assert report["groups"] and report["num_images"] == PHOTOS + 3
+  touched = holding(v1, {change["relabelled"], change["removed"], change["edited"]})
+  old, new = set(shards(v1).values()), set(shards(v2).values())
+  assert touched and not touched & new and old - touched == old & new
+  # Kept shards first, in the base's order, then the new ones; every shard named of its count.
+  info = builder.info.splits
+  for split in info:
+    names = info[split].filenames
+    assert [n.rsplit("-of-", 1)[1] for n in names] == [f"{len(names):05d}"] * len(names)
+    assert sum(info[split].shard_lengths) == info[split].num_examples
+  # Its record index (the new shards' made by the workers) lets the next version build on
+  # it: only the photo added since is made, on Beam or locally.
+  later = incremental.load(v2)
+  assert sum(len(s.records) for shards_ in later.splits.values() for s in shards_) == PHOTOS + 3
+  assert {key: fingerprint.to_json() for shards_ in later.splits.values() for s in shards_
+          for key, _, fingerprint in s.records} == {
+      key: fingerprint.to_json() for shards_ in incremental.load(full.data_path).splits.values()
+      for s in shards_ for key, _, fingerprint in s.records}
+  write_crops(root, 1, seed=78, prefix="newer")
+  again = tmp_path / "again"
+  shutil.copytree(data_dir, again)
+  assert build(root, data_dir, "1.2.0", beam_options=beam_download_config().beam_options
+               ).generation.beam_counters["fingerprinted"] == 1
+  assert made(build(root, again, "1.2.0")) == 1
+  assert examples(data_dir / "pets" / "1.2.0") == examples(again / "pets" / "1.2.0")
+
+
+def test_on_beam_a_split_without_new_photos_keeps_its_records(base, tmp_path):
+  """A version whose only change is a removed photo: no split has a new record, and TFDS's
+  Beam writer is given none; the report still covers every kept photo."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  shutil.copytree(base[0], root)
+  shutil.copytree(base[1], data_dir)
+  sorted(root.rglob("img_*.jpg"))[40].unlink()
+  builder = build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
+  assert builder.generation.beam_counters["fingerprinted"] == 0
+  full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
+  assert examples(builder.data_path) == examples(full.data_path)
+  for name in ("duplicates.json", "quality.json", "README.md"):
+    assert ((pathlib.Path(builder.data_path) / name).read_bytes()
+            == (pathlib.Path(full.data_path) / name).read_bytes()), name
+
+
+def test_on_beam_a_split_whose_new_photos_are_all_bad_is_said(base, tmp_path):
+  """Skipping bad files, a split whose new files are all bad has no new record for TFDS's
+  Beam writer, which refuses an empty split: the build stops saying so and naming them,
+  and builds locally."""
+  options = class_folders_builder.ClassFoldersConfig(name="pets", skip_bad_files=True)
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  shutil.copytree(base[0], root)
+  build(root, data_dir, "1.0.0", options=options)
+  bad = sorted(root.iterdir())[0] / "cut.jpg"
+  bad.write_bytes(sorted(root.rglob("img_*.jpg"))[0].read_bytes()[:300])  # cut short
+  with pytest.raises(ValueError, match=r"its new files are all bad \(1 bad file\(s\) "
+                     r"skipped \(.*cut.jpg\)\).*build this version locally"):
+    build(root, data_dir, "1.1.0", options=options,
+          beam_options=beam_download_config().beam_options)
+  assert not (data_dir / "pets" / "1.1.0").exists()
+  builder = build(root, data_dir, "1.1.0", options=options)
+  assert sum(s.num_examples for s in builder.info.splits.values()) == PHOTOS
 
 
 def test_the_same_base_and_tree_give_the_same_bytes(base, tmp_path):
