@@ -15,8 +15,8 @@ driver's and, on Beam, its worker processes'), and the grouping's counters per p
 `--new F`: a version built on another on Beam instead. The tree is built locally as
 bench:1.0.0 (`imagesets build`), F of its count more crops (another seed) are added, and
 bench:1.1.0 is built on 1.0.0 on Beam (`--workers` processes) and, to compare, locally in
-full: the same three files and records, the images the Beam workers fingerprinted (the
-"fingerprinted" counter), and each build's cost.
+full, and on Beam in full: the same three files and records, the images the Beam workers
+fingerprinted (the "fingerprinted" counter), and each build's cost.
 """
 
 import argparse
@@ -135,12 +135,14 @@ def on_a_base(args, work: pathlib.Path, tree: pathlib.Path) -> None:
   base = work / "base"
   shutil.rmtree(base, ignore_errors=True)
   runs = {"base (1.0.0, local)": child_runs.run(__file__, tree, base, 0, args.leakage, "1.0.0")}
-  beam, full = work / "on_base", work / "full"
-  for folder in (beam, full):
+  beam, full, full_beam = work / "on_base", work / "full", work / "full_beam"
+  for folder in (beam, full, full_beam):
     shutil.rmtree(folder, ignore_errors=True)
   shutil.copytree(base, beam)
   runs["on 1.0.0, beam"] = child_runs.run(__file__, grown, beam, args.workers, args.leakage,
                                           "1.1.0", "latest")
+  runs["in full, beam"] = child_runs.run(__file__, grown, full_beam, args.workers,
+                                         args.leakage, "1.1.0")
   runs["in full, local"] = child_runs.run(__file__, grown, full, 0, args.leakage, "1.1.0")
   folders = [folder / NAME / "1.1.0" for folder in (beam, full)]
   same = {name: (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes()
@@ -150,6 +152,7 @@ def on_a_base(args, work: pathlib.Path, tree: pathlib.Path) -> None:
   counters = runs["on 1.0.0, beam"]["counters"]
   for run in runs.values():
     run["counters"] = {"fingerprinted": run["counters"].get("fingerprinted")}
+    run.pop("workers_peak_mib")  # (a forked child's peak counts its parent's pages)
   print(json.dumps({
       "images": args.images, "new": new, "workers": args.workers, "same_bytes": same,
       "groups": len(found["groups"]), "fingerprinted_on_beam": counters.get("fingerprinted"),
