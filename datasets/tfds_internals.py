@@ -313,11 +313,7 @@ def generate_splits_on_beam(builder, dl_manager, download_config, *,
       shard_config=download_config.get_shard_config(),
       example_writer=builder._example_writer(),  # pylint: disable=protected-access
       ignore_duplicates=download_config.ignore_duplicates)
-  if getattr(split_builder, "_shard_config", _MISSING) is _MISSING:
-    raise TFDSInternalsChanged(
-        f"imagesets.tfds_internals.generate_splits_on_beam: TFDS {tfds.__version__}'s "
-        "SplitBuilder keeps no _shard_config; fallback: build versions on a base locally")
-  build_config = split_builder._shard_config  # pylint: disable=protected-access
+  build_config = getattr(split_builder, "_shard_config", _MISSING)
   submitted = []
   with split_builder.maybe_beam_pipeline() as proxy:
     generators = _split_generators(builder, dl_manager, split_builder)
@@ -325,8 +321,14 @@ def generate_splits_on_beam(builder, dl_manager, download_config, *,
     for split, generator in generators.items():
       future = None
       if generator is not None:
-        # (TFDS's Beam writer takes the split builder's shard config as it is made here)
-        split_builder._shard_config = shard_config_of(split) or build_config  # pylint: disable=protected-access
+        config = shard_config_of(split)
+        if build_config is not _MISSING:
+          # (TFDS's Beam writer takes the split builder's shard config as it is made here)
+          split_builder._shard_config = config or build_config  # pylint: disable=protected-access
+        elif config is not None:
+          raise TFDSInternalsChanged(
+              f"imagesets.tfds_internals.generate_splits_on_beam: TFDS {tfds.__version__}'s "
+              "SplitBuilder keeps no _shard_config; fallback: build versions on a base locally")
         future = _submitted(builder, split_builder, split, generator,
                             download_config.nondeterministic_order)
       submitted.append((split, filename_template(builder, split), future))

@@ -432,7 +432,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                       rows[start:start + length])
         else:  # (a base's shard kept whole keeps its index: the same bytes)
           record_index.write(self.data_path, shard_name, info.name, rows[start:start + length],
-                             same_as=record_index.path_of(self.PLAN.base.version_dir, kept.name))
+                             same_as=record_index.path_of(self.PLAN.base.version_dir, kept.name),
+                             same_digest=kept.index_sha256)
           # (the base file's stat: a link has it; a copy, where links are refused, does not,
           # and is read by the next build)
           key, digest = kept_checked.keys.get(kept.name), kept.sha256

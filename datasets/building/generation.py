@@ -527,11 +527,12 @@ class Generation:
     """Raises when the finished pipeline's groups of duplicates are not final or the runner
     lost elements (`beam_report.Report.check`)."""
     self._pipeline_done = True  # (its report is then read, and its absence said)
+    if self._beam_report is None:  # (nothing fingerprinted: no metric asked of the runner)
+      return
     beam = tfds.core.lazy_imports.apache_beam
     fingerprinted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(
         BEAM_NAMESPACE).with_name("fingerprinted"))["counters"]
-    counters = {} if self._beam_report is None else self._beam_report.check(result)
-    self.beam_counters = {**counters, "fingerprinted": sum(
+    self.beam_counters = {**self._beam_report.check(result), "fingerprinted": sum(
         c.committed if c.committed is not None else c.attempted for c in fingerprinted)}
 
   def beam_rows(self) -> str | None:

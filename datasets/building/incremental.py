@@ -208,7 +208,8 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
         index = record_index.read(version_dir, shard_name, name)
       except record_index.RecordIndexError as why:
         raise NotABase(f"{spec} has no usable record index ({why}); versions built before "
-                       "imagesets wrote one, or on Beam, have none") from None
+                       "imagesets wrote one (on Beam: before 2026-11-30), or into a bucket, "
+                       "have none") from None
       if len(index.records) != length:
         raise NotABase(f"{spec}: the record index of {shard_name} lists "
                        f"{len(index.records)} records, dataset_info.json {length}")
@@ -398,9 +399,12 @@ def _write_kept(planned: Plan, split: str, path_of: Callable[[int], object],
 
 @dataclasses.dataclass(frozen=True)
 class NewShardsConfig(tfds_internals.ShardConfig):
-  """TFDS's ShardConfig for the new records of a split built on a base on Beam: as many
-  shards as the local writer makes of them (`_new_shard_counts`: about `target_bytes`
-  each), not the floor of a whole split's."""
+  """TFDS's ShardConfig for the new records of a split built on a base on Beam: it asks
+  TFDS's Beam writer for as many shards as the local writer makes of them
+  (`_new_shard_counts`: about `target_bytes` each), not the floor of a whole split's. That
+  writer fills them by ranges of hashed keys, not by count, and leaves out an empty one:
+  their lengths, and at times their number, differ from the local build's, as a full Beam
+  build's shards differ from a full local build's (the records are the same)."""
 
   target_bytes: int = 1
 

@@ -92,16 +92,21 @@ def example_objects(record: bytes) -> list[tuple[tuple[float, ...], int]]:
 
 
 def write(version_dir, shard_name: str, split: str, records: list[list],
-          same_as: pathlib.Path | None = None) -> str | None:
+          same_as: pathlib.Path | None = None, same_digest: str = "") -> str | None:
   """Writes the index of one shard (which is written): `records` are [key, size,
   fingerprint json, a `Fingerprint` (a base's record, as `read` gives it) or None], and
   the shard's SHA-256 goes with them; returns that SHA-256. `same_as`: an index
   file of this very shard (a base's shard kept whole), linked or copied instead (the same
-  bytes; returns None)."""
+  bytes; returns None), whose bytes must still have the SHA-256 `same_digest` they were
+  read with (`ShardIndex.digest`): an index changed since is not taken."""
   path = path_of(version_dir, shard_name)
   path.parent.mkdir(exist_ok=True)
   if same_as is not None:
     atomic_files.link(same_as, path, exclusive=True)
+    if sha256_of(path) != same_digest:
+      path.unlink()
+      raise RecordIndexError(f"{same_as} changed during the build (its SHA-256 is not that "
+                             "of the index the build planned from)")
     return None
   rows = [[key, size, f.to_json() if isinstance(f, image_hashes.Fingerprint) else f]
           for key, size, f in records]

@@ -195,12 +195,21 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
   touched = holding(v1, {change["relabelled"], change["removed"], change["edited"]})
   old, new = set(shards(v1).values()), set(shards(v2).values())
   assert touched and not touched & new and old - touched == old & new
-  # Kept shards first, in the base's order, then the new ones; every shard named of its count.
-  info = builder.info.splits
-  for split in info:
-    names = info[split].filenames
-    assert [n.rsplit("-of-", 1)[1] for n in names] == [f"{len(names):05d}"] * len(names)
-    assert sum(info[split].shard_lengths) == info[split].num_examples
+  # The shards on disk are those the version lists: the kept ones first, then the new
+  # records in no more shards than the local writer would make of them (TFDS's Beam writer
+  # is asked for that many: not the whole split's floor of shards).
+  splits = builder.info.splits
+  assert sorted(p.name for p in v2.glob("pets-*")) == sorted(
+      name for split in splits.values() for name in split.filenames)
+  for split, info in splits.items():
+    plan = builder.PLAN.splits[split]
+    new_lengths = info.shard_lengths[len(plan.shards):]
+    new_bytes = info.num_bytes - sum(row[1] for rows in plan.layout for row in rows)
+    asked = incremental.NewShardsConfig(target_bytes=plan.target_bytes).get_number_shards(
+        new_bytes, sum(new_lengths))
+    assert len(new_lengths) <= asked < 4, (split, new_lengths, asked)
+  assert max(sum(info.shard_lengths[len(builder.PLAN.splits[split].shards):])
+             for split, info in splits.items()) >= 2  # (where a whole split's floor differs)
   # Its record index (the new shards' made by the workers) lets the next version build on
   # it: only the photo added since is made, on Beam or locally.
   later = incremental.load(v2)
@@ -251,6 +260,32 @@ def test_on_beam_a_split_whose_new_photos_are_all_bad_is_said(base, tmp_path):
   assert not (data_dir / "pets" / "1.1.0").exists()
   builder = build(root, data_dir, "1.1.0", options=options)
   assert sum(s.num_examples for s in builder.info.splits.values()) == PHOTOS
+
+
+def test_a_base_index_replaced_after_the_plan_is_not_taken_into_the_version(
+    base, tmp_path, monkeypatch):
+  """The index of a base shard kept whole is linked into the new version only while it is
+  the index the build planned from: one replaced since (other fingerprints, the shard's
+  SHA-256 kept) stops the build, and no version is left."""
+  root, data_dir, _ = grown(base, tmp_path)
+  v1 = data_dir / "pets" / "1.0.0"
+  write_index = builder_base.ImageSetBuilder._write_record_index
+
+  def replaced_first(self, *args, **kwargs):
+    kept = next(shard for split in self.PLAN.splits for position in range(32)
+                if (shard := self.PLAN.kept_shard(split, position)) is not None)
+    path = record_index.path_of(v1, kept.name)
+    index = json.loads(path.read_text())
+    rows = index["records"]
+    rows[0][2], rows[1][2] = rows[1][2], rows[0][2]  # two photos' fingerprints swapped
+    path.unlink()  # (replaced, as an editor saves: the base's links keep the old bytes)
+    path.write_text(json.dumps(index, sort_keys=True, separators=(",", ":")))
+    return write_index(self, *args, **kwargs)
+
+  monkeypatch.setattr(builder_base.ImageSetBuilder, "_write_record_index", replaced_first)
+  with pytest.raises(record_index.RecordIndexError, match="changed during the build"):
+    build(root, data_dir, "1.1.0")
+  assert not (data_dir / "pets" / "1.1.0").exists()
 
 
 def test_the_same_base_and_tree_give_the_same_bytes(base, tmp_path):
