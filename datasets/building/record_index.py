@@ -103,7 +103,7 @@ def write(version_dir, shard_name: str, split: str, records: list[list],
   path.parent.mkdir(exist_ok=True)
   if same_as is not None:
     atomic_files.link(same_as, path, exclusive=True)
-    if sha256_of(path) != same_digest:
+    if hashlib.sha256(_read_regular_file(path)).hexdigest() != same_digest:
       path.unlink()
       raise RecordIndexError(f"{same_as} changed during the build (its SHA-256 is not that "
                              "of the index the build planned from)")
