@@ -26,6 +26,7 @@ node is in the output with the least node of its component, itself for the least
 """
 
 import collections
+import math
 
 import apache_beam as beam
 
@@ -35,6 +36,13 @@ NAMESPACE = "imagesets.components"
 # chains of 2,000 nodes in 9, of 20,000 in 11-12, of 200,000 in 15 (a review's simulation
 # with these steps). Every round costs its shuffles even after the graph settles.
 ROUNDS = 20
+
+
+def rounds_for(nodes: int) -> int:
+  """The rounds stated for a graph of at most `nodes` nodes: 4 more than log2(nodes), at
+  least 8, at most ROUNDS (shuffled chains, the slowest graphs measured, settle in about
+  log2(nodes) - 2 rounds), so that a small graph does not run ROUNDS rounds of shuffles."""
+  return min(ROUNDS, max(8, math.ceil(math.log2(max(nodes, 2))) + 4))
 
 
 class NotConverged(RuntimeError):

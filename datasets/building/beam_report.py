@@ -20,6 +20,7 @@ from typing import Iterable, NamedTuple
 
 import apache_beam as beam
 
+from imagesets.analysis import beam_components
 from imagesets.analysis import beam_duplicates
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_quality
@@ -73,13 +74,16 @@ class Report(beam.PTransform):
   the groups of every image, are left out of the report (it describes the version, as a
   local build's), named in it ({"dropped": member} lines), and given as "dropped": the
   (split, key) of each. `check(result)` says whether the finished pipeline's groups are
-  final (`beam_duplicates.Groups.check`)."""
+  final (`beam_duplicates.Groups.check`). `images`: how many come in at most, when the
+  driver knows it (the components' rounds are then `beam_components.rounds_for` it)."""
 
-  def __init__(self, drop: bool = False):
+  def __init__(self, drop: bool = False, images: int | None = None):
     super().__init__()
-    self.groups = beam_duplicates.Groups()
+    rounds = (beam_components.ROUNDS if images is None
+              else beam_components.rounds_for(images))
+    self.groups = beam_duplicates.Groups(rounds=rounds)
     # (the groups over every image, the drop is decided on)
-    self.decision = beam_duplicates.Groups(name="decision") if drop else None
+    self.decision = beam_duplicates.Groups(rounds=rounds, name="decision") if drop else None
 
   def check(self, result) -> dict:
     """The counters of the report's grouping; raises as `beam_duplicates.Groups.check`

@@ -490,7 +490,8 @@ class Generation:
     if self.beam_kept is not None:
       images.append(self.beam_kept(pipeline))
     from imagesets.building import beam_report  # (Beam builds only: it imports Beam)
-    self._beam_report = beam_report.Report(drop=self.leakage == "drop")
+    self._beam_report = beam_report.Report(drop=self.leakage == "drop", images=sum(
+        len(items) for items, _ in self._beam_splits.values()) + sum(self._kept.values()))
     found = tuple(images) | "All images" >> beam.Flatten() | "Know your data" >> self._beam_report
     _ = (found["lines"]
          | "Found lines" >> beam.Map(json.dumps)

@@ -165,3 +165,43 @@ def test_a_rounds_count_from_two_steps_is_summed_in_any_order():
                ("changed_small_0", 0)][::order]
     with pytest.raises(beam_components.NotConverged, match="still changed 81"):
       beam_components.check_converged(_Counted(counted), components)
+
+
+def _rounds_to_settle(edges) -> int:
+  """The rounds (large-star then small-star) `Components` runs until one changes no link
+  (that one counted), as its steps do on Beam: the same functions, a set of links."""
+  import collections
+  links = {(max(edge), min(edge)) for edge in edges if edge[0] != edge[1]}
+  rounds = 0
+  while True:
+    rounds += 1
+    changed = False
+    for step in (beam_components._large_star, beam_components._small_star):
+      neighbours = collections.defaultdict(list)
+      for a, b in links:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+      out = {link for item in neighbours.items() for link in step(item)}
+      changed |= out != links
+      links = out
+    if not changed:
+      return rounds
+
+
+def test_the_rounds_stated_for_a_graph_settle_its_slowest_shapes():
+  """`rounds_for(n)`: shuffled chains (the slowest graphs measured), random trees and
+  stars of n nodes settle within the rounds stated for n, with rounds to spare; the
+  count grows with n to ROUNDS and never past it."""
+  rng = random.Random(0)
+  assert beam_components.rounds_for(1) == 8 and beam_components.rounds_for(10 ** 9) == 20
+  sizes = [2, 3, 5, 20, 64, 200, 1000, 2000, 5000] + [rng.randrange(2, 3000) for _ in range(12)]
+  for n in sizes:
+    stated = beam_components.rounds_for(n)
+    assert stated <= beam_components.rounds_for(n + 1)
+    labels = rng.sample(range(10 * n), n)
+    shapes = {"chain": [(labels[i], labels[i + 1]) for i in range(n - 1)],
+              "tree": [(labels[i], labels[rng.randrange(i)]) for i in range(1, n)],
+              "star": [(labels[0], labels[i]) for i in range(1, n)]}
+    for shape, edges in shapes.items():
+      settled = _rounds_to_settle(edges)
+      assert settled + 2 <= stated, (n, shape, settled, stated)

@@ -57,7 +57,7 @@ def _known(members, fingerprints, folder: pathlib.Path, options=None,
     found = (pipeline
              | beam.Create([(f"{i:05d}", *image) for i, image in enumerate(zip(members,
                                                                                fingerprints))])
-             | beam_report.Report(drop=drop))
+             | beam_report.Report(drop=drop, images=len(members)))
     _ = (found["lines"] | beam.Map(json.dumps)
          | beam.io.WriteToText(str(out), file_name_suffix=".jsonl"))
   return beam_report.known([json.loads(line) for path in sorted(folder.glob("found*.jsonl"))
@@ -164,7 +164,7 @@ def test_the_two_groupings_of_a_drop_count_and_check_apart(tmp_path):
   members, fingerprints = _images()
   gone = set(duplicates.to_drop(duplicates.find(members, fingerprints)))
   pipeline = beam.Pipeline()
-  report = beam_report.Report(drop=True)
+  report = beam_report.Report(drop=True, images=len(members))
   _ = (pipeline | beam.Create([(f"{i:05d}", m, f) for i, (m, f) in
                                enumerate(zip(members, fingerprints))]) | report)
   result = pipeline.run()

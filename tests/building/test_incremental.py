@@ -15,6 +15,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
+from imagesets.analysis import beam_components
 from imagesets.building import builder_base
 from imagesets.building import class_folders_builder
 from imagesets.building import incremental
@@ -183,7 +184,11 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
   root, data_dir, change = grown(base, tmp_path)
   builder = build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
   assert builder.PLAN is not None
-  assert builder.generation.beam_counters["fingerprinted"] == 6  # 4 added, relabelled, edited
+  counters = builder.generation.beam_counters
+  assert counters["fingerprinted"] == 6  # 4 added, relabelled, edited
+  # (the components' rounds stated for the images grouped: the kept and the made)
+  assert max(int(name.rsplit("_", 1)[1]) for name in counters if name.startswith(
+      "changed_")) + 1 == beam_components.rounds_for(PHOTOS + 3) < beam_components.ROUNDS
   v1, v2 = data_dir / "pets" / "1.0.0", data_dir / "pets" / "1.1.0"
   full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
   assert examples(v2) == examples(full.data_path)
