@@ -251,9 +251,9 @@ def main():
     for name, row in ceilings.items():
       print(f"  {name}: " + ", ".join(f"{x:.0f}" for x in row["img_s"])
             + f"; all epochs {row['img_s_all']:.0f}")
-    print(f"\nGrain, worker_count=2, cache_limit=1/4, from the bucket: img/s per epoch "
+    print("\nGrain, worker_count=2, cache_limit=1/4, from the bucket: img/s per epoch "
           + ", ".join(f"{x:.0f}" for x in grain["img_s"])
-          + f"; MiB downloaded per epoch (as the main process saw them) "
+          + "; MiB downloaded per epoch (as the main process saw them) "
           + ", ".join(f"{x:.1f}" for x in grain["mib"])
           + f"; in all {grain['mib_all']:.1f} MiB = {grain['mib_all'] * 2**20 / train / args.epochs:.3f}"
           f" x the train shards ({train / 2**20:.1f} MiB) an epoch")
