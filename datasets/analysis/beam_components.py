@@ -49,6 +49,16 @@ class NotConverged(RuntimeError):
   pass
 
 
+def summed(counters) -> collections.Counter:
+  """{name: value} of a metrics query's counters, those of one name summed (a counter of
+  two steps); a runner that reports no committed value is read for its attempted one."""
+  values = collections.Counter()
+  for counter in counters:
+    values[counter.key.metric.name] += (
+        counter.committed if counter.committed is not None else counter.attempted)
+  return values
+
+
 def _large_star(node_neighbours):
   node, neighbours = node_neighbours
   least = min(min(neighbours), node)
@@ -154,10 +164,7 @@ def check_converged(result: beam.runners.runner.PipelineResult,
                        "counters say nothing yet")
   query = result.metrics().query(
       beam.metrics.MetricsFilter().with_namespace(components.namespace))
-  changed = collections.Counter()  # (a round's count and its 0 come from two steps: summed)
-  for counter in query["counters"]:
-    changed[counter.key.metric.name] += (
-        counter.committed if counter.committed is not None else counter.attempted)
+  changed = summed(query["counters"])  # (a round's count and its 0 come from two steps)
   last = [changed.get(f"changed_{step}_{components.rounds - 1}")
           for step in ("large", "small")]
   if None in last:

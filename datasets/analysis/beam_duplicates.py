@@ -352,10 +352,7 @@ class Groups(beam.PTransform):
     """{counter: value} of this transform in a finished pipeline, unchecked."""
     query = result.metrics().query(
         beam.metrics.MetricsFilter().with_namespace(self.namespace))
-    counters = collections.Counter()  # (a counter of two steps: their sum)
-    for counter in query["counters"]:
-      counters[counter.key.metric.name] += (
-          counter.committed if counter.committed is not None else counter.attempted)
+    counters = beam_components.summed(query["counters"])
     for distribution in query["distributions"]:
       value = distribution.committed or distribution.attempted
       name = f"{distribution.key.metric.name}_max"

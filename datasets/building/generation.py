@@ -246,7 +246,6 @@ class Generation:
   # every split's work is in the pipeline (`beam_work`), the report's transform, and what
   # it found once read (`report`).
   _beam_splits: dict = dataclasses.field(default_factory=dict)
-  _beam_added: bool = False
   _beam_examples: dict = dataclasses.field(default_factory=dict)
   _beam_report: Any = None
   _known: Any = None
@@ -444,8 +443,9 @@ class Generation:
 
   def _beam(self, split, items, process):
     """The split's transform: its examples, once every split's work is in the pipeline
-    (`beam_work`: the report over all their images, and leakage="drop"'s filter, need
-    them all before any split's examples reach TFDS's writer)."""
+    (`beam_work`, called before any split's writer: the report over all their images, and
+    leakage="drop"'s filter, need them all before any split's examples reach TFDS's
+    writer)."""
     beam = tfds.core.lazy_imports.apache_beam
     self._beam_splits[split] = (items, process)
     generation = self
@@ -453,19 +453,15 @@ class Generation:
     class _Split(beam.PTransform):
 
       def expand(self, pipeline):
-        generation.beam_work(pipeline.pipeline)
         return generation._beam_examples[split] | "Examples" >> beam.Map(lambda kv: kv)
 
     return _Split()
 
   def beam_work(self, pipeline) -> None:
-    """Adds every split's per-item work to the pipeline, once all splits were given (again:
-    nothing); each problem and note written to the report folder; with fingerprints, what
-    the workers find of the images, those kept from a base too (`beam_report`), written
-    there too, and with leakage="drop" the examples it drops left out (`_beam_examples`)."""
-    if self._beam_added:
-      return
-    self._beam_added = True
+    """Adds every split's per-item work to the pipeline, once all splits were given;
+    each problem and note written to the report folder; with fingerprints, what the
+    workers find of the images, those kept from a base too (`beam_report`), written there
+    too, and with leakage="drop" the examples it drops left out (`_beam_examples`)."""
     beam = tfds.core.lazy_imports.apache_beam
     fingerprint = self.leakage != "off"
     described = schema.of(self.features).describe
@@ -531,10 +527,11 @@ class Generation:
     if self._beam_report is None:  # (nothing fingerprinted: no metric asked of the runner)
       return
     beam = tfds.core.lazy_imports.apache_beam
-    fingerprinted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(
-        BEAM_NAMESPACE).with_name("fingerprinted"))["counters"]
-    self.beam_counters = {**self._beam_report.check(result), "fingerprinted": sum(
-        c.committed if c.committed is not None else c.attempted for c in fingerprinted)}
+    from imagesets.analysis import beam_components  # (Beam builds only: it imports Beam)
+    fingerprinted = beam_components.summed(result.metrics().query(
+        beam.metrics.MetricsFilter().with_namespace(BEAM_NAMESPACE))["counters"])
+    self.beam_counters = {**self._beam_report.check(result),
+                          "fingerprinted": fingerprinted["fingerprinted"]}
 
   def beam_rows(self) -> str | None:
     """The files of the record index's rows the workers wrote (`beam_rows_kept`), as a

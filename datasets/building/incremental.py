@@ -248,15 +248,10 @@ class Plan:
 
   def kept_images(self) -> list[tuple[duplicates.Member, image_hashes.Fingerprint]]:
     """(member, fingerprint) of every kept record that has a fingerprint."""
-    images = []
-    for plan in self.splits.values():
-      for shard, positions in plan.shards:
-        for position in positions:
-          key, _, fingerprint = shard.records[position]
-          if fingerprint is not None:
-            images.append((duplicates.Member(plan.split, key, self.rule.label(key)),
-                           fingerprint))
-    return images
+    return [(member, fingerprint) for plan in self.splits.values()
+            for shard, positions in plan.shards
+            for _, member, fingerprint in _kept_of(plan.split, shard.records, positions,
+                                                   self.rule.label)]
 
   def kept_shard(self, split: str, position: int) -> Shard | None:
     """The base shard that is the new version's shard `position` of `split`, when it is
@@ -459,9 +454,15 @@ def _kept_images(shard, version_dir: str, label: Callable[[str], str | None]):
   index = record_index.read(version_dir, name, split)
   if index.digest != digest:
     raise NotABase(f"{record_index.path_of(version_dir, name)} changed during the build")
-  wanted = None if positions is None else set(positions)
-  for position, (key, _, fingerprint) in enumerate(index.records):
-    if fingerprint is not None and (wanted is None or position in wanted):
+  yield from _kept_of(split, index.records,
+                      range(len(index.records)) if positions is None else positions, label)
+
+
+def _kept_of(split: str, records, positions, label: Callable[[str], str | None]):
+  """(key, member, fingerprint) of the records at `positions` that have a fingerprint."""
+  for position in positions:
+    key, _, fingerprint = records[position]
+    if fingerprint is not None:
       yield key, duplicates.Member(split, key, label(key)), fingerprint
 
 
