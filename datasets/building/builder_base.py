@@ -445,6 +445,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       beam_index.write(self.data_path, on_workers, self.generation.beam_rows(),
                        self.info.file_format.value, options=download_config.beam_options,
                        runner=download_config.beam_runner)
+      self.generation.drop_beam_rows()
     elif written and local:
       shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 
@@ -467,7 +468,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       infos = [info if plan is None else incremental.joined_on_beam(
           plan, split, template, info, self.info.file_format.value)
                for split, template, info in written]
-      if self._indexes_on_beam():  # (before the report is read: its rows are beside it)
+      if self._indexes_on_beam():
+        if self._leakage() == "error":  # (a leak stops the build before the index's pipeline)
+          duplicate_report.raise_if_leaking(self.generation.report(), self.info.full_name)
         self._write_record_index(infos, download_config)
       return infos
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shards") as shard_writer:

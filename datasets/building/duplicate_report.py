@@ -30,6 +30,12 @@ class Found:
   num_images: int
 
 
+def raise_if_leaking(report: generation.Report, title: str) -> None:
+  """LeakageError when the groups Beam's workers found (`report.known`) cross splits."""
+  if report.known is not None:
+    duplicates.raise_if_leaking(report.known.groups, title)
+
+
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
            title: str) -> Found | None:
   """Groups the build's images (or takes what Beam's workers found of them: `known`),

@@ -49,7 +49,9 @@ _REPORT_DIR = "_imagesets_report"
 # The report's files of what the workers found of the images (not a split name: TFDS's
 # split names are words).
 _FOUND = "-found"
-_ROWS = "rows"  # (a folder of the report's: `report` reads only the files beside it)
+# The record index's rows the workers write (`beam_index`): beside the report, which is read
+# (and removed) before the index is written, so that a leak can stop the build first.
+_ROWS_DIR = "_imagesets_rows"
 
 
 class EmptySplitError(ValueError):
@@ -479,7 +481,7 @@ class Generation:
         images.append(outcomes | f"{split}: images" >> beam.FlatMap(_image_of, split, described))
       if fingerprint and self.beam_rows_kept:
         from imagesets.building import beam_index  # (Beam builds only: it imports Beam)
-        beam_index.rows(outcomes, split, os.fspath(self._report_dir() / _ROWS / split), split)
+        beam_index.rows(outcomes, split, os.fspath(self._rows_dir() / split), split)
     self._beam_examples = examples
     if not fingerprint:
       return
@@ -536,8 +538,16 @@ class Generation:
   def beam_rows(self) -> str | None:
     """The files of the record index's rows the workers wrote (`beam_rows_kept`), as a
     pattern; None when none was written (nothing fingerprinted)."""
-    rows = self._report_dir() / _ROWS
+    rows = self._rows_dir()
     return os.fspath(rows / "*.jsonl") if rows.exists() and any(rows.glob("*.jsonl")) else None
+
+  def drop_beam_rows(self) -> None:
+    """Removes the rows `beam_rows` names (once the index is written: not a version's file)."""
+    if self._rows_dir().exists():
+      self._rows_dir().rmtree()
+
+  def _rows_dir(self) -> epath.Path:
+    return epath.Path(self.data_dir) / _ROWS_DIR
 
   def _report_dir(self) -> epath.Path:
     return epath.Path(self.data_dir) / _REPORT_DIR

@@ -211,18 +211,29 @@ def test_a_leak_past_the_cap_still_stops_an_error_build(tmp_path):
   assert not stopped.data_path.exists()
 
 
-def test_error_on_beam_stops_the_build_naming_both_files_from_the_workers_groups(tmp_path):
+@pytest.mark.parametrize("versioned", [False, True])
+def test_error_on_beam_stops_the_build_naming_both_files_from_the_workers_groups(
+    tmp_path, monkeypatch, versioned):
   """On Beam the workers group the images (`beam_report`); the driver stops on their
-  groups once the pipeline is done, and the failed build leaves no version."""
+  groups once the pipeline is done, before a version of a line (`versioned`) runs its
+  record index's pipeline, and the failed build leaves no version nor folder."""
   from conftest import beam_download_config
+  from imagesets.building import beam_index
+  indexed = []
+  monkeypatch.setattr(beam_index, "write", lambda *args, **kwargs: indexed.append(args))
   root, home, other, leak = _tree(tmp_path)
   options = class_folders_builder.ClassFoldersConfig(
       name="pets", split_proportions=PROPORTIONS, leakage="error")
-  with pytest.raises(duplicates.LeakageError,
-                     match=f"pets/1.0.0: 1 picture.*\n  {home}/cat/0.jpg = {other}/{leak}\n"):
+  with pytest.raises(duplicates.LeakageError) as stopped:
     named_build.build(root, "pets", data_dir=str(tmp_path / "d"), options=options,
+                      versioned=versioned,
                       beam_options=beam_download_config(multi_processing=False).beam_options)
+  # (a version of a line splits by content: the copy and its original change places)
+  said = [f"{home}/cat/0.jpg = {other}/{leak}", f"{home}/{leak} = {other}/cat/0.jpg"]
+  assert str(stopped.value).startswith("pets/1.0.0: 1 picture")
+  assert f"\n  {said[versioned]}\n" in str(stopped.value)
   assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
+  assert not list((tmp_path / "d").glob("pets/*/*")) and not indexed
 
 
 def test_drop_on_beam_writes_the_version_a_local_build_writes(tmp_path):
