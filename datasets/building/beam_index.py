@@ -6,9 +6,11 @@ example's row goes to a file (`rows`: [split, key, fingerprint json]); once the 
 written, a second pipeline on the same runner reads every new shard (each record's file
 name, which is its key, and size, in order), joins each record with its row by (split,
 key), and writes each shard's index with its SHA-256 (`record_index.write`). The driver
-gives it one element a shard and holds no row.
+gives it one element a shard, holds no row, and gets each shard's SHA-256 back (the next
+build does not read the shard again: `shard_hashes`).
 """
 
+import glob
 import json
 import os
 
@@ -33,12 +35,13 @@ def _row_of(outcome, split: str):
 
 
 def write(version_dir, shards: list[tuple[str, str]], rows_pattern: str | None,
-          file_format: str, options=None, runner=None) -> None:
+          file_format: str, work_dir, options=None, runner=None) -> dict[str, str]:
   """Writes the index of each (split, shard file name) of `shards` in `version_dir`, its
-  records' fingerprints from the rows at `rows_pattern` (None: none fingerprinted)."""
+  records' fingerprints from the rows at `rows_pattern` (None: none fingerprinted);
+  returns {shard name: its SHA-256}, as hashed by the workers (their files in `work_dir`)."""
   if not shards:
-    return
-  version_dir = os.fspath(version_dir)
+    return {}
+  version_dir, digests = os.fspath(version_dir), os.path.join(os.fspath(work_dir), "digests")
   with beam.Pipeline(runner=runner, options=options) as pipeline:
     records = (pipeline
                | "Shards" >> beam.Create(shards)
@@ -52,7 +55,25 @@ def write(version_dir, shards: list[tuple[str, str]], rows_pattern: str | None,
          | "Join" >> beam.CoGroupByKey()
          | "Placed" >> beam.FlatMap(_placed)
          | "By shard" >> beam.GroupByKey()
-         | "Index" >> beam.Map(_write_index, version_dir))
+         | "Index" >> beam.Map(_write_index, version_dir)
+         | "Digests" >> beam.io.WriteToText(digests, file_name_suffix=".jsonl"))
+  return _digests_read(glob.glob(f"{glob.escape(digests)}*.jsonl"), [name for _, name in shards])
+
+
+def _digests_read(paths: list[str], names: list[str]) -> dict[str, str]:
+  """{shard name: SHA-256} of the index pipeline's lines, one for each shard of `names`."""
+  found = {}
+  for path in paths:
+    with open(path, encoding="utf-8") as lines:
+      for line in lines:
+        name, digest = json.loads(line)
+        if name in found or not record_index.is_sha256(digest):
+          raise record_index.RecordIndexError(f"{path}: not one SHA-256 a shard: {line!r:.200}")
+        found[name] = digest
+  if sorted(found) != sorted(names):
+    raise record_index.RecordIndexError(
+        f"the index pipeline hashed {len(found)} shards of the {len(names)} written")
+  return found
 
 
 def _records_of(shard: tuple[str, str], version_dir: str, file_format: str):
@@ -87,5 +108,6 @@ def _write_index(shard, version_dir: str) -> None:
   placed = sorted(placed, key=lambda row: row[1])
   if [row[1] for row in placed] != list(range(len(placed))):
     raise record_index.RecordIndexError(f"{name}: its records were not all indexed")
-  record_index.write(version_dir, name, placed[0][0],
-                     [[key, size, fingerprint] for _, _, key, size, fingerprint in placed])
+  return json.dumps([name, record_index.write(
+      version_dir, name, placed[0][0],
+      [[key, size, fingerprint] for _, _, key, size, fingerprint in placed])])

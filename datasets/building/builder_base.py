@@ -408,13 +408,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """`record_index` of every shard of every split whose records this build listed, and
     the shards' hashes with their stats before (`shard_hashes`: the next version does not
     read them again). On Beam (`download_config`'s), the shards TFDS's writer made are
-    indexed by the workers (`beam_index`), and no stat is kept (each is read once by the
-    next build)."""
+    indexed and hashed by the workers (`beam_index`), after the driver's stat of each."""
     on_beam = download_config is not None
     kept_checked = None if self.PLAN is None else self.PLAN.kept_checked
     checked = kept_checked.checked if kept_checked is not None else shard_hashes.now()
     local = not class_folders_tree.is_remote(self.data_path)
-    written, on_workers = {}, []
+    written, on_workers, keys_on_workers = {}, [], {}
     for info in split_infos:
       rows = self._index_rows(info.name)
       if len(rows) != info.num_examples and not on_beam:  # (a split TFDS wrote itself)
@@ -425,6 +424,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         if kept is None and start + length > len(rows):  # (on Beam: made by TFDS's writer)
           on_workers.append((info.name, shard_name))
           key = None
+          if local:  # (its stat before the workers hash it)
+            keys_on_workers[shard_name] = shard_hashes.key_of(
+                pathlib.Path(self.data_path) / shard_name)
         elif kept is None:
           # (its stat before its hash: a change after either shows in the next build's stat)
           key = shard_hashes.key_of(pathlib.Path(self.data_path) / shard_name) if local else None
@@ -442,11 +444,13 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         start += length
     if on_beam:
       from imagesets.building import beam_index  # (Beam builds only: it imports Beam)
-      beam_index.write(self.data_path, on_workers, self.generation.beam_rows(),
-                       self.info.file_format.value, options=download_config.beam_options,
-                       runner=download_config.beam_runner)
+      digests = beam_index.write(self.data_path, on_workers, self.generation.beam_rows(),
+                                 self.info.file_format.value, self.generation.beam_work_dir(),
+                                 options=download_config.beam_options,
+                                 runner=download_config.beam_runner)
       self.generation.drop_beam_rows()
-    elif written and local:
+      written.update((name, (key, digests[name])) for name, key in keys_on_workers.items())
+    if written and local:
       shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 
   def _generate_examples(self):

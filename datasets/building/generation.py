@@ -541,8 +541,13 @@ class Generation:
     rows = self._rows_dir()
     return os.fspath(rows / "*.jsonl") if rows.exists() and any(rows.glob("*.jsonl")) else None
 
+  def beam_work_dir(self) -> str:
+    """A folder for the index pipeline's own files, removed with the rows."""
+    return os.fspath(self._rows_dir() / "work")
+
   def drop_beam_rows(self) -> None:
-    """Removes the rows `beam_rows` names (once the index is written: not a version's file)."""
+    """Removes the rows `beam_rows` names and `beam_work_dir` (once the index is written:
+    not a version's files)."""
     if self._rows_dir().exists():
       self._rows_dir().rmtree()
 

@@ -57,6 +57,10 @@ def path_of(version_dir, shard_name: str) -> pathlib.Path:
   return pathlib.Path(version_dir) / INDEX_FOLDER / f"{shard_name}.json"
 
 
+def is_sha256(digest) -> bool:
+  return isinstance(digest, str) and _SHA256.fullmatch(digest) is not None
+
+
 def sha256_of(path) -> str:
   with open(path, "rb") as shard:
     return hashlib.file_digest(shard, "sha256").hexdigest()
@@ -141,8 +145,7 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
   except (ValueError, RecursionError) as why:
     raise RecordIndexError(f"{path}: not JSON ({why})") from None
   if not (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("split") == split
-          and isinstance(raw.get("records"), list) and isinstance(raw.get("sha256"), str)
-          and _SHA256.fullmatch(raw["sha256"])):
+          and isinstance(raw.get("records"), list) and is_sha256(raw.get("sha256"))):
     written = raw.get("format") if isinstance(raw, dict) else None
     other = type(written) is int and written != FORMAT  # pylint: disable=unidiomatic-typecheck
     raise RecordIndexError(

@@ -237,6 +237,24 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
     assert (v3 / name).read_bytes() == (local / name).read_bytes(), name
 
 
+def test_a_version_built_on_beam_records_its_shards_hashes_for_the_next(
+    base, tmp_path, monkeypatch):
+  """A version built on a base on Beam records each shard's SHA-256 with its stat (the new
+  shards' as the workers hashed them for the index, the kept ones' as checked), as a local
+  build does: the next build on it reads none of its shards again."""
+  root, data_dir, _ = grown(base, tmp_path)
+  later(monkeypatch, seconds=3600)  # (Beam writes the new shards well after the plan)
+  build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
+  v2 = data_dir / "pets" / "1.1.0"
+  assert not list(v2.glob("_imagesets_*"))
+  hashed = counted_hashes(monkeypatch)
+  write_crops(root, 1, seed=11, prefix="new11")
+  assert made(build(root, data_dir, "1.2.0")) == 1
+  assert not [p for p in hashed if p.parent == v2]
+  assert examples(data_dir / "pets" / "1.2.0") == examples(
+      build(root, tmp_path / "full", "1.2.0", from_version=named_build.FULL).data_path)
+
+
 def test_on_beam_a_split_whose_new_photos_are_all_bad_is_said(base, tmp_path):
   """Skipping bad files, a split whose new files are all bad has no new record for TFDS's
   Beam writer, which refuses an empty split: the build stops saying so and naming them,
@@ -604,10 +622,10 @@ def counted_hashes(monkeypatch) -> list[pathlib.Path]:
   return hashed
 
 
-def later(monkeypatch) -> None:
+def later(monkeypatch, seconds: int = 10) -> None:
   """The builds from now on come more than shard_hashes' racy margin after the shards so
-  far were written (a simulated clock: no test sleeps)."""
-  monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + 10 * 10**9)
+  far were written, and those written `seconds` after (a simulated clock: no test sleeps)."""
+  monkeypatch.setattr(shard_hashes, "_now_ns", lambda: time.time_ns() + seconds * 10**9)
 
 
 def flip_a_byte_later(path: pathlib.Path) -> None:
