@@ -524,9 +524,14 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarra
 
 
 def _counted(picks: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-  """(sorted distinct codes, how many times each) of picks (codes i * count + j): a sparse
-  matrix's rows bucket them by i in one pass, and only each row's few columns are sorted
-  (a sort of every code is 2x slower where numpy's sort has no SIMD kernel)."""
+  """(sorted distinct codes, how many times each) of picks (codes i * count + j). Picks
+  that outnumber the pictures: a sparse matrix's rows bucket them by i in one pass, and
+  only each row's few columns are sorted (a sort of every code is 2x slower where numpy's
+  sort has no SIMD kernel); fewer: sorted (the rows would cost more than the picks)."""
+  if len(picks) < count:
+    picks = np.sort(picks)
+    starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
+    return picks[starts], np.diff(np.r_[starts, len(picks)]).astype(np.uint8)  # (<= 2 BANDS)
   first, second = np.divmod(picks, max(count, 1))
   matrix = scipy.sparse.csr_matrix(  # (sums in bytes: a pair gets at most 2 BANDS picks)
       (np.ones(len(picks), np.uint8), (first, second)), shape=(count, count))

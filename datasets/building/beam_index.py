@@ -66,13 +66,19 @@ def _digests_read(paths: list[str], names: list[str]) -> dict[str, str]:
   for path in paths:
     with open(path, encoding="utf-8") as lines:
       for line in lines:
-        name, digest = json.loads(line)
-        if name in found or not record_index.is_sha256(digest):
+        try:
+          row = json.loads(line)
+        except ValueError:
+          row = None
+        if not (isinstance(row, list) and len(row) == 2 and isinstance(row[0], str)
+                and row[0] not in found and record_index.is_sha256(row[1])):
           raise record_index.RecordIndexError(f"{path}: not one SHA-256 a shard: {line!r:.200}")
-        found[name] = digest
-  if sorted(found) != sorted(names):
+        found[row[0]] = row[1]
+  missing, other = sorted(set(names) - set(found)), sorted(set(found) - set(names))
+  if missing or other:
     raise record_index.RecordIndexError(
-        f"the index pipeline hashed {len(found)} shards of the {len(names)} written")
+        f"the index pipeline hashed {len(found)} shards for the {len(names)} written "
+        f"(not hashed: {missing[:3]}; not written: {other[:3]})")
   return found
 
 
@@ -103,7 +109,8 @@ def _placed(joined):
     yield name, (split, position, key, size, fingerprints[0] if fingerprints else None)
 
 
-def _write_index(shard, version_dir: str) -> None:
+def _write_index(shard, version_dir: str) -> str:
+  """Writes a shard's index; returns [shard name, its SHA-256] as a JSON line."""
   name, placed = shard
   placed = sorted(placed, key=lambda row: row[1])
   if [row[1] for row in placed] != list(range(len(placed))):

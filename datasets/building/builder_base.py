@@ -473,8 +473,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           plan, split, template, info, self.info.file_format.value)
                for split, template, info in written]
       if self._indexes_on_beam():
-        if self._leakage() == "error":  # (a leak stops the build before the index's pipeline)
-          duplicate_report.raise_if_leaking(self.generation.report(), self.info.full_name)
+        # (bad files or a leak stop the build before the index's pipeline, and before the
+        # shards' hashes are recorded: the record of the last version built stays)
+        report = self.generation.report()
+        self._finish_generation(report)
+        if self._leakage() == "error":
+          duplicate_report.raise_if_leaking(report, self.info.full_name)
         self._write_record_index(infos, download_config)
       return infos
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shards") as shard_writer:

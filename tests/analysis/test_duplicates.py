@@ -524,6 +524,22 @@ def _partners_by_hand(first, second, votes, distance):
   return np.array([kept[pair] == 2 for pair in range(len(first))], bool)
 
 
+@pytest.mark.parametrize("count, picks", [(1, 0), (2, 0), (50, 3), (50, 49), (50, 50), (50, 4000),
+                                          (3_000_000, 10), (3_000_000, 3_500_000)])
+def test_picks_are_counted_as_every_pick_whichever_way(count, picks):
+  # (`_counted` sorts fewer picks than pictures, buckets more by picture: the same result;
+  # codes up to the last pair, a pair picked up to 2 BANDS times)
+  rng = np.random.default_rng(count + picks)
+  first = rng.integers(0, max(count - 1, 1), picks)
+  second = np.minimum(first + 1 + rng.integers(0, 3, picks), count - 1)
+  codes = first * count + second
+  codes[:min(picks, 2 * duplicates.BANDS)] = (count - 2) * count + count - 1 if count > 1 else 0
+  got, votes = duplicates._counted(codes, count)
+  distinct, times = np.unique(codes, return_counts=True)
+  assert got.dtype == np.int64 and votes.dtype == np.uint8
+  assert np.array_equal(got, distinct) and np.array_equal(votes, times)
+
+
 @pytest.mark.parametrize("held, ranked", [(1000, 1), (5000, 300), (1 << 22, 1 << 20)])
 def test_picks_merged_in_runs_and_partners_ranked_in_ranges_are_every_picks(
     monkeypatch, crops_of_three_scenes, held, ranked):

@@ -26,10 +26,13 @@ def test_each_shard_s_sha256_is_read_from_the_workers_files(tmp_path):
 
 
 @pytest.mark.parametrize("rows, said", [
-    ([[[A, "a" * 64]]], "hashed 1 shards of the 2 written"),
+    ([[[A, "a" * 64]]], r"hashed 1 shards for the 2 written \(not hashed: \['pets-train.tfrecord-00001"),
     ([[[A, "a" * 64], [B, "b" * 64], [A, "a" * 64]]], "not one SHA-256 a shard"),
     ([[[A, "a" * 64], [B, "B" * 64]]], "not one SHA-256 a shard"),
-    ([[[A, "a" * 64], [B, "b" * 64], ["other", "c" * 64]]], "hashed 3 shards of the 2"),
+    ([[[A, "a" * 64], [B, "b" * 64, "x"]]], "not one SHA-256 a shard"),
+    ([[[A, "a" * 64], "not a row"]], "not one SHA-256 a shard"),
+    ([[[A, "a" * 64], [B, "b" * 64], ["other", "c" * 64]]], r"hashed 3 .* not written: \['other'\]"),
+    ([[[A, "a" * 64], ["other", "c" * 64]]], r"hashed 2 shards for the 2 written \(not hashed: \['pets"),
 ])
 def test_a_missing_repeated_or_malformed_digest_is_refused(tmp_path, rows, said):
   with pytest.raises(record_index.RecordIndexError, match=said):

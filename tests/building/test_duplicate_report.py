@@ -220,7 +220,7 @@ def test_error_on_beam_stops_the_build_naming_both_files_from_the_workers_groups
   from conftest import beam_download_config
   from imagesets.building import beam_index
   indexed = []
-  monkeypatch.setattr(beam_index, "write", lambda *args, **kwargs: indexed.append(args))
+  monkeypatch.setattr(beam_index, "write", lambda *args, **kwargs: indexed.append(args) or {})
   root, home, other, leak = _tree(tmp_path)
   options = class_folders_builder.ClassFoldersConfig(
       name="pets", split_proportions=PROPORTIONS, leakage="error")

@@ -237,22 +237,57 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
     assert (v3 / name).read_bytes() == (local / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("on_a_base", [False, True])
 def test_a_version_built_on_beam_records_its_shards_hashes_for_the_next(
-    base, tmp_path, monkeypatch):
-  """A version built on a base on Beam records each shard's SHA-256 with its stat (the new
-  shards' as the workers hashed them for the index, the kept ones' as checked), as a local
-  build does: the next build on it reads none of its shards again."""
-  root, data_dir, _ = grown(base, tmp_path)
-  later(monkeypatch, seconds=3600)  # (Beam writes the new shards well after the plan)
-  build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
-  v2 = data_dir / "pets" / "1.1.0"
-  assert not list(v2.glob("_imagesets_*"))
+    base, tmp_path, monkeypatch, on_a_base):
+  """A version built on Beam records each shard's SHA-256 with its stat, as a local build
+  does (shard_hashes; the new shards' hashes made by the workers that index them): the
+  next build reads none of a version built in full, and of one built on a base none of
+  the shards it kept; its new shards, written after the check its record goes with, are
+  read once, as a local build's are."""
+  if on_a_base:
+    root, data_dir, _ = grown(base, tmp_path)
+    an_hour_ago = time.time_ns() - 3600 * 10**9  # (1.0.0's shards: written well before)
+    for path in (data_dir / "pets" / "1.0.0").glob("pets-*"):
+      os.utime(path, ns=(an_hour_ago, an_hour_ago))
+    # (the build's clock 1 s behind the true one: a shard written after its check is newer)
+    later(monkeypatch, seconds=int(stat_cache.RACY_SECONDS) - 1)
+    version = "1.1.0"
+  else:
+    root, data_dir = tmp_path / "tree", tmp_path / "data"
+    shutil.copytree(base[0], root)
+    later(monkeypatch)
+    version = "1.0.0"
+  build(root, data_dir, version, beam_options=beam_download_config().beam_options)
+  built = data_dir / "pets" / version
+  assert not list(built.glob("_imagesets_*"))
   hashed = counted_hashes(monkeypatch)
   write_crops(root, 1, seed=11, prefix="new11")
   assert made(build(root, data_dir, "1.2.0")) == 1
-  assert not [p for p in hashed if p.parent == v2]
+  kept = set(shards(data_dir / "pets" / "1.0.0").values())
+  assert sorted(p.name for p in hashed if p.parent == built) == (sorted(
+      name for name, data in shards(built).items() if data not in kept) if on_a_base else [])
   assert examples(data_dir / "pets" / "1.2.0") == examples(
       build(root, tmp_path / "full", "1.2.0", from_version=named_build.FULL).data_path)
+
+
+def test_a_beam_build_stopped_by_a_bad_file_indexes_nothing_and_keeps_the_shards_record(
+    base, tmp_path, monkeypatch):
+  """Bad files stop a Beam build of a line before its record index's pipeline, and the
+  record of the last version's shards (shard_hashes) stays as it was."""
+  from imagesets.building import beam_index
+  from imagesets.building import problems
+  root, data_dir, _ = grown(base, tmp_path)
+  record = data_dir / "pets" / shard_hashes.FILE
+  before = record.read_bytes()
+  indexed = []
+  monkeypatch.setattr(beam_index, "write", lambda *args, **kwargs: indexed.append(args) or {})
+  bad = sorted(root.iterdir())[0] / "cut.jpg"
+  bad.write_bytes(sorted(root.rglob("img_*.jpg"))[0].read_bytes()[:300])
+  with pytest.raises(problems.InvalidSourceError, match="cut.jpg"):
+    build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
+  assert not indexed and record.read_bytes() == before
+  assert not (data_dir / "pets" / "1.1.0").exists()
 
 
 def test_on_beam_a_split_whose_new_photos_are_all_bad_is_said(base, tmp_path):
