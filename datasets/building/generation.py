@@ -50,7 +50,7 @@ _REPORT_DIR = "_imagesets_report"
 # split names are words).
 _FOUND = "-found"
 # The record index's rows the workers write (`beam_index`): beside the report, which is read
-# (and removed) before the index is written, so that a leak can stop the build first.
+# (and removed) before the index is written, so that bad files or a leak stop the build first.
 _ROWS_DIR = "_imagesets_rows"
 
 
