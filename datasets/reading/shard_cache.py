@@ -17,11 +17,12 @@ read and download the next ones ahead (`prefetch`), and say which those are
 * pins a reader's current window with a shared `flock` on each shard file: no process
   evicts a pinned shard, and a dead process's pins vanish with it (the kernel drops them);
 * downloads a window ahead only when it fits without evicting what a reader still needs,
-  and dates it ahead (its mtime an hour on) until it is read, so that every process evicts
-  the shards read already first: under a limit each shard is downloaded at most once per
-  pass of a reader over it. A download ahead holds nothing (no process waits on another's
-  read-ahead): under a limit too small for every reader's two windows it may be evicted,
-  and is then downloaded again;
+  and dates it ahead (its mtime an hour on, set before it shows in the folder) until it
+  is read, as it does a shard of that window that is here already, so that every process
+  evicts the shards read already first: under a limit each shard is downloaded at most
+  once per pass of a reader over it. A download ahead holds nothing (no process waits on
+  another's read-ahead): under a limit too small for every reader's two windows it may be
+  evicted, and is then downloaded again;
 * shares one folder between the processes of a machine: one download per shard (a file
   lock), uniquely named part files held locked by their writer (a killed writer's part is
   removed by the next process that needs room), write-then-rename;
@@ -276,10 +277,13 @@ class ShardCache:
   def _try_pin(self, shard: Shard) -> bool:
     sha = shard.sha256
     with self._lock:
-      if sha in self._pins:
+      pinned = sha in self._pins
+      if pinned:
         self._pins[sha][1] += 1
         self._failed.pop(sha, None)
-        return True
+    if pinned:
+      self._used(shard)
+      return True
     try:
       handle = open(self.path(shard), "rb")
     except FileNotFoundError:
@@ -297,9 +301,14 @@ class ShardCache:
         self._pins[sha][1] += 1
       else:
         self._pins[sha] = [handle, 1]
-    with contextlib.suppress(OSError):
-      os.utime(self.path(shard))  # recently used: evicted last
+    self._used(shard)
     return True
+
+  def _used(self, shard: Shard) -> None:
+    """Dates a pinned shard now (once let go, evicted in the order the shards were used,
+    read-ahead last)."""
+    with contextlib.suppress(OSError):
+      os.utime(self.path(shard))
 
   def release_later(self, shards) -> None:
     """Unpins `shards` at the cache's next call: for finalizers, which the garbage
@@ -333,9 +342,11 @@ class ShardCache:
     wanted = []
     with self._lock:
       for shard in shards:
+        if self._present(shard):   # (read before: dated ahead as a download ahead is)
+          with contextlib.suppress(OSError):
+            os.utime(self.path(shard), (_read_next_time(),) * 2)
         # (a shard whose download failed is not tried again: the reader raises that error)
-        if (shard.sha256 not in self._in_flight and shard.sha256 not in self._failed
-            and not self._present(shard)):
+        elif shard.sha256 not in self._in_flight and shard.sha256 not in self._failed:
           self._in_flight.add(shard.sha256)
           wanted.append(shard)
     for shard in wanted:
@@ -379,13 +390,12 @@ class ShardCache:
       part = self._reserve(shard, urgent, abort)
       if part is None:
         return False
+      # Read next: dated ahead before it shows in the folder, so that no process sees it
+      # as used before the shards read while it downloaded.
       transfer.checked_download(shard.bucket, shard.rel, self.path(shard),
                                 {"size": shard.size, "sha256": shard.sha256}, part=part,
-                                retry_seconds=self.retry_seconds, stats=self.stats)
-      if not urgent:   # read next: dated ahead, so that every process evicts it last
-        with contextlib.suppress(OSError):
-          ahead = time.time() + READ_NEXT_SECONDS
-          os.utime(self.path(shard), (ahead, ahead))
+                                retry_seconds=self.retry_seconds, stats=self.stats,
+                                dated=None if urgent else _read_next_time())
       return True
 
   # ------------------------------------------------------------ room
@@ -483,6 +493,10 @@ class ShardCache:
       for handle, _ in self._pins.values():
         handle.close()
       self._pins.clear()
+
+
+def _read_next_time() -> float:
+  return time.time() + READ_NEXT_SECONDS
 
 
 def _check_wait(abort: threading.Event, deadline: float, what: str) -> None:

@@ -240,10 +240,12 @@ class _Hashing:
 
 def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, entry: dict,
                      *, part=None, retry_seconds: float = DEFAULT_RETRY_SECONDS, stats=None,
-                     progress=None) -> None:
+                     progress=None, dated: float | None = None) -> None:
   """Downloads `rel` to `target` through a part file (`part`: (path, open locked handle)
   from `open_part`, or a new one beside `target`), verified against `entry` (size,
-  sha256) before the rename. Counts `downloads`, `bytes` and `damaged` in `stats`."""
+  sha256) before the rename. `dated`: the file's access and modification times, set
+  before the rename (so `target` never shows another). Counts `downloads`, `bytes` and
+  `damaged` in `stats`."""
   url = bucket.url_of(rel)
   with disk_full_is_one_line(target, f"downloading {url} ({entry['size']} bytes)"):
     part_file, handle = part or open_part(target.parent, target.name, entry["size"])
@@ -266,6 +268,8 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
       if stats is not None:
         stats["downloads"] += 1
       if out.size == entry["size"] and out.sha.hexdigest() == entry["sha256"]:
+        if dated is not None:
+          os.utime(handle.fileno(), (dated, dated))
         try:
           os.replace(part_file, target)   # (a rename: needs no space)
         except FileNotFoundError:

@@ -292,13 +292,20 @@ def test_two_processes_share_one_cache_within_its_limit(built, tmp_path, limited
   assert list((tmp_path / "c").rglob(".locks-2/*")) == []
 
 
-def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_for(
-    tmp_path, monkeypatch):
-  # Two cache instances on one folder stand for two processes (each its own file locks).
-  # A pins its window (s0) and downloads its next (s1) ahead; B then reads s4 and needs
-  # room: every process evicts what was read already (s4) before another's read-ahead,
-  # however recently it was read; and when only that read-ahead is left, B evicts it at
-  # once (a stalled job never keeps another waiting for room).
+class Reader:
+  """What a reader holds and reads next (`ShardCache.register`): shards by number."""
+
+  def __init__(self, shards, *numbers):
+    self.shards, self.numbers = shards, numbers
+
+  def wanted(self):
+    return {self.shards[i].sha256 for i in self.numbers}
+
+
+@pytest.fixture
+def two_processes(tmp_path, monkeypatch):
+  """Seven shards of 1,000 bytes in a file bucket, and two caches of one folder under a
+  limit of three of them: two instances stand for two processes (each its own locks)."""
   monkeypatch.setattr(shard_cache_lib, "ROOM_WAIT_SECONDS", 5.0)  # (a failure, quickly)
   (tmp_path / "bucket").mkdir()
   bucket = bucket_lib.Bucket(f"file://{tmp_path}/bucket")
@@ -307,21 +314,23 @@ def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_
     data = bytes([i]) * 1000
     (tmp_path / "bucket" / f"s{i}").write_bytes(data)
     shards[i] = shard_cache_lib.Shard(hashlib.sha256(data).hexdigest(), 1000, bucket, f"s{i}")
+  caches = [shard_cache_lib.ShardCache(tmp_path / "cache", 3 * 1000) for _ in range(2)]
+  yield shards, *caches
+  for cache in caches:
+    cache.close()
 
-  class Reader:  # what a reader holds and reads next (`register`)
-    def __init__(self, *numbers):
-      self.numbers = numbers
 
-    def wanted(self):
-      return {shards[i].sha256 for i in self.numbers}
-
-  a = shard_cache_lib.ShardCache(tmp_path / "cache", 3 * 1000)
-  b = shard_cache_lib.ShardCache(tmp_path / "cache", 3 * 1000)
-  readers = [a.register(Reader(0, 1)), b.register(Reader(4, 5, 6))]
+def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_for(
+    two_processes):
+  # A pins its window (s0) and downloads its next (s1) ahead; B then reads s4 and needs
+  # room: every process evicts what was read already (s4) before another's read-ahead,
+  # however recently it was read; and when only that read-ahead is left, B evicts it at
+  # once (a stalled job never keeps another waiting for room).
+  shards, a, b = two_processes
+  readers = [a.register(Reader(shards, 0, 1)), b.register(Reader(shards, 4, 5, 6))]
   a.pin(shards[0])
   a.prefetch([shards[1]])
-  while not a.path(shards[1]).exists() or a._in_flight:  # (the download ahead, done)
-    time.sleep(0.01)
+  wait_for_downloads(a)
   b.pin(shards[4])
   b.unpin(shards[4])   # read already
   readers[1].numbers = (5, 6)
@@ -329,9 +338,51 @@ def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_
   assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
   b.pin(shards[6])     # room again: only A's read-ahead is not pinned
   assert not a.path(shards[1]).exists() and b.stats["evicted"] == 2
-  del readers
-  for cache in (a, b):
-    cache.close()
+
+
+def test_a_download_ahead_shows_in_the_folder_already_dated_ahead(two_processes, monkeypatch):
+  # B reads s4 while A downloads s1 ahead, and needs room the moment s1's download ends:
+  # s4 goes, not s1 (no process sees a download ahead as older than what was read while it
+  # downloaded, whatever runs between its rename and the next step of A's thread).
+  shards, a, b = two_processes
+  a.register(Reader(shards, 0, 1))
+  b.register(Reader(shards, 5))
+  real = shard_cache_lib.transfer.checked_download
+
+  def then_b_reads(bucket, rel, target, entry, **kwargs):
+    if rel == "s1":
+      b.pin(shards[4])   # read during the download...
+      b.unpin(shards[4])
+      later = time.time() + 60   # (...that is: after s1's bytes were written)
+      os.utime(b.path(shards[4]), (later, later))
+    real(bucket, rel, target, entry, **kwargs)
+    if rel == "s1":
+      b.pin(shards[5])  # room for s5, at once
+  monkeypatch.setattr(shard_cache_lib.transfer, "checked_download", then_b_reads)
+  a.pin(shards[0])
+  a.prefetch([shards[1]])
+  wait_for_downloads(a)
+  assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
+  assert a.stats["downloads"] + b.stats["downloads"] == 4 and b.stats["evicted"] == 1
+
+
+def test_a_shard_read_next_that_is_here_already_is_evicted_after_the_shards_read(
+    two_processes):
+  # s1, read an hour ago, is A's next window again (a second epoch); s4 was read since.
+  # B needs room: s4 goes, not s1, which would be downloaded again.
+  shards, a, b = two_processes
+  a.register(Reader(shards, 0, 1))
+  b.register(Reader(shards, 5))
+  for number, age in ((1, 3600), (4, 60)):
+    b.pin(shards[number])
+    b.unpin(shards[number])
+    then = time.time() - age
+    os.utime(b.path(shards[number]), (then, then))
+  a.pin(shards[0])
+  a.prefetch([shards[1]])   # (here already: nothing to download)
+  b.pin(shards[5])
+  assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
+  assert a.stats["downloads"] == 1 and b.stats["evicted"] == 1
 
 
 COLD = """
