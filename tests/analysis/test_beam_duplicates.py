@@ -43,14 +43,15 @@ def _images(count: int, seed: int, scenes: int):
 
 
 def _beam_groups(members, fingerprints, folder, run_options=None,
-                 rounds=beam_components.ROUNDS, **options):
+                 rounds=None, **options):
   """(the groups Beam found, sorted as `find` sorts them, its counters)."""
   saved = folder / "groups.pickle"
 
   def _save(groups, path: str) -> None:  # (nested: pickled whole for worker processes)
     pathlib.Path(path).write_bytes(pickle.dumps(groups))
   pipeline = beam.Pipeline(options=run_options)
-  groups = beam_duplicates.Groups(rounds=rounds, **options)
+  groups = beam_duplicates.Groups(rounds=rounds or beam_components.rounds_for(len(members)),
+                                 **options)
   _ = (pipeline | beam.Create(list(zip(members, fingerprints))) | groups
        | beam.combiners.ToList() | beam.Map(_save, str(saved)))
   result = pipeline.run()
