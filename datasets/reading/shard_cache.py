@@ -17,10 +17,11 @@ read and download the next ones ahead (`prefetch`), and say which those are
 * pins a reader's current window with a shared `flock` on each shard file: no process
   evicts a pinned shard, and a dead process's pins vanish with it (the kernel drops them);
 * downloads a window ahead only when it fits without evicting what a reader still needs,
-  and dates it ahead (its mtime an hour on, set before it shows in the folder) until it
-  is read, as it does a shard of that window that is here already, so that every process
-  evicts the shards read already first: under a limit each shard is downloaded at most
-  once per pass of a reader over it. A download ahead holds nothing (no process waits on
+  and dates it ahead (its mtime an hour past the download's end, set before it shows in
+  the folder) until it is read, as it does the shards a reader asks for that are here
+  already (read in an earlier epoch, or by another process) unless this process reads
+  them now, so that every process evicts the shards read already first: under a limit
+  each shard is downloaded at most once per pass of a reader over it. A download ahead holds nothing (no process waits on
   another's read-ahead): under a limit too small for every reader's two windows it may be
   evicted, and is then downloaded again;
 * shares one folder between the processes of a machine: one download per shard (a file
@@ -69,8 +70,9 @@ DEFAULT_DOWNLOADS = 4         # shards in flight per process
 # epoch runs at the pool's rate); under a limit one, the room that windows are sized for.
 UNLIMITED_READ_AHEAD = 2
 ROOM_WAIT_SECONDS = 120.0     # how long a reader waits for other readers to free room
-# A shard downloaded ahead is dated this far ahead until it is read (pinned): least
-# recently used first, every process evicts the shards read already before it.
+# A shard read next (downloaded ahead, or here already) is dated this far ahead until it
+# is read (pinned): least recently used first, every process evicts the shards read
+# already before it.
 READ_NEXT_SECONDS = 3600.0
 # How long a reader waits for another thread's download of a shard it needs. Bounded: a
 # tf.data numpy function that never returns deadlocks the iterator's destructor.
@@ -277,13 +279,10 @@ class ShardCache:
   def _try_pin(self, shard: Shard) -> bool:
     sha = shard.sha256
     with self._lock:
-      pinned = sha in self._pins
-      if pinned:
+      if sha in self._pins:
         self._pins[sha][1] += 1
         self._failed.pop(sha, None)
-    if pinned:
-      self._used(shard)
-      return True
+        return True
     try:
       handle = open(self.path(shard), "rb")
     except FileNotFoundError:
@@ -301,14 +300,9 @@ class ShardCache:
         self._pins[sha][1] += 1
       else:
         self._pins[sha] = [handle, 1]
-    self._used(shard)
-    return True
-
-  def _used(self, shard: Shard) -> None:
-    """Dates a pinned shard now (once let go, evicted in the order the shards were used,
-    read-ahead last)."""
     with contextlib.suppress(OSError):
-      os.utime(self.path(shard))
+      os.utime(self.path(shard))  # recently used: evicted last
+    return True
 
   def release_later(self, shards) -> None:
     """Unpins `shards` at the cache's next call: for finalizers, which the garbage
@@ -342,11 +336,10 @@ class ShardCache:
     wanted = []
     with self._lock:
       for shard in shards:
-        if self._present(shard):   # (read before: dated ahead as a download ahead is)
-          with contextlib.suppress(OSError):
-            os.utime(self.path(shard), (_read_next_time(),) * 2)
+        if self._present(shard) and self._date_ahead(shard):   # (here already)
+          continue
         # (a shard whose download failed is not tried again: the reader raises that error)
-        elif shard.sha256 not in self._in_flight and shard.sha256 not in self._failed:
+        if shard.sha256 not in self._in_flight and shard.sha256 not in self._failed:
           self._in_flight.add(shard.sha256)
           wanted.append(shard)
     for shard in wanted:
@@ -358,6 +351,20 @@ class ShardCache:
       with self._lock:
         if shard.sha256 in self._in_flight and not future.done():
           self._queued[shard.sha256] = future
+
+  def _date_ahead(self, shard: Shard) -> bool:
+    """Dates a shard read next an hour on, so that every process evicts it after the
+    shards read already; one this process reads now keeps the time its pin gave it (dated
+    ahead, it would stay so once read). False when it is not here. Under the lock (a pin
+    of this process comes before or after, never between the check and the date)."""
+    if shard.sha256 not in self._pins:
+      try:
+        os.utime(self.path(shard), (_read_next_time(),) * 2)
+      except FileNotFoundError:
+        return False
+      except OSError:   # (a file system that refuses times: the eviction order suffers)
+        pass
+    return True
 
   def _prefetch(self, shard: Shard) -> None:
     try:
@@ -385,7 +392,10 @@ class ShardCache:
         abort, deadline, f"waiting for another process's download of {shard.rel}")
     with file_locks.exclusive(self.folder / _LOCKS / shard.sha256, waiting=waiting,
                               remove=True):
-      if self._present(shard):
+      if self._present(shard):   # (another process's download, since `prefetch` looked)
+        if not urgent:
+          with self._lock:
+            self._date_ahead(shard)
         return True
       part = self._reserve(shard, urgent, abort)
       if part is None:
@@ -395,7 +405,7 @@ class ShardCache:
       transfer.checked_download(shard.bucket, shard.rel, self.path(shard),
                                 {"size": shard.size, "sha256": shard.sha256}, part=part,
                                 retry_seconds=self.retry_seconds, stats=self.stats,
-                                dated=None if urgent else _read_next_time())
+                                dated=None if urgent else _read_next_time)
       return True
 
   # ------------------------------------------------------------ room

@@ -240,12 +240,13 @@ class _Hashing:
 
 def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, entry: dict,
                      *, part=None, retry_seconds: float = DEFAULT_RETRY_SECONDS, stats=None,
-                     progress=None, dated: float | None = None) -> None:
+                     progress=None, dated: Callable[[], float] | None = None) -> None:
   """Downloads `rel` to `target` through a part file (`part`: (path, open locked handle)
   from `open_part`, or a new one beside `target`), verified against `entry` (size,
-  sha256) before the rename. `dated`: the file's access and modification times, set
-  before the rename (so `target` never shows another). Counts `downloads`, `bytes` and
-  `damaged` in `stats`."""
+  sha256) before the rename. `dated`: gives the file's access and modification times,
+  asked for and set once the bytes are checked, before the rename (so `target` never
+  shows another; a file system that refuses them keeps the write's). Counts `downloads`,
+  `bytes` and `damaged` in `stats`."""
   url = bucket.url_of(rel)
   with disk_full_is_one_line(target, f"downloading {url} ({entry['size']} bytes)"):
     part_file, handle = part or open_part(target.parent, target.name, entry["size"])
@@ -269,7 +270,8 @@ def checked_download(bucket: bucket_lib.Bucket, rel: str, target: pathlib.Path, 
         stats["downloads"] += 1
       if out.size == entry["size"] and out.sha.hexdigest() == entry["sha256"]:
         if dated is not None:
-          os.utime(handle.fileno(), (dated, dated))
+          with contextlib.suppress(OSError):
+            os.utime(handle.fileno(), (dated(),) * 2)
         try:
           os.replace(part_file, target)   # (a rename: needs no space)
         except FileNotFoundError:

@@ -340,20 +340,39 @@ def test_a_download_ahead_is_evicted_after_the_shards_read_already_never_waited_
   assert not a.path(shards[1]).exists() and b.stats["evicted"] == 2
 
 
+def mtime(cache, shard) -> float:
+  return cache.path(shard).stat().st_mtime
+
+
+class Clock:
+  """`time` for shard_cache, `offset` seconds on: the hours a test says pass, passed."""
+
+  def __init__(self):
+    self.offset = 0.0
+
+  def __getattr__(self, name):
+    return getattr(time, name)
+
+  def time(self) -> float:
+    return time.time() + self.offset
+
+
 def test_a_download_ahead_shows_in_the_folder_already_dated_ahead(two_processes, monkeypatch):
-  # B reads s4 while A downloads s1 ahead, and needs room the moment s1's download ends:
-  # s4 goes, not s1 (no process sees a download ahead as older than what was read while it
-  # downloaded, whatever runs between its rename and the next step of A's thread).
+  # B reads s4 while A downloads s1 ahead (two hours long), and needs room the moment
+  # s1's download ends: s4 goes, not s1. No process sees a download ahead as older than
+  # what was read while it downloaded, whatever runs between its rename and the next step
+  # of A's thread, and however long it took.
   shards, a, b = two_processes
-  a.register(Reader(shards, 0, 1))
-  b.register(Reader(shards, 5))
-  real = shard_cache_lib.transfer.checked_download
+  readers = [a.register(Reader(shards, 0, 1)), b.register(Reader(shards, 5))]
+  real, clock = shard_cache_lib.transfer.checked_download, Clock()
+  monkeypatch.setattr(shard_cache_lib, "time", clock)
 
   def then_b_reads(bucket, rel, target, entry, **kwargs):
     if rel == "s1":
+      clock.offset += 2 * 3600
       b.pin(shards[4])   # read during the download...
       b.unpin(shards[4])
-      later = time.time() + 60   # (...that is: after s1's bytes were written)
+      later = clock.time() + 60   # (...that is: after s1's bytes were written)
       os.utime(b.path(shards[4]), (later, later))
     real(bucket, rel, target, entry, **kwargs)
     if rel == "s1":
@@ -363,7 +382,9 @@ def test_a_download_ahead_shows_in_the_folder_already_dated_ahead(two_processes,
   a.prefetch([shards[1]])
   wait_for_downloads(a)
   assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
+  assert mtime(a, shards[1]) > clock.time() + shard_cache_lib.READ_NEXT_SECONDS - 60
   assert a.stats["downloads"] + b.stats["downloads"] == 4 and b.stats["evicted"] == 1
+  del readers
 
 
 def test_a_shard_read_next_that_is_here_already_is_evicted_after_the_shards_read(
@@ -371,8 +392,7 @@ def test_a_shard_read_next_that_is_here_already_is_evicted_after_the_shards_read
   # s1, read an hour ago, is A's next window again (a second epoch); s4 was read since.
   # B needs room: s4 goes, not s1, which would be downloaded again.
   shards, a, b = two_processes
-  a.register(Reader(shards, 0, 1))
-  b.register(Reader(shards, 5))
+  readers = [a.register(Reader(shards, 0, 1)), b.register(Reader(shards, 5))]
   for number, age in ((1, 3600), (4, 60)):
     b.pin(shards[number])
     b.unpin(shards[number])
@@ -383,6 +403,55 @@ def test_a_shard_read_next_that_is_here_already_is_evicted_after_the_shards_read
   b.pin(shards[5])
   assert a.path(shards[1]).exists() and not b.path(shards[4]).exists()
   assert a.stats["downloads"] == 1 and b.stats["evicted"] == 1
+  del readers
+
+
+def test_a_shard_downloaded_by_another_process_while_ahead_is_dated_ahead(
+    two_processes, monkeypatch):
+  # A's download ahead of s1 waits for s1's lock while B downloads and reads s1: A finds
+  # it here, and dates it ahead all the same.
+  shards, a, b = two_processes
+  real, first = shard_cache_lib.file_locks.exclusive, []
+
+  def b_first(path, **kwargs):
+    if not first:   # (A's, in its download thread; B's own pass through)
+      first.append(path)
+      b.pin(shards[1])
+      b.unpin(shards[1])
+    return real(path, **kwargs)
+  monkeypatch.setattr(shard_cache_lib.file_locks, "exclusive", b_first)
+  a.prefetch([shards[1]])
+  wait_for_downloads(a)
+  assert first[0].name == shards[1].sha256 and b.stats["downloads"] == 1
+  assert a.stats["downloads"] == 0 and mtime(a, shards[1]) > time.time() + 3000
+
+
+def test_a_shard_a_process_reads_now_keeps_its_read_time(two_processes):
+  # A's read-ahead names the window A reads now (s0) and the next (s1): s0 is not dated
+  # ahead (once read it would stay an hour ahead of the shards read after it).
+  shards, a, _ = two_processes
+  a.pin(shards[0])
+  a.prefetch([shards[0], shards[1]])
+  wait_for_downloads(a)
+  a.unpin(shards[0])
+  assert mtime(a, shards[0]) <= time.time() < mtime(a, shards[1])
+
+
+def test_a_file_system_that_refuses_times_still_reads(two_processes, monkeypatch):
+  # (Some FUSE mounts refuse utime: only the eviction order suffers.)
+  shards, a, _ = two_processes
+  real = os.utime
+
+  def refused(path, *args, **kwargs):
+    if isinstance(path, int) or str(path).startswith(str(a.folder)):
+      raise PermissionError(1, "Operation not permitted", str(path))
+    return real(path, *args, **kwargs)
+  monkeypatch.setattr(shard_cache_lib.os, "utime", refused)
+  a.prefetch([shards[1], shards[2]])
+  wait_for_downloads(a)
+  a.prefetch([shards[1]])   # (here already)
+  assert a.pin(shards[1]).read_bytes() == bytes([1]) * 1000 and a.pin(shards[0]).exists()
+  assert a.stats["downloads"] == 3
 
 
 COLD = """
