@@ -21,9 +21,9 @@ read and download the next ones ahead (`prefetch`), and say which those are
   the folder) until it is read, as it does the shards a reader asks for that are here
   already (read in an earlier epoch, or by another process) unless this process reads
   them now, so that every process evicts the shards read already first: under a limit
-  each shard is downloaded at most once per pass of a reader over it. A download ahead holds nothing (no process waits on
-  another's read-ahead): under a limit too small for every reader's two windows it may be
-  evicted, and is then downloaded again;
+  each shard is downloaded at most once per pass of a reader over it. A download ahead
+  holds nothing (no process waits on another's read-ahead): under a limit too small for
+  every reader's two windows it may be evicted, and is then downloaded again;
 * shares one folder between the processes of a machine: one download per shard (a file
   lock), uniquely named part files held locked by their writer (a killed writer's part is
   removed by the next process that needs room), write-then-rename;
