@@ -50,8 +50,9 @@ def _beam_groups(members, fingerprints, folder, run_options=None,
   def _save(groups, path: str) -> None:  # (nested: pickled whole for worker processes)
     pathlib.Path(path).write_bytes(pickle.dumps(groups))
   pipeline = beam.Pipeline(options=run_options)
-  groups = beam_duplicates.Groups(rounds=rounds or beam_components.rounds_for(len(members)),
-                                 **options)
+  if rounds is None:   # (what a build states for this many images)
+    rounds = beam_components.rounds_for(len(members))
+  groups = beam_duplicates.Groups(rounds=rounds, **options)
   _ = (pipeline | beam.Create(list(zip(members, fingerprints))) | groups
        | beam.combiners.ToList() | beam.Map(_save, str(saved)))
   result = pipeline.run()
