@@ -66,7 +66,9 @@ def main() -> None:
           (ids[0], thumbnail)),
       "checks: second join (one thumbnail a pair)": args.kept * size(
           (ids[1], (ids[0], thumbnail, 17))) + size((ids[1], thumbnail)),
-      "components (2 steps a round)": args.rounds * 2 * 2 * args.kept * size((ids[0], ids[1])),
+      # (a step shuffles its links both ways and the step before's links, each tagged)
+      "components (2 steps a round)": args.rounds * 2 * 3 * args.kept * size(
+          (ids[0], (0, ids[1]))),
       "groups (sets and pairs by component)": size((ids[0], ("set", sets[0][1]))) + args.kept
       * size((ids[0], ("pair", (ids[0], ids[1], 17)))),
   }

@@ -13,16 +13,17 @@ pipeline runs it on Spark:
 Both keep the components and shrink each node's distance to its component's least node;
 alternated, they reach a forest of stars (each node linked to its component's least) in
 O(log^2 n) rounds. A Beam pipeline is a fixed graph, so the rounds are unrolled: `rounds`
-pairs of the two, each followed by a count of the links it changed (a Beam counter,
-`changed_large_<k>`, `changed_small_<k>`, counted for every link so that a round without
-changes reports 0, not nothing); `check_converged` raises when the last round still
-changed something (the result is then not the components, and saying so is the only
-honest answer), and when the pipeline is not done or its runner did not report that
-count. Both steps leave a star forest as it is, and only a star forest (a review
-checked every link set on up to 6 nodes). A node's neighbours are gathered on one
-worker (`GroupByKey`): a node with most of the edges is a skew the grouping before this
-must avoid. Nodes are any totally ordered, picklable values (ints, strings); every
-node is in the output with the least node of its component, itself for the least.
+pairs of the two, each step's changed links counted (a Beam counter, `changed_large_<k>`,
+`changed_small_<k>`, counted in the next step's grouping, and 0 once a step so that a
+step without changes reports 0, not nothing): one shuffle a step. `check_converged`
+raises when the last round still changed something (the result is then not the
+components, and saying so is the only honest answer), and when the pipeline is not done
+or its runner did not report that count. Both steps leave a star forest as it is, and
+only a star forest (a review checked every link set on up to 6 nodes). A node's
+neighbours are gathered on one worker (`GroupByKey`): a node with most of the edges is a
+skew the grouping before this must avoid. Nodes are any totally ordered, picklable
+values (ints, strings); every node is in the output with the least node of its
+component, itself for the least.
 """
 
 import collections
@@ -76,55 +77,69 @@ def _small_star(node_neighbours):
       yield v, least
 
 
-def _both_ways(edge):
-  a, b = edge
-  yield a, b
-  yield b, a
+# What a node's grouping holds of a link: (first, second) seen from either end, a link of
+# the step before (keyed by its first node), or the node itself.
+_FIRST, _SECOND, _BEFORE, _NODE = range(4)
 
 
-_NONE = object()
+def _both_ends(link):
+  first, second = link
+  yield first, (_FIRST, second)
+  yield second, (_SECOND, first)
 
 
-def _changed(keyed, counter):
-  """Counts the links in exactly one of the two sets (before, after); every link counts
-  0 or 1, so the counter exists even where nothing changed."""
-  _, (before, after) = keyed
-  held = [next(iter(values), _NONE) is not _NONE for values in (before, after)]
-  counter.inc(int(held[0] != held[1]))
+def _before(link):
+  return link[0], (_BEFORE, link[1])
 
 
-class _Round(beam.PTransform):
-  """One large-star or small-star step over links (u, v); links out, with a counter of
-  the links that differ from the links in."""
+def _changed(tagged, counter) -> set:
+  """Counts the links of a node (keyed by their first node) in exactly one of the step's
+  links in and its links out; returns the node's links out (its second nodes)."""
+  before = {node for tag, node in tagged if tag == _BEFORE}
+  after = {node for tag, node in tagged if tag == _FIRST}
+  counter.inc(len(before ^ after))
+  return after
 
-  def __init__(self, step, namespace: str, name: str, once):
-    super().__init__()
-    self._step, self._namespace, self._name, self._once = step, namespace, name, once
 
-  def expand(self, links):
-    counter = beam.metrics.Metrics.counter(self._namespace, f"changed_{self._name}")
-    # (large-star reads each node's neighbours both ways; small-star too)
-    out = (links
-           | "Both ways" >> beam.FlatMap(_both_ways)
-           | "Neighbours" >> beam.GroupByKey()
-           | "Step" >> beam.FlatMap(self._step)
-           | "Distinct" >> beam.Distinct())
-    keyed = lambda label, pcoll: pcoll | label >> beam.Map(lambda link: (link, None))
-    _ = ({"before": keyed("Key in", links), "after": keyed("Key out", out)}
-         | "Compare" >> beam.CoGroupByKey()
-         | "Count" >> beam.Map(lambda kv: _changed((kv[0], (kv[1]["before"], kv[1]["after"])),
-                                                   counter)))
-    # (a count of 0 once, so that a round over no links reports that it changed nothing;
-    # one element for every round: their counts run in one stage)
-    _ = self._once | f"Count nothing {self._name}" >> beam.Map(lambda zero: counter.inc(zero))
-    return out
+class _Step:
+  """One grouping by node: counts what the last step changed (when there is one), then
+  runs this step (when there is one) over the node's distinct neighbours."""
+
+  def __init__(self, step, counted):
+    self._step, self._counted = step, counted
+
+  def __call__(self, node_tagged):
+    node, tagged = node_tagged
+    tagged = list(tagged)
+    if self._counted is not None:
+      _changed(tagged, self._counted)
+    neighbours = {other for tag, other in tagged if tag in (_FIRST, _SECOND)}
+    if neighbours:
+      yield from self._step((node, neighbours))
+
+
+def _count(zero, counter):
+  counter.inc(zero)
+
+
+def _least(node_tagged, counted):
+  node, tagged = node_tagged
+  tagged = list(tagged)
+  after = _changed(tagged, counted)
+  if any(tag == _NODE for tag, _ in tagged):
+    yield node, min(after, default=node)
 
 
 class Components(beam.PTransform):
   """Edges (a, b) in; (node, least node of its component) out, for every node of an
   edge. `rounds` pairs of large-star and small-star; the counters `changed_large_<k>` /
   `changed_small_<k>` of the namespace `NAMESPACE.<name>` say what each changed
-  (`check_converged(result, this transform)`)."""
+  (`check_converged(result, this transform)`).
+
+  One shuffle a step: a node's grouping holds its links both ways (the step's neighbours,
+  a set: links may arrive repeated) and the links of the step before keyed by their
+  first node, whose difference from the links out, node by node, sums to the step
+  before's changes; the last step's are counted where each node takes its least."""
 
   def __init__(self, rounds: int = ROUNDS, name: str = "groups"):
     super().__init__()
@@ -135,21 +150,33 @@ class Components(beam.PTransform):
   def expand(self, edges):
     links = (edges
              | "Drop loops" >> beam.Filter(lambda edge: edge[0] != edge[1])
-             | "Ordered" >> beam.Map(lambda edge: (max(edge), min(edge)))
-             | "Distinct edges" >> beam.Distinct())
-    nodes = (edges
-             | "Nodes" >> beam.FlatMap(lambda edge: edge)
-             | "Distinct nodes" >> beam.Distinct())
+             | "Ordered" >> beam.Map(lambda edge: (max(edge), min(edge))))
+    steps = [(step, f"{kind}_{number}") for number in range(self.rounds)
+             for step, kind in ((_large_star, "large"), (_small_star, "small"))]
+    # (a count of 0 once a step, so that a step over no links reports that it changed
+    # nothing; one element for every step: their counts run in one stage)
     once = edges.pipeline | "Once" >> beam.Create([0])
-    for number in range(self.rounds):
-      links = links | f"Large {number}" >> _Round(_large_star, self.namespace,
-                                                  f"large_{number}", once)
-      links = links | f"Small {number}" >> _Round(_small_star, self.namespace,
-                                                  f"small_{number}", once)
-    # (at the end each node but its component's least has one link, to that least)
-    return ({"least": links, "node": nodes | "Keyed" >> beam.Map(lambda n: (n, None))}
-            | "Join" >> beam.CoGroupByKey()
-            | "Each node" >> beam.Map(lambda kv: (kv[0], min(kv[1]["least"], default=kv[0]))))
+    counted, before = None, None
+    for step, name in steps:
+      grouped = [links | f"Ends {name}" >> beam.FlatMap(_both_ends)]
+      if before is not None:
+        grouped.append(before | f"Before {name}" >> beam.Map(_before))
+      before = links
+      links = (grouped
+               | f"Flatten {name}" >> beam.Flatten()
+               | f"Neighbours {name}" >> beam.GroupByKey()
+               | f"Step {name}" >> beam.FlatMap(_Step(step, counted)))
+      counted = beam.metrics.Metrics.counter(self.namespace, f"changed_{name}")
+      _ = once | f"Count nothing {name}" >> beam.Map(_count, counted)
+    nodes = edges | "Nodes" >> beam.FlatMap(lambda edge: [(node, (_NODE, None))
+                                                          for node in edge])
+    # (at the end each node but its component's least has one link, maybe repeated, to
+    # that least)
+    return ((links | "Last" >> beam.Map(lambda link: (link[0], (_FIRST, link[1]))),
+             before | "Before last" >> beam.Map(_before), nodes)
+            | "Flatten last" >> beam.Flatten()
+            | "Join" >> beam.GroupByKey()
+            | "Each node" >> beam.FlatMap(_least, counted))
 
 
 def check_converged(result: beam.runners.runner.PipelineResult,

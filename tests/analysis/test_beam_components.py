@@ -205,3 +205,36 @@ def test_the_rounds_stated_for_a_graph_settle_its_slowest_shapes():
     for shape, edges in shapes.items():
       settled = _rounds_to_settle(edges)
       assert settled + 2 <= stated, (n, shape, settled, stated)
+
+
+def _changes_per_step(edges, rounds) -> dict:
+  """{counter: links changed} of each step, as sets of links compute them."""
+  import collections
+  links = {(max(edge), min(edge)) for edge in edges if edge[0] != edge[1]}
+  changed = {}
+  for number in range(rounds):
+    for step, kind in ((beam_components._large_star, "large"),
+                       (beam_components._small_star, "small")):
+      neighbours = collections.defaultdict(set)
+      for a, b in links:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+      out = {link for item in neighbours.items() for link in step(item)}
+      changed[f"changed_{kind}_{number}"] = len(links ^ out)
+      links = out
+  return changed
+
+
+def test_each_steps_count_is_the_links_it_changed_and_a_step_is_one_shuffle():
+  """The counters are each step's changes (links may reach a grouping repeated, and
+  repeated edges come in), and a step costs one GroupByKey: 2 a round and the join."""
+  edges = _graphs()
+  edges += edges[:40]  # (repeated edges)
+  assert _run(edges, rounds=5) == _changes_per_step(edges, rounds=5)
+  for rounds in (1, 4):
+    pipeline = beam.Pipeline()
+    _ = pipeline | beam.Create(edges) | "Components" >> beam_components.Components(rounds)
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    shuffles = sum(t.spec.urn == "beam:transform:group_by_key:v1"
+                   and t.unique_name.startswith("Components/") for t in transforms)
+    assert shuffles == 2 * rounds + 1, (rounds, shuffles)
