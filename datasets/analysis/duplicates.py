@@ -425,7 +425,14 @@ def _joined_in_order(first, second) -> tuple[dict, Callable, list[int]]:
 
 def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
                 pickers: np.ndarray | None = None) -> np.ndarray:
-  """Codes i * N + j (i < j) of the pairs one band picks, a pair twice when both its
+  """Codes i * N + j (i < j) of the pairs one band picks (`_band_pairs`)."""
+  low, high = _band_pairs(words, key, within, band, threshold, pickers)
+  return low.astype(np.int64) * len(words) + high
+
+
+def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
+                pickers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+  """(i, j), i < j, of the pairs one band picks, a pair twice when both its
   pictures pick it. Pictures (in member order) with the same `key` (their bits at the
   band's positions, `_bucket_keys`) share a bucket; a bucket is sorted by `_places` (the
   thumbnails' keys, so that neighbours are likely alike whatever their hashes: a crowd of
@@ -456,9 +463,16 @@ def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
     after[at[by_first]] += 1
     before[at[by_second] + offset] += 1
     first, second = order[at], order[at + offset]
-    code = np.minimum(first, second).astype(np.int64) * count + np.maximum(first, second)
-    picks += [code[by_first], code[by_second]]
-  return np.concatenate(picks) if picks else np.empty(0, np.int64)
+    less, more = np.minimum(first, second), np.maximum(first, second)
+    picks += [(less[by_first], more[by_first]), (less[by_second], more[by_second])]
+  index = _index_type(count)
+  if not picks:
+    return np.empty(0, index), np.empty(0, index)
+  return tuple(np.concatenate(ends).astype(index) for ends in zip(*picks))
+
+
+def _index_type(count: int) -> type:
+  return np.int32 if count < 1 << 31 else np.int64
 
 
 def _sorted_places(places: np.ndarray) -> np.ndarray:
@@ -513,28 +527,28 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarra
   runs, held = [], []
   for start in range(0, len(positions), _KEYED_BANDS):
     for number, key in enumerate(_bucket_keys(bits, positions[start:start + _KEYED_BANDS])):
-      held.append(_band_picks(words, key, within, start + number, threshold))
+      held.append(_band_pairs(words, key, within, start + number, threshold))
       last = start + number == len(positions) - 1
-      if sum(map(len, held)) > _HELD_PICKS or last:
-        runs.append(_counted(np.concatenate(held), count))
+      if sum(len(low) for low, _ in held) > _HELD_PICKS or last:
+        runs.append(_counted(*map(np.concatenate, zip(*held)), count))
         held = []
         while len(runs) > 1 and (last or 2 * len(runs[-1][0]) > len(runs[-2][0])):
           runs[-2:] = [_merged(*runs[-2], *runs[-1])]
   return runs[0] if runs else (np.empty(0, np.int64), np.empty(0, np.uint8))
 
 
-def _counted(picks: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-  """(sorted distinct codes, how many times each) of picks (codes i * count + j). Picks
-  that outnumber the pictures: a sparse matrix's rows bucket them by i in one pass, and
-  only each row's few columns are sorted (a sort of every code is 2x slower where numpy's
-  sort has no SIMD kernel); fewer: sorted (the rows would cost more than the picks)."""
-  if len(picks) < count:
-    picks = np.sort(picks)
+def _counted(low: np.ndarray, high: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+  """(sorted distinct codes i * count + j, how many times each) of picks (i, j) (in
+  `_index_type(count)`: the sparse matrix below takes them without a copy). Picks that
+  outnumber the pictures: a sparse matrix's rows bucket them by i in one pass, and only
+  each row's few columns are sorted (a sort of every code is 2x slower where numpy's sort
+  has no SIMD kernel); fewer: sorted (the rows would cost more than the picks)."""
+  if len(low) < count:
+    picks = np.sort(low.astype(np.int64) * count + high)
     starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
     return picks[starts], np.diff(np.r_[starts, len(picks)]).astype(np.uint8)  # (<= 2 BANDS)
-  first, second = np.divmod(picks, max(count, 1))
   matrix = scipy.sparse.csr_matrix(  # (sums in bytes: a pair gets at most 2 BANDS picks)
-      (np.ones(len(picks), np.uint8), (first, second)), shape=(count, count))
+      (np.ones(len(low), np.uint8), (low, high)), shape=(count, count))
   matrix.sum_duplicates()
   rows = np.repeat(np.arange(count, dtype=np.int64), np.diff(matrix.indptr))
   return rows * count + matrix.indices, matrix.data

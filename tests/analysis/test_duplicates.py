@@ -534,7 +534,8 @@ def test_picks_are_counted_as_every_pick_whichever_way(count, picks):
   second = np.minimum(first + 1 + rng.integers(0, 3, picks), count - 1)
   codes = first * count + second
   codes[:min(picks, 2 * duplicates.BANDS)] = (count - 2) * count + count - 1 if count > 1 else 0
-  got, votes = duplicates._counted(codes, count)
+  low, high = (ends.astype(duplicates._index_type(count)) for ends in np.divmod(codes, count))
+  got, votes = duplicates._counted(low, high, count)
   distinct, times = np.unique(codes, return_counts=True)
   assert got.dtype == np.int64 and votes.dtype == np.uint8
   assert np.array_equal(got, distinct) and np.array_equal(votes, times)
