@@ -20,10 +20,10 @@ raises when the last round still changed something (the result is then not the
 components, and saying so is the only honest answer), and when the pipeline is not done
 or its runner did not report that count. Both steps leave a star forest as it is, and
 only a star forest (a review checked every link set on up to 6 nodes). A node's
-neighbours are gathered on one worker (`GroupByKey`): a node with most of the edges is a
-skew the grouping before this must avoid. Nodes are any totally ordered, picklable
-values (ints, strings); every node is in the output with the least node of its
-component, itself for the least.
+neighbours are gathered on one worker (a `CombinePerKey` of the distinct values): a
+node with most of the edges is a skew the grouping before this must avoid. Nodes are
+any totally ordered, picklable values (ints, strings); every node is in the output with
+the least node of its component, itself for the least.
 """
 
 import collections
@@ -101,16 +101,40 @@ def _changed(tagged, counter) -> set:
   return after
 
 
+class _Distinct(beam.CombineFn):
+  """A key's distinct values: links repeated by a step (a large-star step sends (v, least)
+  once from every neighbour of v with that least) are dropped before the shuffle, bundle
+  by bundle, and as the key's values are merged, so that a node's grouping holds what
+  the `Distinct` of each step held before (its distinct links), not one a sender."""
+
+  def create_accumulator(self):
+    return set()
+
+  def add_input(self, held, value):
+    held.add(value)
+    return held
+
+  def merge_accumulators(self, accumulators):
+    accumulators = iter(accumulators)
+    merged = next(accumulators)
+    for held in accumulators:
+      merged |= held
+    return merged
+
+  def extract_output(self, held):
+    return held
+
+
 class _Step:
   """One grouping by node: counts what the last step changed (when there is one), then
   runs this step (when there is one) over the node's distinct neighbours."""
 
-  def __init__(self, step, counted):
-    self._step, self._counted = step, counted
+  def __init__(self, step, counted, grouped):
+    self._step, self._counted, self._grouped = step, counted, grouped
 
   def __call__(self, node_tagged):
     node, tagged = node_tagged
-    tagged = list(tagged)
+    self._grouped.update(len(tagged))
     if self._counted is not None:
       _changed(tagged, self._counted)
     neighbours = {other for tag, other in tagged if tag in (_FIRST, _SECOND)}
@@ -124,7 +148,6 @@ def _count(zero, counter):
 
 def _least(node_tagged, counted):
   node, tagged = node_tagged
-  tagged = list(tagged)
   after = _changed(tagged, counted)
   if any(tag == _NODE for tag, _ in tagged):
     yield node, min(after, default=node)
@@ -134,12 +157,13 @@ class Components(beam.PTransform):
   """Edges (a, b) in; (node, least node of its component) out, for every node of an
   edge. `rounds` pairs of large-star and small-star; the counters `changed_large_<k>` /
   `changed_small_<k>` of the namespace `NAMESPACE.<name>` say what each changed
-  (`check_converged(result, this transform)`).
+  (`check_converged(result, this transform)`), its distribution `grouped` how many
+  values a node's grouping held (its max is the skew: at most twice the node's links).
 
-  One shuffle a step: a node's grouping holds its links both ways (the step's neighbours,
-  a set: links may arrive repeated) and the links of the step before keyed by their
-  first node, whose difference from the links out, node by node, sums to the step
-  before's changes; the last step's are counted where each node takes its least."""
+  One shuffle a step: a node's grouping holds its distinct links both ways (the step's
+  neighbours; repeats are dropped by `_Distinct`) and the links of the step before keyed
+  by their first node, whose difference from the links out, node by node, sums to the
+  step before's changes; the last step's are counted where each node takes its least."""
 
   def __init__(self, rounds: int = ROUNDS, name: str = "groups"):
     super().__init__()
@@ -157,15 +181,16 @@ class Components(beam.PTransform):
     # nothing; one element for every step: their counts run in one stage)
     once = edges.pipeline | "Once" >> beam.Create([0])
     counted, before = None, None
+    grouped = beam.metrics.Metrics.distribution(self.namespace, "grouped")
     for step, name in steps:
-      grouped = [links | f"Ends {name}" >> beam.FlatMap(_both_ends)]
+      held = [links | f"Ends {name}" >> beam.FlatMap(_both_ends)]
       if before is not None:
-        grouped.append(before | f"Before {name}" >> beam.Map(_before))
+        held.append(before | f"Before {name}" >> beam.Map(_before))
       before = links
-      links = (grouped
+      links = (held
                | f"Flatten {name}" >> beam.Flatten()
-               | f"Neighbours {name}" >> beam.GroupByKey()
-               | f"Step {name}" >> beam.FlatMap(_Step(step, counted)))
+               | f"Neighbours {name}" >> beam.CombinePerKey(_Distinct())
+               | f"Step {name}" >> beam.FlatMap(_Step(step, counted, grouped)))
       counted = beam.metrics.Metrics.counter(self.namespace, f"changed_{name}")
       _ = once | f"Count nothing {name}" >> beam.Map(_count, counted)
     nodes = edges | "Nodes" >> beam.FlatMap(lambda edge: [(node, (_NODE, None))
@@ -175,7 +200,7 @@ class Components(beam.PTransform):
     return ((links | "Last" >> beam.Map(lambda link: (link[0], (_FIRST, link[1]))),
              before | "Before last" >> beam.Map(_before), nodes)
             | "Flatten last" >> beam.Flatten()
-            | "Join" >> beam.GroupByKey()
+            | "Join" >> beam.CombinePerKey(_Distinct())
             | "Each node" >> beam.FlatMap(_least, counted))
 
 

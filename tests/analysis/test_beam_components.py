@@ -238,3 +238,20 @@ def test_each_steps_count_is_the_links_it_changed_and_a_step_is_one_shuffle():
     shuffles = sum(t.spec.urn == "beam:transform:group_by_key:v1"
                    and t.unique_name.startswith("Components/") for t in transforms)
     assert shuffles == 2 * rounds + 1, (rounds, shuffles)
+
+
+def test_a_nodes_grouping_holds_its_distinct_links_not_one_a_sender():
+  """In a clique of 49, a large-star step sends (v, least) from each of v's lower
+  neighbours: the least node's grouping holds each link once (its links and the step
+  before's: at most 2 x 48 values), not one copy a sender (1,176)."""
+  nodes = 49
+  edges = [(a, b) for a in range(nodes) for b in range(a + 1, nodes)]
+  pipeline = beam.Pipeline()
+  components = beam_components.Components(rounds=2)
+  _ = pipeline | beam.Create(edges) | components
+  result = pipeline.run()
+  result.wait_until_finish()
+  steps = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(
+      components.namespace).with_name("grouped"))["distributions"]
+  largest = max(step.committed.max for step in steps)  # (each step reports its own)
+  assert len(steps) == 4 and nodes - 1 <= largest <= 2 * (nodes - 1), largest

@@ -480,8 +480,9 @@ def test_a_bucket_picked_alone_or_in_stretches_picks_what_the_whole_band_picks(
   bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
   for band in (0, 17, 63):
     key = bands[band]
-    whole = collections.Counter(duplicates._band_picks(words, key, keys, band,
-                                                       duplicates.THRESHOLD).tolist())
+    codes = duplicates._band_picks(words, key, keys, band, duplicates.THRESHOLD)
+    assert codes.dtype == np.int64  # (i * N + j passes 2**31 at 46,341 pictures)
+    whole = collections.Counter(codes.tolist())
     for bucket, size in collections.Counter(key.tolist()).most_common(3):
       held = np.flatnonzero(key == bucket)
       part = lambda at: (words[at], key[at], duplicates._Keys(*(k[at] for k in keys)))
