@@ -104,8 +104,8 @@ def _changed(tagged, counter) -> set:
 class _Distinct(beam.CombineFn):
   """A key's distinct values: links repeated by a step (a large-star step sends (v, least)
   once from every neighbour of v with that least) are dropped before the shuffle, bundle
-  by bundle, and as the key's values are merged, so that a node's grouping holds what
-  the `Distinct` of each step held before (its distinct links), not one a sender."""
+  by bundle, and as the key's values are merged, so that a node's grouping holds each of
+  its links once (at most twice its links with the step before's), not once a sender."""
 
   def create_accumulator(self):
     return set()
@@ -116,7 +116,9 @@ class _Distinct(beam.CombineFn):
 
   def merge_accumulators(self, accumulators):
     accumulators = iter(accumulators)
-    merged = next(accumulators)
+    merged = next(accumulators, None)
+    if merged is None:
+      return set()
     for held in accumulators:
       merged |= held
     return merged
@@ -195,8 +197,7 @@ class Components(beam.PTransform):
       _ = once | f"Count nothing {name}" >> beam.Map(_count, counted)
     nodes = edges | "Nodes" >> beam.FlatMap(lambda edge: [(node, (_NODE, None))
                                                           for node in edge])
-    # (at the end each node but its component's least has one link, maybe repeated, to
-    # that least)
+    # (at the end each node but its component's least has one link, to that least)
     return ((links | "Last" >> beam.Map(lambda link: (link[0], (_FIRST, link[1]))),
              before | "Before last" >> beam.Map(_before), nodes)
             | "Flatten last" >> beam.Flatten()
