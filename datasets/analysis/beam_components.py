@@ -101,32 +101,6 @@ def _changed(tagged, counter) -> set:
   return after
 
 
-class _Distinct(beam.CombineFn):
-  """A key's distinct values: links repeated by a step (a large-star step sends (v, least)
-  once from every neighbour of v with that least) are dropped before the shuffle, bundle
-  by bundle, and as the key's values are merged, so that a node's grouping holds each of
-  its links once (at most twice its links with the step before's), not once a sender."""
-
-  def create_accumulator(self):
-    return set()
-
-  def add_input(self, held, value):
-    held.add(value)
-    return held
-
-  def merge_accumulators(self, accumulators):
-    accumulators = iter(accumulators)
-    merged = next(accumulators, None)
-    if merged is None:
-      return set()
-    for held in accumulators:
-      merged |= held
-    return merged
-
-  def extract_output(self, held):
-    return held
-
-
 class _Step:
   """One grouping by node: counts what the last step changed (when there is one), then
   runs this step (when there is one) over the node's distinct neighbours."""
@@ -163,9 +137,12 @@ class Components(beam.PTransform):
   values a node's grouping held (its max is the skew: at most twice the node's links).
 
   One shuffle a step: a node's grouping holds its distinct links both ways (the step's
-  neighbours; repeats are dropped by `_Distinct`) and the links of the step before keyed
-  by their first node, whose difference from the links out, node by node, sums to the
-  step before's changes; the last step's are counted where each node takes its least."""
+  neighbours) and the links of the step before keyed by their first node, whose
+  difference from the links out, node by node, sums to the step before's changes; the
+  last step's are counted where each node takes its least. Each grouping is a set: a
+  large-star step sends (v, least) once from every neighbour of v with that least, and
+  the repeats are dropped before the shuffle, bundle by bundle, and as a node's values
+  merge, so that a node holds each of its links once, not once a sender."""
 
   def __init__(self, rounds: int = ROUNDS, name: str = "groups"):
     super().__init__()
@@ -191,7 +168,7 @@ class Components(beam.PTransform):
       before = links
       links = (held
                | f"Flatten {name}" >> beam.Flatten()
-               | f"Neighbours {name}" >> beam.CombinePerKey(_Distinct())
+               | f"Neighbours {name}" >> beam.CombinePerKey(beam.combiners.ToSetCombineFn())
                | f"Step {name}" >> beam.FlatMap(_Step(step, counted, grouped)))
       counted = beam.metrics.Metrics.counter(self.namespace, f"changed_{name}")
       _ = once | f"Count nothing {name}" >> beam.Map(_count, counted)
@@ -201,7 +178,7 @@ class Components(beam.PTransform):
     return ((links | "Last" >> beam.Map(lambda link: (link[0], (_FIRST, link[1]))),
              before | "Before last" >> beam.Map(_before), nodes)
             | "Flatten last" >> beam.Flatten()
-            | "Join" >> beam.CombinePerKey(_Distinct())
+            | "Join" >> beam.CombinePerKey(beam.combiners.ToSetCombineFn())
             | "Each node" >> beam.FlatMap(_least, counted))
 
 
