@@ -426,8 +426,7 @@ def _joined_in_order(first, second) -> tuple[dict, Callable, list[int]]:
 def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
                 pickers: np.ndarray | None = None) -> np.ndarray:
   """Codes i * N + j (i < j) of the pairs one band picks (`_band_pairs`)."""
-  low, high = _band_pairs(words, key, within, band, threshold, pickers)
-  return low.astype(np.int64) * len(words) + high
+  return _codes(*_band_pairs(words, key, within, band, threshold, pickers), len(words))
 
 
 def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
@@ -473,6 +472,12 @@ def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
 
 def _index_type(count: int) -> type:
   return np.int32 if count < 1 << 31 else np.int64
+
+
+def _codes(low: np.ndarray, high: np.ndarray, count: int) -> np.ndarray:
+  """Codes i * count + j of pairs (i, j) given in `_index_type(count)` (64-bit codes:
+  32-bit products pass 2**31 at 46,341 pictures)."""
+  return low.astype(np.int64) * count + high
 
 
 def _sorted_places(places: np.ndarray) -> np.ndarray:
@@ -544,7 +549,7 @@ def _counted(low: np.ndarray, high: np.ndarray, count: int) -> tuple[np.ndarray,
   each row's few columns are sorted (a sort of every code is 2x slower where numpy's sort
   has no SIMD kernel); fewer: sorted (the rows would cost more than the picks)."""
   if len(low) < count:
-    picks = np.sort(low.astype(np.int64) * count + high)
+    picks = np.sort(_codes(low, high, count))
     starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
     return picks[starts], np.diff(np.r_[starts, len(picks)]).astype(np.uint8)  # (<= 2 BANDS)
   matrix = scipy.sparse.csr_matrix(  # (sums in bytes: a pair gets at most 2 BANDS picks)
