@@ -425,14 +425,17 @@ def _joined_in_order(first, second) -> tuple[dict, Callable, list[int]]:
 
 def _band_picks(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
                 pickers: np.ndarray | None = None) -> np.ndarray:
-  """Codes i * N + j (i < j) of the pairs one band picks (`_band_pairs`)."""
-  return _codes(*_band_pairs(words, key, within, band, threshold, pickers), len(words))
+  """Codes i * N + j (i < j) of the picks one band makes, a pair twice when both its
+  pictures pick it (`_band_pairs`)."""
+  low, high, picks = _band_pairs(words, key, within, band, threshold, pickers)
+  return np.repeat(_codes(low, high, len(words)), picks)
 
 
 def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, threshold: int,
-                pickers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-  """(i, j), i < j, of the pairs one band picks, a pair twice when both its
-  pictures pick it. Pictures (in member order) with the same `key` (their bits at the
+                pickers: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(i, j, picks), i < j, of the pairs one band picks, each once with the number of its
+  pictures that pick it (1 or 2: uint8). Pictures (in member order) with the same `key` (their bits at the
   band's positions, `_bucket_keys`) share a bucket; a bucket is sorted by `_places` (the
   thumbnails' keys, so that neighbours are likely alike whatever their hashes: a crowd of
   one hash, flat frames, one texture), then by member order. A picture's window is the
@@ -445,8 +448,9 @@ def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
   count = len(words)
   order = _sorted_places(_places(key, words, within, band))
   sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
+  placed = _Keys(*(field[order] for field in within))  # (sliced by offset below)
   after, before = np.zeros(count, np.int64), np.zeros(count, np.int64)  # picks so far
-  picks = []
+  pairs = []
   for offset in range(1, WINDOW + 1):
     same = sorted_keys[:-offset] == sorted_keys[offset:]
     if not same.any():
@@ -454,20 +458,22 @@ def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
     distance = (np.bitwise_count(high[:-offset] ^ high[offset:])
                 + np.bitwise_count(low[:-offset] ^ low[offset:]))
     at = np.flatnonzero(same & (distance <= threshold))
-    at = at[~_far_apart(within, order[at], order[at + offset])]
+    at = at[~_far_apart(placed, at, at + offset)]
     by_first, by_second = after[at] < PICKS, before[at + offset] < PICKS
     if pickers is not None:
       by_first &= pickers[order[at]]
       by_second &= pickers[order[at + offset]]
     after[at[by_first]] += 1
     before[at[by_second] + offset] += 1
-    first, second = order[at], order[at + offset]
-    less, more = np.minimum(first, second), np.maximum(first, second)
-    picks += [(less[by_first], more[by_first]), (less[by_second], more[by_second])]
+    either = by_first | by_second
+    first, second = order[at[either]], order[at[either] + offset]
+    pairs.append((np.minimum(first, second), np.maximum(first, second),
+                  by_first[either].view(np.uint8) + by_second[either].view(np.uint8)))
   index = _index_type(count)
-  if not picks:
-    return np.empty(0, index), np.empty(0, index)
-  return tuple(np.concatenate(ends).astype(index) for ends in zip(*picks))
+  if not pairs:
+    return np.empty(0, index), np.empty(0, index), np.empty(0, np.uint8)
+  low, high, picks = map(np.concatenate, zip(*pairs))
+  return low.astype(index), high.astype(index), picks
 
 
 def _index_type(count: int) -> type:
@@ -524,7 +530,7 @@ _GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarray, np.ndarray]:
   """(sorted distinct codes of the pairs the bands pick, how many picks each got): every
-  band's `_band_picks`, counted _HELD_PICKS at a time into runs that are merged as a
+  band's `_band_pairs`, counted _HELD_PICKS pairs at a time into runs that are merged as a
   binary counter merges (each run at most half the one before it: a pair is copied a
   logarithmic number of times; memory: the distinct pairs, twice at most)."""
   count, bits = len(words), _bit_rows(words)
@@ -534,7 +540,7 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarra
     for number, key in enumerate(_bucket_keys(bits, positions[start:start + _KEYED_BANDS])):
       held.append(_band_pairs(words, key, within, start + number, threshold))
       last = start + number == len(positions) - 1
-      if sum(len(low) for low, _ in held) > _HELD_PICKS or last:
+      if sum(len(low) for low, _, _ in held) > _HELD_PICKS or last:
         runs.append(_counted(*map(np.concatenate, zip(*held)), count))
         held = []
         while len(runs) > 1 and (last or 2 * len(runs[-1][0]) > len(runs[-2][0])):
@@ -542,18 +548,23 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarra
   return runs[0] if runs else (np.empty(0, np.int64), np.empty(0, np.uint8))
 
 
-def _counted(low: np.ndarray, high: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-  """(sorted distinct codes i * count + j, how many times each) of picks (i, j) (in
-  `_index_type(count)`: the sparse matrix below takes them without a copy). Picks that
-  outnumber the pictures: a sparse matrix's rows bucket them by i in one pass, and only
-  each row's few columns are sorted (a sort of every code is 2x slower where numpy's sort
-  has no SIMD kernel); fewer: sorted (the rows would cost more than the picks)."""
+def _counted(low: np.ndarray, high: np.ndarray, picks: np.ndarray, count: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+  """(sorted distinct codes i * count + j, the picks each got in all) of pairs (i, j)
+  picked `picks` times each (uint8; i and j in `_index_type(count)`: the sparse matrix
+  below takes them without a copy). Pairs that outnumber the pictures: a sparse matrix's
+  rows bucket them by i in one pass, and only each row's few columns are sorted (a sort of
+  every code is 2x slower where numpy's sort has no SIMD kernel); fewer: sorted (the rows
+  would cost more than the pairs)."""
   if len(low) < count:
-    picks = np.sort(_codes(low, high, count))
-    starts = np.flatnonzero(np.r_[True, picks[1:] != picks[:-1]]) if len(picks) else picks
-    return picks[starts], np.diff(np.r_[starts, len(picks)]).astype(np.uint8)  # (<= 2 BANDS)
+    codes = _codes(low, high, count)
+    order = np.argsort(codes, kind="stable")
+    codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else codes
+    return codes[starts], (np.add.reduceat(picks[order], starts, dtype=np.uint8) if len(codes)
+                           else picks[:0])  # (bytes: <= 2 BANDS)
   matrix = scipy.sparse.csr_matrix(  # (sums in bytes: a pair gets at most 2 BANDS picks)
-      (np.ones(len(low), np.uint8), (low, high)), shape=(count, count))
+      (picks, (low, high)), shape=(count, count))
   matrix.sum_duplicates()
   rows = np.repeat(np.arange(count, dtype=np.int64), np.diff(matrix.indptr))
   return rows * count + matrix.indices, matrix.data

@@ -525,21 +525,67 @@ def _partners_by_hand(first, second, votes, distance):
   return np.array([kept[pair] == 2 for pair in range(len(first))], bool)
 
 
+def _band_picks_by_hand(words, key, keys, band):
+  """A band's picks as the module doc says them, one picture at a time: each picks the
+  PICKS nearest candidates after it and the PICKS nearest before it in its bucket's order."""
+  places = duplicates._places(key, words, keys, band).tolist()
+  order = sorted(range(len(words)), key=lambda i: (places[i], i))
+  bits = lambda value: bin(int(value)).count("1")
+
+  def candidate(a, b):
+    far = (bits(keys.simhash[a] ^ keys.simhash[b]) > duplicates._FAR_BITS
+           and not keys.flat[a] and not keys.flat[b])
+    return (key[a] == key[b] and not far and bits(words[a, 0] ^ words[b, 0])
+            + bits(words[a, 1] ^ words[b, 1]) <= duplicates.THRESHOLD)
+  picks = collections.Counter()
+  for at, picture in enumerate(order):
+    for step in (1, -1):
+      near = [order[at + step * offset] for offset in range(1, duplicates.WINDOW + 1)
+              if 0 <= at + step * offset < len(order)]
+      for other in [o for o in near if candidate(picture, o)][:duplicates.PICKS]:
+        picks[min(picture, other) * len(words) + max(picture, other)] += 1
+  return picks
+
+
+def test_a_band_picks_what_each_picture_picks_by_hand(crops_of_three_scenes):
+  # `_band_pairs` gives each pair once with its picks (1 or 2), picked offset by offset for
+  # every picture at once: the picks of the pictures one by one.
+  _, fingerprints = crops_of_three_scenes
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  keys = duplicates._thumbnail_keys(thumbnails)
+  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  twice = 0
+  for band in (0, 17, 40, 63):
+    low, high, picks = duplicates._band_pairs(words, bands[band], keys, band,
+                                              duplicates.THRESHOLD)
+    codes = duplicates._codes(low, high, len(words))
+    assert len(np.unique(codes)) == len(codes) and picks.dtype == np.uint8
+    assert dict(zip(codes.tolist(), picks.tolist())) == _band_picks_by_hand(
+        words, bands[band], keys, band)
+    twice += int((picks == 2).sum())
+  assert twice > 1000 and len(codes) > twice / 4  # (pairs picked by both and by one)
+
+
 @pytest.mark.parametrize("count, picks", [(1, 0), (2, 0), (50, 3), (50, 49), (50, 50), (50, 4000),
                                           (3_000_000, 10), (3_000_000, 3_500_000)])
 def test_picks_are_counted_as_every_pick_whichever_way(count, picks):
-  # (`_counted` sorts fewer picks than pictures, buckets more by picture: the same result;
-  # codes up to the last pair, a pair picked up to 2 BANDS times)
+  # (`_counted` sorts fewer pairs than pictures, buckets more by picture: the same result;
+  # codes up to the last pair, a pair given once or twice a band, up to 2 BANDS picks)
   rng = np.random.default_rng(count + picks)
   first = rng.integers(0, max(count - 1, 1), picks)
   second = np.minimum(first + 1 + rng.integers(0, 3, picks), count - 1)
   codes = first * count + second
-  codes[:min(picks, 2 * duplicates.BANDS)] = (count - 2) * count + count - 1 if count > 1 else 0
+  codes[:min(picks, duplicates.BANDS)] = (count - 2) * count + count - 1 if count > 1 else 0
+  times = rng.integers(1, 3, picks).astype(np.uint8)
   low, high = (ends.astype(duplicates._index_type(count)) for ends in np.divmod(codes, count))
-  got, votes = duplicates._counted(low, high, count)
-  distinct, times = np.unique(codes, return_counts=True)
+  got, votes = duplicates._counted(low, high, times, count)
+  every = np.repeat(codes, times)
+  distinct, counted = np.unique(every, return_counts=True)
   assert got.dtype == np.int64 and votes.dtype == np.uint8
-  assert np.array_equal(got, distinct) and np.array_equal(votes, times)
+  assert np.array_equal(got, distinct) and np.array_equal(votes, counted)
+  if picks >= duplicates.BANDS:
+    assert votes.max() > duplicates.BANDS  # (the last pair: past 64 picks, within a byte)
 
 
 @pytest.mark.parametrize("held, ranked", [(1000, 1), (5000, 300), (1 << 22, 1 << 20)])
