@@ -435,16 +435,17 @@ def _band_pairs(words: np.ndarray, key: np.ndarray, within: _Keys, band: int, th
                 pickers: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """(i, j, picks), i < j, of the pairs one band picks, each once with the number of its
-  pictures that pick it (1 or 2: uint8). Pictures (in member order) with the same `key` (their bits at the
-  band's positions, `_bucket_keys`) share a bucket; a bucket is sorted by `_places` (the
-  thumbnails' keys, so that neighbours are likely alike whatever their hashes: a crowd of
-  one hash, flat frames, one texture), then by member order. A picture's window is the
-  WINDOW before and the WINDOW after it; its candidates, the window's pictures at most
-  `threshold` bits away whose thumbnails are not far apart (`_far_apart`); it picks the
-  PICKS nearest candidates after it and the PICKS nearest before it (by place). What
-  a band picks is a function of each bucket's pictures and their member order: the same
-  when a bucket is picked alone, or a stretch of its order with the WINDOW pictures on
-  either side, the stretch's own pictures (`pickers`) picking (Beam's workers)."""
+  pictures that pick it (1 or 2: uint8). Pictures (in member order) with the same `key`
+  (their bits at the band's positions, `_bucket_keys`) share a bucket; a bucket is sorted
+  by `_places` (the thumbnails' keys, so that neighbours are likely alike whatever their
+  hashes: a crowd of one hash, flat frames, one texture), then by member order. A
+  picture's window is the WINDOW before and the WINDOW after it; its candidates, the
+  window's pictures at most `threshold` bits away whose thumbnails are not far apart
+  (`_far_apart`); it picks the PICKS nearest candidates after it and the PICKS nearest
+  before it (by place). What a band picks is a function of each bucket's pictures and
+  their member order: the same when a bucket is picked alone, or a stretch of its order
+  with the WINDOW pictures on either side, the stretch's own pictures (`pickers`) picking
+  (Beam's workers)."""
   count = len(words)
   order = _sorted_places(_places(key, words, within, band))
   sorted_keys, high, low = key[order], words[order, 0], words[order, 1]
