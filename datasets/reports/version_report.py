@@ -6,8 +6,9 @@ without them or whose builder keeps no file names (its reports then name example
 keys, not by what a reader sees), every image's fingerprint (one small decode each). Then
 one pass over the version's records makes the thumbnails: the sampled grid (per class, the
 `GRID_PER_CLASS` examples with the smallest hash of split and name, kept in a heap as the
-pass goes) and the pictures of the first groups, findings and changes (`report_page`'s
-bounds). A diff (`version_diff`) reads both versions whole (a full decode of each image, as
+pass goes; a build's own listing of its records is counted split by split and only each
+class's smallest of a split offered) and the pictures of the first groups, findings and
+changes (`report_page`'s bounds). A diff (`version_diff`) reads both versions whole (a full decode of each image, as
 `imagesets diff`), and the older one again for the pictures of what left.
 """
 
@@ -16,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import heapq
+import itertools
 from typing import Callable
 
 import tensorflow_datasets as tfds
@@ -88,32 +90,66 @@ class _Pass:
                  # compare their labels or bytes)
 
   def read(self, source, what: str, grid: bool = True) -> "_Pass":
+    catalog = getattr(source, "catalog", None)
     with concurrent.futures.ThreadPoolExecutor(_MAKERS) as makers:
+      if catalog is not None and not self.with_content:
+        return self._read_catalog(catalog, grid, makers)
       return self._read(source, what, grid, makers)
 
   def _read(self, source, what: str, grid: bool, makers) -> "_Pass":
     pending = collections.deque()  # (keys, picture being made), in reading order
     for name, example in version_examples.numbered(source, what):
-      label = NO_LABEL if example.label is None else example.label
-      # an example counts, and is a grid candidate, under each class it shows
-      shown = example.classes or (label,)
+      shown = _shown(example)
       self.counts[example.split].update(shown)
       self.examples[example.split] += 1
       keys = [(example.split, name)]
       if self.with_content and example.file_name is None:
         keys.append((example.split, version_diff.Entry.of(
             example.split, None, example.label, example.image).name))
-      pictured = [key for key in keys if key in self.wanted]
-      if pictured:
-        pending.append((pictured, makers.submit(self.picture or _thumbnail, example)))
-        while len(pending) > _IN_FLIGHT:  # (each holds its example's bytes: bounded)
-          self._picture(*pending.popleft())
+      self._take(pending, [key for key in keys if key in self.wanted], example, makers)
       if grid:
         for shown_label in shown:
           self._offer(shown_label, keys[0], example)
     while pending:
       self._picture(*pending.popleft())
     return self
+
+  def _read_catalog(self, catalog: dict, grid: bool, makers) -> "_Pass":
+    """`_read` of a build's catalog (`version_examples.Located`, named by file name: no
+    record is read but those pictured), split by split in stored order: the same counts,
+    pictures and grid, with only the examples that can be in the grid offered to it (in a
+    split, the GRID_PER_CLASS of each class with the smallest ranks: the grid keeps those
+    of the whole version)."""
+    pending = collections.deque()
+    for split, located in catalog.items():
+      shown = [_shown(example) for example in located]
+      self.counts[split].update(itertools.chain.from_iterable(shown))
+      self.examples[split] += len(located)
+      for example in located:
+        if (split, example.file_name) in self.wanted:
+          self._take(pending, [(split, example.file_name)], example, makers)
+      if grid:
+        ranks = [_rank((split, example.file_name)) for example in located]
+        of_class = collections.defaultdict(list)  # class -> positions showing it
+        for position, labels in enumerate(shown):
+          for label in labels:
+            of_class[label].append(position)
+        for position, label in sorted(
+            (position, label) for label, positions in of_class.items()
+            for position in heapq.nsmallest(report_page.GRID_PER_CLASS, positions,
+                                            key=ranks.__getitem__)):
+          self._offer(label, (split, located[position].file_name), located[position])
+    while pending:
+      self._picture(*pending.popleft())
+    return self
+
+  def _take(self, pending: collections.deque, pictured: list, example, makers) -> None:
+    """The picture of `example` made on `makers` when it has `pictured` keys, at most
+    _IN_FLIGHT examples (and their bytes) held."""
+    if pictured:
+      pending.append((pictured, makers.submit(self.picture or _thumbnail, example)))
+      while len(pending) > _IN_FLIGHT:
+        self._picture(*pending.popleft())
 
   def _picture(self, keys, made) -> None:
     uri = made.result()
@@ -158,6 +194,11 @@ class _Pass:
 # 12 MP photos, 28 ms a picture), at most _IN_FLIGHT examples, and their bytes, held.
 _MAKERS = 2
 _IN_FLIGHT = 8
+
+
+def _shown(example) -> tuple:
+  """The classes an example counts under, and is a grid candidate of: each it shows."""
+  return example.classes or (NO_LABEL if example.label is None else example.label,)
 
 
 def _thumbnail(example: version_examples.Example) -> str | None:
