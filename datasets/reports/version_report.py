@@ -8,8 +8,9 @@ one pass over the version's records makes the thumbnails: the sampled grid (per 
 `GRID_PER_CLASS` examples with the smallest hash of split and name, kept in a heap as the
 pass goes; a build's own listing of its records is counted split by split and only each
 class's smallest of a split offered) and the pictures of the first groups, findings and
-changes (`report_page`'s bounds). A diff (`version_diff`) reads both versions whole (a full decode of each image, as
-`imagesets diff`), and the older one again for the pictures of what left.
+changes (`report_page`'s bounds). A diff (`version_diff`) reads both versions whole (a
+full decode of each image, as `imagesets diff`), and the older one again for the pictures
+of what left.
 """
 
 import collections
