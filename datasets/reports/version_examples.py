@@ -8,6 +8,7 @@ copied whole) or a `Folder` read in place (a build's own, just written).
 """
 
 import collections
+import contextlib
 import dataclasses
 import pathlib
 from typing import Callable, Iterator
@@ -150,6 +151,17 @@ def splits(source) -> list[str]:
 def every_example(source, what: str) -> Iterator[Example]:
   """The examples of every split, with a progress bar on stderr (a line every few seconds
   in a log) saying `what` is done with them."""
+  with progress(source, what) as bar:
+    for split in splits(source):
+      for example in examples(source, split):
+        yield example
+        bar.update()
+
+
+@contextlib.contextmanager
+def progress(source, what: str):
+  """A progress bar over the examples of every split of `source`, saying `what` is done
+  with them (`every_example`'s; updated by the caller)."""
   import tqdm  # pylint: disable=import-outside-toplevel
 
   info = source.builder.info
@@ -157,10 +169,7 @@ def every_example(source, what: str) -> Iterator[Example]:
   with progress_lines.log_friendly_stderr(), tqdm.tqdm(
       total=total, desc=f"{what} {info.full_name}", unit=" images",
       leave=False) as bar:
-    for split in splits(source):
-      for example in examples(source, split):
-        yield example
-        bar.update()
+    yield bar
     # tqdm shows the last count only if it came a display interval after the one before,
     # and a bar that is not left shows nothing more at its close: a log would end on the
     # last count shown (e.g. 91 %), not on the total.

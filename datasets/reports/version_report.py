@@ -94,7 +94,8 @@ class _Pass:
     catalog = getattr(source, "catalog", None)
     with concurrent.futures.ThreadPoolExecutor(_MAKERS) as makers:
       if catalog is not None and not self.with_content:
-        return self._read_catalog(catalog, grid, makers)
+        with version_examples.progress(source, what) as bar:
+          return self._read_catalog(catalog, grid, makers, bar)
       return self._read(source, what, grid, makers)
 
   def _read(self, source, what: str, grid: bool, makers) -> "_Pass":
@@ -115,7 +116,7 @@ class _Pass:
       self._picture(*pending.popleft())
     return self
 
-  def _read_catalog(self, catalog: dict, grid: bool, makers) -> "_Pass":
+  def _read_catalog(self, catalog: dict, grid: bool, makers, bar) -> "_Pass":
     """`_read` of a build's catalog (`version_examples.Located`, named by file name: no
     record is read but those pictured), split by split in stored order: the same counts,
     pictures and grid, with only the examples that can be in the grid offered to it (in a
@@ -140,6 +141,7 @@ class _Pass:
             for position in heapq.nsmallest(report_page.GRID_PER_CLASS, positions,
                                             key=ranks.__getitem__)):
           self._offer(label, (split, located[position].file_name), located[position])
+      bar.update(len(located))
     while pending:
       self._picture(*pending.popleft())
     return self
