@@ -567,8 +567,8 @@ def _counted(low: np.ndarray, high: np.ndarray, picks: np.ndarray, count: int
   matrix = scipy.sparse.csr_matrix(  # (sums in bytes: a pair gets at most 2 BANDS picks)
       (picks, (low, high)), shape=(count, count))
   matrix.sum_duplicates()
-  rows = np.repeat(np.arange(count, dtype=np.int64), np.diff(matrix.indptr))
-  return rows * count + matrix.indices, matrix.data
+  rows = np.repeat(np.arange(count, dtype=_index_type(count)), np.diff(matrix.indptr))
+  return _codes(rows, matrix.indices, count), matrix.data
 
 
 def _merged(codes: np.ndarray, votes: np.ndarray, new: np.ndarray,
