@@ -350,7 +350,8 @@ class Generation:
                        disable=not self._shows_bars()) as bar:
       self._fingerprints = {}
       for split, outcome in zip(where, parallel_map.ordered_map(
-          _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS)):
+          _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS,
+          total=len(where))):
         bar.update()
         if outcome[-1] is not None:
           self._fingerprints[(split, outcome[0])] = outcome[-1]
@@ -403,8 +404,9 @@ class Generation:
       self._stream_records = records
       work = itertools.chain.from_iterable(
           [self._work(name, records) for name in self._stream_splits])
-      self._stream = parallel_map.ordered_map(_local_outcome, work, self.pool,
-                                              chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
+      self._stream = parallel_map.ordered_map(
+          _local_outcome, work, self.pool, chunk_size=_CHUNK, window=_WINDOW_CHUNKS,
+          total=sum(len(self._unfinished[name][0]) for name in self._stream_splits))
     if (share and self._stream and self._stream_splits[:1] == [split]
         and self._stream_records == records and not self._stream_owed):
       self._stream_splits.pop(0)
@@ -414,7 +416,8 @@ class Generation:
       self._stream.close()  # cancels the work not started yet
     self._stream = False
     return parallel_map.ordered_map(_local_outcome, self._work(split, records), self.pool,
-                                    chunk_size=_CHUNK, window=_WINDOW_CHUNKS)
+                                    chunk_size=_CHUNK, window=_WINDOW_CHUNKS,
+                                    total=len(self._unfinished[split][0]))
 
   def _take_from_stream(self, count):
     for outcome in itertools.islice(self._stream, count):

@@ -29,12 +29,15 @@ def available_cores() -> int:
 
 
 @contextlib.contextmanager
-def executor(workers: int | None = None, *, threads: bool = False):
+def executor(workers: int | None = None, *, threads: bool = False,
+             warm: Callable[[], None] | None = None):
   """Yields a pool for `ordered_map`, or None (run inline) when there is one core.
 
   Processes by default (the mapped function must then be picklable, i.e. top-level);
   `threads=True` for work that waits on I/O (bucket reads), where forking a process that
-  runs TensorFlow's network clients is not safe.
+  runs TensorFlow's network clients is not safe. `warm`: what each worker process runs as
+  it starts (the imports its first item would wait for); the workers are then started
+  now, not at the first work, and warm up while the caller goes on.
   """
   workers = available_cores() if workers is None else workers
   if workers <= 1:
@@ -55,11 +58,13 @@ def executor(workers: int | None = None, *, threads: bool = False):
     with frozen_gc():
       with concurrent.futures.ProcessPoolExecutor(
           workers, mp_context=multiprocessing.get_context("fork"),
-          initializer=_start_worker, initargs=(os.getpid(),)) as pool:
+          initializer=_start_worker, initargs=(os.getpid(), warm)) as pool:
+        if warm is not None:
+          pool.submit(int)  # (forks every worker now: the "fork" context starts them all)
         yield pool
 
 
-def _start_worker(parent: int) -> None:
+def _start_worker(parent: int, warm: Callable[[], None] | None = None) -> None:
   """A worker's start: a lower priority (above), and its end with its parent's: the
   workers of a build killed with SIGKILL (the OOM killer, `kill -9`) would live on as
   orphans, holding their memory and waiting for work. (They no longer hold the build's
@@ -73,6 +78,8 @@ def _start_worker(parent: int) -> None:
     os._exit(1)  # orphaned: the parent is gone, and with it whoever wanted our results
 
   threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+  if warm is not None:
+    warm()
 
 
 _freeze_lock = threading.Lock()
@@ -127,16 +134,20 @@ def _apply(fn, chunk):
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool=None, *,
-                chunk_size: int = 16, window: int = 4) -> Iterator[R]:
-  """Yields fn(item) for each item, in order, computed in `pool` (inline if None)."""
+                chunk_size: int = 16, window: int = 4, total: int | None = None) -> Iterator[R]:
+  """Yields fn(item) for each item, in order, computed in `pool` (inline if None).
+
+  `total`: how many items there are, when the caller knows: the last chunks then shrink
+  (`chunk_sizes`), so that no worker is left with a full chunk while the others wait."""
   if pool is None:
     yield from map(fn, items)
     return
   items = iter(items)
   in_flight = window * pool._max_workers  # pylint: disable=protected-access
+  sizes = chunk_sizes(chunk_size, in_flight, total)
   pending = collections.deque()
   try:
-    while chunk := list(itertools.islice(items, chunk_size)):
+    while chunk := list(itertools.islice(items, next(sizes))):
       pending.append(pool.submit(_apply, fn, chunk))
       if len(pending) >= in_flight:
         yield from pending.popleft().result()
@@ -145,3 +156,18 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool=None, *,
   finally:
     for future in pending:  # the caller stopped early: drop the work not yet started
       future.cancel()
+
+
+def chunk_sizes(chunk_size: int, in_flight: int, total: int | None) -> Iterator[int]:
+  """The sizes of the chunks handed out: `chunk_size` each, or with the `total` known,
+  at most the `in_flight`-th part of the items not handed out yet (guided scheduling, as
+  OpenMP's): a build of 200 photos on 2 workers is 34, 28, 23, ... 1 photos a chunk, not 64,
+  64, 64, 8 (one worker idle for the last 64)."""
+  if total is None:
+    yield from itertools.repeat(chunk_size)
+    return
+  left = total
+  while True:
+    size = max(1, min(chunk_size, -(-left // in_flight)))
+    left = max(0, left - size)
+    yield size

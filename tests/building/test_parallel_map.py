@@ -157,3 +157,59 @@ def test_collection_switched_off_stays_off():
     assert gc.get_threshold()[0] == 0
   finally:
     gc.set_threshold(*before)
+
+
+class _Recorded:
+  """A pool that records the size of each chunk handed to it."""
+
+  def __init__(self, pool):
+    self.pool, self.sizes, self._max_workers = pool, [], pool._max_workers
+
+  def submit(self, fn, *args):
+    self.sizes.append(len(args[1]))
+    return self.pool.submit(fn, *args)
+
+
+@pytest.mark.parametrize("total", [1, 5, 200, 1_000])
+def test_with_the_total_known_the_last_chunks_shrink_so_no_worker_is_left_alone(total):
+  """200 items in chunks of 64 on 2 workers were 64, 64, 64, 8: one worker made the third
+  64 while the other waited. With the total known, a chunk is at most the `in_flight`-th
+  part of what is left (guided scheduling), every item once, in order."""
+  with parallel_map.executor(2, threads=True) as pool:
+    recorded = _Recorded(pool)
+    results = list(parallel_map.ordered_map(square_and_pid, range(total), recorded,
+                                            chunk_size=64, window=3, total=total))
+  assert [r for r, _ in results] == [x * x for x in range(total)]
+  sizes = recorded.sizes
+  assert sum(sizes) == total and sizes == sorted(sizes, reverse=True) and max(sizes) <= 64
+  for at, size in enumerate(sizes):  # (6 chunks in flight: 2 workers, 3 each)
+    assert size == max(1, min(64, -(-(total - sum(sizes[:at])) // 6)))
+  assert sizes[-1] == 1 and (total < 384 or sizes[0] == 64)
+
+
+def test_without_the_total_every_chunk_is_the_chunk_size():
+  with parallel_map.executor(2, threads=True) as pool:
+    recorded = _Recorded(pool)
+    list(parallel_map.ordered_map(square_and_pid, range(200), recorded, chunk_size=64))
+  assert recorded.sizes == [64, 64, 64, 8]
+
+
+_WARMED = []
+
+
+def _warm_marker():
+  _WARMED.append(os.getpid())
+
+
+def _warmed(_):
+  return os.getpid(), list(_WARMED)
+
+
+def test_warm_workers_start_at_once_and_run_the_warm_up_before_any_work():
+  """`warm`: each worker runs it as it starts, and the workers are forked when the pool is
+  made (not at its first work), so that they warm up while the caller goes on."""
+  with parallel_map.executor(2, warm=_warm_marker) as pool:
+    assert len(pool._processes) == 2  # (started before any work was given)
+    seen = list(parallel_map.ordered_map(_warmed, range(8), pool, chunk_size=1))
+  assert _WARMED == []  # (this process never ran it)
+  assert all(marks == [pid] for pid, marks in seen)  # (once, by the worker itself)
