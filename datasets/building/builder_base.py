@@ -156,6 +156,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   RECORD_INDEX = False
   # A version built on another (named builds): what it keeps of that one, what it makes.
   PLAN: incremental.Plan | None = None
+  # The worker processes the caller started for this build (`parallel_map.executor`, warm
+  # by the time the build needs them: named builds); None: the build starts its own.
+  POOL = None
   # `imagesets verify`'s check of a version against its source (`round_trips`); None: none.
   ROUND_TRIP = None
   # Whether an example's key is its file name and `_page_label` / `_page_classes` say what
@@ -266,7 +269,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def _generate_splits(self, dl_manager, download_config):
     use_beam = _uses_beam(download_config)
-    with parallel_map.executor(threads=self._reads_remote_files()) as pool:
+    with self._workers() as pool:
       self.generation = generation.Generation(use_beam=use_beam, data_dir=self.data_path,
                                               pool=pool, features=self.info.features,
                                               leakage=self._leakage(),
@@ -309,6 +312,13 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     if self.RECORD_INDEX and not use_beam:
       self._write_record_index(split_infos)
     return split_infos
+
+  def _workers(self):
+    """The pool of this build's per-example work: the caller's (`POOL`) when processes do
+    it, else one of its own."""
+    if self.POOL is not None and not self._reads_remote_files():
+      return contextlib.nullcontext(self.POOL)
+    return parallel_map.executor(threads=self._reads_remote_files())
 
   def _planned_split(self, name: str, paths: list[str], make):
     """What `_split_generators` returns for split `name` of `paths`: `make(paths)` gives

@@ -100,6 +100,13 @@ def assign(root: str, tree: class_folders_tree.ClassTree, options: ClassFoldersC
                        exact_sizes=options.exact_split_sizes, keys=keys)
 
 
+def works_in_threads(options: ClassFoldersConfig) -> bool:
+  """Whether a build's per-photo work runs on threads, not forked processes: photos read
+  from a bucket, and keras' pixels (TensorFlow makes them, and forked workers never run
+  TensorFlow; its ops release the GIL, so threads keep both cores busy)."""
+  return class_folders_tree.is_remote(options.root) or bool(options.keras_image)
+
+
 def features(class_names: list[str], keras_image: dict | None = None
              ) -> tfds.features.FeaturesDict:
   spec = keras_pixels.KerasImage.from_option(keras_image)
@@ -229,9 +236,7 @@ class ClassFoldersBuilder(builder_base.ImageSetBuilder, skip_registration=True):
         feed.close()
 
   def _reads_remote_files(self) -> bool:
-    # Also keras' pixels: TensorFlow makes them, and forked workers never run TensorFlow
-    # (its ops release the GIL, so threads keep both cores busy).
-    return class_folders_tree.is_remote(self.options.root) or bool(self.options.keras_image)
+    return works_in_threads(self.options)
 
   def _leakage(self) -> str:
     return self.options.leakage or "warn"

@@ -54,12 +54,14 @@ def file_hashes(root: str, relative_paths: list[str]) -> dict[str, str]:
 
 
 def cached_file_hashes(root: str, relative_paths: list[str], cache, *,
-                       reread: bool = False) -> stat_cache.Hashed:
+                       reread: bool = False,
+                       stats: stat_cache.Stats | None = None) -> stat_cache.Hashed:
   """The same, through the `stat_cache` file `cache` for a local root (files unchanged
-  since it was saved are not read, unless `reread`); every file of a bucket tree or
-  without a cache."""
+  since it was saved are not read, unless `reread`; `stats`: their stats, begun already);
+  every file of a bucket tree or without a cache."""
   if cache is not None and not class_folders_tree.is_remote(root):
-    return stat_cache.file_hashes(root, relative_paths, cache, file_hashes, reread=reread)
+    return stat_cache.file_hashes(root, relative_paths, cache, file_hashes, reread=reread,
+                                  stats=stats)
   return stat_cache.Hashed(file_hashes(root, relative_paths))
 
 

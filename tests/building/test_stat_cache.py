@@ -126,7 +126,7 @@ def test_a_cache_of_another_root_or_with_a_digest_not_hex_is_not_used(tmp_path):
   _hashes(tmp_path / "two", ["a.jpg"], cache, clock, counted)
   assert counted.read == ["a.jpg"]
   held = json.loads(cache.read_text())   # (now of root "two")
-  held["files"]["a.jpg"][-1] = "Z" * 64
+  held["sha256"] = "Z" * 64
   cache.write_text(json.dumps(held))
   counted = Counted()
   assert _hashes(tmp_path / "two", ["a.jpg"], cache, clock, counted) == _truth(
@@ -134,17 +134,29 @@ def test_a_cache_of_another_root_or_with_a_digest_not_hex_is_not_used(tmp_path):
   assert counted.read == ["a.jpg"]
 
 
+def _held(root: str, checked: int, paths: list, keys: list, digests: str, **more) -> bytes:
+  """A cache's bytes, as `stat_cache` writes them (format 2: columns)."""
+  return json.dumps({"format": 2, "root": root, "checked_ns": checked, "paths": paths,
+                     "keys": keys, "sha256": digests, **more}).encode()
+
+
+_BIG = 99999999999999999999
+
+
 @pytest.mark.parametrize("held", [
-    b"not json", b"[]", b'{"format": 1}', b'{"format": 99, "root": "R", "checked_ns": 0, "files": {}}',
-    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, "files": {"a.jpg": [1]}}',
-    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, '
-    b'"files": {"a.jpg": [1, 2, 3, 4, 5, "short"]}}',
-    b'{"format": 1, "root": "R", "checked_ns": 1e400, "files": {}}',
-    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, '
-    b'"files": {"a.jpg": [1e400, 2, 3, 4, 5, "' + b"z" * 64 + b'"]}}',
-    b'{"format": 1, "root": "R", "checked_ns": 99999999999999999999, "files": ' + b"[" * 100_000
-    + b"]" * 100_000 + b'}',
-    b'{"format": 1, "root": "elsewhere", "checked_ns": 99999999999999999999, "files": {}}'])
+    b"not json", b"[]", b'{"format": 2}',
+    _held("R", 0, [], [], "", format=99),
+    _held("R", _BIG, ["a.jpg"], [1], "0" * 64),
+    _held("R", _BIG, ["a.jpg"], [1, 2, 3, 4, 5], "short"),
+    _held("R", _BIG, ["a.jpg"], [1, 2, 3, 4, 5], "0" * 63 + "g"),
+    _held("R", 1e400, [], [], ""),
+    _held("R", _BIG, ["a.jpg"], [1e400, 2, 3, 4, 5], "0" * 64),
+    _held("R", _BIG, ["a.jpg"], [True, 2, 3, 4, 5], "0" * 64),
+    _held("R", _BIG, [["a.jpg"]], [1, 2, 3, 4, 5], "0" * 64),
+    _held("R", _BIG, "a.jpg", [1, 2, 3, 4, 5], "0" * 64),
+    b'{"format": 2, "root": "R", "checked_ns": 99999999999999999999, "paths": '
+    + b"[" * 100_000 + b"]" * 100_000 + b'}',
+    _held("elsewhere", _BIG, [], [], "")])
 def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path):
   clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
   clock.write(root / "a.jpg", _photos(1)[0])
@@ -153,7 +165,55 @@ def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path
   counted = Counted()
   assert _hashes(root, ["a.jpg"], cache, clock, counted) == _truth(root, ["a.jpg"])
   assert counted.read == ["a.jpg"]
-  assert json.loads(cache.read_text())["files"]["a.jpg"][-1] == _truth(root, ["a.jpg"])["a.jpg"]
+  written = json.loads(cache.read_text())
+  assert (written["paths"], written["sha256"]) == (["a.jpg"], _truth(root, ["a.jpg"])["a.jpg"])
+
+
+@pytest.mark.parametrize("kind", ["format 1", "a float", "a bool", "columns misaligned"])
+def test_an_entry_that_matches_the_stat_in_a_cache_not_as_written_is_not_trusted(kind, tmp_path):
+  """Each cache below holds the file's very stat with a wrong digest, so trusting it would
+  give a wrong hash: an object per file (format 1, before columns), a time as a float or
+  a bool that equals it, a digest column one path too long."""
+  clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
+  clock.write(root / "a.jpg", _photos(1)[0])
+  clock.now += 60 * SECOND
+  stat = clock.stat(str(root / "a.jpg"))
+  numbers = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+  if kind == "format 1":
+    held = json.dumps({"format": 1, "root": str(root), "checked_ns": clock.now, "files": {
+        "a.jpg": [*numbers, "0" * 64]}}).encode()
+  elif kind == "a float":
+    held = _held(str(root), clock.now, ["a.jpg"], [float(numbers[0]), *numbers[1:]], "0" * 64)
+  elif kind == "a bool":
+    clock.write(root / "a.jpg", b"x", mtime=1)
+    clock.times[str(root / "a.jpg")] = (1, 1)
+    stat = clock.stat(str(root / "a.jpg"))
+    held = _held(str(root), clock.now, ["a.jpg"], [True, True, True, stat.st_ino, stat.st_dev],
+                 "0" * 64)
+  else:
+    held = _held(str(root), clock.now, ["a.jpg"], numbers, "0" * 128)
+  cache.write_bytes(held)
+  counted = Counted()
+  assert _hashes(root, ["a.jpg"], cache, clock, counted) == _truth(root, ["a.jpg"])
+  assert counted.read == ["a.jpg"]
+
+
+def test_a_cache_as_written_is_trusted_column_by_column(tmp_path):
+  """The columns line up: of 300 real photos, each unchanged one takes its own digest from
+  the cache, and only the two changed are read."""
+  clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
+  paths = [f"c{i % 7}/{i:03d}.jpg" for i in range(300)]
+  for path, data in zip(paths, _photos(300)):
+    clock.write(root / path, data)
+  clock.now += 60 * SECOND
+  _hashes(root, paths, cache, clock, Counted())
+  clock.now += 60 * SECOND
+  for path in (paths[5], paths[250]):
+    clock.write(root / path, (root / path).read_bytes()[::-1])
+  clock.now += 60 * SECOND
+  counted = Counted()
+  assert _hashes(root, paths, cache, clock, counted) == _truth(root, paths)
+  assert sorted(counted.read) == [paths[5], paths[250]]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link", "too large"])
@@ -166,9 +226,9 @@ def test_a_cache_that_is_not_a_file_of_ours_is_not_waited_on_nor_read_whole(
   clock.write(root / "a.jpg", _photos(1)[0])
   clock.now += 60 * SECOND
   held = clock.stat(str(root / "a.jpg"))
-  lie = json.dumps({"format": 1, "root": str(root), "checked_ns": clock.now, "files": {
-      "a.jpg": [held.st_size, held.st_mtime_ns, held.st_ctime_ns, held.st_ino, held.st_dev,
-                "0" * 64]}})
+  lie = _held(str(root), clock.now, ["a.jpg"], [
+      held.st_size, held.st_mtime_ns, held.st_ctime_ns, held.st_ino, held.st_dev],
+      "0" * 64).decode()
   if kind == "fifo":
     os.mkfifo(cache)
   elif kind == "link":
@@ -203,3 +263,23 @@ def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_p
   os.utime(root / paths[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))
   assert fingerprints.cached_file_hashes(str(root), paths, cache).hashes == _truth(root, paths)
   assert sorted(read) == paths   # (written within RACY_SECONDS of their hash: none trusted)
+
+
+def test_stats_begun_on_worker_processes_are_the_stats_taken_here(tmp_path):
+  """`stat_on`: the workers' keys, in the paths' order, with the clock read before them;
+  the cache then gives what it gives with the stats taken in this process."""
+  from imagesets.building import parallel_map
+  root, cache = tmp_path / "tree", tmp_path / stat_cache.FILE
+  paths = [f"c{i % 3}/{i:02d}.jpg" for i in range(37)]
+  for path, data in zip(paths, _photos(37)):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+  with parallel_map.executor(2) as pool:
+    begun = stat_cache.stat_on(pool, str(root), paths, now_ns=lambda: 123)
+    assert begun.checked == 123 and len(begun.chunks) == 2
+    assert begun.keys() == {p: stat_cache.key(os.stat(root / p)) for p in paths}
+    with pytest.raises(ValueError, match="other files"):
+      stat_cache.file_hashes(str(root), paths[1:], cache, Counted(), stats=begun)
+    hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=begun)
+  assert hashed.checked == 123 and hashed.hashes == _truth(root, paths)
+  assert hashed.stats == begun.keys()

@@ -241,6 +241,44 @@ def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tree, tmp_p
   assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
+@pytest.mark.skipif(parallel_map.available_cores() < 2, reason="one core: no worker processes")
+def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
+    tree, tmp_path, monkeypatch):
+  """A build's worker processes are forked, and warm up (`image_hashes.warm_up`), before
+  the tree is hashed: they take its photos' stats (`stat_cache.stat_on`) while the base is
+  read; the builder makes its photos on them (not on a pool of its own), handed out in
+  chunks sized for the photos there are (`parallel_map.chunk_sizes`)."""
+  import contextlib
+  from imagesets.analysis import image_hashes
+  from imagesets.building import fingerprints
+  pools, seen, totals = [], [], []
+  executor, hashes, sizes = parallel_map.executor, fingerprints.cached_file_hashes, (
+      parallel_map.chunk_sizes)
+
+  @contextlib.contextmanager
+  def recorded_executor(*args, **kwargs):
+    with executor(*args, **kwargs) as pool:
+      pools.append((kwargs, pool))
+      yield pool
+
+  def cached_file_hashes(*args, **kwargs):  # (workers forked by now, the stats theirs)
+    seen.append((len(pools[-1][1]._processes), len(kwargs["stats"].chunks)))
+    return hashes(*args, **kwargs)
+
+  monkeypatch.setattr(parallel_map, "executor", recorded_executor)
+  monkeypatch.setattr(fingerprints, "cached_file_hashes", cached_file_hashes)
+  monkeypatch.setattr(parallel_map, "chunk_sizes", lambda *args: totals.append(args[2]) or
+                      sizes(*args))
+  options = class_folders_builder.ClassFoldersConfig(name="warm", skip_bad_files=True)
+  built = named_build.build(tree, "warm", data_dir=str(tmp_path), options=options)
+  # (the photos' stats taken by the workers, half each)
+  assert [kwargs for kwargs, _ in pools] == [{"warm": image_hashes.warm_up}]
+  assert seen == [(2, 2)]
+  assert built.generation.pool is pools[0][1]
+  assert totals == [26]  # (every photo of the tree, the bad one too, in one stream)
+  assert built.info.splits.total_num_examples == 25
+
+
 def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path, monkeypatch):
   """A build on a base takes hashes from the name's stat cache for photos unchanged since
   the last build (stat_cache; its rules are tested in tests/building/test_stat_cache.py);
