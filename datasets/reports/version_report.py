@@ -74,6 +74,12 @@ def _rank(key: Key) -> bytes:
   return hashlib.sha256(f"{key[0]}/{key[1]}".encode("utf-8", "surrogateescape")).digest()
 
 
+# Page pictures are made on threads (libjpeg and PIL release the GIL: 2x on 2 cores for
+# 12 MP photos, 28 ms a picture), at most _IN_FLIGHT examples, and their bytes, held.
+_MAKERS = 2
+_IN_FLIGHT = 8
+
+
 @dataclasses.dataclass
 class _Pass:
   """One read of a version: thumbnails of the `wanted` examples, the sampled grid, counts."""
@@ -129,7 +135,7 @@ class _Pass:
       self.examples[split] += len(located)
       for example in located:
         if (split, example.file_name) in self.wanted:
-          self._take(pending, [(split, example.file_name)], example, makers)
+          self._take(pending, [(split, example.file_name)], example, makers, held=None)
       if grid:
         ranks = [_rank((split, example.file_name)) for example in located]
         of_class = collections.defaultdict(list)  # class -> positions showing it
@@ -146,12 +152,15 @@ class _Pass:
       self._picture(*pending.popleft())
     return self
 
-  def _take(self, pending: collections.deque, pictured: list, example, makers) -> None:
+  def _take(self, pending: collections.deque, pictured: list, example, makers,
+            held: int | None = _IN_FLIGHT) -> None:
     """The picture of `example` made on `makers` when it has `pictured` keys, at most
-    _IN_FLIGHT examples (and their bytes) held."""
+    `held` examples (and their bytes) waiting; None: no bound, for examples that read their
+    bytes when pictured (a catalog's `version_examples.Located`: on the makers' threads,
+    so at most _MAKERS at once), whose reading then goes on while they are made."""
     if pictured:
       pending.append((pictured, makers.submit(self.picture or _thumbnail, example)))
-      while len(pending) > _IN_FLIGHT:
+      while held is not None and len(pending) > held:
         self._picture(*pending.popleft())
 
   def _picture(self, keys, made) -> None:
@@ -192,11 +201,6 @@ class _Pass:
                     for _, _, key, example_label, example in entries]
             for label, entries in shown.items()}
 
-
-# Page pictures are made on threads (libjpeg and PIL release the GIL: 2x on 2 cores for
-# 12 MP photos, 28 ms a picture), at most _IN_FLIGHT examples, and their bytes, held.
-_MAKERS = 2
-_IN_FLIGHT = 8
 
 
 def _shown(example) -> tuple:

@@ -334,9 +334,19 @@ def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures
   read_reports = []
   monkeypatch.setattr(duplicates, "read_stored", lambda *a, _read=duplicates.read_stored, **k:
                       read_reports.append(a) or _read(*a, **k))
+  taken, waited = [], []  # (pictures handed to the threads; how many when one was waited on)
+  monkeypatch.setattr(version_report._Pass, "_take", lambda self, pending, pictured, *a,
+                      _take=version_report._Pass._take, **k: taken.extend(pictured) or
+                      _take(self, pending, pictured, *a, **k))
+  monkeypatch.setattr(version_report._Pass, "_picture", lambda self, *a,
+                      _picture=version_report._Pass._picture: waited.append(len(taken)) or
+                      _picture(self, *a))
   builder.download_and_prepare()
   assert not builder.RECORD_INDEX and not whole and not read_reports
   assert 0 < len(reads) == len(set(reads)) < len(files)  # (each pictured record read once)
+  # (a catalog's examples read their bytes on the threads: the catalog is read through
+  # while they are pictured, none waited on before)
+  assert len(taken) > version_report._IN_FLIGHT and set(waited) == {len(taken)}
   folder = pathlib.Path(builder.data_dir)
   read_back = version_report.content(version_examples.Folder.at(folder))
   assert (folder / report_page.PAGE_FILE).read_text() == report_page.render(read_back)
