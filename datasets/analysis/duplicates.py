@@ -805,6 +805,15 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
                            place[representative[second]])
   groups = [_group(members, fingerprints, indices, linked.get(label, ()))
             for label, indices in grouped.items()]
+  return sorted_groups(groups)
+
+
+def sorted_groups(groups: list["Group"]) -> list["Group"]:
+  """`groups` in `group_order`. Disjoint groups differ in their first members, whose
+  member order then decides: only those are keyed, unless two share one (a name twice)."""
+  firsts = [member_order(group.members[0]) for group in groups]
+  if len(set(firsts)) == len(firsts):
+    return [group for _, group in sorted(zip(firsts, groups), key=lambda pair: pair[0])]
   return sorted(groups, key=group_order)
 
 
@@ -843,7 +852,7 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   pairs = [np.empty((0, 2), np.int64)]
   for numbers in components:
     every = _every_pair_if_a_small_leak(
-        len(numbers), {members[i].split for number in numbers for i in sets[number]})
+        len(numbers), lambda: {members[i].split for number in numbers for i in sets[number]})
     pairs.append(np.array(numbers, np.int64)[every])
   pairs = np.concatenate(pairs)
   codes = pairs[:, 0] * count + pairs[:, 1]
@@ -851,11 +860,11 @@ def _every_pair_of_small_leaks(components, sets, members, links: _Links):
   return pairs[fresh, 0], pairs[fresh, 1]  # (not those checked already)
 
 
-def _every_pair_if_a_small_leak(sets: int, splits: set) -> np.ndarray:
+def _every_pair_if_a_small_leak(sets: int, splits: Callable[[], set]) -> np.ndarray:
   """(pairs, 2): every pair (i < j) of a component's `sets` exact sets when it is a small
-  cross-split group (2 to _ALL_PAIRS sets, more than one split), whose pairs are all
-  checked; none otherwise."""
-  if 1 < sets <= _ALL_PAIRS and len(splits) > 1:
+  cross-split group (2 to _ALL_PAIRS sets, more than one split: `splits()`, asked only of
+  a small group), whose pairs are all checked; none otherwise."""
+  if 1 < sets <= _ALL_PAIRS and len(splits()) > 1:
     return np.stack(np.triu_indices(sets, 1), 1)
   return np.empty((0, 2), np.int64)
 
@@ -876,7 +885,7 @@ def component_group(sets: list, pairs: list) -> "Group | None":
   first, second = first[links], second[links]
   images = sorted((image for images in sets for image in images), key=lambda i: i[0])
   members = [member for _, member, _ in images]
-  every = _every_pair_if_a_small_leak(len(sets), {m.split for m in members})
+  every = _every_pair_if_a_small_leak(len(sets), lambda: {m.split for m in members})
   if len(every):
     fresh = ~np.isin(every[:, 0] * len(sets) + every[:, 1], first * len(sets) + second)
     every = every[fresh]

@@ -142,7 +142,7 @@ def known(records: Iterable[dict], source: str) -> Known:
   groups, dropped = duplicates.from_json(
       {"groups": groups, "num_images": tallies.num_images, "dropped": dropped}, source,
       names_once=False)
-  return Known(sorted(groups, key=duplicates.group_order),
+  return Known(duplicates.sorted_groups(groups),
                sorted(image_quality.from_json({"findings": findings}, source),
                       key=image_quality.finding_order), tallies,
                sorted(dropped, key=duplicates.member_order))

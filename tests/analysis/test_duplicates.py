@@ -614,3 +614,24 @@ def test_picks_merged_in_runs_and_partners_ranked_in_ranges_are_every_picks(
   assert np.array_equal(kept, _partners_by_hand(first, second, votes, distance))
   crowded = np.bincount(np.concatenate([first, second])) > duplicates.PARTNERS
   assert crowded.sum() > 20 and (~kept).sum() > 100  # (pictures past PARTNERS: ranked)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_groups_sorted_by_their_first_members_are_in_group_order(seed):
+  """`sorted_groups` keys only the first members unless two groups share one (a name
+  twice, other pixels): the order of `group_order` either way."""
+  rng = np.random.default_rng(seed)
+  names = [f"{c}/{i:03d}.jpg" for c in "ab" for i in range(int(rng.integers(2, 30)))]
+  groups = []
+  for _ in range(int(rng.integers(0, 40))):
+    members = sorted({duplicates.Member(str(rng.choice(["train", "test", "validation"])),
+                                        str(rng.choice(names)),
+                                        str(rng.choice(["a", "b"])) if rng.random() < 0.9
+                                        else None) for _ in range(int(rng.integers(2, 5)))},
+                     key=duplicates.member_order)
+    if len(members) < 2:
+      continue
+    links = tuple((0, i) for i in range(1, len(members)) if rng.random() < 0.7)
+    groups.append(duplicates.Group(duplicates.NEAR, tuple(members), ((0,),), links))
+  shuffled = [groups[i] for i in rng.permutation(len(groups))]
+  assert duplicates.sorted_groups(shuffled) == sorted(groups, key=duplicates.group_order)
