@@ -74,6 +74,7 @@ _REGIONS_HELD = 100_000  # pictures whose regions `find` holds at once (1,170 by
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
 _HELD_PICKS = 1 << 22  # picked pairs `_picked` holds before it merges them (36 MB)
+_PICKED_APART = 5_000  # pictures from which half the bands are picked by a worker process
 _RANKED = 1 << 20   # pairs `_partnered` ranks at a time (~100 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
@@ -529,18 +530,33 @@ def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band: int) -> np.
 _GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 
-def _picked(words: np.ndarray, within: _Keys, threshold: int) -> tuple[np.ndarray, np.ndarray]:
+def _picked(words: np.ndarray, within: _Keys, threshold: int, pool=None
+            ) -> tuple[np.ndarray, np.ndarray]:
   """(sorted distinct codes of the pairs the bands pick, how many picks each got): every
-  band's `_band_pairs`, counted _HELD_PICKS pairs at a time into runs that are merged as a
-  binary counter merges (each run at most half the one before it: a pair is copied a
+  band's `_band_pairs` (`_picked_in`). `pool`: worker processes (`parallel_map.executor`'s)
+  of which one picks the second half of the bands meanwhile, for enough pictures that this
+  costs less than sending it their hashes and getting its picks back; the same counts."""
+  if pool is None or len(words) < _PICKED_APART:
+    return _picked_in(words, within, threshold, range(BANDS))
+  theirs = pool.submit(_picked_in, words, within, threshold, range(BANDS // 2, BANDS))
+  ours = _picked_in(words, within, threshold, range(BANDS // 2))
+  return _merged(*ours, *theirs.result())
+
+
+def _picked_in(words: np.ndarray, within: _Keys, threshold: int, bands: range
+               ) -> tuple[np.ndarray, np.ndarray]:
+  """`_picked` of `bands`, counted _HELD_PICKS pairs at a time into runs that are merged as
+  a binary counter merges (each run at most half the one before it: a pair is copied a
   logarithmic number of times; memory: the distinct pairs, twice at most)."""
   count, bits = len(words), _bit_rows(words)
   positions = _band_positions() if count > 1 else np.empty((0, BAND_BITS), np.int64)
   runs, held = [], []
-  for start in range(0, len(positions), _KEYED_BANDS):
-    for number, key in enumerate(_bucket_keys(bits, positions[start:start + _KEYED_BANDS])):
+  end = min(bands.stop, len(positions))
+  for start in range(bands.start, end, _KEYED_BANDS):
+    keyed = positions[start:min(start + _KEYED_BANDS, end)]
+    for number, key in enumerate(_bucket_keys(bits, keyed)):
       held.append(_band_pairs(words, key, within, start + number, threshold))
-      last = start + number == len(positions) - 1
+      last = start + number == end - 1
       if sum(len(low) for low, _, _ in held) > _HELD_PICKS or last:
         runs.append(_counted(*map(np.concatenate, zip(*held)), count))
         held = []
@@ -650,7 +666,7 @@ class _Links:
 
 
 def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-                threshold: int, regions: "_Region | None" = None) -> _Links:
+                threshold: int, regions: "_Region | None" = None, pool=None) -> _Links:
   """The pairs the bands pick (`_picked`) and both pictures keep (`_partnered`), confirmed
   or refused by their thumbnails (`_alike`): their components, and as links the spanning
   forest of the confirmed ones by Kruskal's rule (`forest_links`). Pairs are taken in
@@ -659,7 +675,7 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   confirmed pairs that come before it joins them). So the result is that of checking every
   kept pair (as Beam's workers do), at the cost of the pairs that can matter."""
   count = len(words)
-  codes, votes = _picked(words, _thumbnail_keys(thumbnails), threshold)
+  codes, votes = _picked(words, _thumbnail_keys(thumbnails), threshold, pool)
   first, second = codes // max(count, 1), codes % max(count, 1)
   del codes  # (the picked pairs are most of the memory: held once)
   distance = _distances(words, first, second).astype(np.uint8)  # (<= HASH_BITS)
@@ -758,7 +774,7 @@ def near_pairs(hashes: Sequence[int], threshold: int = THRESHOLD) -> set[tuple[i
 
 
 def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
-         threshold: int = THRESHOLD) -> list[Group]:
+         threshold: int = THRESHOLD, pool=None) -> list[Group]:
   """Every group of duplicates among the images, sorted by their first member.
 
   Images with the very same pixels are one exact set. One representative per set goes to
@@ -769,7 +785,8 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
 
   The result is a function of the images, not of the order they come in: they are taken
   in member order (a version built on a base, which lists its kept photos first, gets a
-  full build's groups and links)."""
+  full build's groups and links). `pool`: the build's worker processes, idle now: one
+  picks half the bands (`_picked`)."""
   ranks = {split: split_rank(split) for split in {m.split for m in members}}
   placed = [(ranks[m.split], m.file_name) for m in members]  # (`member_order`'s start)
   order = _in_member_order(members, fingerprints, placed)
@@ -784,7 +801,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   # (most pictures take part in a check: their regions made once, up to a bound on memory)
   regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
   links = _near_links(_as_words([fingerprints[i].perceptual for i in representatives]),
-                      thumbnails, blank, threshold, regions)
+                      thumbnails, blank, threshold, regions, pool)
   components = collections.defaultdict(list)  # label -> numbers of exact sets
   for number, label in enumerate(links.label.tolist()):
     components[label].append(number)

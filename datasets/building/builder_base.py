@@ -306,7 +306,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     report = self._with_kept(self.generation.report())
     self._finish_generation(report)
     self.found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
-                                         title=self.info.full_name)
+                                         title=self.info.full_name, pool=self.POOL)
     if self.found is not None and self.info.metadata is not None:
       self.info.metadata["duplicates"] = self.found.summary
     if self.RECORD_INDEX and not use_beam:

@@ -37,10 +37,11 @@ def raise_if_leaking(report: generation.Report, title: str) -> None:
 
 
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
-           title: str) -> Found | None:
+           title: str, pool=None) -> Found | None:
   """Groups the build's images (or takes what Beam's workers found of them: `known`),
   acts on leakage, writes the report and the card into `data_dir`; returns what it found
-  (None when `action` is "off" or the build fingerprinted nothing)."""
+  (None when `action` is "off" or the build fingerprinted nothing). `pool`: worker
+  processes the grouping may use (`duplicates.find`)."""
   if action == "off":
     return None
   if report.known is not None:
@@ -49,7 +50,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     images = report.images  # the examples written (not the dropped, nor those past a cap)
     members = [member for member, _ in images]
     fingerprints = [fingerprint for _, fingerprint in images]
-    groups = duplicates.find(members, fingerprints)
+    groups = duplicates.find(members, fingerprints, pool=pool)
     findings = image_quality.find(members, fingerprints)
     tallies = dataset_card.Tallies.of(images)
   if not tallies.num_images:

@@ -635,3 +635,32 @@ def test_groups_sorted_by_their_first_members_are_in_group_order(seed):
     groups.append(duplicates.Group(duplicates.NEAR, tuple(members), ((0,),), links))
   shuffled = [groups[i] for i in rng.permutation(len(groups))]
   assert duplicates.sorted_groups(shuffled) == sorted(groups, key=duplicates.group_order)
+
+
+def test_half_the_bands_picked_by_a_worker_process_give_the_same_groups(
+    monkeypatch, crops_of_three_scenes):
+  """`find(pool=)`: a worker process picks half of the bands while this one picks the
+  rest; the counts merged are every band's, and the groups and links a process alone
+  finds (2,000 crops of three real scenes: correlated hashes, many pairs picked twice)."""
+  from imagesets.building import parallel_map
+  pictures, fingerprints = crops_of_three_scenes
+  members = [Member(("train", "test", "validation")[i % 3], f"{i:04d}.jpg", p.scene)
+             for i, p in enumerate(pictures)]
+  alone = duplicates.find(members, fingerprints)
+  sent = []
+  monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
+  with parallel_map.executor(2) as pool:
+    submit = pool.submit
+    monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(args[-1]) or
+                        submit(fn, *args))
+    apart = duplicates.find(members, fingerprints, pool=pool)
+    few = duplicates.find(members[:999], fingerprints[:999], pool=pool)  # (fewer: here)
+    words = duplicates._as_words([f.perceptual for f in fingerprints])
+    keys = duplicates._thumbnail_keys(duplicates._thumbnail_rows(
+        [f.thumbnail for f in fingerprints])[0])
+    counted = duplicates._picked(words, keys, duplicates.THRESHOLD, pool)
+  assert sent == [range(duplicates.BANDS // 2, duplicates.BANDS)] * 2
+  assert apart == alone and len(alone) > 20
+  assert few == duplicates.find(members[:999], fingerprints[:999])
+  every = duplicates._picked(words, keys, duplicates.THRESHOLD)  # (the very counts)
+  assert all(np.array_equal(a, b) for a, b in zip(counted, every)) and every[1].max() > 64

@@ -247,7 +247,8 @@ def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
   """A build's worker processes are forked, and warm up (`image_hashes.warm_up`), before
   the tree is hashed: they take its photos' stats (`stat_cache.stat_on`) while the base is
   read; the builder makes its photos on them (not on a pool of its own), handed out in
-  chunks sized for the photos there are (`parallel_map.chunk_sizes`)."""
+  chunks sized for the photos there are (`parallel_map.chunk_sizes`), and the grouping
+  may use them (`duplicates.find`)."""
   import contextlib
   from imagesets.analysis import image_hashes
   from imagesets.building import fingerprints
@@ -269,12 +270,16 @@ def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
   monkeypatch.setattr(fingerprints, "cached_file_hashes", cached_file_hashes)
   monkeypatch.setattr(parallel_map, "chunk_sizes", lambda *args: totals.append(args[2]) or
                       sizes(*args))
+  from imagesets.analysis import duplicates
+  grouped_on, find = [], duplicates.find
+  monkeypatch.setattr(duplicates, "find", lambda *args, pool=None: grouped_on.append(pool) or
+                      find(*args, pool=pool))
   options = class_folders_builder.ClassFoldersConfig(name="warm", skip_bad_files=True)
   built = named_build.build(tree, "warm", data_dir=str(tmp_path), options=options)
   # (the photos' stats taken by the workers, half each)
   assert [kwargs for kwargs, _ in pools] == [{"warm": image_hashes.warm_up}]
   assert seen == [(2, 2)]
-  assert built.generation.pool is pools[0][1]
+  assert built.generation.pool is pools[0][1] and grouped_on == [pools[0][1]]
   assert totals == [26]  # (every photo of the tree, the bad one too, in one stream)
   assert built.info.splits.total_num_examples == 25
 
