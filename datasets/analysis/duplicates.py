@@ -41,6 +41,7 @@ matrix products (about a microsecond a pair); memory is O(N) plus the kept pairs
 """
 
 import collections
+import concurrent.futures
 import dataclasses
 import functools
 import json
@@ -538,9 +539,17 @@ def _picked(words: np.ndarray, within: _Keys, threshold: int, pool=None
   costs less than sending it their hashes and getting its picks back; the same counts."""
   if pool is None or len(words) < _PICKED_APART:
     return _picked_in(words, within, threshold, range(BANDS))
-  theirs = pool.submit(_picked_in, words, within, threshold, range(BANDS // 2, BANDS))
+  rest = range(BANDS // 2, BANDS)
+  try:
+    theirs = pool.submit(_picked_in, words, within, threshold, rest)
+  except RuntimeError:  # (a pool shut down: picked here)
+    theirs = None
   ours = _picked_in(words, within, threshold, range(BANDS // 2))
-  return _merged(*ours, *theirs.result())
+  try:
+    picked = theirs.result() if theirs is not None else None
+  except concurrent.futures.BrokenExecutor:  # (a worker killed, e.g. out of memory)
+    picked = None
+  return _merged(*ours, *(picked or _picked_in(words, within, threshold, rest)))
 
 
 def _picked_in(words: np.ndarray, within: _Keys, threshold: int, bands: range

@@ -14,6 +14,7 @@ import gc
 import itertools
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -69,8 +70,11 @@ def _start_worker(parent: int, warm: Callable[[], None] | None = None) -> None:
   workers of a build killed with SIGKILL (the OOM killer, `kill -9`) would live on as
   orphans, holding their memory and waiting for work. (They no longer hold the build's
   lock: build_lock closes it in every forked child. Not PR_SET_PDEATHSIG: it fires when
-  the forking *thread* ends, which may be any thread.)"""
+  the forking *thread* ends, which may be any thread.) Ctrl-C is its build's to handle: a
+  worker ignores SIGINT (the terminal sends it to the whole process group), and ends when
+  the build shuts its pool down."""
   os.nice(WORKER_NICENESS)
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
 
   def watch():
     while os.getppid() == parent:

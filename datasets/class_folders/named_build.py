@@ -235,6 +235,9 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
   cls.PLAN = plan
   cls.POOL = pool
   builder = cls(data_dir=data_dir, file_format=file_format)
-  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-      beam_options=beam_options))
+  try:
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        beam_options=beam_options))
+  finally:
+    cls.POOL = None  # (the pool ends with this build; a later call on the builder makes its own)
   return builder

@@ -664,3 +664,35 @@ def test_half_the_bands_picked_by_a_worker_process_give_the_same_groups(
   assert few == duplicates.find(members[:999], fingerprints[:999])
   every = duplicates._picked(words, keys, duplicates.THRESHOLD)  # (the very counts)
   assert all(np.array_equal(a, b) for a, b in zip(counted, every)) and every[1].max() > 64
+
+
+class _Broken:
+  """A pool whose worker dies with the work (`BrokenProcessPool`), or that is shut down."""
+
+  def __init__(self, shut: bool):
+    self.shut, self.sent = shut, 0
+
+  def submit(self, *args):
+    import concurrent.futures
+    self.sent += 1
+    if self.shut:
+      raise RuntimeError("cannot schedule new futures after shutdown")
+    future = concurrent.futures.Future()
+    future.set_exception(concurrent.futures.process.BrokenProcessPool("a worker died"))
+    return future
+
+
+@pytest.mark.parametrize("shut", [False, True])
+def test_bands_a_lost_worker_would_have_picked_are_picked_here(monkeypatch, shut,
+                                                               crops_of_three_scenes):
+  """A worker killed while it picks (out of memory), or a pool already shut down: the
+  build picks those bands itself; the same counts."""
+  _, fingerprints = crops_of_three_scenes
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  keys = duplicates._thumbnail_keys(duplicates._thumbnail_rows(
+      [f.thumbnail for f in fingerprints])[0])
+  monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
+  pool = _Broken(shut)
+  counted = duplicates._picked(words, keys, duplicates.THRESHOLD, pool)
+  every = duplicates._picked(words, keys, duplicates.THRESHOLD)
+  assert pool.sent == 1 and all(np.array_equal(a, b) for a, b in zip(counted, every))

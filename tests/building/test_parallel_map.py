@@ -213,3 +213,15 @@ def test_warm_workers_start_at_once_and_run_the_warm_up_before_any_work():
     seen = list(parallel_map.ordered_map(_warmed, range(8), pool, chunk_size=1))
   assert _WARMED == []  # (this process never ran it)
   assert all(marks == [pid] for pid, marks in seen)  # (once, by the worker itself)
+
+
+def _interrupt_ignored(_):
+  import signal
+  return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_workers_leave_ctrl_c_to_the_build():
+  """The terminal sends Ctrl-C to the whole process group: a worker ignores it (it would
+  print its own traceback) and ends when the build shuts the pool down."""
+  with parallel_map.executor(2) as pool:
+    assert all(parallel_map.ordered_map(_interrupt_ignored, range(4), pool, chunk_size=1))

@@ -169,11 +169,12 @@ def test_a_cache_that_cannot_be_used_is_ignored_and_written_again(held, tmp_path
   assert (written["paths"], written["sha256"]) == (["a.jpg"], _truth(root, ["a.jpg"])["a.jpg"])
 
 
-@pytest.mark.parametrize("kind", ["format 1", "a float", "a bool", "columns misaligned"])
+@pytest.mark.parametrize("kind", ["format 1", "a float", "a bool", "columns misaligned",
+                                  "keys misaligned"])
 def test_an_entry_that_matches_the_stat_in_a_cache_not_as_written_is_not_trusted(kind, tmp_path):
   """Each cache below holds the file's very stat with a wrong digest, so trusting it would
   give a wrong hash: an object per file (format 1, before columns), a time as a float or
-  a bool that equals it, a digest column one path too long."""
+  a bool that equals it, a digest column one path too long, a number too many."""
   clock, root, cache = Clock(), tmp_path / "tree", tmp_path / stat_cache.FILE
   clock.write(root / "a.jpg", _photos(1)[0])
   clock.now += 60 * SECOND
@@ -190,8 +191,10 @@ def test_an_entry_that_matches_the_stat_in_a_cache_not_as_written_is_not_trusted
     stat = clock.stat(str(root / "a.jpg"))
     held = _held(str(root), clock.now, ["a.jpg"], [True, True, True, stat.st_ino, stat.st_dev],
                  "0" * 64)
-  else:
+  elif kind == "columns misaligned":
     held = _held(str(root), clock.now, ["a.jpg"], numbers, "0" * 128)
+  else:
+    held = _held(str(root), clock.now, ["a.jpg"], [*numbers, 7], "0" * 64)
   cache.write_bytes(held)
   counted = Counted()
   assert _hashes(root, ["a.jpg"], cache, clock, counted) == _truth(root, ["a.jpg"])
@@ -275,7 +278,11 @@ def test_stats_begun_on_worker_processes_are_the_stats_taken_here(tmp_path):
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_bytes(data)
   with parallel_map.executor(2) as pool:
-    begun = stat_cache.stat_on(pool, str(root), paths, now_ns=lambda: 123)
+    events, submit = [], pool.submit
+    pool.submit = lambda *args: events.append("stat") or submit(*args)
+    begun = stat_cache.stat_on(pool, str(root), paths,
+                               now_ns=lambda: events.append("clock") or 123)
+    assert events == ["clock", "stat", "stat"]  # (the clock read before any stat)
     assert begun.checked == 123 and len(begun.chunks) == 2
     assert begun.keys() == {p: stat_cache.key(os.stat(root / p)) for p in paths}
     with pytest.raises(ValueError, match="other files"):

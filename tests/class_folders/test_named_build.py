@@ -280,6 +280,7 @@ def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
   assert [kwargs for kwargs, _ in pools] == [{"warm": image_hashes.warm_up}]
   assert seen == [(2, 2)]
   assert built.generation.pool is pools[0][1] and grouped_on == [pools[0][1]]
+  assert type(built).POOL is None  # (shut down with the build: not the builder's later)
   assert totals == [26]  # (every photo of the tree, the bad one too, in one stream)
   assert built.info.splits.total_num_examples == 25
 
