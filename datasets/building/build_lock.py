@@ -152,7 +152,7 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
     try:
       lock = _open(path, os.O_RDWR | os.O_CREAT)
     except FileNotFoundError:  # the dataset folder a failed first build made, removed
-      path.parent.mkdir(parents=True, exist_ok=True)
+      _made(path.parent)
       continue
     try:
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -180,13 +180,27 @@ def _locked(path: pathlib.Path, name: str, version_dir: pathlib.Path) -> int:
     _close(lock)
 
 
+def _made(folder: pathlib.Path) -> None:
+  """`folder` and those above it made, as `mkdir -p`, also while another build removes the
+  empty folders its failed first build made (`hold`): pathlib's `mkdir` then raises
+  FileExistsError (the folder was there, then gone before it checked it is one); made
+  again. Something other than a folder in the way is an error."""
+  while True:
+    try:
+      folder.mkdir(parents=True, exist_ok=True)
+      return
+    except FileExistsError:
+      if os.path.lexists(folder) and not folder.is_dir():
+        raise
+
+
 @contextlib.contextmanager
 def hold(version_dir: os.PathLike, name: str):
   """While the block runs, this process alone builds `version_dir` (see module doc)."""
   version_dir = pathlib.Path(version_dir)
   # The folders above the version this build makes (data dir, dataset, config folder)
   made = [folder for folder in version_dir.parents if not folder.exists()]
-  version_dir.parent.mkdir(parents=True, exist_ok=True)
+  _made(version_dir.parent)
   path = lock_path(version_dir)
   lock = _locked(path, name, version_dir)
   owner = os.getpid()  # a forked child that unwinds through here must not let go (doc)

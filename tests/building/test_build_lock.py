@@ -248,3 +248,27 @@ def test_a_failed_first_build_leaves_no_folder_and_a_build_after_it_makes_one(tm
   lock = build_lock._locked(build_lock.lock_path(version_dir), "pets", version_dir)
   assert build_lock.lock_path(version_dir).is_file()
   build_lock._close(lock)
+
+
+def test_a_folder_another_build_removes_as_this_one_makes_it_is_made_again(tmp_path,
+                                                                          monkeypatch):
+  """Two first builds of a name's versions: one that fails removes the empty dataset folder
+  it made, while the other makes it (pathlib's `mkdir(exist_ok=True)` then raises
+  FileExistsError: the folder was there, and gone when it checked it is one). The other
+  build makes it again and goes on; a file in the way is still an error."""
+  version_dir = tmp_path / "x" / "1.0.0"
+  real, raised = pathlib.Path.mkdir, []
+
+  def mkdir(self, *args, **kwargs):
+    if self == version_dir.parent and not raised:  # (as if removed between its two steps)
+      raised.append(self)
+      raise FileExistsError(17, "File exists", str(self))
+    return real(self, *args, **kwargs)
+
+  monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
+  with build_lock.hold(version_dir, name="x/1.0.0"):
+    assert raised and build_lock.lock_path(version_dir).exists()
+  (tmp_path / "y").write_text("a file")
+  with pytest.raises(FileExistsError):
+    with build_lock.hold(tmp_path / "y" / "1.0.0", name="y/1.0.0"):
+      pass
