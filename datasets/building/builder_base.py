@@ -316,9 +316,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _workers(self):
     """The pool of this build's per-example work: the caller's (`POOL`) when processes do
     it, else one of its own."""
-    if self.POOL is not None and not self._reads_remote_files():
+    threads = self._reads_remote_files()
+    if self.POOL is not None and not threads:
       return contextlib.nullcontext(self.POOL)
-    return parallel_map.executor(threads=self._reads_remote_files())
+    return parallel_map.executor(threads=threads)
 
   def _planned_split(self, name: str, paths: list[str], make):
     """What `_split_generators` returns for split `name` of `paths`: `make(paths)` gives

@@ -202,7 +202,6 @@ class _Pass:
             for label, entries in shown.items()}
 
 
-
 def _shown(example) -> tuple:
   """The classes an example counts under, and is a grid candidate of: each it shows."""
   return example.classes or (NO_LABEL if example.label is None else example.label,)
