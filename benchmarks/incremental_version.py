@@ -9,7 +9,8 @@
 2. `--new` of that many crops more (another seed) added to the tree, as a team adds photos
    to its folder: bench:1.1.0 built on 1.0.0 (with the file-hash cache 1.0.0's build left,
    and without it, into a copy of the data dir), and, for comparison, in full (`--full`)
-   into another data dir. Each build in a fresh process; the whole process's wall time
+   into another data dir. Each build in a fresh process, after `sync` (none pays
+   for writing out the last one's files); the whole process's wall time
    (what `imagesets build` takes, TensorFlow's start included) and the build's own.
    `--repeat R`: R rounds of the two, alternated (1.1.0 removed and the caches 1.0.0 left
    put back between rounds), the medians reported and each round's ratio.
@@ -114,6 +115,10 @@ def main() -> None:
   script = __file__
 
   def timed(*child_args):
+    # Each build starts with nothing of the last one's left to write: the kernel writes a
+    # full build's ~450 MB out in the seconds after it, on the build that follows (on a
+    # team's machine, a new version comes days after the last).
+    os.sync()
     start = time.perf_counter()
     result = child_runs.run(script, *child_args)
     return {**result, "process_s": time.perf_counter() - start}

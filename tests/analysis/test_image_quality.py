@@ -1,6 +1,8 @@
 """Quality findings on planted cases made from real photos: each kind found, real photos not
 flagged, the measures of the small decode close to a full decode's, stored reports checked."""
 
+import collections
+
 import numpy as np
 import PIL.Image
 import pytest
@@ -145,6 +147,41 @@ def test_tiny_is_small_for_its_version_or_under_32_px():
                   for h, w in sizes]
   tiny = {f.file_name for f in image_quality.find(members, fingerprints) if f.kind == "tiny"}
   assert tiny == {"2", "3"}  # 45 px against a median of ~254: under a fifth; 31 px a side
+
+
+def test_a_version_s_findings_are_each_image_s_own_whatever_the_images_beside_it():
+  # `find` judges a version's images in one numpy pass a kind: each image gets what it
+  # gets alone (`findings_of`, as Beam's workers judge it), scores and all, in KINDS order
+  # then member order; measures at the thresholds, sizes with a 0 side, no measures.
+  rng = np.random.default_rng(7)
+  edges = [image_quality.DARK, 1 - image_quality.LIGHT, 1 - image_quality.WASHED_OUT,
+           image_quality.BLUR_EDGES, image_quality.BLUR_DETAIL, image_quality.LOW_ENTROPY,
+           image_quality.GREY_SPREAD, 0.0, 1.0]
+  for count in (0, 1, 2, 37, 500):
+    members, fingerprints = [], []
+    for i in range(count):
+      measures = tuple(float(rng.choice(edges)) if rng.random() < 0.4 else
+                       float(rng.random() * rng.choice([1, 20, 300])) for _ in range(6))
+      height, width = (int(rng.choice([0, 31, 32, 90, 333, int(rng.integers(1, 3000))]))
+                       for _ in range(2))
+      members.append(duplicates.Member(str(rng.choice(["train", "test"])),
+                                       f"{i:04d}.jpg",
+                                       str(rng.choice(["a", "b"]))))
+      fingerprints.append(image_hashes.Fingerprint("", 0, height, width, "jpeg", b"",
+                                                   () if rng.random() < 0.1 else measures))
+    side = image_quality.median_side(collections.Counter(
+        (f.height, f.width) for f in fingerprints))
+    each = [finding for member, fingerprint in zip(members, fingerprints)
+            for finding in image_quality.findings_of(member, fingerprint, side)]
+    found = image_quality.find(members, fingerprints)
+    assert found == sorted(each, key=image_quality.finding_order)
+    assert len(found) == len(each) and (count < 500 or len({f.kind for f in found}) == 7)
+    for finding in found:  # (the score the rule names, as the report rounds it)
+      fingerprint = fingerprints[int(finding.file_name[:4])]
+      if finding.kind == "tiny":
+        assert finding.score == round((fingerprint.height * fingerprint.width) ** 0.5, 1)
+      if finding.kind == "dark":
+        assert finding.score < image_quality.DARK
 
 
 def test_the_small_decode_measures_what_a_full_decode_does():
