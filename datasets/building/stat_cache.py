@@ -83,30 +83,55 @@ class Hashed:
 @dataclasses.dataclass(frozen=True)
 class Stats:
   """The `key` of each file of a tree, taken by worker processes (`stat_on`) while the
-  caller goes on, and the clock before the first was taken."""
+  caller goes on, the clock before the first was taken, and, looked up by the workers in
+  `cache` too, the digest it trusts for each file whose key is the one it holds."""
   checked: int
   relative_paths: list[str]
-  chunks: list   # futures of the keys of consecutive runs of `relative_paths`
+  chunks: list   # futures of `_looked_up` of consecutive runs of `relative_paths`
+  cache: pathlib.Path | None = None
 
   def keys(self) -> dict[str, Key]:
-    keys = [key_ for chunk in self.chunks for key_ in chunk.result()]
-    return dict(zip(self.relative_paths, keys))
+    return self.results()[0]
+
+  def results(self) -> tuple[dict[str, Key], dict[str, str], str | None]:
+    """(keys, the digests `cache` holds for unchanged files, why it was not read)."""
+    keys, digests, why = [], [], None
+    for chunk in self.chunks:
+      their_keys, their_digests, their_why = chunk.result()
+      keys += their_keys
+      digests += their_digests
+      why = why or their_why
+    return (dict(zip(self.relative_paths, keys)),
+            {path: digest for path, digest in zip(self.relative_paths, digests)
+             if digest is not None}, why)
 
 
 def stat_on(pool, root: str, relative_paths: list[str],
-            now_ns: Callable[[], int] | None = None) -> Stats:
+            now_ns: Callable[[], int] | None = None, cache: os.PathLike | None = None
+            ) -> Stats:
   """The stats `file_hashes` takes, begun on `pool` (`parallel_map.executor`'s processes):
-  a stat is a system call of a few microseconds, 20,000 of them ~0.07 s of one core."""
+  a stat is a system call of a few microseconds, 20,000 of them ~0.07 s of one core. With
+  `cache`, each worker also reads it and keeps what it trusts for its files (reading and
+  checking a cache of 20,000 files is ~0.06 s more that the caller does not spend)."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
   workers = pool._max_workers  # pylint: disable=protected-access
   size = -(-len(relative_paths) // workers) or 1
+  cache = pathlib.Path(cache) if cache is not None else None
   return Stats(checked, relative_paths, [
-      pool.submit(_keys, root, relative_paths[start:start + size])
-      for start in range(0, len(relative_paths), size)])
+      pool.submit(_looked_up, root, relative_paths[start:start + size], cache)
+      for start in range(0, len(relative_paths), size)], cache)
 
 
-def _keys(root: str, relative_paths: list[str]) -> list[Key]:
-  return [key(os.stat(os.path.join(root, path))) for path in relative_paths]
+def _looked_up(root: str, relative_paths: list[str], cache: pathlib.Path | None
+               ) -> tuple[list[Key], list[str | None], str | None]:
+  """The files' keys; for each, the digest `cache` trusts for that very key, else None;
+  and why the cache could not be read (None: it could, or there is none)."""
+  keys = [key(os.stat(os.path.join(root, path))) for path in relative_paths]
+  if cache is None:
+    return keys, [None] * len(keys), None
+  known, why = _read_trusted(cache, root)
+  return keys, [entry[1] if (entry := known.get(path)) is not None and entry[0] == key_
+                else None for path, key_ in zip(relative_paths, keys)], why
 
 
 def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
@@ -119,29 +144,54 @@ def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
   stat (none with `reread`: every file is read, the cache written afresh), the rest by
   `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's; `key_of`:
   what of a stat must be as it was (`key`); `stats`: the files' keys (`key`), begun
-  already (`stat_on`, of the same `relative_paths`), instead."""
+  already (`stat_on`, of the same `relative_paths`), instead, and what the workers trusted
+  of `cache` when they looked it up too."""
   if stats is not None:
     if stats.relative_paths != relative_paths:
       raise ValueError("the stats begun are of other files")
-    checked, stats = stats.checked, stats.keys()
+    checked, (keys, looked_up, why) = stats.checked, stats.results()
+    if stats.cache == pathlib.Path(cache) and not reread:
+      _say_why(cache, why)
+      return _hashed(root, relative_paths, cache, hash_files, checked, keys, looked_up)
   else:
     checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
-    stats = {path: key_of(stat(os.path.join(root, path))) for path in relative_paths}
+    keys = {path: key_of(stat(os.path.join(root, path))) for path in relative_paths}
   known = {} if reread else _trusted(pathlib.Path(cache), root)
-  found = {path: known[path][1] for path in relative_paths
-           if path in known and known[path][0] == stats[path]}
+  return _hashed(root, relative_paths, cache, hash_files, checked, keys,
+                 {path: known[path][1] for path in relative_paths
+                  if path in known and known[path][0] == keys[path]})
+
+
+def _hashed(root: str, relative_paths: list[str], cache: os.PathLike,
+            hash_files: Callable[[str, list[str]], dict[str, str]], checked: int,
+            keys: dict[str, Key], found: dict[str, str]) -> "Hashed":
+  """`Hashed` of the files, `found` those whose digests the cache gave, the rest hashed."""
   found.update(hash_files(root, [path for path in relative_paths if path not in found]))
   return Hashed({path: found[path] for path in relative_paths}, pathlib.Path(cache), root,
-                checked, stats)
+                checked, keys)
 
 
 def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
+  """`_read_trusted`'s entries, saying why when the cache cannot be read."""
+  known, why = _read_trusted(cache, root)
+  _say_why(cache, why)
+  return known
+
+
+def _say_why(cache, why: str | None) -> None:
+  if why is not None:
+    logging.warning("%s: not a file-hash cache (%s): every file is read", cache, why)
+
+
+def _read_trusted(cache: pathlib.Path, root: str
+                  ) -> tuple[dict[str, tuple[Key, str]], str | None]:
   """The entries of `cache` for `root` whose times were older than their stat by
-  RACY_SECONDS; {} when there is none or it cannot be read."""
+  RACY_SECONDS ({} when there is none or it cannot be read), and why it could not be read
+  (None: it could, or there is none)."""
   try:
     held = json.loads(atomic_files.read_back(cache, _MAX_BYTES))  # (no FIFO waited on)
     if held.get("format") != _FORMAT or held.get("root") != root:
-      return {}
+      return {}, None
     margin = _integer(held["checked_ns"]) - int(RACY_SECONDS * 1e9)
     paths, numbers, digests = held["paths"], held["keys"], held["sha256"]
     if not (type(paths) is list and type(numbers) is list and type(digests) is str
@@ -155,13 +205,11 @@ def _trusted(cache: pathlib.Path, root: str) -> dict[str, tuple[Key, str]]:
     keys = zip(*[iter(numbers)] * _KEY_NUMBERS)
     return {path: (stat_key, digests[at * _DIGEST_CHARS:(at + 1) * _DIGEST_CHARS])
             for at, (path, stat_key) in enumerate(zip(paths, keys))
-            if max(stat_key[1], stat_key[2]) < margin}
+            if max(stat_key[1], stat_key[2]) < margin}, None
   except FileNotFoundError:
-    return {}
+    return {}, None
   except Exception as why:  # pylint: disable=broad-except  (untrusted: anything is possible)
-    logging.warning("%s: not a file-hash cache (%s): every file is read",
-                    cache, type(why).__name__)
-    return {}
+    return {}, type(why).__name__
 
 
 def _integer(value) -> int:

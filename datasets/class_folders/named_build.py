@@ -133,13 +133,13 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
       tree = (listing.tree if listing
               else class_folders_tree.scan(root, follow_links=options.follow_links))
       cache = stat_cache.beside(data_dir, name)
-      # (the workers stat the photos while the base is read)
-      stats = (stat_cache.stat_on(pool, root, tree.images)
+      reread = from_version == FULL  # (a full build reads every photo)
+      # (the workers stat the photos, and look them up in the cache, while the base is read)
+      stats = (stat_cache.stat_on(pool, root, tree.images, cache=None if reread else cache)
                if pool is not None and cache is not None else None)
       base = _base(data_dir, name, version, from_version, options, log) if versioned else None
-      # (only a build on a base trusts the cache: a full build reads every photo)
-      hashed = fingerprints.cached_file_hashes(root, tree.images, cache,
-                                               reread=from_version == FULL, stats=stats)
+      hashed = fingerprints.cached_file_hashes(root, tree.images, cache, reread=reread,
+                                               stats=stats)
       hashes = hashed.hashes
       if versioned:
         options = _with_recipe(options, pathlib.Path(data_dir) / name / version, base)

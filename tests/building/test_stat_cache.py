@@ -290,3 +290,54 @@ def test_stats_begun_on_worker_processes_are_the_stats_taken_here(tmp_path):
     hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=begun)
   assert hashed.checked == 123 and hashed.hashes == _truth(root, paths)
   assert hashed.stats == begun.keys()
+
+
+def _warm():
+  """(workers forked at once: patches made after this are the caller's only)"""
+
+
+def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_would(
+    tmp_path, monkeypatch, caplog):
+  """`stat_on(cache=)`: the workers read the cache and keep what it trusts for their files;
+  the caller reads it no more. The same hashes, files read and entries written as the
+  cache read here gives: unchanged photos taken from it, a photo rewritten with its size
+  and times put back (its change time moves) and one grown are read again; a cache that
+  cannot be read is said once and every photo read."""
+  import time
+  from imagesets.building import parallel_map
+  root, cache = tmp_path / "tree", tmp_path / stat_cache.FILE
+  paths = [f"c{i % 3}/{i:02d}.jpg" for i in range(41)]
+  for path, data in zip(paths, _photos(41)):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+  later = lambda: time.time_ns() + 60 * SECOND  # (no photo written in the racy seconds)
+  stat_cache.file_hashes(str(root), paths, cache, Counted(), now_ns=later).save()
+  rewritten, grown = root / paths[4], root / paths[30]
+  before = os.stat(rewritten)
+  rewritten.write_bytes(rewritten.read_bytes()[::-1])
+  os.utime(rewritten, ns=(before.st_atime_ns, before.st_mtime_ns))
+  grown.write_bytes(grown.read_bytes() + b"\0")
+  here = Counted()
+  expected = stat_cache.file_hashes(str(root), paths, cache, here, now_ns=later)
+  assert sorted(here.read) == sorted([paths[4], paths[30]])
+  with parallel_map.executor(2, warm=_warm) as pool:
+    monkeypatch.setattr(stat_cache, "_read_trusted", lambda *args: pytest.fail("read here"))
+    begun = stat_cache.stat_on(pool, str(root), paths, now_ns=later, cache=cache)
+    counted = Counted()
+    hashed = stat_cache.file_hashes(str(root), paths, cache, counted, stats=begun)
+    assert hashed.hashes == expected.hashes == _truth(root, paths)
+    assert sorted(counted.read) == sorted(here.read)
+    assert hashed.stats == expected.stats and len(begun.chunks) == 2
+    # (a cache of its own: read here as `file_hashes` was asked, not the workers' lookups)
+    with pytest.raises(pytest.fail.Exception, match="read here"):
+      stat_cache.file_hashes(str(root), paths, tmp_path / "other.json", Counted(), stats=begun)
+    monkeypatch.undo()
+    cache.write_text('{"format": 2, "root": ' + json.dumps(str(root)) + ', "checked_ns": 1.5}')
+    caplog.clear()
+    begun = stat_cache.stat_on(pool, str(root), paths, cache=cache)
+    counted = Counted()
+    assert stat_cache.file_hashes(str(root), paths, cache, counted, stats=begun).hashes == (
+        _truth(root, paths))
+  assert sorted(counted.read) == sorted(paths)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{cache}: not a file-hash cache (TypeError): every file is read"]
