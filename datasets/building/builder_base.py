@@ -31,10 +31,12 @@ description of its source:
   builder methods, reached through `tfds_internals` (which checks them at import).
 """
 
+import bisect
 import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import logging
 import pathlib
@@ -120,6 +122,24 @@ def _image_of(read, key: str, label_id: int | None) -> bytes:
         f"the record read for {key} is {name} (label {label}): the version's record index "
         "does not describe its shards")
   return image
+
+
+def _located(folder: pathlib.Path, split: str, rows: list, labels: list, classes: list,
+             shard_names: list, starts: list[int], file_format: str, held: schema.Schema,
+             position: int) -> "version_examples.Located":
+  """The `Located` of the example at `position` of `split` (`_page_catalog`'s): its record
+  found in its shard (`starts`: each shard's first position) by the sizes of its index
+  rows."""
+  shard = bisect.bisect_right(starts, position) - 1
+  sizes = [row[1] for row in rows[starts[shard]:starts[shard + 1]]]
+  read = record_index.record_reader(folder, shard_names[shard], sizes, position - starts[shard],
+                                    file_format)
+  key, (label, label_id) = rows[position][0], labels[position]
+  marked = held.task == schema.DETECTION or held.mask is not None
+  return version_examples.Located(
+      split, key, label, functools.partial(_image_of, read, key, label_id),
+      functools.cache(functools.partial(_marks_of, read, held)) if marked else None,
+      classes[position])
 
 
 def _marks_of(read, held: schema.Schema) -> tuple[tuple, bytes | None]:
@@ -344,7 +364,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         notes=dict(sorted({**self.PLAN.kept_notes(), **report.notes}.items())))
 
   def _page_catalog(self, folder: pathlib.Path) -> dict | None:
-    """Every example of the version as `version_examples.Located` (name, label, where its
+    """Every example of the version (`version_examples.Catalog`: names, labels, where each
     record is), when its keys name its examples (`KEYS_NAME_EXAMPLES`) and this build listed
     the records of every split (`_index_rows`: a local build, whether or not it keeps them
     as a record index): its page then reads only the records it pictures. None otherwise:
@@ -354,24 +374,19 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         or file_format not in record_index.READABLE_FORMATS):
       return None  # (keys that do not name examples, no rows, or records not read here)
     held = schema.of(self.info.features)
-    marked = held.task == schema.DETECTION or held.mask is not None
     catalog = {}
     for split, info in self.info.splits.items():
       rows = self._index_rows(split)
       if len(rows) != info.num_examples:
         return None
-      located, start = [], 0
-      for shard_name, length in zip(info.filenames, info.shard_lengths):
-        shard_rows, start = rows[start:start + length], start + length
-        readers = record_index.record_readers(folder, shard_name,
-                                              [row[1] for row in shard_rows], file_format)
-        for (key, _, _), read in zip(shard_rows, readers):
-          label, label_id = self._page_label(key)
-          located.append(version_examples.Located(
-              split, key, label, functools.partial(_image_of, read, key, label_id),
-              functools.cache(functools.partial(_marks_of, read, held)) if marked else None,
-              self._page_classes(key)))
-      catalog[split] = located
+      names = [row[0] for row in rows]
+      labels = [self._page_label(key) for key in names]
+      classes = [self._page_classes(key) for key in names]
+      starts = list(itertools.accumulate(info.shard_lengths, initial=0))
+      catalog[split] = version_examples.Catalog(
+          names, [label for label, _ in labels], classes,
+          functools.partial(_located, folder, split, rows, labels, classes, info.filenames,
+                            starts, file_format, held))
     return catalog
 
   def _page_images(self) -> list | None:

@@ -19,7 +19,6 @@ plan, and a wrong one makes a build stop and say so, never write a wrong version
 import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import os
 import pathlib
@@ -169,21 +168,18 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
   return ShardIndex(raw["sha256"], records, hashlib.sha256(data).hexdigest())
 
 
-def record_readers(version_dir, shard_name: str, sizes: list[int],
-                   file_format: str) -> list[Callable[[], bytes]]:
-  """For each record of a shard this build wrote (`sizes`: its index's), a function that
-  reads that record's bytes when called, and no other (the sizes locate it)."""
+def record_reader(version_dir, shard_name: str, sizes: list[int], position: int,
+                  file_format: str) -> Callable[[], bytes]:
+  """A function that reads record `position` of a shard this build wrote (`sizes`: its
+  index's) when called, and no other (the sizes before it locate it)."""
   path = pathlib.Path(version_dir) / shard_name
   if file_format not in READABLE_FORMATS:
     raise ValueError(f"{path}: records of {file_format} shards are not read here (only "
                      f"{', '.join(READABLE_FORMATS)})")
   if file_format == "array_record":
-    return [functools.partial(_array_record_at, path, i, size, len(sizes))
-            for i, size in enumerate(sizes)]
-  offsets = itertools.accumulate(
-      [size + tfrecord_files.FRAMING for size in sizes[:-1]], initial=0)
-  return [functools.partial(_tfrecord_at, path, offset, size)
-          for offset, size in zip(offsets, sizes)]
+    return functools.partial(_array_record_at, path, position, sizes[position], len(sizes))
+  offset = sum(sizes[:position]) + tfrecord_files.FRAMING * position
+  return functools.partial(_tfrecord_at, path, offset, sizes[position])
 
 
 def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:

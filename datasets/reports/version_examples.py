@@ -68,15 +68,34 @@ class Located:
 
 
 @dataclasses.dataclass(frozen=True)
+class Catalog:
+  """Every example of one split, in stored order, as a build lists them: their names,
+  labels and classes (as `Located`'s) held, each `Located` made when asked (`locate`, or
+  iterating): a page counts and samples a version's examples by name and class, and reads
+  the records of the few it pictures."""
+
+  names: list[str]
+  labels: list[str | None]
+  classes: list[tuple | None]
+  locate: Callable[[int], Located]   # position -> its `Located`
+
+  def __len__(self) -> int:
+    return len(self.names)
+
+  def __iter__(self) -> Iterator[Located]:
+    return map(self.locate, range(len(self.names)))
+
+
+@dataclasses.dataclass(frozen=True)
 class Folder:
   """A prepared version read in place: what `examples` needs of a `sources.Source`
   (`sources.open_version` opens one from a spec, local or in a bucket). `catalog`: every
-  example of each split as `Located`, in stored order, when the caller knows them."""
+  example of each split (`Catalog`), when the caller knows them."""
 
   builder: tfds.core.DatasetBuilder
   folder: pathlib.Path
   streamed: bool = False
-  catalog: dict[str, list[Located]] | None = None
+  catalog: dict[str, Catalog] | None = None
 
   @classmethod
   def at(cls, path) -> "Folder":

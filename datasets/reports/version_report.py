@@ -123,21 +123,21 @@ class _Pass:
     return self
 
   def _read_catalog(self, catalog: dict, grid: bool, makers, bar) -> "_Pass":
-    """`_read` of a build's catalog (`version_examples.Located`, named by file name: no
+    """`_read` of a build's catalog (`version_examples.Catalog`s, named by file name: no
     record is read but those pictured), split by split in stored order: the same counts,
     pictures and grid, with only the examples that can be in the grid offered to it (in a
     split, the GRID_PER_CLASS of each class with the smallest ranks: the grid keeps those
     of the whole version)."""
     pending = collections.deque()
-    for split, located in catalog.items():
-      shown = [_shown(example) for example in located]
+    for split, listed in catalog.items():
+      shown = list(map(_shown_of, listed.labels, listed.classes))
       self.counts[split].update(itertools.chain.from_iterable(shown))
-      self.examples[split] += len(located)
-      for example in located:
-        if (split, example.file_name) in self.wanted:
-          self._take(pending, [(split, example.file_name)], example, makers, held=None)
+      self.examples[split] += len(listed)
+      for position, name in enumerate(listed.names):
+        if (split, name) in self.wanted:
+          self._take(pending, [(split, name)], listed.locate(position), makers, held=None)
       if grid:
-        ranks = [_rank((split, example.file_name)) for example in located]
+        ranks = [_rank((split, name)) for name in listed.names]
         of_class = collections.defaultdict(list)  # class -> positions showing it
         for position, labels in enumerate(shown):
           for label in labels:
@@ -146,8 +146,8 @@ class _Pass:
             (position, label) for label, positions in of_class.items()
             for position in heapq.nsmallest(report_page.GRID_PER_CLASS, positions,
                                             key=ranks.__getitem__)):
-          self._offer(label, (split, located[position].file_name), located[position])
-      bar.update(len(located))
+          self._offer(label, (split, listed.names[position]), listed.locate(position))
+      bar.update(len(listed))
     while pending:
       self._picture(*pending.popleft())
     return self
@@ -204,7 +204,12 @@ class _Pass:
 
 def _shown(example) -> tuple:
   """The classes an example counts under, and is a grid candidate of: each it shows."""
-  return example.classes or (NO_LABEL if example.label is None else example.label,)
+  return _shown_of(example.label, example.classes)
+
+
+def _shown_of(label: str | None, classes: tuple | None) -> tuple:
+  """`_shown` of an example of this label and classes (`Example.classes`)."""
+  return classes or (NO_LABEL if label is None else label,)
 
 
 def _thumbnail(example: version_examples.Example) -> str | None:

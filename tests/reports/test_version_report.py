@@ -341,9 +341,17 @@ def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures
   monkeypatch.setattr(version_report._Pass, "_picture", lambda self, *a,
                       _picture=version_report._Pass._picture: waited.append(len(taken)) or
                       _picture(self, *a))
+  made, offered = [], []  # (the `Located`s made; the grid's candidates)
+  monkeypatch.setattr(version_examples, "Located", lambda *a, _made=version_examples.Located:
+                      made.append(a[:2]) or _made(*a))
+  monkeypatch.setattr(version_report._Pass, "_offer", lambda self, label, key, *a,
+                      _offer=version_report._Pass._offer: offered.append(key) or
+                      _offer(self, label, key, *a))
   builder.download_and_prepare()
   assert not builder.RECORD_INDEX and not whole and not read_reports
   assert 0 < len(reads) == len(set(reads)) < len(files)  # (each pictured record read once)
+  # (a `Located` is made for each example pictured or offered to the grid, no other)
+  assert sorted(made) == sorted(taken + offered) and len(set(made)) < len(files)
   # (a catalog's examples read their bytes on the threads: the catalog is read through
   # while they are pictured, none waited on before)
   assert len(taken) > version_report._IN_FLIGHT and set(waited) == {len(taken)}
