@@ -32,6 +32,7 @@ import re
 import time
 from typing import Callable
 
+from imagesets.building import parallel_map
 from imagesets.storage import atomic_files
 
 FILE = ".file_hashes.json"
@@ -114,8 +115,11 @@ def stat_on(pool, root: str, relative_paths: list[str],
   `cache`, each worker also reads it and keeps what it trusts for its files (reading and
   checking a cache of 20,000 files is ~0.06 s more that the caller does not spend)."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
-  workers = pool._max_workers  # pylint: disable=protected-access
-  size = -(-len(relative_paths) // workers) or 1
+  # (a run a core beside the caller's, which goes on meanwhile: each run's worker reads the
+  # cache whole, and more runs than cores only read it more often)
+  runs = max(1, min(pool._max_workers,  # pylint: disable=protected-access
+                    parallel_map.available_cores() - 1))
+  size = -(-len(relative_paths) // runs) or 1
   cache = pathlib.Path(cache) if cache is not None else None
   return Stats(checked, relative_paths, [
       pool.submit(_looked_up, root, relative_paths[start:start + size], cache)

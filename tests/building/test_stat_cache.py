@@ -268,10 +268,14 @@ def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_p
   assert sorted(read) == paths   # (written within RACY_SECONDS of their hash: none trusted)
 
 
-def test_stats_begun_on_worker_processes_are_the_stats_taken_here(tmp_path):
-  """`stat_on`: the workers' keys, in the paths' order, with the clock read before them;
-  the cache then gives what it gives with the stats taken in this process."""
+@pytest.mark.parametrize("cores, runs", [(2, 1), (3, 2), (16, 2)])
+def test_stats_begun_on_worker_processes_are_the_stats_taken_here(cores, runs, tmp_path,
+                                                                  monkeypatch):
+  """`stat_on`: the workers' keys, in the paths' order, with the clock read before them, in
+  a run a core beside this process's (on two cores, one worker stats while the other warms
+  up); the cache then gives what it gives with the stats taken in this process."""
   from imagesets.building import parallel_map
+  monkeypatch.setattr(parallel_map, "available_cores", lambda: cores)
   root, cache = tmp_path / "tree", tmp_path / stat_cache.FILE
   paths = [f"c{i % 3}/{i:02d}.jpg" for i in range(37)]
   for path, data in zip(paths, _photos(37)):
@@ -282,8 +286,8 @@ def test_stats_begun_on_worker_processes_are_the_stats_taken_here(tmp_path):
     pool.submit = lambda *args: events.append("stat") or submit(*args)
     begun = stat_cache.stat_on(pool, str(root), paths,
                                now_ns=lambda: events.append("clock") or 123)
-    assert events == ["clock", "stat", "stat"]  # (the clock read before any stat)
-    assert begun.checked == 123 and len(begun.chunks) == 2
+    assert events == ["clock"] + ["stat"] * runs  # (the clock read before any stat)
+    assert begun.checked == 123 and len(begun.chunks) == runs
     assert begun.keys() == {p: stat_cache.key(os.stat(root / p)) for p in paths}
     with pytest.raises(ValueError, match="other files"):
       stat_cache.file_hashes(str(root), paths[1:], cache, Counted(), stats=begun)
@@ -320,14 +324,15 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
   here = Counted()
   expected = stat_cache.file_hashes(str(root), paths, cache, here, now_ns=later)
   assert sorted(here.read) == sorted([paths[4], paths[30]])
+  monkeypatch.setattr(parallel_map, "available_cores", lambda: 3)  # (two runs: the paths cut)
   with parallel_map.executor(2, warm=_warm) as pool:
     monkeypatch.setattr(stat_cache, "_read_trusted", lambda *args: pytest.fail("read here"))
     begun = stat_cache.stat_on(pool, str(root), paths, now_ns=later, cache=cache)
     counted = Counted()
     hashed = stat_cache.file_hashes(str(root), paths, cache, counted, stats=begun)
-    assert hashed.hashes == expected.hashes == _truth(root, paths)
+    assert len(begun.chunks) == 2 and hashed.hashes == expected.hashes == _truth(root, paths)
     assert sorted(counted.read) == sorted(here.read)
-    assert hashed.stats == expected.stats and len(begun.chunks) == 2
+    assert hashed.stats == expected.stats
     # (a cache of its own: read here as `file_hashes` was asked, not the workers' lookups)
     with pytest.raises(pytest.fail.Exception, match="read here"):
       stat_cache.file_hashes(str(root), paths, tmp_path / "other.json", Counted(), stats=begun)
