@@ -228,7 +228,7 @@ class SplitPlan:
   shards: list[tuple[Shard, list[int]]]   # base shards kept in part or whole: kept positions
   new: list[str]                          # relative paths the workers make
   target_bytes: int                       # about the size of each new shard
-  layout: list[list[list]] = dataclasses.field(default_factory=list)  # rows per shard written
+  layout: list[list] = dataclasses.field(default_factory=list)  # rows per shard written
 
   @property
   def kept(self) -> int:
@@ -388,7 +388,7 @@ def _write_kept(planned: Plan, split: str, path_of: Callable[[int], object],
     else:
       _write(path_of(index), _read_records(base, shard, positions, planned.rule), file_format)
     lengths.append(len(positions))
-    layout.append([list(shard.records[p]) for p in positions])
+    layout.append([shard.records[p] for p in positions])  # ((key, size, fingerprint): read only)
   return lengths, layout
 
 
