@@ -125,15 +125,14 @@ def _image_of(read, key: str, label_id: int | None) -> bytes:
 
 
 def _located(folder: pathlib.Path, split: str, rows: list, labels: list, classes: list,
-             shard_names: list, starts: list[int], file_format: str, held: schema.Schema,
-             position: int) -> "version_examples.Located":
+             shard_names: list, starts: list[int], offsets: list[int], file_format: str,
+             held: schema.Schema, position: int) -> "version_examples.Located":
   """The `Located` of the example at `position` of `split` (`_page_catalog`'s): its record
-  found in its shard (`starts`: each shard's first position) by the sizes of its index
-  rows."""
+  in its shard (`starts`: each shard's first position), at its offset there."""
   shard = bisect.bisect_right(starts, position) - 1
-  sizes = [row[1] for row in rows[starts[shard]:starts[shard + 1]]]
-  read = record_index.record_reader(folder, shard_names[shard], sizes, position - starts[shard],
-                                    file_format)
+  read = record_index.record_reader(
+      folder, shard_names[shard], file_format, position - starts[shard],
+      starts[shard + 1] - starts[shard], rows[position][1], offsets[position])
   key, (label, label_id) = rows[position][0], labels[position]
   marked = held.task == schema.DETECTION or held.mask is not None
   return version_examples.Located(
@@ -383,10 +382,12 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       labels = [self._page_label(key) for key in names]
       classes = [self._page_classes(key) for key in names]
       starts = list(itertools.accumulate(info.shard_lengths, initial=0))
+      offsets = [offset for start, end in zip(starts, starts[1:])  # (in its shard)
+                 for offset in record_index.offsets([row[1] for row in rows[start:end]])]
       catalog[split] = version_examples.Catalog(
           names, [label for label, _ in labels], classes,
           functools.partial(_located, folder, split, rows, labels, classes, info.filenames,
-                            starts, file_format, held))
+                            starts, offsets, file_format, held))
     return catalog
 
   def _page_images(self) -> list | None:

@@ -19,6 +19,7 @@ plan, and a wrong one makes a build stop and say so, never write a wrong version
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -168,18 +169,24 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
   return ShardIndex(raw["sha256"], records, hashlib.sha256(data).hexdigest())
 
 
-def record_reader(version_dir, shard_name: str, sizes: list[int], position: int,
-                  file_format: str) -> Callable[[], bytes]:
-  """A function that reads record `position` of a shard this build wrote (`sizes`: its
-  index's) when called, and no other (the sizes before it locate it)."""
+def offsets(sizes: list[int]) -> list[int]:
+  """Where each record of a TFRecord shard starts, given its index's sizes, in order."""
+  return list(itertools.accumulate([size + tfrecord_files.FRAMING for size in sizes[:-1]],
+                                   initial=0))
+
+
+def record_reader(version_dir, shard_name: str, file_format: str, position: int, count: int,
+                  size: int, offset: int) -> Callable[[], bytes]:
+  """A function that reads, when called, record `position` of the `count` of a shard this
+  build wrote, of `size` bytes at `offset` (`offsets`; its index's sizes locate it), and
+  no other."""
   path = pathlib.Path(version_dir) / shard_name
   if file_format not in READABLE_FORMATS:
     raise ValueError(f"{path}: records of {file_format} shards are not read here (only "
                      f"{', '.join(READABLE_FORMATS)})")
   if file_format == "array_record":
-    return functools.partial(_array_record_at, path, position, sizes[position], len(sizes))
-  offset = sum(sizes[:position]) + tfrecord_files.FRAMING * position
-  return functools.partial(_tfrecord_at, path, offset, sizes[position])
+    return functools.partial(_array_record_at, path, position, size, count)
+  return functools.partial(_tfrecord_at, path, offset, size)
 
 
 def _tfrecord_at(path: pathlib.Path, offset: int, size: int) -> bytes:

@@ -604,8 +604,10 @@ def test_a_record_read_for_another_photo_is_an_error_not_its_picture(base):
   name = sorted(shards(version))[0]
   split = next(s for s in ("train", "validation", "test") if f"-{s}." in name)
   rows = record_index.read(version, name, split).records
+  sizes = [size for _, size, _ in rows]
   read_first, read_second = (record_index.record_reader(
-      version, name, [size for _, size, _ in rows], position, "tfrecord") for position in (0, 1))
+      version, name, "tfrecord", position, len(sizes), sizes[position],
+      record_index.offsets(sizes)[position]) for position in (0, 1))
   label_ids = {n: i for i, n in enumerate(sorted(p.name for p in base[0].iterdir()))}
   label = lambda key: label_ids[key.split("/")[0]]
   first, second = rows[0][0], rows[1][0]
