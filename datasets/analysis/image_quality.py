@@ -215,7 +215,13 @@ def _scores(values, heights, widths, side: float) -> list[list[tuple[int, float]
 
 
 def _measures(fingerprints: Sequence) -> list[tuple[float, ...]]:
-  return [fingerprint.quality or _UNMEASURED for fingerprint in fingerprints]
+  """Each fingerprint's measures (`FIELDS`, numbers), `_UNMEASURED` for one without."""
+  measures = [fingerprint.quality or _UNMEASURED for fingerprint in fingerprints]
+  if set(map(len, measures)) - {len(FIELDS)}:
+    wrong = next(m for m in measures if len(m) != len(FIELDS))
+    raise ValueError(f"quality measures {list(wrong)!r:.120} are not the {len(FIELDS)} "
+                     f"values of {FIELDS}")
+  return measures
 
 
 def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:

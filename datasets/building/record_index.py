@@ -170,9 +170,10 @@ def read(version_dir, shard_name: str, split: str) -> ShardIndex:
 
 
 def offsets(sizes: list[int]) -> list[int]:
-  """Where each record of a TFRecord shard starts, given its index's sizes, in order."""
+  """Where each record of a TFRecord shard starts, given its index's sizes, in order (one
+  offset a record: none for an empty shard)."""
   return list(itertools.accumulate([size + tfrecord_files.FRAMING for size in sizes[:-1]],
-                                   initial=0))
+                                   initial=0)) if sizes else []
 
 
 def record_reader(version_dir, shard_name: str, file_format: str, position: int, count: int,

@@ -87,6 +87,7 @@ class Stats:
   caller goes on, the clock before the first was taken, and, looked up by the workers in
   `cache` too, the digest it trusts for each file whose key is the one it holds."""
   checked: int
+  root: str
   relative_paths: list[str]
   chunks: list   # futures of `_looked_up` of consecutive runs of `relative_paths`
   cache: pathlib.Path | None = None
@@ -112,8 +113,8 @@ def stat_on(pool, root: str, relative_paths: list[str],
             ) -> Stats:
   """The stats `file_hashes` takes, begun on `pool` (`parallel_map.executor`'s processes):
   a stat is a system call of a few microseconds, 20,000 of them ~0.07 s of one core. With
-  `cache`, each worker also reads it and keeps what it trusts for its files (reading and
-  checking a cache of 20,000 files is ~0.06 s more that the caller does not spend)."""
+  `cache`, the worker of each run also reads it and keeps what it trusts for its files
+  (reading and checking a cache of 20,000 files: ~0.06 s the caller does not spend)."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
   # (a run a core beside the caller's, which goes on meanwhile: each run's worker reads the
   # cache whole, and more runs than cores only read it more often)
@@ -121,7 +122,7 @@ def stat_on(pool, root: str, relative_paths: list[str],
                     parallel_map.available_cores() - 1))
   size = -(-len(relative_paths) // runs) or 1
   cache = pathlib.Path(cache) if cache is not None else None
-  return Stats(checked, relative_paths, [
+  return Stats(checked, root, relative_paths, [
       pool.submit(_looked_up, root, relative_paths[start:start + size], cache)
       for start in range(0, len(relative_paths), size)], cache)
 
@@ -151,7 +152,7 @@ def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
   already (`stat_on`, of the same `relative_paths`), instead, and what the workers trusted
   of `cache` when they looked it up too."""
   if stats is not None:
-    if stats.relative_paths != relative_paths:
+    if stats.relative_paths != relative_paths or stats.root != root:
       raise ValueError("the stats begun are of other files")
     checked, (keys, looked_up, why) = stats.checked, stats.results()
     if stats.cache == pathlib.Path(cache) and not reread:

@@ -16,6 +16,7 @@ of what left.
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import heapq
 import itertools
@@ -130,12 +131,15 @@ class _Pass:
     of the whole version)."""
     pending = collections.deque()
     for split, listed in catalog.items():
+      # (one `Located` a position: an example offered under each class it shows is read and
+      # pictured once)
+      locate = functools.cache(listed.locate)
       shown = list(map(_shown_of, listed.labels, listed.classes))
       self.counts[split].update(itertools.chain.from_iterable(shown))
       self.examples[split] += len(listed)
       for position, name in enumerate(listed.names):
         if (split, name) in self.wanted:
-          self._take(pending, [(split, name)], listed.locate(position), makers, held=None)
+          self._take(pending, [(split, name)], locate(position), makers, held=None)
       if grid:
         ranks = [_rank((split, name)) for name in listed.names]
         of_class = collections.defaultdict(list)  # class -> positions showing it
@@ -146,7 +150,7 @@ class _Pass:
             (position, label) for label, positions in of_class.items()
             for position in heapq.nsmallest(report_page.GRID_PER_CLASS, positions,
                                             key=ranks.__getitem__)):
-          self._offer(label, (split, listed.names[position]), listed.locate(position))
+          self._offer(label, (split, listed.names[position]), locate(position))
       bar.update(len(listed))
     while pending:
       self._picture(*pending.popleft())

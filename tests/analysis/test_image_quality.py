@@ -184,6 +184,33 @@ def test_a_version_s_findings_are_each_image_s_own_whatever_the_images_beside_it
         assert finding.score < image_quality.DARK
 
 
+def test_each_kind_s_score_is_the_value_its_threshold_is_applied_to():
+  """Measures (p99, p5, edges, entropy, spread, detail) chosen for one kind each: the
+  score the report keeps is the documented value (`SCORES`), rounded where it says."""
+  cases = {  # name: (measures, height, width), the findings expected
+      "dark": ((0.2, 0.01, 30.0, 6.0, 40.0, 0.9), 300, 400),
+      "blown": ((1.0, 0.96123, 30.0, 6.0, 40.0, 0.9), 300, 400),
+      "washed": ((1.0, 0.9, 5.0, 6.0, 40.0, 0.3), 300, 400),
+      "blurry": ((0.9, 0.1, 7.5, 6.0, 40.0, 0.3), 300, 400),
+      "flat": ((0.9, 0.1, 30.0, 2.5, 40.0, 0.9), 300, 400),
+      "grey": ((0.9, 0.1, 30.0, 6.0, 3.0, 0.9), 300, 400),
+      "strip": ((0.9, 0.1, 30.0, 6.0, 40.0, 0.9), 100, 301),
+      "small": ((0.9, 0.1, 30.0, 6.0, 40.0, 0.9), 20, 50),
+  }
+  members = [duplicates.Member("train", name, None) for name in cases]
+  fingerprints = [image_hashes.Fingerprint("", 0, h, w, "jpeg", b"", m)
+                  for m, h, w in cases.values()]
+  found = {(f.file_name, f.kind): f.score for f in image_quality.find(members, fingerprints)}
+  assert found == {("dark", "dark"): 0.2, ("blown", "overexposed"): round(1 - 0.96123, 4),
+                   ("washed", "overexposed"): round(1 - 0.9, 4), ("blurry", "blurry"): 7.5,
+                   ("flat", "low_information"): 2.5, ("grey", "grayscale"): 3.0,
+                   ("strip", "odd_aspect_ratio"): round(100 / 301, 4),
+                   ("small", "tiny"): round((20 * 50) ** 0.5, 1)}
+  with pytest.raises(ValueError, match="quality measures"):  # (not the six FIELDS)
+    image_quality.find(members[:1], [image_hashes.Fingerprint("", 0, 9, 9, "png", b"",
+                                                              (0.2, 0.01, 30.0))])
+
+
 def test_the_small_decode_measures_what_a_full_decode_does():
   for name, pixels in real_photos.photos().items():
     data = sample_images.encode(pixels, "JPEG", quality=90)

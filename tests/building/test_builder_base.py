@@ -1,6 +1,8 @@
 """Registration, CLI and checksum rules shared by every builder."""
 
 
+import types
+
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
@@ -25,6 +27,8 @@ import sys, importlib
 sys.path.insert(0, {datasets!r})
 {first}
 {second}
+import types
+
 import tensorflow_datasets as tfds
 assert tfds.builder_cls("synthetic_images").__module__ == (
     "imagesets.synthetic_images.synthetic_images_dataset_builder")
@@ -83,3 +87,44 @@ def test_metadata_is_saved_as_tfds_saves_it_and_loads_back(tmp_path):
   loaded = builder_base.Metadata()
   loaded.load_metadata(ours)
   assert loaded == content
+
+
+def test_the_page_locates_each_record_by_its_shard_and_offset_an_empty_shard_among_them(
+    tmp_path):
+  """`_page_catalog`'s records found from their index rows alone: shards of 2, 0, 1 and 3
+  records (TFDS's writer leaves none empty; an index may list one): each record read at
+  its place is its own; one read at another's place (of the same size) is an error, never
+  another photo's picture."""
+  import itertools
+  import pytest
+  import tensorflow as tf
+  from imagesets.building import builder_base, record_index
+  from imagesets.storage import tfrecord_files
+
+  def record(name: str) -> bytes:
+    feature = {"file_name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[name.encode()])),
+               "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0])),
+               "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[name.encode() * 3]))}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+  shards = {"s-00000": ["a/1.jpg", "a/22.jpg"], "s-00001": [], "s-00002": ["b/333.jpg"],
+            "s-00003": ["b/4.jpg", "b/5.jpg", "c/666.jpg"]}
+  rows = []
+  for name, keys in shards.items():
+    records = [record(key) for key in keys]
+    tfrecord_files.write(tmp_path / name, records)
+    rows += [(key, len(data), None) for key, data in zip(keys, records)]
+  starts = list(itertools.accumulate(map(len, shards.values()), initial=0))
+  offsets = [offset for start, end in zip(starts, starts[1:])
+             for offset in record_index.offsets([row[1] for row in rows[start:end]])]
+  assert len(offsets) == len(rows) and record_index.offsets([]) == []
+  held = types.SimpleNamespace(task=None, mask=None)
+  labels = [(key.split("/")[0], 0) for key, _, _ in rows]
+  for position, (key, _, _) in enumerate(rows):
+    located = builder_base._located(tmp_path, "train", rows, labels, [None] * len(rows),
+                                    list(shards), starts, offsets, "tfrecord", held, position)
+    assert (located.file_name, located.image) == (key, key.encode() * 3)
+  wrong = builder_base._located(tmp_path, "train", rows, labels, [None] * len(rows),
+                                list(shards), starts, [0] * len(rows), "tfrecord", held, 4)
+  with pytest.raises(record_index.RecordIndexError, match="read for b/5.jpg is b/4.jpg"):
+    wrong.image  # pylint: disable=pointless-statement

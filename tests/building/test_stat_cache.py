@@ -291,6 +291,8 @@ def test_stats_begun_on_worker_processes_are_the_stats_taken_here(cores, runs, t
     assert begun.keys() == {p: stat_cache.key(os.stat(root / p)) for p in paths}
     with pytest.raises(ValueError, match="other files"):
       stat_cache.file_hashes(str(root), paths[1:], cache, Counted(), stats=begun)
+    with pytest.raises(ValueError, match="other files"):  # (the same names in another tree)
+      stat_cache.file_hashes(str(tmp_path / "copy"), paths, cache, Counted(), stats=begun)
     hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=begun)
   assert hashed.checked == 123 and hashed.hashes == _truth(root, paths)
   assert hashed.stats == begun.keys()
@@ -333,6 +335,10 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
     assert len(begun.chunks) == 2 and hashed.hashes == expected.hashes == _truth(root, paths)
     assert sorted(counted.read) == sorted(here.read)
     assert hashed.stats == expected.stats
+    reread = Counted()  # (`reread`: every photo read, whatever the workers looked up)
+    assert stat_cache.file_hashes(str(root), paths, cache, reread, reread=True,
+                                  stats=begun).hashes == expected.hashes
+    assert sorted(reread.read) == sorted(paths)
     # (a cache of its own: read here as `file_hashes` was asked, not the workers' lookups)
     with pytest.raises(pytest.fail.Exception, match="read here"):
       stat_cache.file_hashes(str(root), paths, tmp_path / "other.json", Counted(), stats=begun)

@@ -350,8 +350,8 @@ def test_a_build_without_a_record_index_reads_only_the_records_its_page_pictures
   builder.download_and_prepare()
   assert not builder.RECORD_INDEX and not whole and not read_reports
   assert 0 < len(reads) == len(set(reads)) < len(files)  # (each pictured record read once)
-  # (a `Located` is made for each example pictured or offered to the grid, no other)
-  assert sorted(made) == sorted(taken + offered) and len(set(made)) < len(files)
+  # (a `Located` is made once for each example pictured or offered to the grid, no other)
+  assert sorted(made) == sorted(set(taken + offered)) and len(made) < len(files)
   # (a catalog's examples read their bytes on the threads: the catalog is read through
   # while they are pictured, none waited on before)
   assert len(taken) > version_report._IN_FLIGHT and set(waited) == {len(taken)}
@@ -406,3 +406,34 @@ def test_page_pictures_made_on_threads_are_those_made_one_at_a_time(built, monke
   monkeypatch.setattr(version_report, "_IN_FLIGHT", 0)
   assert report_page.render(version_report.content(version_examples.Folder.at(version))) == (
       threaded)
+
+
+def test_a_catalog_example_of_several_classes_is_read_and_pictured_once():
+  """A build's catalog (`version_examples.Catalog`): an example offered to the grid under
+  each class it shows, and pictured in a group, is located, read and pictured once."""
+  import collections
+  import concurrent.futures
+  reads, located, pictured = collections.Counter(), collections.Counter(), []
+  names = [f"img{i}.jpg" for i in range(5)]
+  data = {name: _jpeg(p.pixels) for name, p in zip(names, photo_crops.pictures(5))}
+
+  def locate(position):
+    name = names[position]
+    located[name] += 1
+    return version_examples.Located(
+        "train", name, None, lambda: reads.update([name]) or data[name], None, ("cat", "dog"))
+
+  catalog = version_examples.Catalog(names, [None] * 5, [("cat", "dog")] * 5, locate)
+  read = version_report._Pass({("train", names[0])},
+                              picture=lambda example: pictured.append(example.file_name)
+                              or version_report._thumbnail(example))
+
+  class Bar:
+    def update(self, _):
+      pass
+
+  with concurrent.futures.ThreadPoolExecutor(2) as makers:
+    read._read_catalog({"train": catalog}, True, makers, Bar())
+  grid = read.grid_pictures()
+  assert {label: len(pictures) for label, pictures in grid.items()} == {"cat": 5, "dog": 5}
+  assert located == reads == collections.Counter(names) and sorted(pictured) == names
