@@ -33,7 +33,7 @@ from imagesets.analysis import image_hashes
 from imagesets.constants import RECORD_INDEX_FOLDER
 
 INDEX_FOLDER = RECORD_INDEX_FOLDER
-READABLE_FORMATS = ("tfrecord", "array_record")  # whose records `record_readers` reads
+READABLE_FORMATS = ("tfrecord", "array_record")  # whose records `record_reader` reads
 # 3: fingerprints hold every measure of `image_quality.FIELDS` (2 had five of them: a base
 # written so is built on in full once); 2: the shard's SHA-256 (1 had none)
 FORMAT = 3
