@@ -801,10 +801,7 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   order = _in_member_order(members, fingerprints, placed)
   members = [members[i] for i in order]
   fingerprints = [fingerprints[i] for i in order]
-  by_pixels = collections.defaultdict(list)
-  for index, fingerprint in enumerate(fingerprints):
-    by_pixels[fingerprint.pixels].append(index)
-  sets = list(by_pixels.values())
+  sets = _exact_sets([fingerprint.pixels for fingerprint in fingerprints])
   representatives = [same[0] for same in sets]
   thumbnails, blank = _thumbnail_rows([fingerprints[i].thumbnail for i in representatives])
   # (most pictures take part in a check: their regions made once, up to a bound on memory)
@@ -818,20 +815,33 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
   alike = _alike(thumbnails, blank, first, second, regions)
   first = np.concatenate([links.first, first[alike]])
   second = np.concatenate([links.second, second[alike]])
-  grouped = {}  # label -> its members (indices), in member order
+  grouped = {}  # label -> its members (indices, in member order), its exact sets' numbers
   place = np.zeros(len(members), np.int64)  # a grouped member's position in its group
   for label, numbers in components.items():
     if len(numbers) == 1 and len(sets[numbers[0]]) == 1:
       continue  # (one picture: no group)
     indices = sorted(i for number in numbers for i in sets[number])  # (member order)
-    grouped[label] = indices
+    grouped[label] = indices, numbers
     place[indices] = np.arange(len(indices))
   representative = np.array(representatives, np.int64)
   linked = _pairs_by_label(links.label[first], place[representative[first]],
                            place[representative[second]])
-  groups = [_group(members, fingerprints, indices, linked.get(label, ()))
-            for label, indices in grouped.items()]
+  groups = [_group(tuple(members[i] for i in indices), len(numbers),
+                   [place[sets[number]].tolist() for number in numbers if len(sets[number]) > 1],
+                   linked.get(label, ()))
+            for label, (indices, numbers) in grouped.items()]
   return sorted_groups(groups)
+
+
+def _exact_sets(pixels: list[str]) -> list[list[int]]:
+  """The indices of each distinct `pixels` digest, in order of their first index (each
+  list ascending)."""
+  if len(set(pixels)) == len(pixels):  # (no copy: most versions)
+    return [[index] for index in range(len(pixels))]
+  by_pixels = collections.defaultdict(list)
+  for index, digest in enumerate(pixels):
+    by_pixels[digest].append(index)
+  return list(by_pixels.values())
 
 
 def sorted_groups(groups: list["Group"]) -> list["Group"]:
@@ -861,6 +871,8 @@ def _in_member_order(members, fingerprints, placed) -> list[int]:
   """The indices sorted by member order (`placed`), ties (one name twice) by label, then
   fingerprint: a function of the images, not of the order they come in."""
   order = sorted(range(len(members)), key=placed.__getitem__)
+  if len(set(placed)) == len(placed):
+    return order  # (no name twice: no ties)
   start = 0
   for end in range(1, len(order) + 1):  # (runs of one name: rare, sorted by the rest)
     if end == len(order) or placed[order[end]] != placed[order[start]]:
@@ -922,19 +934,18 @@ def component_group(sets: list, pairs: list) -> "Group | None":
   position = {id(image): at for at, image in enumerate(images)}
   place = np.array([position[id(images[0])] for images in sets], np.int64)
   links = _pairs_by_label(np.zeros(len(first), np.int64), place[first], place[second])
-  return _group(members, [fingerprint for _, _, fingerprint in images], range(len(images)),
+  return _group(tuple(members), len(sets), [[position[id(image)] for image in images]
+                                            for images in sets if len(images) > 1],
                 links.get(0, ()))
 
 
-def _group(members, fingerprints, indices, links: tuple) -> Group:
-  """`indices`: in member order; `links`: confirmed pairs of their positions, sorted."""
-  same = collections.defaultdict(list)
-  for position, index in enumerate(indices):
-    same[fingerprints[index].pixels].append(position)
-  if len(same) == 1:
-    return Group(EXACT, tuple(members[i] for i in indices))
-  return Group(NEAR, tuple(members[i] for i in indices),
-               tuple(tuple(p) for p in same.values() if len(p) > 1), links)
+def _group(members: tuple, sets: int, copies: list[list[int]], links: tuple) -> Group:
+  """The group of `members` (in member order), `sets` exact sets of them; `copies`: those
+  of more than one member (positions in `members`, ascending); `links`: confirmed pairs of
+  positions, sorted."""
+  if sets == 1:
+    return Group(EXACT, members)
+  return Group(NEAR, members, tuple(sorted(map(tuple, copies))), links)
 
 
 def to_drop(groups: Iterable[Group]) -> list[Member]:

@@ -113,6 +113,20 @@ def test_a_near_group_says_which_members_have_the_very_same_pixels():
   assert group.same_pixels() == ["train/a.jpg = test/b.jpg"]
 
 
+def test_a_near_group_lists_its_sets_of_copies_by_their_first_members():
+  pixels = sample_images.photo(150, 200, seed=3)
+  members = [Member("test", "b.jpg", "a"), Member("validation", "d.jpg", "a"),
+             Member("train", "a.jpg", "a"), Member("validation", "c.jpg", "a")]
+  fingerprints = [image_hashes.of_bytes(make(pixels)) for make in (
+      planted_copies.exact, planted_copies.jpeg_q60, planted_copies.original,
+      planted_copies.jpeg_q60)]
+  [group] = duplicates.find(members, fingerprints)
+  assert [m.file_name for m in group.members] == ["a.jpg", "c.jpg", "d.jpg", "b.jpg"]
+  assert group.kind == "near" and group.exact_sets == ((0, 3), (1, 2))
+  assert group.same_pixels() == ["train/a.jpg = test/b.jpg",
+                                 "validation/c.jpg = validation/d.jpg"]
+
+
 def _fingerprints(pictures, make):
   return {name: image_hashes.of_bytes(make(pixels)) for name, pixels in pictures.items()}
 
