@@ -27,8 +27,6 @@ import sys, importlib
 sys.path.insert(0, {datasets!r})
 {first}
 {second}
-import types
-
 import tensorflow_datasets as tfds
 assert tfds.builder_cls("synthetic_images").__module__ == (
     "imagesets.synthetic_images.synthetic_images_dataset_builder")
