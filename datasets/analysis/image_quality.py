@@ -201,9 +201,9 @@ def _kinds(values: Sequence, heights: Sequence[int], widths: Sequence[int],
 _ROUNDED = {"overexposed": 4, "odd_aspect_ratio": 4, "tiny": 1}  # digits the report keeps
 
 
-def _scores(values, heights, widths, side: float) -> list[list[tuple[int, float]]]:
+def _scores(values, heights, widths, median_side: float) -> list[list[tuple[int, float]]]:
   """For each kind (`KINDS` order), [(image, score)] of the images that have it."""
-  found = _kinds(values, heights, widths, side)
+  found = _kinds(values, heights, widths, median_side)
   scored = []
   for kind in KINDS:
     which, scores = found[kind]
@@ -229,8 +229,6 @@ def find(members: Sequence, fingerprints: Sequence) -> list[Finding]:
   (`KINDS` order), then split and file name. Images without measures (fingerprints of an
   older build) are left out of all but the size kinds."""
   side = median_side(collections.Counter((f.height, f.width) for f in fingerprints))
-  if not fingerprints:
-    return []
   found = _scores(_measures(fingerprints), [f.height for f in fingerprints],
                   [f.width for f in fingerprints], side)
   return sorted((Finding(kind, members[i].split, members[i].file_name, members[i].label, score)

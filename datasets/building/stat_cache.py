@@ -92,9 +92,6 @@ class Stats:
   chunks: list   # futures of `_looked_up` of consecutive runs of `relative_paths`
   cache: pathlib.Path | None = None
 
-  def keys(self) -> dict[str, Key]:
-    return self.results()[0]
-
   def results(self) -> tuple[dict[str, Key], dict[str, str], str | None]:
     """(keys, the digests `cache` holds for unchanged files, why it was not read)."""
     keys, digests, why = [], [], None
