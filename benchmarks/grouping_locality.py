@@ -48,14 +48,11 @@ def candidate_graph(fingerprints) -> dict:
   pictures = list(by_pixels.values())
   words = duplicates._as_words([f.perceptual for f in pictures])
   thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in pictures])
-  bits = duplicates._bit_rows(words)
   keys = duplicates._thumbnail_keys(thumbnails)
   count = len(pictures)
   components = duplicates._Components(count)
   pairs, codes, largest_bucket = 0, [], 0
-  for positions in duplicates._band_positions():
-    packed = np.packbits(bits[positions], axis=0)
-    key = (packed[0].astype(np.uint64) << np.uint64(8)) | packed[1]
+  for key in duplicates._bucket_keys(words, duplicates._band_positions()):
     order = np.argsort(key, kind="stable")
     sorted_keys = key[order]
     runs = np.diff(np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1], True]))

@@ -72,12 +72,12 @@ def _band_entries(picture_set):
   words = duplicates._as_words([fingerprint.perceptual])
   thumbnails, _ = duplicates._thumbnail_rows([fingerprint.thumbnail])
   keys = duplicates._thumbnail_keys(thumbnails)
-  buckets = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  buckets = duplicates._bucket_keys(words, duplicates._band_positions())[:, 0]
+  places = duplicates._places(buckets, words, keys, np.arange(len(buckets)))
   entry = (picture, words.tobytes(), int(keys.simhash[0]), bool(keys.flat[0]),
            int(keys.mean[0]))  # (a 61-bit SimHash: an int64 on the wire)
-  for band, bucket in enumerate(buckets[:, 0]):
-    place = int(duplicates._places(bucket[None], words, keys, band)[0])
-    yield (band, int(bucket)), (place, *entry)
+  for band, (bucket, place) in enumerate(zip(buckets.tolist(), places.tolist())):
+    yield (band, bucket), (place, *entry)
 
 
 def _stretch_of(bucket_entry, bounds):

@@ -170,10 +170,15 @@ def picture_id(member: Member, fingerprint: image_hashes.Fingerprint) -> tuple:
           member.label or "", fingerprint.pixels)
 
 
+@functools.cache
 def _band_positions() -> np.ndarray:
+  """(BANDS, BAND_BITS): the hash bits each band's buckets are keyed by (read-only: made
+  once a process, Beam's workers ask it for every picture)."""
   rng = np.random.default_rng(_BAND_SEED)
-  return np.stack([rng.choice(image_hashes.HASH_BITS, BAND_BITS, replace=False)
-                   for _ in range(BANDS)])
+  positions = np.stack([rng.choice(image_hashes.HASH_BITS, BAND_BITS, replace=False)
+                        for _ in range(BANDS)])
+  positions.flags.writeable = False
+  return positions
 
 
 def _as_words(hashes: Sequence[int]) -> np.ndarray:
@@ -181,12 +186,6 @@ def _as_words(hashes: Sequence[int]) -> np.ndarray:
   mask = (1 << 64) - 1
   return np.stack([np.array([h >> 64 for h in hashes], np.uint64),
                    np.array([h & mask for h in hashes], np.uint64)], axis=1).reshape(-1, 2)
-
-
-def _bit_rows(words: np.ndarray) -> np.ndarray:
-  """128 x N uint8: bit b (0 = the high word's highest) of each hash, one row a bit."""
-  return np.ascontiguousarray(
-      np.unpackbits(words.byteswap().view(np.uint8).reshape(-1, 16), axis=1).T)
 
 
 @functools.cache
@@ -345,8 +344,7 @@ def _thumbnail_keys(thumbnails: np.ndarray) -> _Keys:
   between them (a correlation of 0.85 is 32 degrees, about 11 bits of 61), so sorting by
   it puts alike pictures side by side, and a pair far apart in it need not be compared
   (`_FAR_BITS`). A product per picture: the same bits in any batch."""
-  planes = np.random.default_rng(_BAND_SEED).standard_normal(
-      (_COMPARED * _COMPARED, 61)).astype(np.float32)
+  planes = _simhash_planes()
   keys = _Keys(np.empty(len(thumbnails), np.uint64), np.empty(len(thumbnails), bool),
                np.empty(len(thumbnails), np.uint8))
   weights = np.uint64(1) << np.arange(61, dtype=np.uint64)
@@ -357,6 +355,16 @@ def _thumbnail_keys(thumbnails: np.ndarray) -> _Keys:
     keys.flat[start:start + _BATCH] = region.flat[:, 0]
     keys.mean[start:start + _BATCH] = np.minimum(region.mean[:, 0], 255)
   return keys
+
+
+@functools.cache
+def _simhash_planes() -> np.ndarray:
+  """(_COMPARED**2, 61) float32: `_thumbnail_keys`' seeded projections (read-only: made
+  once a process, Beam's workers ask them for every picture)."""
+  planes = np.random.default_rng(_BAND_SEED).standard_normal(
+      (_COMPARED * _COMPARED, 61)).astype(np.float32)
+  planes.flags.writeable = False
+  return planes
 
 
 def _far_apart(keys: _Keys, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -503,27 +511,32 @@ def _sorted_places(places: np.ndarray) -> np.ndarray:
   return order
 
 
-def _bucket_keys(bits: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def _bucket_keys(words: np.ndarray, positions: np.ndarray) -> np.ndarray:
   """(bands, N): each hash's bucket in each band of `positions` (bands x BAND_BITS): its
-  bits there, BAND_BITS of them (`_places` holds them whole: a bucket is one stretch of
-  a band's order)."""
-  packed = np.packbits(bits[positions], axis=1)  # (bands, 2, N): 13 bits, 3 of padding
-  return ((packed[:, 0].astype(np.uint64) << np.uint64(8)) | packed[:, 1]) >> np.uint64(3)
+  bits there (bit b: 0 is the high word's highest), the first the highest of BAND_BITS
+  (`_places` holds them whole: a bucket is one stretch of a band's order)."""
+  keys = np.zeros((len(positions), len(words)), np.uint64)
+  for slot in np.asarray(positions).T:  # (each band's bit at this place of its key)
+    shift = (63 - slot % 64).astype(np.uint64)[:, None]
+    keys = (keys << np.uint64(1)) | ((words[:, slot // 64].T >> shift) & np.uint64(1))
+  return keys
 
 
-def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band: int) -> np.ndarray:
+def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band) -> np.ndarray:
   """Where each picture sorts in the band: its bucket, its thumbnail's brightness (3 bits,
   the bins shifted by the band: a copy whose mean crosses a bin's edge is beside its
   original in the other bands), its thumbnail's SimHash rotated by the band's own amount
   (32 bits), 16 bits scrambled from its hash and the band (so that ties differ from band
-  to band); each a function of the picture alone."""
-  turn = np.uint64(band * 7 % 60 + 1)
+  to band); each a function of the picture alone. `band`: a band, or an array of them
+  (one picture's place in each: `key` its bucket in each)."""
+  turn = np.asarray(band * 7 % 60 + 1, np.uint64)
   simhash = within.simhash
   rotated = ((simhash << turn) | (simhash >> (np.uint64(61) - turn))) & np.uint64((1 << 61) - 1)
-  brightness = np.minimum(within.mean.astype(np.uint64) + np.uint64(band * 11 % 32), 255) >> 5
+  brightness = np.minimum(within.mean.astype(np.uint64)
+                          + np.asarray(band * 11 % 32, np.uint64), 255) >> 5
   with np.errstate(over="ignore"):
-    scrambled = ((words[:, 0] ^ (words[:, 1] * _GOLDEN) ^ np.uint64(band + 1) * _GOLDEN)
-                 * _MIX) >> np.uint64(48)
+    scrambled = ((words[:, 0] ^ (words[:, 1] * _GOLDEN)
+                  ^ np.asarray(band + 1, np.uint64) * _GOLDEN) * _MIX) >> np.uint64(48)
   return ((key << np.uint64(51)) | (brightness << np.uint64(48))
           | ((rotated >> np.uint64(29)) << np.uint64(16)) | scrambled)
 
@@ -557,13 +570,13 @@ def _picked_in(words: np.ndarray, within: _Keys, threshold: int, bands: range
   """`_picked` of `bands`, counted _HELD_PICKS pairs at a time into runs that are merged as
   a binary counter merges (each run at most half the one before it: a pair is copied a
   logarithmic number of times; memory: the distinct pairs, twice at most)."""
-  count, bits = len(words), _bit_rows(words)
+  count = len(words)
   positions = _band_positions() if count > 1 else np.empty((0, BAND_BITS), np.int64)
   runs, held = [], []
   end = min(bands.stop, len(positions))
   for start in range(bands.start, end, _KEYED_BANDS):
     keyed = positions[start:min(start + _KEYED_BANDS, end)]
-    for number, key in enumerate(_bucket_keys(bits, keyed)):
+    for number, key in enumerate(_bucket_keys(words, keyed)):
       held.append(_band_pairs(words, key, within, start + number, threshold))
       last = start + number == end - 1
       if sum(len(low) for low, _, _ in held) > _HELD_PICKS or last:

@@ -7,6 +7,7 @@ import dataclasses
 import pathlib
 import pickle
 
+import numpy as np
 import pytest
 
 beam = pytest.importorskip("apache_beam")
@@ -202,3 +203,29 @@ def test_picks_lost_on_the_way_to_their_count_are_refused(tmp_path, monkeypatch)
   monkeypatch.setattr(beam_duplicates, "_counted", one_lost)
   with pytest.raises(beam_components.NotConverged, match="arrived where they are counted"):
     _beam_groups(members, fingerprints, tmp_path)
+
+
+def test_a_worker_makes_the_bands_and_projections_once_not_for_every_picture(monkeypatch):
+  # A worker places each picture in every band (`_band_entries`): the bands' bit positions
+  # and the SimHash projections are seeded draws, made once a process.
+  made, real_rng = [], np.random.default_rng
+
+  def counted_rng(*args, **kwargs):
+    made.append(args)
+    return real_rng(*args, **kwargs)
+  members, fingerprints = _images(24, seed=5, scenes=3)
+  monkeypatch.setattr(np.random, "default_rng", counted_rng)
+  duplicates._band_positions.cache_clear()
+  duplicates._simhash_planes.cache_clear()
+  entries = [list(beam_duplicates._band_entries((number, [(member, None, fingerprint)])))
+             for number, (member, fingerprint) in enumerate(zip(members, fingerprints))]
+  assert len(made) <= 2, len(made)
+  # Each entry: the picture's bucket and place in its band, as the one-process bands give.
+  words = duplicates._as_words([f.perceptual for f in fingerprints])
+  thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
+  keys = duplicates._thumbnail_keys(thumbnails)
+  buckets = duplicates._bucket_keys(words, duplicates._band_positions())
+  for band in (0, 31, duplicates.BANDS - 1):
+    places = duplicates._places(buckets[band], words, keys, band)
+    assert [entry[band][0] for entry in entries] == [(band, int(b)) for b in buckets[band]]
+    assert [entry[band][1][0] for entry in entries] == places.tolist()

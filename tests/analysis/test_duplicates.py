@@ -491,7 +491,7 @@ def test_a_bucket_picked_alone_or_in_stretches_picks_what_the_whole_band_picks(
   thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
   keys = duplicates._thumbnail_keys(thumbnails)
   count, compared = len(words), 0
-  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  bands = duplicates._bucket_keys(words, duplicates._band_positions())
   for band in (0, 17, 63):
     key = bands[band]
     codes = duplicates._band_picks(words, key, keys, band, duplicates.THRESHOLD)
@@ -521,7 +521,7 @@ def test_a_bucket_picked_alone_or_in_stretches_picks_what_the_whole_band_picks(
 def _every_pick(words, keys):
   """Every band's picks, counted: what `_picked` merges run by run."""
   picks = collections.Counter()
-  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  bands = duplicates._bucket_keys(words, duplicates._band_positions())
   for band, key in enumerate(bands):
     picks.update(duplicates._band_picks(words, key, keys, band, duplicates.THRESHOLD).tolist())
   return picks
@@ -568,7 +568,7 @@ def test_a_band_picks_what_each_picture_picks_by_hand(crops_of_three_scenes):
   words = duplicates._as_words([f.perceptual for f in fingerprints])
   thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
   keys = duplicates._thumbnail_keys(thumbnails)
-  bands = duplicates._bucket_keys(duplicates._bit_rows(words), duplicates._band_positions())
+  bands = duplicates._bucket_keys(words, duplicates._band_positions())
   once = twice = 0
   for band in (0, 17, 40, 63):
     low, high, picks = duplicates._band_pairs(words, bands[band], keys, band,
@@ -710,3 +710,28 @@ def test_bands_a_lost_worker_would_have_picked_are_picked_here(monkeypatch, shut
   counted = duplicates._picked(words, keys, duplicates.THRESHOLD, pool)
   every = duplicates._picked(words, keys, duplicates.THRESHOLD)
   assert pool.sent == 1 and all(np.array_equal(a, b) for a, b in zip(counted, every))
+
+
+def test_a_bands_bucket_is_its_hash_bits_in_order_and_places_any_bands_at_once():
+  rng = random.Random(11)
+  hashes = [rng.getrandbits(image_hashes.HASH_BITS) for _ in range(300)] + [0, (1 << 128) - 1]
+  words = duplicates._as_words(hashes)
+  positions = duplicates._band_positions()
+  buckets = duplicates._bucket_keys(words, positions)
+  assert buckets.shape == (duplicates.BANDS, len(hashes)) and buckets.dtype == np.uint64
+  for band, bits in enumerate(positions.tolist()):  # (bit 0: the hash's highest)
+    assert buckets[band].tolist() == [
+        sum(((h >> (127 - bit)) & 1) << (len(bits) - 1 - k) for k, bit in enumerate(bits))
+        for h in hashes]
+  assert duplicates._bucket_keys(words, positions[5:7]).tolist() == buckets[5:7].tolist()
+  # One picture's places in every band at once (Beam's workers) are its band-by-band ones.
+  thumbnails = np.random.default_rng(3).integers(0, 256, (len(hashes), image_hashes.SMALL**2),
+                                                  np.uint8)
+  keys = duplicates._thumbnail_keys(thumbnails)
+  for picture in (0, 7, len(hashes) - 1):
+    one = duplicates._Keys(*(field[picture:picture + 1] for field in keys))
+    at_once = duplicates._places(buckets[:, picture], words[picture:picture + 1], one,
+                                 np.arange(duplicates.BANDS))
+    assert at_once.tolist() == [
+        duplicates._places(buckets[band], words, keys, band)[picture]
+        for band in range(duplicates.BANDS)]
