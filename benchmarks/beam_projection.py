@@ -9,7 +9,8 @@ of `--images` real-photo crops (benchmarks/duplicates_cost.py's) and encoded wit
 Beam gives them (`FastPrimitivesCoder`, what these PCollections of tuples get); each
 is counted per picture as measured on the DirectRunner (defaults: the 100,000 crops of
 docs/scaling.md: 226.8 picks, 12.7-13.2 kept pairs, about 27 distinct picked pairs, 5-6
-component rounds). Printed: bytes per image per shuffle, their sum, and at 10 M and 100 M
+component rounds). Printed: bytes per image per shuffle, their sum, the CPU a worker spends
+placing a picture in its 64 bands (`_band_entries`, ms), and at 10 M and 100 M
 images the bytes shuffled and, at the prices given (Dataflow's batch shuffle per GB
 processed and a vCPU hour, list prices to check on the day), what the shuffle and the CPU
 cost. `--cpu-ms`: CPU per image of the grouping; the default is the DirectRunner's (136 s
@@ -21,6 +22,7 @@ import argparse
 import json
 import pathlib
 import sys
+import time
 
 
 def main() -> None:
@@ -52,7 +54,10 @@ def main() -> None:
 
   keyed = [beam_duplicates._keyed(image) for image in zip(members, fingerprints)]
   sets = [beam_duplicates._exact_set((key, [value])) for key, value in keyed]
-  entries = [list(beam_duplicates._band_entries(picture_set)) for picture_set in sets[:200]]
+  started = time.perf_counter()  # (a worker's placing of each picture in its 64 bands)
+  entries = [list(beam_duplicates._band_entries(picture_set)) for picture_set in sets]
+  band_entries_ms = (time.perf_counter() - started) * 1000 / len(sets)
+  entries = entries[:200]
   ids = [picture for picture, _ in sets]
   pick = ((ids[0], ids[1]), 17)
   thumbnail = fingerprints[0].thumbnail
@@ -82,7 +87,9 @@ def main() -> None:
         "vcpu_hours": round(cpu_hours), "cpu_usd": round(cpu_hours * args.usd_per_vcpu_hour),
         "hours_on_100_vcpus": round(cpu_hours / 100, 1)}
   print(json.dumps({"bytes_per_image": {name: round(value) for name, value in per_image.items()},
-                    "total_bytes_per_image": round(total), "projection": projection,
+                    "total_bytes_per_image": round(total),
+                    "band_entries_cpu_ms_per_image": round(band_entries_ms, 3),
+                    "projection": projection,
                     "assumed": vars(args)}, indent=1))
 
 
