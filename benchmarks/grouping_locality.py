@@ -102,6 +102,74 @@ def check_share(members, fingerprints, rounds: int = 5) -> dict:
           "checks' share": f"{best[1] / best[0]:.0%}"}
 
 
+def picked_again(members, fingerprints, new_share: float = 0.01, seed: int = 0) -> dict:
+  """Part 3: a version with `new_share` of these pictures new (left out of its base at
+  random): the bands picked whole, against the base's picks with only the buckets its new
+  pictures are in picked again. A band's picks are a function of each bucket's pictures
+  and their order (`duplicates._band_pairs`), so those of every other bucket are the
+  base's: the two must be the very same counts. (Not built: docs/incremental_versions.md.)"""
+  d = duplicates
+  pictures = sorted({f.pixels: (d.member_order(m), f) for m, f in zip(members, fingerprints)
+                     }.values(), key=lambda picture: picture[0])  # (one an exact set)
+  count = len(pictures)
+  is_new = np.zeros(count, bool)
+  is_new[np.random.default_rng(seed).choice(count, round(count * new_share), replace=False)] = True
+  words = d._as_words([f.perceptual for _, f in pictures])
+  thumbnails, _ = d._thumbnail_rows([f.thumbnail for _, f in pictures])
+  was = np.flatnonzero(~is_new)  # (the base's pictures, in order)
+  base_keys = d._thumbnail_keys(thumbnails[was])
+  base_codes, base_votes = d._picked(words[was], base_keys, d.THRESHOLD)
+  started = time.perf_counter()
+  whole = d._picked(words, d._thumbnail_keys(thumbnails), d.THRESHOLD)
+  whole_s = time.perf_counter() - started
+
+  started = time.perf_counter()
+  keys = d._Keys(*(np.empty(count, field.dtype) for field in base_keys))
+  for field, kept, made in zip(keys, base_keys, d._thumbnail_keys(thumbnails[is_new])):
+    field[was], field[is_new] = kept, made
+  positions = d._band_positions()
+  buckets = d._bucket_keys(words, positions)
+  bands = np.arange(len(positions))[:, None]
+  touched = np.zeros((len(positions), 1 << d.BAND_BITS), bool)
+  touched[bands, buckets[:, is_new]] = True
+  inside = touched[bands, buckets]  # (bands, pictures): in a bucket a new picture is in
+  keyed_s = time.perf_counter() - started
+
+  def picks_inside(chosen_words, chosen_keys, chosen_buckets, chosen_inside):
+    low, high, times = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0, np.uint8)]
+    for band, (key, chosen) in enumerate(zip(chosen_buckets, chosen_inside)):
+      at = np.flatnonzero(chosen)
+      if len(at) > 1:
+        i, j, picks = d._band_pairs(chosen_words[at], key[at], d._Keys(*(
+            field[at] for field in chosen_keys)), band, d.THRESHOLD)
+        low.append(at[i]), high.append(at[j]), times.append(picks)
+    return [np.concatenate(column) for column in (low, high, times)]
+  started = time.perf_counter()
+  then = picks_inside(words[was], base_keys, buckets[:, was], inside[:, was])
+  now = picks_inside(words, keys, buckets, inside)
+  picked_s = time.perf_counter() - started
+
+  started = time.perf_counter()
+  taken_codes, taken_votes = d._counted(*then, len(was))
+  at = np.searchsorted(base_codes, taken_codes)
+  assert np.array_equal(base_codes[at], taken_codes)  # (the base holds every pick taken off)
+  votes = base_votes.astype(np.int16)
+  votes[at] -= taken_votes
+  held = votes > 0
+  codes, votes = base_codes[held], votes[held].astype(np.uint8)
+  codes = was[codes // len(was)] * count + was[codes % len(was)]  # (in order: sorted still)
+  codes, votes = d._merged(codes, votes, *d._counted(*now, count))
+  merged_s = time.perf_counter() - started
+  return {"new pictures": int(is_new.sum()),
+          "pictures in a changed bucket, a band": round(float(inside.sum()) / len(positions)),
+          "the same picks": bool(np.array_equal(codes, whole[0])
+                                 and np.array_equal(votes, whole[1])),
+          "picked whole s": round(whole_s, 3),
+          "picked again s": round(keyed_s + picked_s + merged_s, 3),
+          "of which keys and buckets s": round(keyed_s, 3),
+          "changed buckets picked s": round(picked_s, 3), "merged s": round(merged_s, 3)}
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--version", default="/tmp/incremental_bench/data/bench/1.0.0")
@@ -111,6 +179,7 @@ def main():
   print(f"{len(members)} fingerprints of {args.version}, {when}")
   print("pair-local candidate graph:", candidate_graph(fingerprints))
   print("find:", check_share(members, fingerprints))
+  print("picked again:", picked_again(members, fingerprints))
 
 
 if __name__ == "__main__":
