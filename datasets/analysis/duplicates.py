@@ -75,6 +75,7 @@ _REGIONS_HELD = 100_000  # pictures whose regions `find` holds at once (1,170 by
 _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50 MB)
 _KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
 _HELD_PICKS = 1 << 22  # picked pairs `_picked` holds before it merges them (36 MB)
+_GATHERED = 64      # hashes up to which `_bucket_keys` gathers every bit at once
 _PICKED_APART = 5_000  # pictures from which half the bands are picked by a worker process
 _RANKED = 1 << 20   # pairs `_partnered` ranks at a time (~100 MB)
 _BAND_SEED = 27
@@ -515,10 +516,19 @@ def _bucket_keys(words: np.ndarray, positions: np.ndarray) -> np.ndarray:
   """(bands, N): each hash's bucket in each band of `positions` (bands x BAND_BITS): its
   bits there (bit b: 0 is the high word's highest), the first the highest of BAND_BITS
   (`_places` holds them whole: a bucket is one stretch of a band's order)."""
-  keys = np.zeros((len(positions), len(words)), np.uint64)
-  for slot in np.asarray(positions).T:  # (each band's bit at this place of its key)
-    shift = (63 - slot % 64).astype(np.uint64)[:, None]
-    keys = (keys << np.uint64(1)) | ((words[:, slot // 64].T >> shift) & np.uint64(1))
+  positions = np.asarray(positions)
+  if len(words) <= _GATHERED:  # (one picture a call on Beam's workers: a few numpy calls)
+    bits = (words[:, positions // 64] >> (63 - positions % 64).astype(np.uint64)) & np.uint64(1)
+    weights = np.uint64(1) << np.arange(positions.shape[1] - 1, -1, -1, dtype=np.uint64)
+    return np.bitwise_or.reduce(bits * weights, axis=2).T
+  columns = np.ascontiguousarray(words.T)  # (the high words, the low words)
+  keys, bit_of = np.zeros((len(positions), len(words)), np.uint64), np.empty(len(words), np.uint64)
+  for key, bits in zip(keys, positions.tolist()):  # (in place: a band's key a bit at a time)
+    for bit in bits:
+      key <<= np.uint64(1)
+      np.right_shift(columns[bit // 64], np.uint64(63 - bit % 64), out=bit_of)
+      bit_of &= np.uint64(1)
+      key |= bit_of
   return keys
 
 
@@ -529,14 +539,13 @@ def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band) -> np.ndarr
   (32 bits), 16 bits scrambled from its hash and the band (so that ties differ from band
   to band); each a function of the picture alone. `band`: a band, or an array of them
   (one picture's place in each: `key` its bucket in each)."""
-  turn = np.asarray(band * 7 % 60 + 1, np.uint64)
+  turn = np.uint64(band * 7 % 60 + 1)
   simhash = within.simhash
   rotated = ((simhash << turn) | (simhash >> (np.uint64(61) - turn))) & np.uint64((1 << 61) - 1)
-  brightness = np.minimum(within.mean.astype(np.uint64)
-                          + np.asarray(band * 11 % 32, np.uint64), 255) >> 5
+  brightness = np.minimum(within.mean.astype(np.uint64) + np.uint64(band * 11 % 32), 255) >> 5
   with np.errstate(over="ignore"):
-    scrambled = ((words[:, 0] ^ (words[:, 1] * _GOLDEN)
-                  ^ np.asarray(band + 1, np.uint64) * _GOLDEN) * _MIX) >> np.uint64(48)
+    scrambled = ((words[:, 0] ^ (words[:, 1] * _GOLDEN) ^ np.uint64(band + 1) * _GOLDEN)
+                 * _MIX) >> np.uint64(48)
   return ((key << np.uint64(51)) | (brightness << np.uint64(48))
           | ((rotated >> np.uint64(29)) << np.uint64(16)) | scrambled)
 

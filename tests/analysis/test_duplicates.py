@@ -724,6 +724,8 @@ def test_a_bands_bucket_is_its_hash_bits_in_order_and_places_any_bands_at_once()
         sum(((h >> (127 - bit)) & 1) << (len(bits) - 1 - k) for k, bit in enumerate(bits))
         for h in hashes]
   assert duplicates._bucket_keys(words, positions[5:7]).tolist() == buckets[5:7].tolist()
+  for few in (0, 1, 3, duplicates._GATHERED):  # (few hashes: every bit gathered at once)
+    assert duplicates._bucket_keys(words[:few], positions).tolist() == buckets[:, :few].tolist()
   # One picture's places in every band at once (Beam's workers) are its band-by-band ones.
   thumbnails = np.random.default_rng(3).integers(0, 256, (len(hashes), image_hashes.SMALL**2),
                                                   np.uint8)
