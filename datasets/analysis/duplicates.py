@@ -224,6 +224,7 @@ def _regions(thumbnails: np.ndarray, side_maps: np.ndarray) -> "_Region":
 
 # The zooms `similarities` compares a pair at: equal scale, the first zoomed in, the second.
 _FIRST_ZOOMS, _SECOND_ZOOMS = np.array([0, 1, 0]), np.array([0, 0, 1])
+_FIRST_ZOOM = np.array([0])  # (equal scale alone: the region `_thumbnail_keys` keys)
 
 
 def _every_region(thumbnails: np.ndarray) -> "_Region":
@@ -338,19 +339,23 @@ class _Keys(NamedTuple):
   mean: np.ndarray     # N uint8: the region's mean grey level
 
 
-def _thumbnail_keys(thumbnails: np.ndarray) -> _Keys:
+def _thumbnail_keys(thumbnails: np.ndarray, regions: "_Region | None" = None) -> _Keys:
   """A picture's 61-bit SimHash of its standardised central region (signs of seeded
   random projections), whether the region is flat, and its mean. Regions that correlate
   agree on most SimHash bits: the share of bits two regions differ in estimates the angle
   between them (a correlation of 0.85 is 32 degrees, about 11 bits of 61), so sorting by
   it puts alike pictures side by side, and a pair far apart in it need not be compared
-  (`_FAR_BITS`). A product per picture: the same bits in any batch."""
+  (`_FAR_BITS`). A product per picture: the same bits in any batch. `regions`: every
+  thumbnail's (`_every_region`), when held: its first zoom is the region keyed (the same
+  bits as made here), not made again."""
   planes = _simhash_planes()
   keys = _Keys(np.empty(len(thumbnails), np.uint64), np.empty(len(thumbnails), bool),
                np.empty(len(thumbnails), np.uint8))
   weights = np.uint64(1) << np.arange(61, dtype=np.uint64)
   for start in range(0, len(thumbnails), _BATCH):
-    region = _regions(thumbnails[start:start + _BATCH].astype(np.float32), _centre_maps()[:1])
+    block = thumbnails[start:start + _BATCH]
+    region = (_regions(block.astype(np.float32), _centre_maps()[:1]) if regions is None
+              else regions.at(np.arange(start, start + len(block)), _FIRST_ZOOM))
     signs = (np.matmul(region.standard[:, :1], planes)[:, 0] > 0).astype(np.uint64)
     keys.simhash[start:start + _BATCH] = signs @ weights
     keys.flat[start:start + _BATCH] = region.flat[:, 0]
@@ -706,7 +711,7 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   confirmed pairs that come before it joins them). So the result is that of checking every
   kept pair (as Beam's workers do), at the cost of the pairs that can matter."""
   count = len(words)
-  codes, votes = _picked(words, _thumbnail_keys(thumbnails), threshold, pool)
+  codes, votes = _picked(words, _thumbnail_keys(thumbnails, regions), threshold, pool)
   first, second = codes // max(count, 1), codes % max(count, 1)
   del codes  # (the picked pairs are most of the memory: held once)
   distance = _distances(words, first, second).astype(np.uint8)  # (<= HASH_BITS)

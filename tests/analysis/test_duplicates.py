@@ -436,6 +436,10 @@ def test_a_pictures_thumbnail_keys_are_the_same_bits_in_any_batch(crops_of_three
              for at in range(0, len(thumbnails), size)]
     for field, held in zip(together._fields, together):
       assert np.array_equal(np.concatenate([getattr(a, field) for a in apart]), held), field
+  # `find` keys them from the regions it holds for the checks: the same bits
+  from_regions = duplicates._thumbnail_keys(thumbnails, duplicates._every_region(thumbnails))
+  for field, held in zip(together._fields, together):
+    assert np.array_equal(getattr(from_regions, field), held), field
 
 
 def _every_kept_pair_checked(words, thumbnails, blank):
