@@ -30,15 +30,13 @@ def available_cores() -> int:
 
 
 @contextlib.contextmanager
-def executor(workers: int | None = None, *, threads: bool = False,
-             warm: Callable[[], None] | None = None):
+def executor(workers: int | None = None, *, threads: bool = False):
   """Yields a pool for `ordered_map`, or None (run inline) when there is one core.
 
   Processes by default (the mapped function must then be picklable, i.e. top-level);
   `threads=True` for work that waits on I/O (bucket reads), where forking a process that
-  runs TensorFlow's network clients is not safe. `warm`: what each worker process runs as
-  it starts (the imports its first item would wait for); the workers are then started
-  now, not at the first work, and warm up while the caller goes on.
+  runs TensorFlow's network clients is not safe. The processes start at the first work
+  (or `warm`).
   """
   workers = available_cores() if workers is None else workers
   if workers <= 1:
@@ -59,13 +57,22 @@ def executor(workers: int | None = None, *, threads: bool = False,
     with frozen_gc():
       with concurrent.futures.ProcessPoolExecutor(
           workers, mp_context=multiprocessing.get_context("fork"),
-          initializer=_start_worker, initargs=(os.getpid(), warm)) as pool:
-        if warm is not None:
-          pool.submit(int)  # (forks every worker now: the "fork" context starts them all)
+          initializer=_start_worker, initargs=(os.getpid(),)) as pool:
         yield pool
 
 
-def _start_worker(parent: int, warm: Callable[[], None] | None = None) -> None:
+def warm(pool, fn: Callable[[], None]) -> list[concurrent.futures.Future]:
+  """Has the worker processes of `pool` (`executor`'s; none for threads or None) run `fn`,
+  the imports their work would wait for, while the caller goes on: one call a worker
+  (their futures), each taken by a worker that is idle, so ask when they are (a worker
+  busy meanwhile may leave its call to another, and import at its first work). Forks
+  every worker now (the "fork" context starts them all at the first call)."""
+  if not isinstance(pool, concurrent.futures.ProcessPoolExecutor):
+    return []
+  return [pool.submit(fn) for _ in range(pool._max_workers)]  # pylint: disable=protected-access
+
+
+def _start_worker(parent: int) -> None:
   """A worker's start: a lower priority (above), and its end with its parent's: the
   workers of a build killed with SIGKILL (the OOM killer, `kill -9`) would live on as
   orphans, holding their memory and waiting for work. (They no longer hold the build's
@@ -82,8 +89,6 @@ def _start_worker(parent: int, warm: Callable[[], None] | None = None) -> None:
     os._exit(1)  # orphaned: the parent is gone, and with it whoever wanted our results
 
   threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
-  if warm is not None:
-    warm()
 
 
 _freeze_lock = threading.Lock()

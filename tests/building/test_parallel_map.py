@@ -194,25 +194,19 @@ def test_without_the_total_every_chunk_is_the_chunk_size():
   assert recorded.sizes == [64, 64, 64, 8]
 
 
-_WARMED = []
-
-
-def _warm_marker():
-  _WARMED.append(os.getpid())
-
-
-def _warmed(_):
-  return os.getpid(), list(_WARMED)
-
-
-def test_warm_workers_start_at_once_and_run_the_warm_up_before_any_work():
-  """`warm`: each worker runs it as it starts, and the workers are forked when the pool is
-  made (not at its first work), so that they warm up while the caller goes on."""
-  with parallel_map.executor(2, warm=_warm_marker) as pool:
-    assert len(pool._processes) == 2  # (started before any work was given)
-    seen = list(parallel_map.ordered_map(_warmed, range(8), pool, chunk_size=1))
-  assert _WARMED == []  # (this process never ran it)
-  assert all(marks == [pid] for pid, marks in seen)  # (once, by the worker itself)
+def test_warm_forks_every_worker_and_runs_the_warm_up_in_workers_once_a_worker():
+  """`warm`: the workers are forked at once, and the warm-up runs in them (one call a
+  worker; which worker takes which is theirs), never in this process; none for threads
+  or no pool."""
+  with parallel_map.executor(2) as pool:
+    assert len(pool._processes) == 0  # (forked at the first work)
+    calls = parallel_map.warm(pool, os.getpid)
+    assert len(pool._processes) == 2
+    ran_in = [call.result() for call in calls]
+    assert len(ran_in) == 2 and set(ran_in) <= set(pool._processes)
+  with parallel_map.executor(2, threads=True) as threads:
+    assert parallel_map.warm(threads, pytest.fail) == []
+  assert parallel_map.warm(None, pytest.fail) == []
 
 
 def _interrupt_ignored(_):

@@ -327,7 +327,8 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
   expected = stat_cache.file_hashes(str(root), paths, cache, here, now_ns=later)
   assert sorted(here.read) == sorted([paths[4], paths[30]])
   monkeypatch.setattr(parallel_map, "available_cores", lambda: 3)  # (two runs: the paths cut)
-  with parallel_map.executor(2, warm=_warm) as pool:
+  with parallel_map.executor(2) as pool:
+    parallel_map.warm(pool, _warm)
     monkeypatch.setattr(stat_cache, "_read_trusted", lambda *args: pytest.fail("read here"))
     begun = stat_cache.stat_on(pool, str(root), paths, now_ns=later, cache=cache)
     counted = Counted()

@@ -242,13 +242,13 @@ def test_a_build_runs_frozen_from_its_name_lookup_on_and_thaws_after(tree, tmp_p
 
 
 @pytest.mark.skipif(parallel_map.available_cores() < 2, reason="one core: no worker processes")
-def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
+def test_the_workers_take_the_stats_then_warm_up_and_make_every_photo(
     tree, tmp_path, monkeypatch):
-  """A build's worker processes are forked, and warm up (`image_hashes.warm_up`), before
-  the tree is hashed: they take its photos' stats (`stat_cache.stat_on`) while the base is
-  read; the builder makes its photos on them (not on a pool of its own), handed out in
-  chunks sized for the photos there are (`parallel_map.chunk_sizes`), and the grouping
-  may use them (`duplicates.find`)."""
+  """A build's worker processes take its photos' stats (`stat_cache.stat_on`) while the
+  base is read, and are asked to warm up (`image_hashes.warm_up`) once the stats are in,
+  not before; the builder makes its photos on them (not on a pool of its own), handed
+  out in chunks sized for the photos there are (`parallel_map.chunk_sizes`), and the
+  grouping may use them (`duplicates.find`)."""
   import contextlib
   from imagesets.analysis import image_hashes
   from imagesets.building import fingerprints
@@ -266,6 +266,10 @@ def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
     seen.append((len(pools[-1][1]._processes), len(kwargs["stats"].chunks)))
     return hashes(*args, **kwargs)
 
+  warmed, warm = [], parallel_map.warm
+  monkeypatch.setattr(parallel_map, "warm", lambda pool, fn: warmed.append(
+      (pool, fn, len(seen))) or warm(pool, fn))
+
   monkeypatch.setattr(parallel_map, "executor", recorded_executor)
   monkeypatch.setattr(fingerprints, "cached_file_hashes", cached_file_hashes)
   monkeypatch.setattr(parallel_map, "chunk_sizes", lambda *args: totals.append(args[2]) or
@@ -277,8 +281,9 @@ def test_the_workers_start_warm_before_the_tree_is_hashed_and_make_every_photo(
   options = class_folders_builder.ClassFoldersConfig(name="warm", skip_bad_files=True)
   built = named_build.build(tree, "warm", data_dir=str(tmp_path), options=options)
   # (the photos' stats taken by the workers: a run a core beside the build's)
-  assert [kwargs for kwargs, _ in pools] == [{"warm": image_hashes.warm_up}]
+  assert [kwargs for kwargs, _ in pools] == [{}]
   assert seen == [(2, min(2, parallel_map.available_cores() - 1))]
+  assert warmed == [(pools[0][1], image_hashes.warm_up, 1)]  # (after the stats were in)
   assert built.generation.pool is pools[0][1] and grouped_on == [pools[0][1]]
   assert type(built).POOL is None  # (shut down with the build: not the builder's later)
   assert totals == [26]  # (every photo of the tree, the bad one too, in one stream)
