@@ -123,8 +123,8 @@ def _scipy_imported_quietly() -> None:
 
 
 def warm_up() -> None:
-  """What a process's first fingerprint would wait for, done ahead (a build's workers, as
-  they start): scipy's imports (~0.05 s) and PIL's formats."""
+  """What a process's first fingerprint would wait for, done ahead (a build's idle workers:
+  `parallel_map.warm`): scipy's imports (~0.08 s) and PIL's formats."""
   _scipy_imported_quietly()
   PIL.Image.preinit()
 

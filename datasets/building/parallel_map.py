@@ -35,8 +35,8 @@ def executor(workers: int | None = None, *, threads: bool = False):
 
   Processes by default (the mapped function must then be picklable, i.e. top-level);
   `threads=True` for work that waits on I/O (bucket reads), where forking a process that
-  runs TensorFlow's network clients is not safe. The processes start at the first work
-  (or `warm`).
+  runs TensorFlow's network clients is not safe: the processes are forked now, before the
+  caller goes on to start any.
   """
   workers = available_cores() if workers is None else workers
   if workers <= 1:
@@ -58,6 +58,7 @@ def executor(workers: int | None = None, *, threads: bool = False):
       with concurrent.futures.ProcessPoolExecutor(
           workers, mp_context=multiprocessing.get_context("fork"),
           initializer=_start_worker, initargs=(os.getpid(),)) as pool:
+        pool.submit(int)  # (forks every worker now: the "fork" context starts them all)
         yield pool
 
 
@@ -65,8 +66,7 @@ def warm(pool, fn: Callable[[], None]) -> list[concurrent.futures.Future]:
   """Has the worker processes of `pool` (`executor`'s; none for threads or None) run `fn`,
   the imports their work would wait for, while the caller goes on: one call a worker
   (their futures), each taken by a worker that is idle, so ask when they are (a worker
-  busy meanwhile may leave its call to another, and import at its first work). Forks
-  every worker now (the "fork" context starts them all at the first call)."""
+  busy meanwhile may leave its call to another, and import at its first work)."""
   if not isinstance(pool, concurrent.futures.ProcessPoolExecutor):
     return []
   return [pool.submit(fn) for _ in range(pool._max_workers)]  # pylint: disable=protected-access

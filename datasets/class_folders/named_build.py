@@ -140,8 +140,8 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
       base = _base(data_dir, name, version, from_version, options, log) if versioned else None
       hashed = fingerprints.cached_file_hashes(root, tree.images, cache, reread=reread,
                                                stats=stats)
-      # (the workers are idle now, the stats in: they import what fingerprints need, ~0.08
-      # s, while the splits and the plan are made here, not before the stats)
+      # (the workers are idle now, done with any stats: they import what fingerprints
+      # need, ~0.08 s, while the splits and the plan are made here; not before the stats)
       parallel_map.warm(pool, image_hashes.warm_up)
       hashes = hashed.hashes
       if versioned:

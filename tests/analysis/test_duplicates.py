@@ -426,7 +426,8 @@ def test_groups_are_the_same_with_regions_held_or_made_per_check(
   assert any(group.kind == duplicates.NEAR for group in held)
 
 
-def test_a_pictures_thumbnail_keys_are_the_same_bits_in_any_batch(crops_of_three_scenes):
+def test_a_pictures_thumbnail_keys_are_the_same_bits_in_any_batch(crops_of_three_scenes,
+                                                                   monkeypatch):
   # The bands sort by them and `_far_apart` cuts by them: a Beam worker keys a picture alone.
   _, fingerprints = crops_of_three_scenes
   thumbnails, _ = duplicates._thumbnail_rows([f.thumbnail for f in fingerprints])
@@ -436,10 +437,14 @@ def test_a_pictures_thumbnail_keys_are_the_same_bits_in_any_batch(crops_of_three
              for at in range(0, len(thumbnails), size)]
     for field, held in zip(together._fields, together):
       assert np.array_equal(np.concatenate([getattr(a, field) for a in apart]), held), field
-  # `find` keys them from the regions it holds for the checks: the same bits
-  from_regions = duplicates._thumbnail_keys(thumbnails, duplicates._every_region(thumbnails))
-  for field, held in zip(together._fields, together):
-    assert np.array_equal(getattr(from_regions, field), held), field
+  # `find` keys them from the regions it holds for the checks: the same bits (in blocks
+  # that start apart from the regions' blocks too)
+  regions = duplicates._every_region(thumbnails)
+  monkeypatch.setattr(duplicates, "_BATCH", 7)
+  for held_regions in (regions, duplicates._every_region(thumbnails)):
+    from_regions = duplicates._thumbnail_keys(thumbnails, held_regions)
+    for field, held in zip(together._fields, together):
+      assert np.array_equal(getattr(from_regions, field), held), field
 
 
 def _every_kept_pair_checked(words, thumbnails, blank):

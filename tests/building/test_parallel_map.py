@@ -194,14 +194,13 @@ def test_without_the_total_every_chunk_is_the_chunk_size():
   assert recorded.sizes == [64, 64, 64, 8]
 
 
-def test_warm_forks_every_worker_and_runs_the_warm_up_in_workers_once_a_worker():
-  """`warm`: the workers are forked at once, and the warm-up runs in them (one call a
-  worker; which worker takes which is theirs), never in this process; none for threads
-  or no pool."""
+def test_workers_fork_at_once_and_warm_runs_in_them_once_a_worker():
+  """The workers are forked as the pool is made (before the caller starts anything: a
+  network client), and `warm` runs in them (one call a worker; which worker takes which
+  is theirs), never in this process; nothing for threads or no pool."""
   with parallel_map.executor(2) as pool:
-    assert len(pool._processes) == 0  # (forked at the first work)
+    assert len(pool._processes) == 2  # (before any work was given)
     calls = parallel_map.warm(pool, os.getpid)
-    assert len(pool._processes) == 2
     ran_in = [call.result() for call in calls]
     assert len(ran_in) == 2 and set(ran_in) <= set(pool._processes)
   with parallel_map.executor(2, threads=True) as threads:

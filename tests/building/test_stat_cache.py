@@ -272,8 +272,8 @@ def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_p
 def test_stats_begun_on_worker_processes_are_the_stats_taken_here(cores, runs, tmp_path,
                                                                   monkeypatch):
   """`stat_on`: the workers' keys, in the paths' order, with the clock read before them, in
-  a run a core beside this process's (on two cores, one worker stats while the other warms
-  up); the cache then gives what it gives with the stats taken in this process."""
+  a run a core beside this process's (on two cores, one worker stats, the other idle); the
+  cache then gives what it gives with the stats taken in this process."""
   from imagesets.building import parallel_map
   monkeypatch.setattr(parallel_map, "available_cores", lambda: cores)
   root, cache = tmp_path / "tree", tmp_path / stat_cache.FILE
