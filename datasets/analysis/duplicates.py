@@ -224,7 +224,7 @@ def _regions(thumbnails: np.ndarray, side_maps: np.ndarray) -> "_Region":
 
 # The zooms `similarities` compares a pair at: equal scale, the first zoomed in, the second.
 _FIRST_ZOOMS, _SECOND_ZOOMS = np.array([0, 1, 0]), np.array([0, 0, 1])
-_FIRST_ZOOM = np.array([0])  # (equal scale alone: the region `_thumbnail_keys` keys)
+_EQUAL_SCALE = np.array([0])  # (the zoom `_thumbnail_keys` keys)
 
 
 def _every_region(thumbnails: np.ndarray) -> "_Region":
@@ -355,7 +355,7 @@ def _thumbnail_keys(thumbnails: np.ndarray, regions: "_Region | None" = None) ->
   for start in range(0, len(thumbnails), _BATCH):
     block = thumbnails[start:start + _BATCH]
     region = (_regions(block.astype(np.float32), _centre_maps()[:1]) if regions is None
-              else regions.at(np.arange(start, start + len(block)), _FIRST_ZOOM))
+              else regions.at(np.arange(start, start + len(block)), _EQUAL_SCALE))
     signs = (np.matmul(region.standard[:, :1], planes)[:, 0] > 0).astype(np.uint64)
     keys.simhash[start:start + _BATCH] = signs @ weights
     keys.flat[start:start + _BATCH] = region.flat[:, 0]

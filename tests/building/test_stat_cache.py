@@ -298,10 +298,6 @@ def test_stats_begun_on_worker_processes_are_the_stats_taken_here(cores, runs, t
   assert hashed.stats == begun.results()[0]
 
 
-def _warm():
-  """(workers forked at once: patches made after this are the caller's only)"""
-
-
 def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_would(
     tmp_path, monkeypatch, caplog):
   """`stat_on(cache=)`: the workers read the cache and keep what it trusts for their files;
@@ -327,8 +323,7 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
   expected = stat_cache.file_hashes(str(root), paths, cache, here, now_ns=later)
   assert sorted(here.read) == sorted([paths[4], paths[30]])
   monkeypatch.setattr(parallel_map, "available_cores", lambda: 3)  # (two runs: the paths cut)
-  with parallel_map.executor(2) as pool:
-    parallel_map.warm(pool, _warm)
+  with parallel_map.executor(2) as pool:  # (its workers forked: the patch below is ours only)
     monkeypatch.setattr(stat_cache, "_read_trusted", lambda *args: pytest.fail("read here"))
     begun = stat_cache.stat_on(pool, str(root), paths, now_ns=later, cache=cache)
     counted = Counted()
