@@ -296,10 +296,21 @@ def _start(connection: socket.socket, selector, listener, running: dict, entry_p
       os.kill(child, signal.SIGKILL)  # reaped, and the connection closed, when it ends
 
 
+def _beam_workers_started_warm(python: str) -> None:
+  """Beam's DirectRunner (multi_processing) starts each SDK worker as `sys.executable -m
+  apache_beam.runners.worker.sdk_worker_main`; in a command, as a command of this server
+  (`python`'s stand-in): each still its own process, which Beam kills at the end."""
+  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
+  fn_runner.sys = types.SimpleNamespace(executable=python)
+
+
 def serve(socket_path: str, owner: int, preload: list[str]):
   sys.path[0] = os.path.dirname(sys.executable)  # as for a console script: not tests/
   for module in preload:
     importlib.import_module(module)
+  python = os.path.join(os.path.dirname(socket_path), "bin", "python")
+  if "apache_beam" in preload and os.path.exists(python):
+    _beam_workers_started_warm(python)
   entry_points = _entry_points()
   gc.freeze()  # what is loaded now stays: each child's last collection is cheap
   listener = socket.socket(socket.AF_UNIX)
