@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import types
-import weakref
 
 # The environment as the test run got it, before any test imported imagesets: a subprocess
 # started with it shows whether importing imagesets changes the environment.
@@ -98,6 +97,8 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
 # Shard downloads from a file:// bucket, counted where they happen: see bucket_reads.py.
 from bucket_reads import bucket_reads  # noqa: E402,F401
+# Beam's reading of a DoFn's signatures, once a function: see warm_commands.py.
+from warm_commands import cache_beam_signatures  # noqa: E402
 # synthetic_images/variable in 16 shards a split, built once a session in each file format,
 # for the tests that stream it from a bucket: see streamed_versions.py.
 from streamed_versions import built  # noqa: E402,F401
@@ -131,32 +132,6 @@ def warm_beam_workers() -> None:
   from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
   fn_runner.sys = _WarmWorkerSys()
   cache_beam_signatures()
-
-
-def cache_beam_signatures() -> None:
-  """Beam reads the signature of every method of every DoFn on each of its passes over a
-  pipeline (`userstate.get_dofn_specs`: ~30 a DoFn, 300,000 for a build's pipeline here,
-  a third of its time in this process): in tests, a function's is read once. A function's
-  signature is a function of its code; other callables are read each time, as Beam does."""
-  from apache_beam.transforms import core  # pylint: disable=import-outside-toplevel
-  from apache_beam.typehints import decorators  # pylint: disable=import-outside-toplevel
-  if getattr(decorators.get_signature, "cached", False):
-    return
-  read = decorators.get_signature
-  bound, plain = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
-
-  def get_signature(func):
-    if isinstance(func, types.MethodType) and isinstance(func.__func__, types.FunctionType):
-      known, key = bound, func.__func__
-    elif isinstance(func, types.FunctionType):
-      known, key = plain, func
-    else:
-      return read(func)
-    if key not in known:
-      known[key] = read(func)
-    return known[key]
-  get_signature.cached = True
-  decorators.get_signature = core.get_signature = get_signature
 
 
 @pytest.fixture(autouse=True)

@@ -137,20 +137,25 @@ def test_a_stand_in_that_hangs_up_at_once_leaves_the_server_serving(server):
 
 def test_a_commands_beam_workers_start_warm_each_its_own_process(server, tmp_path):
   # A worker forked from the server has TensorFlow loaded before it runs anything; a new
-  # interpreter (`sys.executable -m ...sdk_worker_main`) would not.
+  # interpreter (`sys.executable -m ...sdk_worker_main`) would not. Both the command and
+  # its workers read a function's signature once (`cache_beam_signatures`).
   script = (
       "import os, sys, apache_beam as beam\n"
       "from apache_beam.options.pipeline_options import PipelineOptions\n"
+      "from apache_beam.typehints import decorators\n"
+      "def seen(_):\n"
+      "  cached = getattr(decorators.get_signature, 'cached', False)\n"
+      "  return f\"{'tensorflow' in sys.modules} {cached} {os.getpid()}\"\n"
       "options = PipelineOptions(['--direct_num_workers=2',\n"
       "                           '--direct_running_mode=multi_processing'])\n"
       "with beam.Pipeline(options=options) as pipeline:\n"
-      "  _ = (pipeline | beam.Create(range(8)) | beam.Reshuffle()\n"
-      "       | beam.Map(lambda _: f\"{'tensorflow' in sys.modules} {os.getpid()}\")\n"
+      "  _ = (pipeline | beam.Create(range(8)) | beam.Reshuffle() | beam.Map(seen)\n"
       "       | beam.io.WriteToText(sys.argv[1]))\n"
-      "print(os.getpid())\n")
+      "print(getattr(decorators.get_signature, 'cached', False), os.getpid())\n")
   done = _python(server, "-c", script, str(tmp_path / "seen"))
   assert done.returncode == 0, done.stderr
   seen = [line.split() for path in tmp_path.glob("seen*")
           for line in path.read_text().splitlines()]
-  assert len(seen) == 8 and {warm for warm, _ in seen} == {"True"}
-  assert done.stdout.strip() not in {pid for _, pid in seen}
+  assert len(seen) == 8 and {(warm, cached) for warm, cached, _ in seen} == {("True", "True")}
+  cached, command = done.stdout.split()
+  assert cached == "True" and command not in {pid for _, _, pid in seen}

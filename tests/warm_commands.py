@@ -50,10 +50,12 @@ import sys
 import tempfile
 import threading
 import types
+import weakref
 
 COMMANDS = ("imagesets", "tfds", "python")
 # Loaded once by the server: slow to import and independent of HOME and the data dirs.
-PRELOAD = ("numpy", "PIL.Image", "tensorflow", "apache_beam")
+PRELOAD = ("numpy", "PIL.Image", "tensorflow", "apache_beam",
+           "scipy.fftpack", "scipy.io", "scipy.sparse.csgraph")
 # The server forks a child per command, so it keeps one thread at each fork: a thread
 # holding a lock at a fork leaves that lock held for ever in the child. pyarrow's jemalloc
 # (loaded with TensorFlow and Beam) otherwise keeps a background purging thread running
@@ -296,6 +298,34 @@ def _start(connection: socket.socket, selector, listener, running: dict, entry_p
       os.kill(child, signal.SIGKILL)  # reaped, and the connection closed, when it ends
 
 
+def cache_beam_signatures() -> None:
+  """Beam reads the signature of every method of every DoFn on each of its passes over a
+  pipeline (`userstate.get_dofn_specs`: ~30 a DoFn, 300,000 for a build's pipeline here,
+  a third of its time in a test's process, a fifth in a worker's): in tests, a function's is
+  read once, in the test process and in each of this server's commands (Beam's workers
+  among them). A function's signature is a function of its code; other callables are read
+  each time, as Beam does."""
+  from apache_beam.transforms import core  # pylint: disable=import-outside-toplevel
+  from apache_beam.typehints import decorators  # pylint: disable=import-outside-toplevel
+  if getattr(decorators.get_signature, "cached", False):
+    return
+  read = decorators.get_signature
+  bound, plain = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
+
+  def get_signature(func):
+    if isinstance(func, types.MethodType) and isinstance(func.__func__, types.FunctionType):
+      known, key = bound, func.__func__
+    elif isinstance(func, types.FunctionType):
+      known, key = plain, func
+    else:
+      return read(func)
+    if key not in known:
+      known[key] = read(func)
+    return known[key]
+  get_signature.cached = True
+  decorators.get_signature = core.get_signature = get_signature
+
+
 def _beam_workers_started_warm(python: str) -> None:
   """Beam's DirectRunner (multi_processing) starts each SDK worker as `sys.executable -m
   apache_beam.runners.worker.sdk_worker_main`; in a command, as a command of this server
@@ -309,8 +339,10 @@ def serve(socket_path: str, owner: int, preload: list[str]):
   for module in preload:
     importlib.import_module(module)
   python = os.path.join(os.path.dirname(socket_path), "bin", "python")
-  if "apache_beam" in preload and os.path.exists(python):
-    _beam_workers_started_warm(python)
+  if "apache_beam" in preload:
+    cache_beam_signatures()
+    if os.path.exists(python):
+      _beam_workers_started_warm(python)
   entry_points = _entry_points()
   gc.freeze()  # what is loaded now stays: each child's last collection is cheap
   listener = socket.socket(socket.AF_UNIX)
