@@ -13,7 +13,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import BIN, REPO
+from conftest import REPO, warm
 from imagesets.building import build_lock
 from imagesets.reports import page_pictures
 
@@ -139,7 +139,7 @@ def test_two_concurrent_cli_builds_one_succeeds_the_other_says_one_line(tmp_path
   held = _start_held_build(tmp_path, tmp_path / "go")
   try:
     second = subprocess.run(
-        [str(BIN / "tfds"), "build", "datasets/synthetic_images", "--config", "tiny",
+        [warm("tfds"), "build", "datasets/synthetic_images", "--config", "tiny",
          "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True)
   finally:
     (tmp_path / "go").touch()

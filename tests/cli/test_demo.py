@@ -1,10 +1,8 @@
-import sys
-
-from conftest import run
+from conftest import run, warm
 
 
 def test_demo_builds_loads_and_summarises(tmp_path):
-  out = run([sys.executable, "-m", "imagesets.cli.demo", "--config", "tiny",
+  out = run([warm("python"), "-m", "imagesets.cli.demo", "--config", "tiny",
              "--data_dir", str(tmp_path), "--batch_size", "5"]).stdout
   assert "batch: image (5, 32, 32, 3) uint8, label (5,) int64" in out
   # The build's summaries: 16 seeded random images, all different, none flagged; its page.

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import BIN, REPO, offline_env, registered, shard_bytes
+from conftest import REPO, offline_env, registered, shard_bytes, warm
 from imagesets.building import archives
 from imagesets.building import downloads
 from imagesets_testing import http_server
@@ -266,7 +266,7 @@ def test_a_manual_archive_that_is_not_the_registered_file_is_refused(tmp_path):
 
 def test_offline_without_a_manual_dir_stops_at_the_first_refusal_with_one_message(tmp_path):
   with http_server.silent_server(hang_up=True) as proxy:
-    result = subprocess.run([str(BIN / "tfds"), "build", "datasets/flowers", "--data_dir",
+    result = subprocess.run([warm("tfds"), "build", "datasets/flowers", "--data_dir",
                              str(tmp_path)], cwd=REPO, capture_output=True, text=True,
                             env=offline_env(proxy.port), timeout=300)
   assert result.returncode != 0, result.stderr[-2000:]

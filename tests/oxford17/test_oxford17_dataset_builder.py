@@ -12,7 +12,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import BIN, REPO, shard_bytes
+from conftest import REPO, shard_bytes, warm
 from imagesets.building import archives
 from imagesets.building import downloads
 from imagesets.building import problems
@@ -223,7 +223,7 @@ def test_the_old_name_flowers_oxford17_gives_one_line_with_the_new_name(tmp_path
 @pytest.mark.parametrize("how", [["datasets/flowers"], ["flowers", "--imports", "imagesets"]],
                          ids=["by path", "by name"])
 def test_the_stock_tfds_build_of_flowers_oxford17_ends_in_one_line(tmp_path, how):
-  result = subprocess.run([str(BIN / "tfds"), "build", *how, "--config", "oxford17",
+  result = subprocess.run([warm("tfds"), "build", *how, "--config", "oxford17",
                            "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
   assert result.returncode != 0

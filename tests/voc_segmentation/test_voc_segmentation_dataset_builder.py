@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import imagesets  # noqa: F401
-from conftest import BIN, REPO, beam_download_config, offline_env, records_by_split, shard_bytes, tfds_cli
+from conftest import REPO, beam_download_config, offline_env, records_by_split, shard_bytes, tfds_cli, warm
 from conftest import registered as registered_files
 from imagesets.building import archives
 from imagesets.building import downloads
@@ -247,7 +247,7 @@ def test_a_manual_tar_that_is_not_the_registered_file_is_refused(tree, tmp_path)
 
 def test_offline_without_a_manual_dir_stops_at_the_first_refusals_naming_both_urls(tmp_path):
   with http_server.silent_server(hang_up=True) as proxy:
-    result = subprocess.run([str(BIN / "tfds"), "build", "datasets/voc_segmentation",
+    result = subprocess.run([warm("tfds"), "build", "datasets/voc_segmentation",
                              "--data_dir", str(tmp_path)], cwd=REPO, capture_output=True,
                             text=True, env=offline_env(proxy.port), timeout=300)
   assert result.returncode != 0, result.stderr[-2000:]
