@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import types
 
 # The environment as the test run got it, before any test imported imagesets: a subprocess
 # started with it shows whether importing imagesets changes the environment.
@@ -71,8 +70,9 @@ def warm(command: str) -> str:
   start-up: each command is its own process, forked from one interpreter (of this test
   process's environment) that has TensorFlow loaded: warm_commands.py. Real processes
   (`sys.executable`) are for what differs between processes: those started from one warm
-  interpreter share its hash seed and protobuf's map order, so a comparison of two runs
-  needs real ones; and a process a test kills from outside must be real."""
+  interpreter share its hash seed and protobuf's map order (a warm command's Beam workers
+  too: they are commands of the same server), so a comparison of two runs needs real ones;
+  and a process a test kills from outside must be real."""
   return str(_warm_server().bin_dir / command)
 
 
@@ -128,7 +128,7 @@ class _WarmWorkerSys:
 
 def warm_beam_workers() -> None:
   """Beam's DirectRunner (multi_processing) in this process starts its workers warm: each
-  still its own process, which Beam kills at the end (see `warm`)."""
+  still its own process, which Beam waits for at the pipeline's end (see `warm`)."""
   from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
   fn_runner.sys = _WarmWorkerSys()
   cache_beam_signatures()

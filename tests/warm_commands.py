@@ -304,7 +304,8 @@ def cache_beam_signatures() -> None:
   a third of its time in a test's process, a fifth in a worker's): in tests, a function's is
   read once, in the test process and in each of this server's commands (Beam's workers
   among them). A function's signature is a function of its code; other callables are read
-  each time, as Beam does."""
+  each time, as Beam does. (It holds while nothing reassigns a read function's `__code__`,
+  `__defaults__`, `__annotations__`, `__signature__` or `__wrapped__`: nothing here does.)"""
   from apache_beam.transforms import core  # pylint: disable=import-outside-toplevel
   from apache_beam.typehints import decorators  # pylint: disable=import-outside-toplevel
   if getattr(decorators.get_signature, "cached", False):
@@ -329,7 +330,9 @@ def cache_beam_signatures() -> None:
 def _beam_workers_started_warm(python: str) -> None:
   """Beam's DirectRunner (multi_processing) starts each SDK worker as `sys.executable -m
   apache_beam.runners.worker.sdk_worker_main`; in a command, as a command of this server
-  (`python`'s stand-in): each still its own process, which Beam kills at the end."""
+  (`python`'s stand-in): each still its own process, which Beam waits for at the pipeline's
+  end. Such a worker shares the server's seeds (as every command does) and prints none of
+  TensorFlow's start-up lines, which a real worker prints."""
   from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
   fn_runner.sys = types.SimpleNamespace(executable=python)
 
