@@ -97,8 +97,9 @@ def shard_bytes(version_dir: pathlib.Path) -> dict[str, bytes]:
 from bucket_servers import bucket_servers, bucket_url, tensorflow_gcs_env  # noqa: E402,F401
 # Shard downloads from a file:// bucket, counted where they happen: see bucket_reads.py.
 from bucket_reads import bucket_reads  # noqa: E402,F401
-# Beam's reading of a DoFn's signatures, once a function: see warm_commands.py.
-from warm_commands import cache_beam_signatures  # noqa: E402
+# Beam's reading of a DoFn's signatures, once a function, and its workers' interpreter: see
+# warm_commands.py.
+from warm_commands import beam_workers_started_by, cache_beam_signatures  # noqa: E402
 # synthetic_images/variable in 16 shards a split, built once a session in each file format,
 # for the tests that stream it from a bucket: see streamed_versions.py.
 from streamed_versions import built  # noqa: E402,F401
@@ -117,20 +118,11 @@ def tiny_data_dir(tmp_path_factory) -> pathlib.Path:
   return build_synthetic(tmp_path_factory.mktemp("tiny_tfds"))
 
 
-class _WarmWorkerSys:
-  """What Beam's local runner reads of `sys`: the command its worker processes start with
-  (`sys.executable -m apache_beam.runners.worker.sdk_worker_main`)."""
-
-  @property
-  def executable(self) -> str:
-    return warm("python")
-
-
 def warm_beam_workers() -> None:
   """Beam's DirectRunner (multi_processing) in this process starts its workers warm: each
-  still its own process, which Beam waits for at the pipeline's end (see `warm`)."""
-  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
-  fn_runner.sys = _WarmWorkerSys()
+  still its own process, which Beam waits for at the pipeline's end (see `warm`; the
+  server starts at the first pipeline that asks)."""
+  beam_workers_started_by(lambda: warm("python"))
   cache_beam_signatures()
 
 

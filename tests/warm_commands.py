@@ -51,6 +51,7 @@ import tempfile
 import threading
 import types
 import weakref
+from typing import Callable
 
 COMMANDS = ("imagesets", "tfds", "python")
 # Loaded once by the server: slow to import and independent of HOME and the data dirs.
@@ -327,25 +328,37 @@ def cache_beam_signatures() -> None:
   decorators.get_signature = core.get_signature = get_signature
 
 
-def _beam_workers_started_warm(python: str) -> None:
-  """Beam's DirectRunner (multi_processing) starts each SDK worker as `sys.executable -m
-  apache_beam.runners.worker.sdk_worker_main`; in a command, as a command of this server
-  (`python`'s stand-in): each still its own process, which Beam waits for at the pipeline's
-  end. Such a worker shares the server's seeds (as every command does) and prints none of
-  TensorFlow's start-up lines, which a real worker prints."""
+class _BeamWorkerSys:
+  """What Beam's local runner reads of `sys`: the interpreter its worker processes start
+  with (`... -m apache_beam.runners.worker.sdk_worker_main`), asked when a pipeline starts."""
+
+  def __init__(self, python: Callable[[], str]):
+    self._python = python
+
+  @property
+  def executable(self) -> str:
+    return self._python()
+
+
+def beam_workers_started_by(python: Callable[[], str]) -> None:
+  """Beam's DirectRunner (multi_processing) in this process starts each SDK worker with
+  `python()` instead of `sys.executable`. With a warm stand-in, each is a command of its
+  server: still its own process, which Beam waits for at the pipeline's end, sharing the
+  server's seeds (as every command does) and printing none of TensorFlow's start-up lines,
+  which a real worker prints."""
   from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
-  fn_runner.sys = types.SimpleNamespace(executable=python)
+  fn_runner.sys = _BeamWorkerSys(python)
 
 
 def serve(socket_path: str, owner: int, preload: list[str]):
   sys.path[0] = os.path.dirname(sys.executable)  # as for a console script: not tests/
   for module in preload:
     importlib.import_module(module)
-  python = os.path.join(os.path.dirname(socket_path), "bin", "python")
   if "apache_beam" in preload:
     cache_beam_signatures()
-    if os.path.exists(python):
-      _beam_workers_started_warm(python)
+    python = os.path.join(os.path.dirname(socket_path), "bin", "python")
+    if os.path.exists(python):  # (a command's Beam workers: commands of this server)
+      beam_workers_started_by(lambda: python)
   entry_points = _entry_points()
   gc.freeze()  # what is loaded now stays: each child's last collection is cheap
   listener = socket.socket(socket.AF_UNIX)
