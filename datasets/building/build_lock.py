@@ -206,8 +206,11 @@ def hold(version_dir: os.PathLike, name: str):
   owner = os.getpid()  # a forked child that unwinds through here must not let go (doc)
   try:
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    os.ftruncate(lock, 0)
-    os.pwrite(lock, f"pid {owner} on {socket.gethostname()}, started {started}".encode(), 0)
+    line = f"pid {owner} on {socket.gethostname()}, started {started}".encode()
+    # (written, then cut to its length: a file cut to 0 bytes and written is flushed to
+    # disk when closed (ext4's auto_da_alloc), behind all the build has written)
+    os.pwrite(lock, line, 0)
+    os.ftruncate(lock, len(line))
     _remove_leftovers(version_dir)
     yield
   finally:
