@@ -133,13 +133,19 @@ def _beam_signatures_read_once():
     cache_beam_signatures()
 
 
-def beam_download_config(*, multi_processing: bool = True, **kwargs):
-  """DownloadConfig that makes TFDS generate on Beam's DirectRunner with 2 workers (started
-  warm: `warm_beam_workers`)."""
+def beam_download_config(*, multi_processing: bool = True, workers: int = 1, **kwargs):
+  """DownloadConfig that makes TFDS generate on Beam's DirectRunner, its `workers` (started
+  warm: `warm_beam_workers`) each a process of its own: every DoFn is pickled into another
+  process. One by default: a worker process costs a build ~2.5 s of CPU (Beam's harness,
+  each stage's DoFns unpickled), which on the suite's 2 cores is its largest cost; the
+  tests whose point is work split over processes (names, shards, groups or counts made
+  apart) ask for 2: class_folders' stock-CLI build against a local one, a version built on
+  another on Beam (test_incremental), the command line's pipeline options, and
+  test_beam_duplicates' and test_beam_report's own pipelines."""
   beam = pytest.importorskip("apache_beam")
   warm_beam_workers()
   options = beam.options.pipeline_options.PipelineOptions(
-      ["--direct_num_workers=2",
+      [f"--direct_num_workers={workers}",
        f"--direct_running_mode={'multi_processing' if multi_processing else 'in_memory'}"])
   return tfds.download.DownloadConfig(beam_options=options, **kwargs)
 

@@ -190,7 +190,8 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
     os.utime(path, ns=(an_hour_ago, an_hour_ago))
   # (the builds' clock 1 s behind the true one: a shard written after a check is newer)
   later(monkeypatch, seconds=int(stat_cache.RACY_SECONDS) - 1)
-  builder = build(root, data_dir, "1.1.0", beam_options=beam_download_config().beam_options)
+  builder = build(root, data_dir, "1.1.0",
+                  beam_options=beam_download_config(workers=2).beam_options)
   assert builder.PLAN is not None
   counters = builder.generation.beam_counters
   assert counters["fingerprinted"] == 6  # 4 added, relabelled, edited
