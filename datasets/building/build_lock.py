@@ -207,9 +207,10 @@ def hold(version_dir: os.PathLike, name: str):
   try:
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     line = f"pid {owner} on {socket.gethostname()}, started {started}".encode()
-    # (written, then cut to its length: a file cut to 0 bytes and written is flushed to
-    # disk when closed (ext4's auto_da_alloc), behind all the build has written)
-    os.pwrite(lock, line, 0)
+    # Written over what a killed build left (padded to its size: a build reading it at
+    # once reads this line and blanks), then cut to its length; never cut to 0 bytes
+    # first: ext4 (auto_da_alloc) writes a file emptied and written to disk on its close.
+    os.pwrite(lock, line.ljust(os.fstat(lock).st_size), 0)
     os.ftruncate(lock, len(line))
     _remove_leftovers(version_dir)
     yield

@@ -562,7 +562,7 @@ def test_a_new_version_makes_only_the_changed_images_and_reads_as_a_full_build(k
   assert _made(first) == 14
   _grown_coco(known, tmp_path / "tree")
   said = []
-  on = {"beam_options": beam_download_config().beam_options} if runner == "beam" else {}
+  on = {"beam_options": beam_download_config(workers=2).beam_options} if runner == "beam" else {}
   later = build(tmp_path / "tree" / "images", tmp_path / "tree" / "instances.json",
                 tmp_path / "data", "1.1.0", from_version=incremental.LATEST, log=said.append,
                 **on)

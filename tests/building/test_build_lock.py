@@ -119,21 +119,22 @@ def test_a_lock_let_go_within_the_grace_is_taken_not_refused(tmp_path):
 def test_the_owner_line_replaces_a_longer_one_left_and_the_file_is_never_emptied(
     tmp_path, monkeypatch):
   """A lock file left by a killed build holds its longer line: the new owner's replaces it
-  whole. The file is never cut to 0 bytes after it was written: ext4 flushes such a file
-  to disk when it is closed (auto_da_alloc), behind everything the build wrote."""
+  whole. The file is never cut to 0 bytes: ext4 (auto_da_alloc) writes a file emptied and
+  written to disk on its close, a write the lock never needs."""
   version_dir = tmp_path / "x" / "1.0.0"
   version_dir.parent.mkdir()
   path = build_lock.lock_path(version_dir)
   path.write_text("pid 4194304 on a-much-longer-host-name.example, started 2026-01-01 "
                   "00:00:00 UTC and more")
-  cut = []
+  cut, before_cut = [], []  # (the lengths cut to; what another build read before the cut)
   real = os.ftruncate
-  monkeypatch.setattr(build_lock.os, "ftruncate",
-                      lambda fd, length: (cut.append(length), real(fd, length))[1])
+  monkeypatch.setattr(build_lock.os, "ftruncate", lambda fd, length: (
+      cut.append(length), before_cut.append(path.read_text()), real(fd, length))[2])
   with build_lock.hold(version_dir, name="x/1.0.0"):
     line = path.read_text()
   assert line.startswith(f"pid {os.getpid()} on ") and line.endswith(" UTC"), line
   assert cut and 0 not in cut
+  assert [text.strip() for text in before_cut] == [line] * len(cut)  # (no stale tail)
 
 
 def test_a_build_never_removes_the_folder_of_a_running_build(tmp_path):

@@ -245,7 +245,7 @@ def test_drop_on_beam_writes_the_version_a_local_build_writes(tmp_path):
   options = class_folders_builder.ClassFoldersConfig(
       name="pets", split_proportions=PROPORTIONS, leakage="drop")
   on_beam = named_build.build(root, "pets", data_dir=str(tmp_path / "beam"), options=options,
-                              beam_options=beam_download_config().beam_options)
+                              beam_options=beam_download_config(workers=2).beam_options)
   assert records_by_split(on_beam.data_path) == records_by_split(local.data_path)
   for name in (duplicates.REPORT_FILE, "quality.json", "README.md"):
     assert (on_beam.data_path / name).read_bytes() == (local.data_path / name).read_bytes()

@@ -238,7 +238,7 @@ def test_on_beam_a_new_version_fingerprints_only_the_new_photos_and_reports_as_a
   again = tmp_path / "again"
   shutil.copytree(data_dir, again)
   hashed = counted_hashes(monkeypatch)
-  assert build(root, data_dir, "1.2.0", beam_options=beam_download_config().beam_options
+  assert build(root, data_dir, "1.2.0", beam_options=beam_download_config(workers=2).beam_options
                ).generation.beam_counters["fingerprinted"] == 0
   assert sorted(p.name for p in hashed if p.parent == v2) == sorted(
       name for name, data in shards(v2).items() if data not in old)

@@ -384,7 +384,8 @@ def test_cli_build_is_byte_identical_to_the_library_build(tree, built, tmp_path)
 def test_beam_build_holds_the_local_records_and_reports_bad_pairs_the_same_way(tree, built, tmp_path):
   root, _ = tree
   on_beam = voc.Builder(data_dir=tmp_path / "beam")
-  on_beam.download_and_prepare(download_config=beam_download_config(manual_dir=str(root)))
+  on_beam.download_and_prepare(download_config=beam_download_config(manual_dir=str(root),
+                                                                    workers=2))
   assert records_by_split(on_beam.data_path) == records_by_split(built.data_path)
 
   folder = fake_voc.write_tree(tmp_path / "bad", num_train=3, num_val=2, num_unlabelled=0)
