@@ -90,7 +90,8 @@ class Stats:
   root: str
   relative_paths: list[str]
   chunks: list   # futures of `_looked_up` of consecutive runs of `relative_paths`
-  cache: pathlib.Path | None = None
+  cache: pathlib.Path | None = None   # (absolute: the workers' working folder is not ours)
+  key_of: Callable[[os.stat_result], Key] = key
 
   def results(self) -> tuple[dict[str, Key], dict[str, str], str | None]:
     """(keys, the digests `cache` holds for unchanged files, why it was not read)."""
@@ -106,29 +107,34 @@ class Stats:
 
 
 def stat_on(pool, root: str, relative_paths: list[str],
-            now_ns: Callable[[], int] | None = None, cache: os.PathLike | None = None
-            ) -> Stats:
+            now_ns: Callable[[], int] | None = None, cache: os.PathLike | None = None,
+            key_of: Callable[[os.stat_result], Key] = key) -> Stats:
   """The stats `file_hashes` takes, begun on `pool` (`parallel_map.executor`'s processes):
   a stat is a system call of a few microseconds, 20,000 of them ~0.07 s of one core. With
   `cache`, the worker of each run also reads it and keeps what it trusts for its files
-  (reading and checking a cache of 20,000 files: ~0.06 s the caller does not spend)."""
+  (reading and checking a cache of 20,000 files: ~0.06 s the caller does not spend).
+  Relative `root` and `cache` are this process's, now: the workers kept the working folder
+  they were forked in. `key_of`: as `file_hashes`' (a top-level function: it is sent)."""
   checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
   # (a run a core beside the caller's, which goes on meanwhile: each run's worker reads the
   # cache whole, and more runs than cores only read it more often)
   runs = max(1, min(pool._max_workers,  # pylint: disable=protected-access
                     parallel_map.available_cores() - 1))
   size = -(-len(relative_paths) // runs) or 1
-  cache = pathlib.Path(cache) if cache is not None else None
+  cache = pathlib.Path(cache).absolute() if cache is not None else None
+  folder = os.path.abspath(root)
   return Stats(checked, root, relative_paths, [
-      pool.submit(_looked_up, root, relative_paths[start:start + size], cache)
-      for start in range(0, len(relative_paths), size)], cache)
+      pool.submit(_looked_up, root, folder, relative_paths[start:start + size], cache, key_of)
+      for start in range(0, len(relative_paths), size)], cache, key_of)
 
 
-def _looked_up(root: str, relative_paths: list[str], cache: pathlib.Path | None
+def _looked_up(root: str, folder: str, relative_paths: list[str], cache: pathlib.Path | None,
+               key_of: Callable[[os.stat_result], Key]
                ) -> tuple[list[Key], list[str | None], str | None]:
-  """The files' keys; for each, the digest `cache` trusts for that very key, else None;
-  and why the cache could not be read (None: it could, or there is none)."""
-  keys = [key(os.stat(os.path.join(root, path))) for path in relative_paths]
+  """The keys of the files (`root` as the caller names it, whose `folder` is absolute); for
+  each, the digest `cache` trusts for that very key, else None; and why the cache could
+  not be read (None: it could, or there is none)."""
+  keys = [key_of(os.stat(os.path.join(folder, path))) for path in relative_paths]
   if cache is None:
     return keys, [None] * len(keys), None
   known, why = _read_trusted(cache, root)
@@ -145,14 +151,17 @@ def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
   """The hashes of the files of the local `root`: those `cache` holds for their present
   stat (none with `reread`: every file is read, the cache written afresh), the rest by
   `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's; `key_of`:
-  what of a stat must be as it was (`key`); `stats`: the files' keys (`key`), begun
-  already (`stat_on`, of the same `relative_paths`), instead, and what the workers trusted
-  of `cache` when they looked it up too."""
+  what of a stat must be as it was (`key`); `stats`: the files' keys, begun already
+  (`stat_on`, of the same `relative_paths` and `key_of`, with os.stat), instead, and what
+  the workers trusted of `cache` when they looked it up too."""
   if stats is not None:
     if stats.relative_paths != relative_paths or stats.root != root:
       raise ValueError("the stats begun are of other files")
+    if stats.key_of is not key_of or stat is not os.stat:
+      raise ValueError("the stats begun are keyed otherwise: pass `key_of` to `stat_on`, "
+                       "and no `stat` with `stats`")
     checked, (keys, looked_up, why) = stats.checked, stats.results()
-    if stats.cache == pathlib.Path(cache) and not reread:
+    if stats.cache == pathlib.Path(cache).absolute() and not reread:
       _say_why(cache, why)
       return _hashed(root, relative_paths, cache, hash_files, checked, keys, looked_up)
   else:

@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import threading
+import time
 import types
 
 import pytest
@@ -305,7 +306,6 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
   cache read here gives: unchanged photos taken from it, a photo rewritten with its size
   and times put back (its change time moves) and one grown are read again; a cache that
   cannot be read is said once and every photo read."""
-  import time
   from imagesets.building import parallel_map
   root, cache = tmp_path / "tree", tmp_path / stat_cache.FILE
   paths = [f"c{i % 3}/{i:02d}.jpg" for i in range(41)]
@@ -348,3 +348,53 @@ def test_workers_look_the_files_up_in_the_cache_and_trust_what_this_process_woul
   assert sorted(counted.read) == sorted(paths)
   assert [r.getMessage() for r in caplog.records] == [
       f"{cache}: not a file-hash cache (TypeError): every file is read"]
+
+
+def test_stats_begun_after_a_change_of_folder_are_of_the_callers_relative_paths(
+    tmp_path, monkeypatch):
+  """`stat_on` with a relative root and cache, the working folder changed since the
+  workers were forked: they stat this process's files and read its cache (each worker kept
+  the folder it was forked in), and `file_hashes` takes what they trusted."""
+  from imagesets.building import parallel_map
+  root = tmp_path / "tree"
+  paths = [f"c{i % 2}/{i:02d}.jpg" for i in range(9)]
+  for path, data in zip(paths, _photos(9)):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+  later = lambda: time.time_ns() + 60 * SECOND  # (no photo written in the racy seconds)
+  monkeypatch.chdir(tmp_path)
+  stat_cache.file_hashes("tree", paths, stat_cache.FILE, Counted(), now_ns=later).save()
+  monkeypatch.chdir(tmp_path.parent)
+  with parallel_map.executor(2) as pool:  # (forked here)
+    monkeypatch.chdir(tmp_path)
+    begun = stat_cache.stat_on(pool, "tree", paths, cache=stat_cache.FILE, now_ns=later)
+    assert begun.results()[0] == {p: stat_cache.key(os.stat(root / p)) for p in paths}
+    counted = Counted()
+    hashed = stat_cache.file_hashes("tree", paths, stat_cache.FILE, counted, stats=begun)
+  assert hashed.hashes == _truth(root, paths) and counted.read == []
+
+
+def test_stats_begun_are_keyed_as_file_hashes_asks(tmp_path):
+  """`stat_on(key_of=)` keys the files as the workers stat them; `file_hashes` refuses
+  stats keyed otherwise than it is asked to key them, or with a `stat` of its own."""
+  from imagesets.building import parallel_map
+  root = tmp_path / "tree"
+  paths = [f"c/{i}.jpg" for i in range(3)]
+  for path, data in zip(paths, _photos(3)):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+  cache = tmp_path / stat_cache.FILE
+  with parallel_map.executor(2) as pool:
+    plain = stat_cache.stat_on(pool, str(root), paths)
+    across = stat_cache.stat_on(pool, str(root), paths, key_of=stat_cache.key_across_links)
+    assert across.results()[0] == {p: stat_cache.key_across_links(os.stat(root / p))
+                                   for p in paths}
+    with pytest.raises(ValueError, match="keyed otherwise"):
+      stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=plain,
+                             key_of=stat_cache.key_across_links)
+    with pytest.raises(ValueError, match="keyed otherwise"):
+      stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=plain,
+                             stat=Clock().stat)
+    hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=across,
+                                    key_of=stat_cache.key_across_links)
+  assert hashed.stats == across.results()[0] and hashed.hashes == _truth(root, paths)
