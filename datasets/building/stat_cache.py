@@ -144,20 +144,20 @@ def _looked_up(root: str, folder: str, relative_paths: list[str], cache: pathlib
 
 def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
                 hash_files: Callable[[str, list[str]], dict[str, str]], *,
-                reread: bool = False, stat: Callable[[str], os.stat_result] = os.stat,
+                reread: bool = False, stat: Callable[[str], os.stat_result] | None = None,
                 now_ns: Callable[[], int] | None = None,
                 key_of: Callable[[os.stat_result], Key] = key,
                 stats: Stats | None = None) -> Hashed:
   """The hashes of the files of the local `root`: those `cache` holds for their present
   stat (none with `reread`: every file is read, the cache written afresh), the rest by
-  `hash_files(root, paths)`. `stat`, `now_ns`: the file system's and the clock's; `key_of`:
-  what of a stat must be as it was (`key`); `stats`: the files' keys, begun already
-  (`stat_on`, of the same `relative_paths` and `key_of`, with os.stat), instead, and what
-  the workers trusted of `cache` when they looked it up too."""
+  `hash_files(root, paths)`. `stat`, `now_ns`: the file system's (os.stat) and the
+  clock's; `key_of`: what of a stat must be as it was (`key`); `stats`: the files' keys,
+  begun already (`stat_on`, of the same `relative_paths` and `key_of`, with os.stat),
+  instead, and what the workers trusted of `cache` when they looked it up too."""
   if stats is not None:
     if stats.relative_paths != relative_paths or stats.root != root:
       raise ValueError("the stats begun are of other files")
-    if stats.key_of is not key_of or stat is not os.stat:
+    if stats.key_of is not key_of or stat is not None:
       raise ValueError("the stats begun are keyed otherwise: pass `key_of` to `stat_on`, "
                        "and no `stat` with `stats`")
     checked, (keys, looked_up, why) = stats.checked, stats.results()
@@ -166,7 +166,8 @@ def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
       return _hashed(root, relative_paths, cache, hash_files, checked, keys, looked_up)
   else:
     checked = (now_ns or _now_ns)()   # (before the stats: a write after it has later times)
-    keys = {path: key_of(stat(os.path.join(root, path))) for path in relative_paths}
+    keys = {path: key_of((stat or os.stat)(os.path.join(root, path)))
+            for path in relative_paths}
   known = {} if reread else _trusted(pathlib.Path(cache), root)
   return _hashed(root, relative_paths, cache, hash_files, checked, keys,
                  {path: known[path][1] for path in relative_paths
