@@ -29,10 +29,16 @@ def _noise(text: str) -> list[str]:
   return [line for line in text.splitlines() if startup.NOISE.search(line)]
 
 
-def test_demo_prints_our_lines_and_no_tensorflow_start_up_noise(tmp_path):
+@pytest.fixture(scope="module")
+def plain_noise() -> list[str]:
+  """What TensorFlow prints at its start here, left alone."""
   plain = run([sys.executable, "-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
               env=TF_NOISE_FREE_ENV)
-  assert _noise(plain.stderr), "TensorFlow printed no start-up lines here: nothing to test"
+  return _noise(plain.stderr)
+
+
+def test_demo_prints_our_lines_and_no_tensorflow_start_up_noise(plain_noise, tmp_path):
+  assert plain_noise, "TensorFlow printed no start-up lines here: nothing to test"
   out = _demo(tmp_path)
   assert _noise(out.stderr) == []
   assert "FeatureConnector.dtype" not in out.stderr
@@ -40,10 +46,9 @@ def test_demo_prints_our_lines_and_no_tensorflow_start_up_noise(tmp_path):
   assert "batch: image (4, 32, 32, 3) uint8" in out.stdout
 
 
-def test_verbose_brings_tensorflows_lines_back(tmp_path):
-  plain = run([sys.executable, "-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
-              env=TF_NOISE_FREE_ENV)
-  kinds = {startup.NOISE.search(line).group(0) for line in _noise(plain.stderr)}
+def test_verbose_brings_tensorflows_lines_back(plain_noise, tmp_path):
+  kinds = {startup.NOISE.search(line).group(0) for line in plain_noise}
+  assert kinds, "TensorFlow printed no start-up lines here: nothing to test"
   out = _demo(tmp_path, "-v")
   assert {startup.NOISE.search(line).group(0) for line in _noise(out.stderr)} >= kinds
 

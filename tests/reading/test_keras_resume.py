@@ -27,6 +27,14 @@ def data_dir(tmp_path_factory):
   return data_dir
 
 
+@pytest.fixture(scope="module")
+def never(data_dir, tmp_path_factory) -> list[str]:
+  """The log of a fit never stopped: its batches, then its weights."""
+  folder = tmp_path_factory.mktemp("never")
+  assert fit(data_dir, folder / "b", folder / "never.log") == 0
+  return (folder / "never.log").read_text().splitlines()
+
+
 def fit(data_dir, backup: pathlib.Path, log: pathlib.Path, kill_at: int = 0,
         kill_in_save: int = 0) -> int:
   done = subprocess.run([sys.executable, str(SCRIPT), str(data_dir), str(backup), str(log),
@@ -36,15 +44,13 @@ def fit(data_dir, backup: pathlib.Path, log: pathlib.Path, kill_at: int = 0,
   return done.returncode
 
 
-def test_a_killed_fit_resumed_mid_epoch_sees_the_same_batches(data_dir, tmp_path):
+def test_a_killed_fit_resumed_mid_epoch_sees_the_same_batches(data_dir, never, tmp_path):
   # 3 epochs of 5 steps, a backup every 3 batches: killed after batch 11 (epoch 2's first),
   # the last backup at batch 9 (mid-epoch 1: keras runs epoch 1 again from its first step).
-  assert fit(data_dir, tmp_path / "never", tmp_path / "never.log") == 0
   assert fit(data_dir, tmp_path / "b", tmp_path / "killed.log", kill_at=11) == -signal.SIGKILL
   metadata = json.loads((tmp_path / "b" / "training_metadata.json").read_text())
   assert metadata == {"epoch": 1, "batch": 3, "input_batches": 9}
   assert fit(data_dir, tmp_path / "b", tmp_path / "resumed.log") == 0
-  never = (tmp_path / "never.log").read_text().splitlines()
   killed = (tmp_path / "killed.log").read_text().splitlines()
   resumed = (tmp_path / "resumed.log").read_text().splitlines()
   assert len(never) == 15 + 1 and len(killed) == 11   # (batches, then the weights)
@@ -53,16 +59,15 @@ def test_a_killed_fit_resumed_mid_epoch_sees_the_same_batches(data_dir, tmp_path
   assert not (tmp_path / "b").exists()   # (keras' delete_checkpoint at the end)
 
 
-def test_a_fit_killed_inside_a_backup_resumes_from_the_backup_before(data_dir, tmp_path):
+def test_a_fit_killed_inside_a_backup_resumes_from_the_backup_before(data_dir, never,
+                                                                     tmp_path):
   # Killed in the third backup (batch 9) after its input position was written, before the
   # weights and keras' metadata: keras resumes the backup of batch 6, and so does the input.
-  assert fit(data_dir, tmp_path / "never", tmp_path / "never.log") == 0
   assert fit(data_dir, tmp_path / "b", tmp_path / "killed.log",
              kill_in_save=3) == -signal.SIGKILL
   saved = json.loads((tmp_path / "b" / keras_resume.POSITION_FILE).read_text())
   assert [entry["batches"] for entry in saved["saves"]] == [6, 9]
   assert fit(data_dir, tmp_path / "b", tmp_path / "resumed.log") == 0
-  never = (tmp_path / "never.log").read_text().splitlines()
   killed = (tmp_path / "killed.log").read_text().splitlines()
   resumed = (tmp_path / "resumed.log").read_text().splitlines()
   assert len(killed) == 9 and killed[:6] + resumed == never
