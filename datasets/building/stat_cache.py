@@ -92,6 +92,7 @@ class Stats:
   chunks: list   # futures of `_looked_up` of consecutive runs of `relative_paths`
   cache: pathlib.Path | None = None   # (absolute: the workers' working folder is not ours)
   key_of: Callable[[os.stat_result], Key] = key
+  folder: str = ""   # `root` joined to the caller's working folder (`_absolute`)
 
   def results(self) -> tuple[dict[str, Key], dict[str, str], str | None]:
     """(keys, the digests `cache` holds for unchanged files, why it was not read)."""
@@ -122,10 +123,16 @@ def stat_on(pool, root: str, relative_paths: list[str],
                     parallel_map.available_cores() - 1))
   size = -(-len(relative_paths) // runs) or 1
   cache = pathlib.Path(cache).absolute() if cache is not None else None
-  folder = os.path.abspath(root)
+  folder = _absolute(root)
   return Stats(checked, root, relative_paths, [
       pool.submit(_looked_up, root, folder, relative_paths[start:start + size], cache, key_of)
-      for start in range(0, len(relative_paths), size)], cache, key_of)
+      for start in range(0, len(relative_paths), size)], cache, key_of, folder)
+
+
+def _absolute(root: str) -> str:
+  """`root` as the kernel finds it from this process's working folder: joined, not
+  normalised (a ".." after a symlink is the link target's parent)."""
+  return os.path.join(os.getcwd(), root)
 
 
 def _looked_up(root: str, folder: str, relative_paths: list[str], cache: pathlib.Path | None,
@@ -155,7 +162,8 @@ def file_hashes(root: str, relative_paths: list[str], cache: os.PathLike,
   begun already (`stat_on`, of the same `relative_paths` and `key_of`, with os.stat),
   instead, and what the workers trusted of `cache` when they looked it up too."""
   if stats is not None:
-    if stats.relative_paths != relative_paths or stats.root != root:
+    if (stats.relative_paths != relative_paths or stats.root != root
+        or stats.folder != _absolute(root)):   # (the same name from another folder)
       raise ValueError("the stats begun are of other files")
     if stats.key_of is not key_of or stat is not None:
       raise ValueError("the stats begun are keyed otherwise: pass `key_of` to `stat_on`, "

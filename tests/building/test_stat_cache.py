@@ -368,10 +368,32 @@ def test_stats_begun_after_a_change_of_folder_are_of_the_callers_relative_paths(
   with parallel_map.executor(2) as pool:  # (forked here)
     monkeypatch.chdir(tmp_path)
     begun = stat_cache.stat_on(pool, "tree", paths, cache=stat_cache.FILE, now_ns=later)
-    assert begun.results()[0] == {p: stat_cache.key(os.stat(root / p)) for p in paths}
+    keys, trusted, _ = begun.results()
+    assert keys == {p: stat_cache.key(os.stat(root / p)) for p in paths}
+    assert trusted == _truth(root, paths)   # (the workers read this process's cache)
     counted = Counted()
     hashed = stat_cache.file_hashes("tree", paths, stat_cache.FILE, counted, stats=begun)
-  assert hashed.hashes == _truth(root, paths) and counted.read == []
+    assert hashed.hashes == _truth(root, paths) and counted.read == []
+    monkeypatch.chdir(tmp_path.parent)  # (another "tree": not the one the workers stat)
+    with pytest.raises(ValueError, match="other files"):
+      stat_cache.file_hashes("tree", paths, stat_cache.FILE, Counted(), stats=begun)
+
+
+def test_stats_begun_follow_the_path_as_the_kernel_does(tmp_path):
+  """A relative root with ".." after a symlink names the link target's parent's folder,
+  as the caller's own reads find it: the workers stat those files, not the ones a
+  normalised path names (whose digests would then be saved under the others' keys)."""
+  from imagesets.building import parallel_map
+  (tmp_path / "a" / "sub").mkdir(parents=True)
+  (tmp_path / "link").symlink_to(tmp_path / "a" / "sub")
+  paths = ["c/x.jpg"]
+  for tree, data in zip(("a/tree", "tree"), _photos(2)):  # (a/tree: the one the kernel finds)
+    (tmp_path / tree / paths[0]).parent.mkdir(parents=True)
+    (tmp_path / tree / paths[0]).write_bytes(data)
+  root = str(tmp_path / "link" / ".." / "tree")
+  with parallel_map.executor(2) as pool:
+    begun = stat_cache.stat_on(pool, root, paths)
+    assert begun.results()[0] == {paths[0]: stat_cache.key(os.stat(tmp_path / "a/tree/c/x.jpg"))}
 
 
 def test_stats_begun_are_keyed_as_file_hashes_asks(tmp_path):
