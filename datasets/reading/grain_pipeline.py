@@ -538,6 +538,9 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                          shard_index=shard_index, shard_count=shard_count,
                          worker_count=worker_count, start=start)
   split = ("train" if train else "test") if split is None else split
+  if train:
+    checks.check_seed(seed)
+    checks.check_epochs(num_epochs)
   local = None
   if not sources.is_bucket_url(data_dir):
     sources.check_cache_options(data_dir, cache_dir, cache_limit)
@@ -567,8 +570,9 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
         num_records=len(source), shuffle=train, seed=seed if train else None,
         num_epochs=num_epochs if train else 1, shard_options=shard_options)
     operations = [transform, grain.Batch(batch_size, drop_remainder)]
+  # (each worker batches its own records: its share is what a batch is made of)
   checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
-                       drop_remainder, shard_count)
+                       drop_remainder, shard_count * max(1, worker_count))
   return Loader(data_source=source, sampler=sampler, worker_count=worker_count,
                 operations=operations, shard_options=shard_options, read_options=_READ_OPTIONS)
 

@@ -2,6 +2,7 @@
 pipelines (`input_pipeline`) and Grain's (`grain_pipeline`). Metadata only: no TensorFlow,
 so a Grain job never imports it."""
 
+import numbers
 from typing import Optional
 
 from imagesets import constants
@@ -17,7 +18,9 @@ def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Op
                   drop_remainder: bool, num_workers: int = 1, what: Optional[str] = None) -> None:
   """Refuses in one line a pipeline that would give not one batch: with `drop_remainder`
   a last partial batch is dropped, so a split (this worker's share of it) smaller than
-  `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing."""
+  `batch_size`, read `num_epochs` times (None: forever, always enough), gives nothing.
+  `num_epochs` other than None or a positive int is refused whatever `drop_remainder`."""
+  check_epochs(num_epochs)
   if not drop_remainder or num_epochs is None:
     return
   share = num_examples // max(1, num_workers)
@@ -31,10 +34,29 @@ def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Op
       f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
 
 
+def check_epochs(num_epochs) -> None:
+  """num_epochs: None (forever) or a positive int (a count of 0 or less reads nothing
+  from a bucket and, through tf.data's repeat(-1), forever from a local build)."""
+  if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
+      num_epochs, numbers.Integral) or num_epochs < 1):
+    raise ValueError(f"num_epochs={num_epochs!r}: give a positive number of epochs, or "
+                     "None to read forever")
+
+
+def check_seed(seed) -> None:
+  """A Grain loader's seed for a dataset: an int (a mix's loader takes None: the mix's own
+  seed). A fresh random seed would not do: its iterator state resumes only with the seed
+  it was read with."""
+  if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+    raise ValueError(f"seed={seed!r}: give an int seed (None is a mix's own seed; a "
+                     "dataset's loader resumes from its state only with the same seed)")
+
+
 def check_split_batches(source: sources.Source, split, batch_size, num_epochs, drop_remainder,
                         input_context) -> None:
   """`check_batches` of a split of `source`, read by `input_context`'s pipelines (None:
   one)."""
+  check_epochs(num_epochs)
   if not drop_remainder or num_epochs is None:
     return
   try:

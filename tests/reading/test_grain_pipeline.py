@@ -451,3 +451,24 @@ def raw_records(data_dir, split):
   source = tfds.data_source(SPEC, split=split, data_dir=data_dir,
                             deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
   return [source[i] for i in range(len(source))]
+
+
+def test_a_split_each_worker_batches_too_little_of_is_one_line_and_an_int_seed_is_asked(
+    classes, tmp_path_factory):
+  """Each Grain worker batches its own records: 24 examples read by 2 workers are 12 each,
+  so batches of 16 would give nothing at all (TFRecord builds: their workers read whole
+  shards, the same share here). A dataset's loader takes an int seed and a positive
+  number of epochs."""
+  tfrecord = _prepared(type(classes), tmp_path_factory, "tfrecord")
+  for build in (classes, tfrecord):
+    with pytest.raises(ValueError, match=r"^split 'train' has 24 examples \(12 for each of 2 "
+                       r"workers\), fewer than batch_size=16: .* give batch_size=12 or less"):
+      gp.classification_train(build, batch_size=16, num_epochs=1, worker_count=2)
+    assert len(list(gp.classification_train(build, batch_size=16, num_epochs=1))) == 1
+    batches = list(gp.classification_train(build, batch_size=12, num_epochs=1, worker_count=2))
+    assert [len(b["label"]) for b in batches] == [12, 12]
+    with pytest.raises(ValueError, match=r"^seed=None: give an int seed"):
+      gp.classification_train(build, batch_size=4, seed=None, num_epochs=1)
+    for epochs in (0, -1, 1.5):
+      with pytest.raises(ValueError, match=rf"^num_epochs={epochs}: give a positive number"):
+        gp.classification_train(build, batch_size=4, num_epochs=epochs)

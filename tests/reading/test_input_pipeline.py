@@ -485,3 +485,17 @@ def test_tfds_own_specs_and_url_data_dirs_keep_a_true_answer(tmp_path):
     ip.open_builder("synthetic_images/tiny:2.*.*", str(tmp_path))
   assert "NAME[/CONFIG][:VERSION]" not in str(raised.value)
   assert "2.*.*" in str(raised.value)
+
+
+def test_epochs_are_a_positive_count_and_a_negative_seed_is_a_seed(classes):
+  """num_epochs 0 or less would read nothing from a bucket and forever from a local build
+  (tf.data's repeat(-1)): refused in one line. A negative seed reads as any seed does
+  (taken modulo 2**64, as Grain takes it), the same batches each time."""
+  for epochs in (0, -1):
+    with pytest.raises(ValueError, match=rf"^num_epochs={epochs}: give a positive number"):
+      ip.classification_train(classes, batch_size=4, num_epochs=epochs, drop_remainder=False)
+  first, again = (ip.classification_train(classes, batch_size=4, image_size=8, seed=-1,
+                                          num_epochs=1) for _ in range(2))
+  labels = [batch["label"].numpy().tolist() for batch in first]
+  assert len(labels) == NUM_CLASSIFICATION // 4
+  assert labels == [batch["label"].numpy().tolist() for batch in again]
