@@ -36,6 +36,7 @@ import bisect
 import dataclasses
 import fractions
 import math
+import numbers
 import threading
 
 import numpy as np
@@ -53,15 +54,27 @@ def proportions(weights) -> tuple[fractions.Fraction, ...]:
     raise ValueError(f"a mix takes 1 to {MAX_SOURCES} sources, not {len(weights)}")
   exact = []
   for weight in weights:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float, fractions.Fraction)):
+    if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, numbers.Real):
       raise ValueError(f"a weight is a positive number, not {weight!r}")
     if not (math.isfinite(weight) and weight > 0):
       raise ValueError(f"a weight is a positive number, not {weight!r}")
-    # (0.1 means 1/10, not the binary fraction nearest it)
-    exact.append(fractions.Fraction(weight).limit_denominator(10**9)
-                 if isinstance(weight, float) else fractions.Fraction(weight))
+    if isinstance(weight, numbers.Integral):  # (numpy's integers too)
+      exact.append(fractions.Fraction(int(weight)))
+    elif isinstance(weight, fractions.Fraction):
+      exact.append(weight)
+    else:
+      exact.append(_decimal(float(weight)))
   total = sum(exact)
   return tuple(w / total for w in exact)
+
+
+def _decimal(weight: float) -> fractions.Fraction:
+  """0.1 as 1/10, not the binary fraction nearest it: the fraction of denominator up to
+  10**9 nearest `weight`, unless that is off by more than a billionth of it (weights
+  under ~1e-9: those are taken as they are, never as 0)."""
+  limited = fractions.Fraction(weight).limit_denominator(10**9)
+  return limited if abs(limited - fractions.Fraction(weight)) <= weight * 1e-9 else (
+      fractions.Fraction(weight))
 
 
 def apportion(total: int, weights) -> tuple[int, ...]:

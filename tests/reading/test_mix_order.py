@@ -19,9 +19,15 @@ def test_weights_become_exact_fractions_and_whole_counts():
   assert mix_order.apportion(100, [0.7, 0.2, 0.1]) == (70, 20, 10)
   assert mix_order.apportion(100, [1, 2]) == (33, 67)
   assert mix_order.apportion(7, [1, 1, 1]) == (3, 2, 2)   # (ties to the lower index)
-  for bad in ([], [1, 0], [1, -2], [1, float("nan")], [1, float("inf")], ["1"], [True]):
+  for bad in ([], [1, 0], [1, -2], [1, float("nan")], [1, float("inf")], ["1"], [True],
+              [np.bool_(True)], [np.float32("nan")]):
     with pytest.raises(ValueError):
       mix_order.proportions(bad)
+  # numpy's numbers are numbers; weights under 1e-9 keep their ratio (never 0)
+  assert mix_order.proportions([np.int64(1), np.float32(0.5)]) == (
+      fractions.Fraction(2, 3), fractions.Fraction(1, 3))
+  assert mix_order.apportion(1000, [2.5e-10, 7.5e-10]) == (250, 750)
+  assert mix_order.apportion(1000, [1e-12, 1e-12]) == (500, 500)
 
 
 def brute_merge(counts) -> list[int]:
