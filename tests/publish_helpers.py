@@ -1,5 +1,8 @@
-"""Helpers the publishing and CLI tests share: the tiny version, its examples, a killed publish."""
+"""Helpers the publishing and CLI tests share: the tiny version, its examples, a version
+made by hand, a killed publish."""
 
+import json
+import pathlib
 import subprocess
 import sys
 
@@ -17,6 +20,23 @@ def examples(data_dir, name=TINY):
                   for e in tfds.as_numpy(tfds.load(name, split=split, data_dir=str(data_dir),
                                                    download=False))]
           for split in ("train", "test")}
+
+
+def small_version(data_dir, spec="ds/cfg:1.0.0", extra=None) -> pathlib.Path:
+  """A prepared version of `spec` (NAME/CONFIG:VERSION) made by hand in `data_dir`, without
+  TFDS: one split of one shard, and `extra` ({name: bytes}) besides; its folder. Enough for
+  publish, list and fetch, which never load TensorFlow."""
+  name, rest = spec.split("/")
+  folder = pathlib.Path(data_dir, name, *rest.split(":"))
+  folder.mkdir(parents=True, exist_ok=True)
+  info = {"name": name, "fileFormat": "tfrecord",
+          "splits": [{"name": "train", "shardLengths": ["2"]}]}
+  (folder / "dataset_info.json").write_text(json.dumps(info))
+  (folder / "features.json").write_text("{}")
+  (folder / f"{name}-train.tfrecord-00000-of-00001").write_bytes(b"shard bytes" * 10)
+  for file_name, data in (extra or {}).items():
+    (folder / file_name).write_bytes(data)
+  return folder
 
 
 def kill_publisher_after(uploads, spec, data_dir, url, cwd, signal="KILL", preexec_fn=None):

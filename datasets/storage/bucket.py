@@ -19,7 +19,6 @@ import errno
 import functools
 import hashlib
 import os
-import pathlib
 import re
 import tempfile
 import time
@@ -87,7 +86,8 @@ def split_url(url: str) -> tuple[str, str]:
     return parsed.scheme, (parsed.netloc + parsed.path).rstrip("/")
   if parsed.scheme in ("", "file"):
     path = parsed.path if parsed.scheme == "file" else url
-    return "file", str(pathlib.Path(path).expanduser().absolute())
+    # ("..", "." collapsed: listings give normalised paths, which must start with the root)
+    return "file", os.path.abspath(os.path.expanduser(path))
   raise URLError(f"{url}: unsupported scheme {parsed.scheme!r} (use s3://, gs:// or a path)")
 
 

@@ -12,7 +12,11 @@ import aiohttp
 import pytest
 
 import bucket_servers as servers
+from publish_helpers import small_version
+from imagesets.publishing import listing
+from imagesets.publishing import publish
 from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import versions
 
 
 def test_objects_round_trip_in_every_kind_of_bucket(bucket_url, tmp_path):
@@ -103,6 +107,31 @@ def test_urls_and_paths():
     bucket_lib.split_url("hdfs://x/y")
   with pytest.raises(bucket_lib.BucketError, match="no bucket name"):
     bucket_lib.split_url("s3:///x")
+
+
+def test_a_folder_named_with_dots_is_the_folder_its_listings_find(tmp_path, monkeypatch):
+  """A relative path with '..' (as a user types one): publishing a version again uploads
+  nothing and leaves its manifest as it was (a published version never changes), and the
+  listing shows it."""
+  small_version(tmp_path / "data")
+  (tmp_path / "work").mkdir()
+  monkeypatch.chdir(tmp_path / "work")
+  url = "../team/./bucket"
+  assert bucket_lib.split_url(url) == ("file", str(tmp_path / "team" / "bucket"))
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  manifest = tmp_path / "team/bucket/ds/cfg/1.0.0" / versions.MANIFEST
+  published = manifest.read_bytes()
+  uploads, upload = [], bucket_lib.Bucket.upload
+
+  def counted(self, local_path, rel, *args, **kwargs):
+    uploads.append(rel)
+    return upload(self, local_path, rel, *args, **kwargs)
+  monkeypatch.setattr(bucket_lib.Bucket, "upload", counted)
+  again = publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  assert again.status == "unchanged" and uploads == []
+  assert manifest.read_bytes() == published
+  (item,), unfinished = listing.list_published(url)
+  assert str(item.ref) == "ds/cfg:1.0.0" and not unfinished
 
 
 def test_store_checksums_are_used_only_for_whole_objects():
