@@ -52,15 +52,34 @@ class NotAFileOfOurs(ValueError):
     self.size = size
 
 
+def open_regular(path):
+  """The regular file at `path`, opened for reading as untrusted input: no symlink followed
+  (OSError, ELOOP), no FIFO waited on; NotAFileOfOurs for anything but a regular file
+  (OSError where it cannot be opened)."""
+  try:
+    opened = open(path, "rb", opener=_untrusted)
+  except IsADirectoryError:
+    raise NotAFileOfOurs(path, os.lstat(path).st_size) from None
+  status = os.fstat(opened.fileno())
+  if not stat.S_ISREG(status.st_mode):
+    opened.close()
+    raise NotAFileOfOurs(path, status.st_size)
+  return opened
+
+
+def _untrusted(path, flags: int) -> int:
+  # (through `open`, so that what audits opens for reading sees this one as such)
+  return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+
+
 def read_back(path, max_bytes: int) -> bytes:
-  """The bytes of a file of ours at `path`, read as untrusted input: no symlink followed
-  (OSError, ELOOP), no FIFO waited on, no more than `max_bytes` read; NotAFileOfOurs for
-  anything but a regular file of at most `max_bytes` (OSError where it cannot be opened)."""
-  descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-  with os.fdopen(descriptor, "rb") as opened:
-    status = os.fstat(opened.fileno())
-    if not stat.S_ISREG(status.st_mode) or status.st_size > max_bytes:
-      raise NotAFileOfOurs(path, status.st_size)
+  """The bytes of a file of ours at `path`, read as untrusted input (`open_regular`), no
+  more than `max_bytes` read; NotAFileOfOurs for anything but a regular file of at most
+  `max_bytes` (OSError where it cannot be opened)."""
+  with open_regular(path) as opened:
+    size = os.fstat(opened.fileno()).st_size
+    if size > max_bytes:
+      raise NotAFileOfOurs(path, size)
     data = opened.read(max_bytes + 1)
   if len(data) > max_bytes:
     raise NotAFileOfOurs(path, None)

@@ -60,6 +60,11 @@ class MissingBucketError(BucketError, FileNotFoundError):
   """The bucket itself does not exist (a command line's "not there")."""
 
 
+class NotAnObjectError(BucketError):
+  """What stands at an object's name in a folder bucket is not a regular file (a symlink,
+  a device, a FIFO): never followed nor read, and no retry changes that."""
+
+
 class LocalWriteError(OSError):
   """Writing a download to the local disk failed (e.g. ENOSPC): not a storage fault, so
   it is neither retried nor reported as the bucket's."""
@@ -381,11 +386,11 @@ class Bucket:
     """Writes the object's bytes into the open binary file `out`, chunk by chunk
     (FileNotFoundError if it does not exist; a failed local write is a LocalWriteError).
     `size`: the bytes expected (from a manifest): read that many without asking the store
-    first; the caller checks what arrived."""
-    extra = {"size": size} if size is not None and not self.is_local else {}
+    first, and never more than one byte past them (an object larger than its manifest
+    says, however large, costs that); the caller checks what arrived."""
     with self._translated("download", rel):
-      with self.fs.open(self._path(rel), "rb", block_size=CHUNK, **extra) as source:
-        while chunk := source.read(CHUNK):
+      with self._open_object(rel, size) as source:
+        for chunk in _chunks(source, None if size is None else size + 1):
           try:
             out.write(chunk)
           except OSError as error:
@@ -393,11 +398,39 @@ class Bucket:
           if progress:
             progress(len(chunk))
 
+  def _open_object(self, rel: str, size: int | None):
+    """The object at `rel` opened for reading; in a folder, a regular file only (never a
+    symlink followed, e.g. to /dev/zero): NotAnObjectError for anything else."""
+    if not self.is_local:
+      extra = {"size": size} if size is not None else {}
+      return self.fs.open(self._path(rel), "rb", block_size=CHUNK, **extra)
+    try:
+      return atomic_files.open_regular(self._path(rel))
+    except (OSError, atomic_files.NotAFileOfOurs) as error:
+      if isinstance(error, OSError) and error.errno != errno.ELOOP:
+        raise
+    raise NotAnObjectError(
+        f"{self.url_of(rel)} is not a regular file (a symlink, a device or a FIFO): refused, "
+        "neither followed nor read; the published copy is damaged or forged, tell the "
+        "publisher")
+
   def delete(self, rels: list[str]) -> None:
     if not rels:
       return
     with self._translated("delete from", rels[0]):
       self.fs.rm([self._path(rel) for rel in rels])
+
+
+def _chunks(source, limit: int | None):
+  """The bytes of the open file `source` in chunks, `limit` bytes at most in all (None:
+  to its end)."""
+  while limit is None or limit > 0:
+    chunk = source.read(CHUNK if limit is None else min(CHUNK, limit))
+    if not chunk:
+      return
+    if limit is not None:
+      limit -= len(chunk)
+    yield chunk
 
 
 def _whole_object_md5(info: dict) -> bytes | None:
@@ -456,4 +489,5 @@ def s3_multipart_etag(path: str | os.PathLike, part_size: int | None = None) -> 
   return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
 
 
-__all__ = ["Bucket", "BucketError", "LocalWriteError", "ObjectInfo", "file_digests", "s3_multipart_etag", "split_url"]
+__all__ = ["Bucket", "BucketError", "LocalWriteError", "NotAnObjectError", "ObjectInfo",
+           "file_digests", "s3_multipart_etag", "split_url"]

@@ -58,7 +58,8 @@ def disk_full_is_one_line(path: pathlib.Path, what: str):
 
 def is_transient(error: bucket_lib.BucketError) -> bool:
   text = str(error)
-  return not text.startswith("access denied") and "does not exist" not in text
+  return (not isinstance(error, bucket_lib.NotAnObjectError)
+          and not text.startswith("access denied") and "does not exist" not in text)
 
 
 class Deadline:

@@ -1,5 +1,6 @@
 """bucket: one storage interface over a real S3 server, a GCS server and local paths."""
 
+import collections
 import errno
 import hashlib
 import os
@@ -16,6 +17,7 @@ from publish_helpers import small_version
 from imagesets.publishing import listing
 from imagesets.publishing import publish
 from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import transfer
 from imagesets.storage import versions
 
 
@@ -95,6 +97,38 @@ def test_a_failed_folder_copy_leaves_no_file_and_says_so_in_one_line(tmp_path, m
                      f"{store.url}/b/blob: OSError: .*Input/output error"):
     store.copy("a/blob", "b/blob")
   assert os.listdir(tmp_path / "bucket/b") == []  # neither the name nor a temporary
+
+
+def test_a_folder_object_is_read_no_further_than_its_size_and_never_through_a_link(tmp_path):
+  """An object 100 times the size its manifest gives costs one byte past that size a
+  download (then refused in one line as damaged); a symlink in an object's place (to
+  /dev/zero: endless) is refused unread, at once (no retry changes it)."""
+  store, size = bucket_lib.Bucket(str(tmp_path / "bucket")), 1000
+  store.write_bytes("v/shard", b"x" * (100 * size))
+  (tmp_path / "bucket/v/endless").symlink_to("/dev/zero")
+  written = []
+
+  class Counted:  # a part file that counts what it is given (and stops an endless read)
+    def write(self, chunk):
+      written.append(len(chunk))
+      assert sum(written) <= 1000 * size, "read on and on"
+  store.copy_to("v/shard", Counted(), size=size)
+  assert sum(written) == size + 1
+  written.clear()
+  with pytest.raises(bucket_lib.NotAnObjectError, match=f"^{store.url}/v/endless is not a "
+                     "regular file .*tell the publisher$"):
+    store.copy_to("v/endless", Counted(), size=size)
+  assert written == []
+  entry = {"size": size, "sha256": hashlib.sha256(b"x" * size).hexdigest()}
+  stats, moved = collections.Counter(), []
+  with pytest.raises(transfer.DamagedError, match="v/shard does not match its manifest"):
+    transfer.checked_download(store, "v/shard", tmp_path / "cache/shard", entry,
+                              retry_seconds=0, stats=stats, progress=moved.append)
+  assert stats["downloads"] == 2 and sum(moved) == 2 * (size + 1)
+  with pytest.raises(bucket_lib.NotAnObjectError):
+    transfer.checked_download(store, "v/endless", tmp_path / "cache/endless", entry,
+                              stats=stats)
+  assert stats["retries"] == 0 and os.listdir(tmp_path / "cache") == []
 
 
 def test_urls_and_paths():
