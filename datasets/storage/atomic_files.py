@@ -31,9 +31,14 @@ _NAME_KEPT = 100   # characters of a target's name its temporaries keep (+ 48: p
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
 
 
+def name_kept(name: str) -> str:
+  """What a name made beside a file keeps of the file's `name`: cut short, so that it stays
+  within NAME_MAX however long `name` is."""
+  return name.lstrip(".")[:_NAME_KEPT]
+
+
 def _prefix(target: pathlib.Path) -> str:
-  # (the name cut short: a temporary stays within NAME_MAX however long the target's name)
-  return f".{target.name.lstrip('.')[:_NAME_KEPT]}{_TMP}"
+  return f".{name_kept(target.name)}{_TMP}"
 
 
 def temporary_beside(target) -> pathlib.Path:

@@ -30,7 +30,7 @@ from imagesets.storage import manifest as manifest_lib
 from imagesets.storage import versions
 
 DEFAULT_RETRY_SECONDS = 60.0
-PART = ".part-"   # <folder>/.<name>.part-<size>-<pid>-<random>: a download in progress
+PART = ".part-"   # <folder>/.<name, cut>.part-<size>-<pid>-<random>: a download in progress
 STALE_PART_SECONDS = 30.0   # an unlocked part this old is a dead writer's, whatever its pid
 
 
@@ -163,7 +163,9 @@ def open_version(bucket: bucket_lib.Bucket, spec: str, cached: Callable, *,
 
 
 def part_path(folder: pathlib.Path, name: str, size: int) -> pathlib.Path:
-  return folder / f".{name}{PART}{size}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+  # (unique by pid and random part; the name cut short keeps it within NAME_MAX)
+  return folder / (f".{atomic_files.name_kept(name)}{PART}{size}-{os.getpid()}-"
+                   f"{uuid.uuid4().hex[:12]}")
 
 
 def open_part(folder: pathlib.Path, name: str, size: int):

@@ -4,13 +4,17 @@ creation and its lock), and a part removed under a live download ends in one lin
 import fcntl
 import hashlib
 import os
+import pathlib
 import subprocess
 import sys
 import time
 
 import pytest
 
+from publish_helpers import small_version
+from imagesets.publishing import publish
 from imagesets.storage import bucket as bucket_lib
+from imagesets.storage import fetch
 from imagesets.storage import transfer
 from imagesets.storage import versions
 
@@ -62,3 +66,24 @@ def test_a_part_removed_under_a_live_download_ends_in_one_line(tmp_path):
   message = str(error.value)
   assert "\n" not in message and "removed by another process" in message
   assert "retry" in message and not target.exists()
+
+
+def test_a_file_with_a_long_name_is_fetched_through_a_part_file_named_short(tmp_path,
+                                                                            monkeypatch):
+  """A file name of 234 characters (within NAME_MAX: publish takes it): the name of its
+  part file keeps only its start, so fetch gets the file too, downloaded once."""
+  long = "x" * 230 + ".txt"
+  small_version(tmp_path / "data", extra={long: b"notes"})
+  url = str(tmp_path / "bucket")
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  downloads, download = [], transfer.checked_download
+
+  def counted(bucket, rel, *args, **kwargs):
+    downloads.append(rel)
+    return download(bucket, rel, *args, **kwargs)
+  monkeypatch.setattr(transfer, "checked_download", counted)
+  data_dir = fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=tmp_path / "cache", progress=False)
+  assert (pathlib.Path(data_dir) / "ds/cfg/1.0.0" / long).read_bytes() == b"notes"
+  assert downloads.count(f"ds/cfg/1.0.0/{long}") == 1
+  parts = {transfer.part_path(tmp_path, "y" * 255, 10**15) for _ in range(2)}
+  assert len(parts) == 2 and all(len(part.name) <= 255 for part in parts)
