@@ -33,8 +33,7 @@ def list_published(url: str) -> tuple[list[Published], list[versions.Ref]]:
       continue
     manifest = None
     if versions.MANIFEST in names:
-      manifest = manifest_lib.Manifest.from_bytes(bucket.read_bytes(f"{ref.folder}/{versions.MANIFEST}"),
-                                     bucket.url_of(ref.folder))
+      manifest = manifest_lib.published(bucket, ref, names)
     published.append(Published(ref, manifest))
   return published, unfinished
 

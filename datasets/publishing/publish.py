@@ -146,7 +146,7 @@ def _publish_config_metadata(bucket, ref: versions.Ref, data_dir: pathlib.Path) 
   if not local.exists():
     return
   rel = f"{ref.name}/{versions.CONFIG_METADATA}"
-  remote = versions.read_or_none(bucket, rel)
+  remote = versions.read_or_none(bucket, rel, versions.MAX_METADATA_BYTES)
   if remote is None:
     bucket.upload(str(local), rel)
     if bucket.read_bytes(rel) != local.read_bytes():
@@ -160,7 +160,8 @@ def _publish_config_metadata(bucket, ref: versions.Ref, data_dir: pathlib.Path) 
 
 def _refuse_other_content(bucket, ref: versions.Ref, local: manifest_lib.Manifest) -> None:
   """The version is committed: identical content is a no-op (returns), other is refused."""
-  manifest_bytes = versions.read_or_none(bucket, f"{ref.folder}/{versions.MANIFEST}")
+  manifest_bytes = versions.read_or_none(bucket, f"{ref.folder}/{versions.MANIFEST}",
+                                         manifest_lib.MAX_BYTES)
   if manifest_bytes is None:
     raise versions.PublishError(f"{ref} already exists at {bucket.url_of(ref.folder)} (not published "
                        "by imagesets: no manifest); refusing to change it")

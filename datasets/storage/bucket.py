@@ -61,8 +61,9 @@ class MissingBucketError(BucketError, FileNotFoundError):
 
 
 class NotAnObjectError(BucketError):
-  """What stands at an object's name in a folder bucket is not a regular file (a symlink,
-  a device, a FIFO): never followed nor read, and no retry changes that."""
+  """An object that none of ours could be: in a folder bucket, not a regular file (a
+  symlink, a device, a FIFO), or larger than any of its kind (`read_bytes`' max_bytes):
+  refused unread (never followed), and no retry changes that."""
 
 
 class LocalWriteError(OSError):
@@ -294,10 +295,31 @@ class Bucket:
     with self._translated("look up", rel):
       return self.fs.exists(self._path(rel))
 
-  def read_bytes(self, rel: str) -> bytes:
-    """The object's bytes; FileNotFoundError if it does not exist."""
+  def read_bytes(self, rel: str, max_bytes: int | None = None) -> bytes:
+    """The object's bytes; FileNotFoundError if it does not exist. `max_bytes`: more than
+    any object of its kind holds: a larger one is NotAnObjectError, read no further (and
+    in a folder, anything but a regular file: `_open_object`)."""
     with self._translated("read", rel):
-      return self.fs.cat_file(self._path(rel))
+      if max_bytes is None:
+        return self.fs.cat_file(self._path(rel))
+      data = self._read_at_most(rel, max_bytes + 1)
+    if len(data) > max_bytes:
+      raise NotAnObjectError(
+          f"{self.url_of(rel)} holds more than {max_bytes} bytes, more than any object of "
+          "its kind: refused, read no further; it is damaged or forged, tell the publisher")
+    return data
+
+  def _read_at_most(self, rel: str, limit: int) -> bytes:
+    if self.is_local:
+      with self._open_object(rel, None) as source:
+        return b"".join(_chunks(source, limit))
+    try:  # (one ranged request: a whole small object, a larger one's start)
+      return self.fs.cat_file(self._path(rel), start=0, end=limit)
+    except Exception as error:  # pylint: disable=broad-except  (each client its own type)
+      # HTTP 416: a range from byte 0 is not satisfiable only in an empty object
+      if getattr(error, "code", None) == 416 or "range is not satisfiable" in str(error):
+        return b""
+      raise
 
   def write_bytes(self, rel: str, data: bytes) -> None:
     with tempfile.NamedTemporaryFile() as tmp:

@@ -14,6 +14,10 @@ from imagesets.storage import versions
 
 MANIFEST_FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# More than any manifest holds, so that a larger object is refused unread: a file's entry
+# takes about 160 bytes besides its name (at most 1024 characters: `check_name`), so
+# 100,000 files of the longest names make ~119 MB (of 60-character names, ~22 MB).
+MAX_BYTES = 128 << 20
 
 
 def check_name(name, where: str) -> str:
@@ -30,12 +34,37 @@ def check_name(name, where: str) -> str:
   return name
 
 
+def _is_count(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _check_entry(name: str, entry, where: str) -> None:
-  if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
-          and entry["size"] >= 0 and isinstance(entry.get("sha256"), str)
-          and _SHA256.fullmatch(entry["sha256"])):
-    raise versions.PublishError(f"{where}: the manifest entry of {name!r} has no valid size "
-                                "and SHA-256: refused; tell the publisher")
+  if not (isinstance(entry, dict) and _is_count(entry.get("size"))
+          and isinstance(entry.get("sha256"), str) and _SHA256.fullmatch(entry["sha256"])
+          and isinstance(entry.get("md5", ""), str)):
+    raise versions.PublishError(f"{where}: the manifest entry of {name!r} is no valid size "
+                                "and SHA-256 (and MD5): refused; tell the publisher")
+
+
+def _damaged(where: str, why: str) -> versions.PublishError:
+  return versions.PublishError(f"{where}: the manifest {why}: refused; it is damaged or "
+                               "forged, tell the publisher")
+
+
+def _check_fields(raw, where: str) -> None:
+  """Each field of a manifest read from a bucket is of its type before any is used (a
+  forged one fails here in one line, not later as an AttributeError, in another command)."""
+  if not isinstance(raw, dict):
+    raise _damaged(where, f"is a JSON {type(raw).__name__}, not an object")
+  splits = raw.get("splits")
+  wrong = [field for field, right in (
+      ("dataset", isinstance(raw.get("dataset"), str)),
+      ("files", isinstance(raw.get("files"), dict)),
+      ("splits", isinstance(splits, dict) and all(map(_is_count, splits.values()))),
+      ("published_at", isinstance(raw.get("published_at", ""), str)),
+      ("format", _is_count(raw.get("format", MANIFEST_FORMAT)))) if not right]
+  if wrong:
+    raise _damaged(where, f"has no valid {', '.join(wrong)}")
 
 
 @dataclasses.dataclass
@@ -61,16 +90,17 @@ class Manifest:
 
   @classmethod
   def from_bytes(cls, data: bytes, where: str) -> "Manifest":
+    """The manifest in `data`, read as untrusted: the type of every field, and each file's
+    name, size and SHA-256, checked before any is used; else one PublishError line."""
     try:
       raw = json.loads(data)
-      manifest = cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
-      files = dict(manifest.files)
-    except (ValueError, TypeError, KeyError) as exc:
-      raise versions.PublishError(f"{where}: unreadable manifest ({exc})") from None
-    for name, file_entry in files.items():  # before any name can touch a path
+    except (ValueError, RecursionError) as exc:  # (Recursion: nested deeper than it parses)
+      raise _damaged(where, f"is unreadable ({type(exc).__name__}: {str(exc)[:120]})") from None
+    _check_fields(raw, where)
+    for name, file_entry in raw["files"].items():  # before any name can touch a path
       check_name(name, where)
       _check_entry(name, file_entry, where)
-    return manifest
+    return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
 
 def entry(path: pathlib.Path) -> dict:
@@ -111,5 +141,5 @@ def published(bucket, ref: versions.Ref, names: set[str] | None = None) -> "Mani
   if versions.MANIFEST not in names:
     raise versions.PublishError(f"{ref} at {bucket.url_of(ref.folder)} was not published by imagesets "
                        "(no manifest to verify against); load it with tfds directly")
-  return Manifest.from_bytes(bucket.read_bytes(f"{ref.folder}/{versions.MANIFEST}"),
+  return Manifest.from_bytes(bucket.read_bytes(f"{ref.folder}/{versions.MANIFEST}", MAX_BYTES),
                              bucket.url_of(ref.folder))

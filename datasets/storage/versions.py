@@ -34,6 +34,9 @@ MARKER = "features.json"
 DATASET_INFO = "dataset_info.json"
 COMMIT_FILES = (DATASET_INFO, MARKER)  # uploaded in this order, after everything else
 CONFIG_METADATA = ".config/metadata.json"
+# More than a CONFIG_METADATA ever holds (TFDS writes a few short fields): a larger one in a
+# bucket is refused unread.
+MAX_METADATA_BYTES = 1 << 20
 # Written first, with the stores' conditional write, by the one publish of a version that
 # may upload it: it names the content (`publish._claim`); another build is refused.
 CLAIM = ".imagesets-claim.json"
@@ -249,13 +252,15 @@ def not_found(ref: Ref, data_dir=None, bucket: bucket_lib.Bucket | None = None,
   return f"{head} ({there}); {fix}"
 
 
-def default_config(metadata: bytes | None) -> str | None:
-  if metadata is None:
-    return None
+def default_config(metadata: bytes | None):
+  """The default config a CONFIG_METADATA names, None for none. Read from a bucket, it is
+  untrusted: JSON that is not an object names none, and a name that is not a string is
+  given as it is, for `Ref.checked` to refuse in one line before it is used."""
   try:
-    return json.loads(metadata).get("default_config_name")
-  except ValueError:
+    loaded = json.loads(metadata) if metadata is not None else None
+  except (ValueError, RecursionError):  # (RecursionError: nested deeper than the parser goes)
     return None
+  return loaded.get("default_config_name") if isinstance(loaded, dict) else None
 
 
 def split_files(info: dict) -> dict[str, list[str]]:
@@ -327,9 +332,11 @@ def files_under(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
           if path.startswith(folder + "/")}
 
 
-def read_or_none(bucket: bucket_lib.Bucket, rel: str) -> bytes | None:
+def read_or_none(bucket: bucket_lib.Bucket, rel: str,
+                 max_bytes: int | None = None) -> bytes | None:
+  """The object's bytes (`Bucket.read_bytes`), None if it does not exist."""
   try:
-    return bucket.read_bytes(rel)
+    return bucket.read_bytes(rel, max_bytes)
   except FileNotFoundError:
     return None
 
@@ -340,7 +347,8 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
     return ref
   config = ref.config
   if config is None:
-    config = default_config(read_or_none(bucket, f"{ref.name}/{CONFIG_METADATA}"))
+    config = default_config(read_or_none(bucket, f"{ref.name}/{CONFIG_METADATA}",
+                                         MAX_METADATA_BYTES))
     Ref(ref.name, config).checked(bucket.url_of(f"{ref.name}/{CONFIG_METADATA}"))
   if ref.version is not None:
     return Ref(ref.name, config, ref.version)

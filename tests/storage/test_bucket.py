@@ -39,7 +39,10 @@ def test_objects_round_trip_in_every_kind_of_bucket(bucket_url, tmp_path):
   if store.scheme != "file":  # both servers report the MD5 they computed on receipt
     assert info.md5 == hashlib.md5(data).digest()
   assert store.sha256("a/blob") == hashlib.sha256(data).hexdigest()
-  assert store.read_bytes("a/b/empty") == b""
+  assert store.read_bytes("a/b/empty") == b"" == store.read_bytes("a/b/empty", max_bytes=9)
+  assert store.read_bytes("a/blob", max_bytes=len(data)) == data
+  with pytest.raises(bucket_lib.NotAnObjectError, match=f"holds more than {len(data) - 1} "):
+    store.read_bytes("a/blob", max_bytes=len(data) - 1)
   back = tmp_path / "back"
   store.download("a/blob", str(back))
   assert back.read_bytes() == data
