@@ -445,20 +445,37 @@ def cmd_list(args) -> int:
       f"--to {args.url}")
   if gone:
     return _missing_place(gone)
+  from imagesets.analysis import duplicates  # (no TensorFlow)
+
+  # (names, times and reasons are the bucket's: shown escaped, never driving the terminal)
   if not published:
     print(f"no published datasets in {args.url}")
   else:
-    rows = [["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "PUBLISHED"]]
-    for item in published:
-      manifest = item.manifest
-      rows.append([item.ref.name, item.ref.config or "-", item.ref.version,
-                   _size(manifest.num_bytes) if manifest else "-",
-                   _examples(manifest.splits) if manifest else "-",
-                   _when(manifest.published_at) if manifest else "not by imagesets"])
-    print(_table(rows))
-  for ref in unfinished:
-    print(f"(unfinished upload, not published: {ref}; re-run publish to complete it)")
+    print(_table([[duplicates.printable(cell) for cell in row]
+                  for row in _published_rows(published)]))
+  for line in _published_notes(published, unfinished):
+    print(duplicates.printable(line))
   return exit_status.OK
+
+
+def _published_rows(published) -> list[list[str]]:
+  rows = [["DATASET", "CONFIG", "VERSION", "SIZE", "EXAMPLES", "PUBLISHED"]]
+  for item in published:
+    manifest = item.manifest
+    rows.append([item.ref.name, item.ref.config or "-", item.ref.version,
+                 _size(manifest.num_bytes) if manifest else "-",
+                 _examples(manifest.splits) if manifest else "-",
+                 _when(manifest.published_at) if manifest
+                 else "damaged (see below)" if item.damage else "not by imagesets"])
+  return rows
+
+
+def _published_notes(published, unfinished) -> list[str]:
+  """The lines below the table of `list BUCKET`: the versions it cannot use, and why."""
+  return [*(f"(damaged, not usable: {item.ref}: {item.damage}; to repair it, delete its "
+            "folder and publish it again)" for item in published if item.damage),
+          *(f"(unfinished upload, not published: {ref}; re-run publish to complete it)"
+            for ref in unfinished)]
 
 
 def cmd_fetch(args) -> int:

@@ -18,11 +18,15 @@ class Published:
   """A committed version in a bucket, as `list` shows it."""
 
   ref: versions.Ref
-  manifest: manifest_lib.Manifest | None   # None: committed by another tool, nothing to verify against
+  # None: committed by another tool, nothing to verify against; or damaged (`damage`)
+  manifest: manifest_lib.Manifest | None
+  damage: str = ""   # why its manifest cannot be used (one line), "" when it can
 
 
 def list_published(url: str) -> tuple[list[Published], list[versions.Ref]]:
-  """(committed versions, unfinished uploads) in a bucket URL, sorted by name."""
+  """(committed versions, unfinished uploads) in a bucket URL, sorted by name. Names and
+  manifests are the bucket's, untrusted: shown escaped (the command line's part), and a
+  damaged or forged manifest is its version's `damage`, the others still listed."""
   bucket = bucket_lib.Bucket(url)
   bucket.check()
   published, unfinished = [], []
@@ -30,12 +34,18 @@ def list_published(url: str) -> tuple[list[Published], list[versions.Ref]]:
                            key=lambda item: versions.sort_key(item[0])):
     if versions.MARKER not in names:
       unfinished.append(ref)
-      continue
-    manifest = None
-    if versions.MANIFEST in names:
-      manifest = manifest_lib.published(bucket, ref, names)
-    published.append(Published(ref, manifest))
+    elif versions.MANIFEST not in names:
+      published.append(Published(ref, None))
+    else:
+      published.append(_published(bucket, ref, names))
   return published, unfinished
+
+
+def _published(bucket, ref: versions.Ref, names: set[str]) -> Published:
+  try:
+    return Published(ref, manifest_lib.published(bucket, ref, names))
+  except (versions.PublishError, bucket_lib.NotAnObjectError) as error:
+    return Published(ref, None, damage=str(error))
 
 
 @dataclasses.dataclass(frozen=True)
