@@ -71,7 +71,7 @@ def mask_folder(path: str) -> str:
 def looks_like(path: str) -> bool:
   """A folder of PNG masks with their class names (labelmap.txt or classes.txt)."""
   return (any(os.path.isfile(os.path.join(path, name)) for name in NAMES_FILES)
-          and bool(objects.files_under(mask_folder(path), ".png")))
+          and bool(objects.files_under(mask_folder(path), ".png").files))
 
 
 def own_text_file(relative: str) -> bool:
@@ -132,10 +132,12 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
                                   f"PNG masks with {LABELMAP} or {CLASSES}")
   class_names, colors = class_table(path)
   folder = mask_folder(path)
+  listing = objects.files_under(folder, ".png")
   reader = objects.Reader(path, images, on_bad_box, images_root, unread)
+  reader.problems += listing.refused
   by_stem = objects.images_by_stem(reader.images)
   entries = []
-  for relative in objects.files_under(folder, ".png"):
+  for relative in listing.files:
     stem = posixpath.splitext(relative)[0]
     file_name = objects.image_of_stem(reader, objects.inside(folder, relative), stem, by_stem)
     if file_name is not None:

@@ -202,16 +202,50 @@ def _hidden(name: str) -> bool:
   return name.startswith(".") or name == "__MACOSX"
 
 
-def files_under(folder: str, suffix: str) -> list[str]:
-  """Sorted posix paths relative to `folder` of its files ending in `suffix` (any case),
-  hidden files and folders (.*, __MACOSX) left out."""
-  found = []
-  for top, folders, files in os.walk(folder):
-    folders[:] = [name for name in folders if not _hidden(name)]
-    relative = os.path.relpath(top, folder).replace(os.sep, "/")
-    found += [name if relative == "." else f"{relative}/{name}" for name in files
-              if not _hidden(name) and name.lower().endswith(suffix)]
-  return sorted(found)
+@dataclasses.dataclass(frozen=True)
+class Listing:
+  """What `files_under` found in an annotation folder."""
+  files: list[str]          # the files to read: sorted posix paths relative to the folder
+  refused: list[Problem]    # what is there but not read, each naming itself and the fix
+
+
+_LINKED_FOLDER = ("a link to a folder, not followed (annotations are read only from inside "
+                  "the folder given, whatever follow_links is): its files would be left "
+                  "unread; put the folder itself here, or remove the link")
+
+
+def _listed(folder: str, relative: str) -> list[os.DirEntry]:
+  """The entries of the sub-folder `relative` of `folder`; AnnotationError naming it when
+  it cannot be listed (its annotation files would otherwise go unread, unnoticed)."""
+  path = os.path.join(folder, *relative.split("/")) if relative else folder
+  try:
+    with os.scandir(path) as entries:
+      return list(entries)
+  except OSError as e:
+    raise AnnotationError(f"{path}: cannot be listed ({e.strerror or type(e).__name__}): "
+                          "its annotation files would be left unread; make the folder "
+                          "readable, or move it out of the annotations") from None
+
+
+def files_under(folder: str, suffix: str) -> Listing:
+  """The files of `folder` and its sub-folders ending in `suffix` (any case), hidden files
+  and folders (.*, __MACOSX) left out. Links to folders are never followed: each is
+  `refused`. AnnotationError when a folder cannot be listed."""
+  files, refused = [], []
+  pending = [""]   # sub-folders still to list, relative to `folder` ("" is itself)
+  while pending:
+    top = pending.pop()
+    for entry in _listed(folder, top):
+      if _hidden(entry.name):
+        continue
+      relative = f"{top}/{entry.name}" if top else entry.name
+      if entry.is_dir(follow_symlinks=False):
+        pending.append(relative)
+      elif entry.is_symlink() and entry.is_dir():
+        refused.append(Problem(inside(folder, relative), _LINKED_FOLDER))
+      elif entry.name.lower().endswith(suffix):
+        files.append(relative)
+  return Listing(sorted(files), sorted(refused, key=lambda problem: problem.where))
 
 
 def inside(folder: str, relative: str) -> str:

@@ -2,9 +2,10 @@
 image, read with the XML parser locked down.
 
 Accepted: a folder of *.xml files, sub-folders mirroring the images folder's (hidden
-files and folders left out). An XML's image is its <filename> (a bare name: in the folder
-mirroring the XML's; a name with '/': relative to the images folder) or, without one,
-the image whose path without suffix is the XML's. Images with no XML are negatives.
+files and folders left out; a link to a folder is a problem, never followed). An XML's
+image is its <filename> (a bare name: in the folder mirroring the XML's; a name with '/':
+relative to the images folder) or, without one, the image whose path without suffix is
+the XML's. Images with no XML are negatives.
 
 Labels: the sorted unique <name>s over all files (VOC has no class list). Boxes: <bndbox>
 pixels over <size>, normalised exactly as TFDS's object_detection/voc.py does
@@ -148,14 +149,15 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   if not os.path.isdir(path):
     raise objects.AnnotationError(f"{path}: not a folder: Pascal VOC annotations are a "
                                   "folder of XML files, one per image")
-  relatives = objects.files_under(path, ".xml")
-  if not relatives:
+  listing = objects.files_under(path, ".xml")
+  if not listing.files and not listing.refused:
     raise objects.AnnotationError(f"{path}: no *.xml files: give the folder of Pascal VOC "
                                   "XML files (e.g. VOC's Annotations/)")
   reader = objects.Reader(path, images, on_bad_box, images_root, unread)
+  reader.problems += listing.refused
   by_stem = objects.images_by_stem(reader.images)
   names, found = set(), []
-  for relative in relatives:
+  for relative in listing.files:
     where = objects.inside(path, relative)
     root = parse(os.path.join(path, relative))
     if root.tag != "annotation":

@@ -129,10 +129,12 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   """The detection annotations of the YOLO labels at `path` for the image files `images`."""
   labels, names_file = locate(path)
   names = class_names(names_file)
+  listing = objects.files_under(labels, ".txt")
   reader = objects.Reader(path, images, on_bad_box, images_root, unread)
+  reader.problems += listing.refused
   by_stem = objects.images_by_stem(reader.images)
   entries = []
-  for relative in objects.files_under(labels, ".txt"):
+  for relative in listing.files:
     if relative in NAMES_FILES:
       continue
     where = objects.inside(labels, relative)

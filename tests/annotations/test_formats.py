@@ -75,6 +75,19 @@ def test_an_unknown_suffix_or_a_missing_path_is_an_error(tmp_path):
     formats.read(str(tmp_path / "gone.json"), [])
 
 
+def test_a_linked_sub_folder_of_annotations_is_a_problem_not_negatives(tmp_path):
+  xml = ("<annotation><filename>{}</filename><size><width>10</width><height>10</height>"
+         "</size><object><name>dog</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>9</xmax>"
+         "<ymax>9</ymax></bndbox></object></annotation>")
+  for folder, name in (("ann/train", "a"), ("outside/val", "b")):
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / f"{name}.xml").write_text(xml.format(f"{name}.jpg"))
+  (tmp_path / "ann" / "val").symlink_to(tmp_path / "outside" / "val")
+  annotations = formats.read(str(tmp_path / "ann"), ["train/a.jpg", "val/b.jpg"])
+  assert [(p.where, p.reason.split(",")[0]) for p in annotations.problems] == [
+      ("ann/val", "a link to a folder")]
+
+
 def test_the_format_given_wins_over_detection(known, tmp_path):
   images = annotation_files.list_images(known.images_dir)
   (known.voc / "README.txt").write_text("exported by a tool\n")

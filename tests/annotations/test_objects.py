@@ -1,6 +1,7 @@
 """The model and the checks every format shares: names, the bad-box policy, line reads."""
 
 import dataclasses
+import os
 import pickle
 
 import pytest
@@ -187,7 +188,37 @@ def test_files_under_leaves_out_hidden_files_and_folders(tmp_path):
   for name in ("a.xml", "sub/b.XML", ".c.xml", "__MACOSX/._a.xml", ".git/d.xml", "e.txt"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("")
-  assert objects.files_under(str(tmp_path), ".xml") == ["a.xml", "sub/b.XML"]
+  assert objects.files_under(str(tmp_path), ".xml") == objects.Listing(["a.xml", "sub/b.XML"], [])
+
+
+def test_files_under_never_follows_a_link_to_a_folder_and_names_it(tmp_path):
+  (tmp_path / "outside" / "val").mkdir(parents=True)
+  (tmp_path / "outside" / "val" / "b.xml").write_text("")
+  (tmp_path / "ann" / "train").mkdir(parents=True)
+  (tmp_path / "ann" / "train" / "a.xml").write_text("")
+  (tmp_path / "ann" / "val").symlink_to(tmp_path / "outside" / "val")
+  listing = objects.files_under(str(tmp_path / "ann"), ".xml")
+  assert listing.files == ["train/a.xml"]
+  assert [(p.where, p.reason.split(",")[0]) for p in listing.refused] == [
+      ("ann/val", "a link to a folder")]
+
+
+def test_a_folder_that_cannot_be_listed_is_an_error_naming_it(tmp_path, monkeypatch):
+  for name in ("train/a.xml", "val/b.xml"):
+    (tmp_path / "ann" / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ann" / name).write_text("")
+  scandir = os.scandir
+
+  def refusing(path="."):   # (root lists any folder: the refusal is simulated)
+    if os.path.basename(path) == "val":
+      raise PermissionError(13, "Permission denied", path)
+    return scandir(path)
+
+  with monkeypatch.context() as patched, pytest.raises(
+      objects.AnnotationError, match=r"ann/val: cannot be listed \(Permission denied\): its "
+                                     "annotation files would be left unread"):
+    patched.setattr(os, "scandir", refusing)
+    objects.files_under(str(tmp_path / "ann"), ".xml")
 
 
 def test_images_by_stem_finds_the_one_image_of_a_label_file():
