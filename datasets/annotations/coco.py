@@ -58,10 +58,9 @@ def _pixels(value: object) -> int | None:
 
 def load(path: str) -> object:
   """The parsed document, or AnnotationError naming the file, line and column."""
-  objects.check_size(path, MAX_DOCUMENT_BYTES, "COCO JSON file")
+  text = objects.read_bounded(path, MAX_DOCUMENT_BYTES, "COCO JSON file")
   try:
-    with open(path, "rb") as f:
-      return json.load(f, object_pairs_hook=objects.unique_keys)
+    return json.loads(text, object_pairs_hook=objects.unique_keys)
   except objects.DuplicateKeyError as e:
     raise objects.AnnotationError(f"{path}: {e}: keep one and build again") from None
   except json.JSONDecodeError as e:

@@ -71,7 +71,7 @@ def mask_folder(path: str) -> str:
 def looks_like(path: str) -> bool:
   """A folder of PNG masks with their class names (labelmap.txt or classes.txt)."""
   return (any(os.path.isfile(os.path.join(path, name)) for name in NAMES_FILES)
-          and bool(objects.files_under(mask_folder(path), ".png").files))
+          and bool(objects.files_under(mask_folder(path), ".png").named))
 
 
 def own_text_file(relative: str) -> bool:
@@ -80,9 +80,8 @@ def own_text_file(relative: str) -> bool:
 
 
 def _labelmap(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
-  objects.check_size(path, MAX_NAMES_BYTES, LABELMAP)
   names, colors, seen = [], [], {}
-  for number, text in objects.lines(path):
+  for number, text in objects.lines(path, MAX_NAMES_BYTES, LABELMAP):
     text = text.strip()
     if not text or text.startswith("#"):
       continue
@@ -142,10 +141,13 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
     file_name = objects.image_of_stem(reader, objects.inside(folder, relative), stem, by_stem)
     if file_name is not None:
       entries.append(objects.Entry(file_name, mask=os.path.join(folder, *relative.split("/"))))
+  refused = {posixpath.splitext(name)[0] for name in set(listing.named) - set(listing.files)}
   for name in reader.unclaimed():
-    reader.problem(objects.inside(folder, posixpath.splitext(name)[0] + ".png"),
-                   f"missing: {name} has no mask (masks are dense labels: every image needs "
-                   "its mask; add it, or move the image out of the images folder)")
+    stem = posixpath.splitext(name)[0]
+    if stem not in refused:   # (a refused mask is named as such already)
+      reader.problem(objects.inside(folder, stem + ".png"),
+                     f"missing: {name} has no mask (masks are dense labels: every image needs "
+                     "its mask; add it, or move the image out of the images folder)")
   return reader.annotations(task="segmentation", format="masks", class_names=class_names,
                             entries=entries, unmentioned="unlisted",
                             masks=objects.MaskSource("files", class_names, colors))

@@ -17,7 +17,8 @@ import math
 import os
 import posixpath
 import re
-from typing import Iterable, Iterator
+import stat
+from typing import BinaryIO, Iterable, Iterator
 
 from imagesets.annotations import schema
 from imagesets.constants import IMAGE_SUFFIXES
@@ -170,22 +171,76 @@ def class_name_problem(name: object) -> str | None:
   return None
 
 
-def check_size(path: str, limit: int, what: str) -> None:
-  """Refuses a file over `limit` bytes before anything reads it."""
-  size = os.stat(path).st_size
-  if size > limit:
+def _kind(mode: int) -> str:
+  """What a file that is not a regular one is, in words, by its st_mode."""
+  return ("a symbolic link" if stat.S_ISLNK(mode) else
+          "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else
+          "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+          "a socket" if stat.S_ISSOCK(mode) else "a folder" if stat.S_ISDIR(mode) else
+          "not a file")
+
+
+def check_size(path: str, size: int, limit: int | None, what: str) -> None:
+  """Refuses a file of `size` bytes over `limit` (None: any size) before anything reads it."""
+  if limit is not None and size > limit:
     raise AnnotationError(
         f"{path}: {size:,} bytes, over the {limit:,}-byte limit of a {what} (refused "
         "unread so a bad file cannot exhaust memory): check that this is the annotation "
         "file, or split the dataset")
 
 
-def lines(path: str) -> Iterator[tuple[int, str]]:
-  """(1-based line number, text with its line end) of a UTF-8 text file, streamed."""
-  with open(path, "rb") as f:
-    number = 0
+def opened(path: str, what: str, limit: int | None = None) -> BinaryIO:
+  """`path` open for binary reads once its descriptor is a regular file of at most `limit`
+  bytes, else AnnotationError naming it: opened non-blocking, so a FIFO is never waited
+  on (a regular file's reads never block); a device is never read."""
+  try:
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+  except OSError as e:
+    raise AnnotationError(f"{path}: cannot be opened ({e.strerror or type(e).__name__}): "
+                          f"give a readable {what}") from None
+  f = os.fdopen(descriptor, "rb")
+  try:
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+      raise AnnotationError(f"{path}: {_kind(status.st_mode)}, not a regular file (never "
+                            f"read): give the {what} itself")
+    check_size(path, status.st_size, limit, what)
+  except BaseException:
+    f.close()
+    raise
+  return f
+
+
+def _grown(path: str, limit: int, what: str) -> AnnotationError:
+  return AnnotationError(f"{path}: grew past the {limit:,}-byte limit of a {what} while it was "
+                         "read: read it again once whatever writes it is done")
+
+
+def read_bounded(path: str, limit: int, what: str) -> bytes:
+  """The bytes of the regular file `path` (`opened`), no more than `limit` of them read."""
+  with opened(path, what, limit) as f:
+    # Sized by its stat (a read of n allocates n bytes), then on to the limit if the stat
+    # understated it: a file still being written, or one of /proc's (which say 0).
+    stated = os.fstat(f.fileno()).st_size
+    data = f.read(stated + 1)
+    if len(data) > stated:
+      data += f.read(limit + 1 - len(data))
+  if len(data) > limit:
+    raise _grown(path, limit, what)
+  return data
+
+
+def lines(path: str, limit: int | None = None,
+          what: str = "annotation file") -> Iterator[tuple[int, str]]:
+  """(1-based line number, text with its line end) of a UTF-8 text file, streamed from a
+  regular file (`opened`) of at most `limit` bytes (None: any size)."""
+  with opened(path, what, limit) as f:
+    number, total = 0, 0
     while raw := f.readline(MAX_LINE_BYTES + 2):
       number += 1
+      total += len(raw)
+      if limit is not None and total > limit:
+        raise _grown(path, limit, what)
       if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
         raise AnnotationError(f"{path} line {number}: longer than {MAX_LINE_BYTES:,} bytes: "
                               "check that this is the annotation file")
@@ -207,8 +262,14 @@ class Listing:
   """What `files_under` found in an annotation folder."""
   files: list[str]          # the files to read: sorted posix paths relative to the folder
   refused: list[Problem]    # what is there but not read, each naming itself and the fix
+  # Every name ending in the suffix sought, read or refused, sorted: what tells a folder's
+  # format (a refused file is named when the folder is read).
+  named: list[str]
 
 
+_NOT_REGULAR = ("not a regular file, so never opened (annotation files are read only as "
+                "regular files inside the folder given: a link can lead outside it, to a "
+                "device or nowhere; a FIFO can block the read): put the file itself here")
 _LINKED_FOLDER = ("a link to a folder, not followed (annotations are read only from inside "
                   "the folder given, whatever follow_links is): its files would be left "
                   "unread; put the folder itself here, or remove the link")
@@ -229,9 +290,11 @@ def _listed(folder: str, relative: str) -> list[os.DirEntry]:
 
 def files_under(folder: str, suffix: str) -> Listing:
   """The files of `folder` and its sub-folders ending in `suffix` (any case), hidden files
-  and folders (.*, __MACOSX) left out. Links to folders are never followed: each is
-  `refused`. AnnotationError when a folder cannot be listed."""
-  files, refused = [], []
+  and folders (.*, __MACOSX) left out. Only regular files are `files`: a link (to a file
+  or folder: never followed, whatever the build's follow_links, so that nothing outside
+  `folder` is read), FIFO, device or socket is `refused`. AnnotationError when a folder
+  cannot be listed."""
+  files, refused, named = [], [], []
   pending = [""]   # sub-folders still to list, relative to `folder` ("" is itself)
   while pending:
     top = pending.pop()
@@ -241,11 +304,19 @@ def files_under(folder: str, suffix: str) -> Listing:
       relative = f"{top}/{entry.name}" if top else entry.name
       if entry.is_dir(follow_symlinks=False):
         pending.append(relative)
-      elif entry.is_symlink() and entry.is_dir():
+        continue
+      sought = entry.name.lower().endswith(suffix)
+      if sought:
+        named.append(relative)
+      if entry.is_symlink() and entry.is_dir():
         refused.append(Problem(inside(folder, relative), _LINKED_FOLDER))
-      elif entry.name.lower().endswith(suffix):
+      elif sought and entry.is_file(follow_symlinks=False):
         files.append(relative)
-  return Listing(sorted(files), sorted(refused, key=lambda problem: problem.where))
+      elif sought:
+        mode = entry.stat(follow_symlinks=False).st_mode
+        refused.append(Problem(inside(folder, relative), f"{_kind(mode)}, {_NOT_REGULAR}"))
+  return Listing(sorted(files), sorted(refused, key=lambda problem: problem.where),
+                 sorted(named))
 
 
 def inside(folder: str, relative: str) -> str:

@@ -43,7 +43,7 @@ def _refuse(*_) -> None:
 def parse(path: str) -> ElementTree.Element:
   """The root element of the XML file `path`, or AnnotationError naming the file and line
   (malformed XML, any DOCTYPE or entity declaration, over MAX_DOCUMENT_BYTES)."""
-  objects.check_size(path, MAX_DOCUMENT_BYTES, "VOC XML file")
+  document = objects.read_bounded(path, MAX_DOCUMENT_BYTES, "VOC XML file")
   builder = ElementTree.TreeBuilder()
   parser = expat.ParserCreate()
   parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -57,8 +57,7 @@ def parse(path: str) -> ElementTree.Element:
   parser.buffer_text = True
   try:
     # Whole (the size is bounded): fed in pieces, expat is quadratic in a long attribute.
-    with open(path, "rb") as f:
-      parser.Parse(f.read(), True)
+    parser.Parse(document, True)
     return builder.close()
   except _Declaration:
     raise objects.AnnotationError(

@@ -28,10 +28,9 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _yaml_names(path: str) -> list:
-  objects.check_size(path, MAX_DOCUMENT_BYTES, "YOLO data.yaml")
+  text = objects.read_bounded(path, MAX_DOCUMENT_BYTES, "YOLO data.yaml")
   try:
-    with open(path, "rb") as f:
-      document = yaml.safe_load(f)
+    document = yaml.safe_load(text)
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     line = f" line {mark.line + 1}" if mark is not None else ""

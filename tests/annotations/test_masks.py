@@ -244,6 +244,16 @@ def test_mask_folder_problems_are_named(known, tmp_path):
   assert missing in read.problems[1].reason and "dense labels" in read.problems[1].reason
 
 
+def test_a_mask_that_is_a_link_is_one_problem_naming_it(known, tmp_path):
+  folder = _mask_folder(tmp_path, known)
+  victim = folder / f"{known.images[3].rsplit('.', 1)[0]}.png"
+  victim.unlink()
+  victim.symlink_to(tmp_path / "nowhere.png")
+  read = masks.read(str(folder), _images(known))
+  assert [(p.where, p.reason.split(",")[0]) for p in read.problems] == [
+      (f"masks/{known.images[3].rsplit('.', 1)[0]}.png", "a symbolic link")]
+
+
 def test_bad_masks_are_errors_naming_the_file_and_what_is_wrong(known, tmp_path):
   folder = _mask_folder(tmp_path, known)
   read = masks.read(str(folder), _images(known))

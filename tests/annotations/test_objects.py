@@ -3,6 +3,7 @@
 import dataclasses
 import os
 import pickle
+import signal
 
 import pytest
 
@@ -188,7 +189,7 @@ def test_files_under_leaves_out_hidden_files_and_folders(tmp_path):
   for name in ("a.xml", "sub/b.XML", ".c.xml", "__MACOSX/._a.xml", ".git/d.xml", "e.txt"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("")
-  assert objects.files_under(str(tmp_path), ".xml") == objects.Listing(["a.xml", "sub/b.XML"], [])
+  assert objects.files_under(str(tmp_path), ".xml").files == ["a.xml", "sub/b.XML"]
 
 
 def test_files_under_never_follows_a_link_to_a_folder_and_names_it(tmp_path):
@@ -219,6 +220,54 @@ def test_a_folder_that_cannot_be_listed_is_an_error_naming_it(tmp_path, monkeypa
                                      "annotation files would be left unread"):
     patched.setattr(os, "scandir", refusing)
     objects.files_under(str(tmp_path / "ann"), ".xml")
+
+
+def test_files_under_reads_only_regular_files_and_names_the_others(tmp_path):
+  (tmp_path / "outside.xml").write_text("<annotation/>")
+  folder = tmp_path / "ann"
+  folder.mkdir()
+  (folder / "a.xml").write_text("<annotation/>")
+  (folder / "zero.xml").symlink_to("/dev/zero")
+  (folder / "broken.xml").symlink_to(folder / "gone.xml")
+  (folder / "out.xml").symlink_to(tmp_path / "outside.xml")
+  os.mkfifo(folder / "pipe.xml")
+  listing = objects.files_under(str(folder), ".xml")
+  assert listing.files == ["a.xml"]
+  assert [(p.where, p.reason.split(",")[0]) for p in listing.refused] == [
+      ("ann/broken.xml", "a symbolic link"), ("ann/out.xml", "a symbolic link"),
+      ("ann/pipe.xml", "a named pipe (FIFO)"), ("ann/zero.xml", "a symbolic link")]
+  assert all("never opened" in p.reason for p in listing.refused)
+  assert listing.named == ["a.xml", "broken.xml", "out.xml", "pipe.xml", "zero.xml"]
+
+
+@pytest.fixture
+def no_hang():
+  """Fails a read that would wait forever (on code that opens a FIFO) instead of hanging."""
+  def hung(*_):
+    raise TimeoutError("the read waited on a FIFO")
+  previous = signal.signal(signal.SIGALRM, hung)
+  signal.alarm(30)
+  yield
+  signal.alarm(0)
+  signal.signal(signal.SIGALRM, previous)
+
+
+def test_lines_never_wait_on_a_fifo_nor_read_a_device(tmp_path, no_hang):
+  os.mkfifo(tmp_path / "classes.txt")
+  with pytest.raises(objects.AnnotationError, match=r"classes.txt: a named pipe \(FIFO\), not "
+                                                    "a regular file"):
+    list(objects.lines(str(tmp_path / "classes.txt")))
+  (tmp_path / "labels.csv").symlink_to("/dev/zero")
+  with pytest.raises(objects.AnnotationError, match="labels.csv: a device, not a regular file"):
+    list(objects.lines(str(tmp_path / "labels.csv")))
+
+
+def test_reads_stop_at_the_limit_even_when_the_size_is_understated():
+  # /proc files say 0 bytes and hold more: the read, not the size, bounds what is read.
+  with pytest.raises(objects.AnnotationError, match="status: grew past the 10-byte limit"):
+    objects.read_bounded("/proc/self/status", 10, "names file")
+  with pytest.raises(objects.AnnotationError, match="status: grew past the 10-byte limit"):
+    list(objects.lines("/proc/self/status", 10, "names file"))
 
 
 def test_images_by_stem_finds_the_one_image_of_a_label_file():
