@@ -7,15 +7,17 @@ Accepted `path`:
   * a names file (`data.yaml`, `classes.txt`, `obj.names`): the labels folder is the
     `labels/` beside it, else its own folder.
 Names files, first found wins, the labels folder before its parent: data.yaml
-(`names:` a list, or {id: name} with ids 0..n-1; read with yaml.safe_load; its `path`,
-`train` and `val` keys are not followed), then classes.txt, then obj.names (one name a
-line). A label file's image has its path without suffix (labels/sub/a.txt <-> sub/a.jpg
-in the images folder); an image with no label file is a negative. Lines of more than 5
-values (segmentation polygons) are problems: only boxes are read.
+(`names:` a list, or {id: name} with ids 0..n-1; read with yaml.safe_load's loader, a key
+given twice and anchors or aliases refused; its `path`, `train` and `val` keys are not
+followed), then classes.txt, then obj.names (one name a line). A label file's image has
+its path without suffix (labels/sub/a.txt <-> sub/a.jpg in the images folder); an image
+with no label file is a negative. Lines of more than 5 values (segmentation polygons) are
+problems: only boxes are read.
 """
 
 import os
 import posixpath
+from collections.abc import Hashable
 from typing import Iterable
 
 import yaml
@@ -27,10 +29,38 @@ MAX_DOCUMENT_BYTES = 16 << 20   # data.yaml, parsed in memory
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
+class _StrictLoader(yaml.SafeLoader):
+  """yaml.safe_load's loader, refusing what yaml would resolve silently and a labeling
+  tool's data.yaml never holds: a key given twice in one mapping (the last would win,
+  relabelling boxes), and anchors and aliases (which can expand without bound)."""
+
+  def compose_node(self, parent, index):
+    event = self.peek_event()
+    if event.anchor is not None:   # an alias (*a), or a node with an anchor (&a)
+      kind = "alias" if isinstance(event, yaml.AliasEvent) else "anchor"
+      raise yaml.composer.ComposerError(
+          None, None, f"the {kind} {objects.shown(event.anchor)}; anchors and aliases are "
+          "refused, as they can expand without bound: write the values out", event.start_mark)
+    return super().compose_node(parent, index)
+
+  def construct_mapping(self, node, deep=False):
+    first = {}   # key -> the line it is first on
+    for key_node, _ in node.value:
+      key = self.construct_object(key_node, deep=True)
+      if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key, Hashable):
+        continue   # (merged keys override by design; an unhashable key is refused below)
+      if key in first:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the key {objects.shown(key)} twice in one mapping, first on line "
+            f"{first[key]}; keep one", key_node.start_mark)
+      first[key] = key_node.start_mark.line + 1
+    return super().construct_mapping(node, deep)
+
+
 def _yaml_names(path: str) -> list:
   text = objects.read_bounded(path, MAX_DOCUMENT_BYTES, "YOLO data.yaml")
   try:
-    document = yaml.safe_load(text)
+    document = yaml.load(text, Loader=_StrictLoader)   # (safe: a SafeLoader)
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     line = f" line {mark.line + 1}" if mark is not None else ""

@@ -85,6 +85,13 @@ def test_the_names_files_in_the_labels_folder_or_its_parent(tmp_path, names_file
     (("data.yaml", "names: [cat, 7]\n"), "class 1: class name 7 is not a string"),
     (("data.yaml", "names: [cat, dog\n"), r"data.yaml line 2: not valid YAML"),
     (("data.yaml", "names: !!python/object/apply:os.system [echo pwned]\n"), "not valid YAML"),
+    (("data.yaml", "names:\n  0: person\n  1: car\n  1: bike\n  2: dog\n"),
+     r"data.yaml line 4: not valid YAML \(the key 1 twice in one mapping, first on line 3; "
+     r"keep one\): fix the file"),
+    (("data.yaml", "names: [cat]\nnc: 1\nnames: [dog]\n"), "line 3: .*the key 'names' twice"),
+    (("data.yaml", "cats: &c [cat]\nnames: *c\n"), "line 1: not valid YAML \\(the anchor 'c'; "
+                                                    "anchors and aliases are refused"),
+    (("data.yaml", "names: *c\n"), "line 1: not valid YAML \\(the alias 'c'"),
     (("classes.txt", "cat\n\ndog\n"), "classes.txt line 2: empty"),
     (("classes.txt", ""), "no class names"),
     (None, "no class names: put a data.yaml"),
