@@ -13,10 +13,12 @@ order of TFDS's BBoxFeature.
 """
 
 import dataclasses
+import itertools
 import math
 import os
 import posixpath
 import re
+import reprlib
 import stat
 from typing import BinaryIO, Iterable, Iterator
 
@@ -130,9 +132,30 @@ class DuplicateKeyError(ValueError):
   """A JSON object that names one key twice."""
 
 
+class _BoundedRepr(reprlib.Repr):
+  """reprlib's repr: a few items of a few levels, so its work is bounded whatever the
+  value's size (a document's shared sublists, as YAML aliases make, can repr to
+  gigabytes). Strings are cut at their end and dicts keep their order, as repr shows them."""
+
+  def __init__(self, limit: int):
+    super().__init__()
+    self.maxlevel = 3
+    self.maxstring = self.maxlong = self.maxother = limit
+
+  def repr_str(self, x: str, level: int) -> str:
+    return repr(x[:self.maxstring])
+
+  def repr_dict(self, x: dict, level: int) -> str:
+    if not x or level <= 0:
+      return "{...}" if x else "{}"
+    pieces = [f"{self.repr1(key, level - 1)}: {self.repr1(item, level - 1)}"
+              for key, item in itertools.islice(x.items(), self.maxdict)]
+    return "{" + ", ".join(pieces + ["..."] * (len(x) > self.maxdict)) + "}"
+
+
 def shown(value: object, limit: int = 80) -> str:
   """A value from a file, quoted for a one-line message and cut to `limit` characters."""
-  text = repr(value)
+  text = _BoundedRepr(limit).repr(value)
   return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -44,6 +44,26 @@ def test_class_names_must_survive_tfds_names_files(name):
   assert objects.class_name_problem(name)
 
 
+def test_shown_is_short_and_never_writes_out_a_huge_value():
+  class Leaf:
+    writes = 0
+
+    def __repr__(self):
+      Leaf.writes += 1
+      return "x" * 100
+
+  nested = [Leaf()]
+  for _ in range(6):   # shared sublists, as YAML aliases make: a million leaves, 10^8 chars
+    nested = [nested] * 10
+  for value in (nested, [Leaf()] * 10**6, {"names": [Leaf()] * 10**6}):
+    Leaf.writes = 0
+    text = objects.shown(value)
+    assert len(text) == 80 and text.endswith("...")
+    assert Leaf.writes <= 6, "the whole value was written out"
+  assert objects.shown({"b": 1, "a": "x" * 200}).startswith("{'b': 1, 'a': 'xxx")
+  assert objects.shown("x" * 200) == "'" + "x" * 76 + "..."
+
+
 def test_annotation_errors_are_one_line():
   assert "\n" not in str(objects.AnnotationError("a.xml line 3:\nbad\n"))
   assert isinstance(objects.AnnotationError("x"), ValueError)
