@@ -30,6 +30,10 @@ MAX_DOCUMENT_BYTES = 16 << 20   # one XML file, parsed in memory
 POSES = ("frontal", "left", "rear", "right", "unspecified")
 FLAG_NAMES = ("difficult", "truncated", "pose")
 _CORNERS = ("xmin", "ymin", "xmax", "ymax")
+# The children each element gives at most once: of two, which the tool meant cannot be
+# known (the first would be a class, box or image read from nowhere).
+_ONCE = {"annotation": ("filename", "size"), "size": ("width", "height"),
+         "object": ("name", "bndbox", "pose", "difficult", "truncated"), "bndbox": _CORNERS}
 
 
 class _Declaration(Exception):
@@ -75,11 +79,21 @@ def element_text(element: ElementTree.Element, tag: str) -> str | None:
   return None if child is None else (child.text or "").strip()
 
 
-def read_size(root: ElementTree.Element) -> tuple[int, int] | None:
-  """(height, width) of <size>, if both are positive whole numbers."""
-  size = root.find("size")
-  if size is None:
+def repeated(element: ElementTree.Element | None) -> str | None:
+  """The problem of `element` giving a child of _ONCE more than once, else None."""
+  if element is None:
     return None
+  tags = [tag for tag in _ONCE.get(element.tag, ()) if len(element.findall(tag)) > 1]
+  return f"more than one <{'>, <'.join(tags)}> in one <{element.tag}>" if tags else None
+
+
+def read_size(root: ElementTree.Element) -> tuple[int, int] | None:
+  """(height, width) of <size>, if it, its <width> and <height> are given once and both
+  are positive whole numbers."""
+  sizes = root.findall("size")
+  if len(sizes) != 1 or repeated(sizes[0]):
+    return None
+  size = sizes[0]
   height, width = (objects.text_number(element_text(size, tag)) for tag in ("height", "width"))
   if all(v is not None and 0 < v < float("inf") and v == int(v) for v in (height, width)):
     return int(height), int(width)
@@ -116,17 +130,14 @@ def read_object(reader: objects.Reader, where: str, element: ElementTree.Element
   reason = "no <name>" if name is None else objects.class_name_problem(name)
   if reason:
     reader.problem(where, reason)
-  # One of each: a second <name> or <bndbox> would be a box or class read from nowhere.
-  repeated = [tag for tag in ("name", "bndbox", "pose", "difficult", "truncated")
-              if len(element.findall(tag)) > 1]
-  if repeated:
-    reason = f"more than one <{'>, <'.join(repeated)}> in one <object>"
-    reader.problem(where, reason)
+  box = element.find("bndbox")
+  twice = [problem for problem in (repeated(element), repeated(box)) if problem]
+  for problem in twice:
+    reader.problem(where, problem)
   flags = [_flag(reader, where, element, "difficult"), _flag(reader, where, element, "truncated")]
   pose = (element_text(element, "pose") or "unspecified").lower()
   if pose not in POSES:
     reader.problem(where, f"<pose> {objects.shown(pose)} is not one of {', '.join(POSES)}")
-  box = element.find("bndbox")
   corners = ([] if box is None else
              [objects.text_number(element_text(box, tag)) for tag in _CORNERS])
   if box is None:
@@ -135,7 +146,8 @@ def read_object(reader: objects.Reader, where: str, element: ElementTree.Element
     if value is None:
       reader.problem(where, f"<bndbox> <{tag}> {objects.shown(element_text(box, tag))} "
                             "is not a number")
-  if reason or None in flags or pose not in POSES or None in corners or not corners or not size:
+  if (reason or twice or None in flags or pose not in POSES or None in corners or not corners
+      or not size):
     return None
   xmin, ymin, xmax, ymax = corners
   bbox = reader.box(where, xmin, ymin, xmax, ymax, width=size[1], height=size[0])
@@ -161,6 +173,10 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
     root = parse(os.path.join(path, relative))
     if root.tag != "annotation":
       reader.problem(where, f"root element <{root.tag}>, not <annotation>: not a Pascal VOC file")
+      continue
+    twice = repeated(root) or repeated(root.find("size"))
+    if twice:   # (the file's image or size would be a guess: none of it is read)
+      reader.problem(where, twice)
       continue
     file_name = _file_name(reader, where, root, relative, by_stem)
     size = read_size(root)

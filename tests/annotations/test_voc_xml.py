@@ -248,3 +248,29 @@ def test_an_object_with_two_names_or_boxes_is_a_problem_not_a_guess(tmp_path):
   annotations = _read(tmp_path, {"a.xml": _xml(twice, _object("dog"))})
   (problem,) = annotations.problems
   assert "more than one <name>, <bndbox>" in problem.reason
+
+
+@pytest.mark.parametrize("header, reason", [
+    ("<filename>a.jpg</filename><filename>b.jpg</filename>",
+     "more than one <filename> in one <annotation>"),
+    ("<size><width>333</width><height>500</height></size><size><width>9</width>"
+     "<height>9</height></size>", "more than one <size> in one <annotation>"),
+    ("<size><width>333</width><width>9</width><height>500</height><height>9</height></size>",
+     "more than one <width>, <height> in one <size>"),
+])
+def test_a_file_giving_its_image_or_size_twice_is_a_problem_not_a_guess(tmp_path, header,
+                                                                          reason):
+  text = f"<annotation>{header}{_object()}</annotation>"
+  if "<filename>" not in header:
+    text = text.replace("<annotation>", "<annotation><filename>a.jpg</filename>")
+  annotations = _read(tmp_path, {"a.xml": text, "b.xml": _xml(_object("cat"), filename="b.jpg")})
+  assert _reasons(annotations) == [("Annotations/a.xml", reason)]
+
+
+def test_a_box_giving_a_corner_twice_is_a_problem_not_a_guess(tmp_path):
+  twice = ("<object><name>dog</name><bndbox><xmin>1</xmin><xmin>5</xmin><ymin>1</ymin>"
+           "<xmax>9</xmax><ymax>9</ymax><ymax>7</ymax></bndbox></object>")
+  annotations = _read(tmp_path, {"a.xml": _xml(twice, _object("dog"))})
+  assert _reasons(annotations) == [
+      ("Annotations/a.xml: object 1", "more than one <xmin>, <ymax> in one <bndbox>")]
+  assert len(annotations.entries["a.jpg"].objects) == 1
