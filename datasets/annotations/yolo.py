@@ -25,7 +25,7 @@ import yaml
 from imagesets.annotations import objects
 
 NAMES_FILES = ("data.yaml", "classes.txt", "obj.names")
-MAX_DOCUMENT_BYTES = 16 << 20   # data.yaml, parsed in memory
+MAX_DOCUMENT_BYTES = 16 << 20   # a names file: data.yaml (parsed in memory), or one a line
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -85,7 +85,8 @@ def _yaml_names(path: str) -> list:
 
 
 def _line_names(path: str) -> list[str]:
-  names = [text.strip() for _, text in objects.lines(path)]
+  names = [text.strip() for _, text in objects.lines(path, MAX_DOCUMENT_BYTES,
+                                                       "class names file")]
   while names and not names[-1]:
     names.pop()
   if "" in names:

@@ -168,3 +168,13 @@ def test_a_data_yaml_over_the_limit_is_refused_before_it_is_read(tmp_path):
     f.truncate(yolo.MAX_DOCUMENT_BYTES + 1)
   with pytest.raises(objects.AnnotationError, match="data.yaml: 16,777,217 bytes, over the"):
     yolo.read(str(folder), IMAGES)
+
+
+def test_a_names_file_over_the_limit_is_refused_before_it_is_read(tmp_path):
+  names = b"".join(b"class%07d\n" % i for i in range(yolo.MAX_DOCUMENT_BYTES // 13 + 1))
+  assert len(names) > yolo.MAX_DOCUMENT_BYTES
+  folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"}, names_file=None)
+  (folder / "classes.txt").write_bytes(names)
+  with pytest.raises(objects.AnnotationError, match=f"classes.txt: {len(names):,} bytes, over "
+                                                    "the 16,777,216-byte limit of a class names"):
+    yolo.read(str(folder), IMAGES)
