@@ -132,7 +132,7 @@ def stat_on(pool, root: str, relative_paths: list[str],
 def _absolute(root: str) -> str:
   """`root` as the kernel finds it from this process's working folder: joined, not
   normalised (a ".." after a symlink is the link target's parent)."""
-  return os.path.join(os.getcwd(), root)
+  return root if os.path.isabs(root) else os.path.join(os.getcwd(), root)
 
 
 def _looked_up(root: str, folder: str, relative_paths: list[str], cache: pathlib.Path | None,

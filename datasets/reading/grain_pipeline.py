@@ -541,6 +541,7 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
   if train:
     checks.check_seed(seed)
     checks.check_epochs(num_epochs)
+    seed = int(seed)   # (numpy's ints too: the samplers' arithmetic is Python's)
   local = None
   if not sources.is_bucket_url(data_dir):
     sources.check_cache_options(data_dir, cache_dir, cache_limit)

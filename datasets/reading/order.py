@@ -39,7 +39,7 @@ MIXES = ("shuffle", "interleave")
 def derived_seed(seed: int, *salts: int) -> int:
   """An independent stream's seed, derived from the user's `seed` and `salts`. A negative
   seed is taken modulo 2**64, as Grain takes it (numpy's streams take none)."""
-  seed = seed % 2**64 if seed < 0 else seed
+  seed = int(seed) % 2**64 if seed < 0 else int(seed)
   return int(np.random.SeedSequence([seed, *salts]).generate_state(1, np.uint32)[0])
 
 

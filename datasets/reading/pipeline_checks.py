@@ -23,10 +23,10 @@ def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Op
   check_epochs(num_epochs)
   if not drop_remainder or num_epochs is None:
     return
-  share = num_examples // max(1, num_workers)
+  share = -(-num_examples // max(1, num_workers))  # (the largest share: records dealt in turn)
   if share * num_epochs >= batch_size:
     return
-  workers = f" ({share} for each of {num_workers} workers)" if num_workers > 1 else ""
+  workers = f" (at most {share} for each of {num_workers} workers)" if num_workers > 1 else ""
   epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
   raise ValueError(
       f"{what or f'split {split!r}'} has {num_examples} examples{workers}{epochs}, fewer than "

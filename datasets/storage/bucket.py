@@ -92,9 +92,20 @@ def split_url(url: str) -> tuple[str, str]:
     return parsed.scheme, (parsed.netloc + parsed.path).rstrip("/")
   if parsed.scheme in ("", "file"):
     path = parsed.path if parsed.scheme == "file" else url
-    # ("..", "." collapsed: listings give normalised paths, which must start with the root)
-    return "file", os.path.abspath(os.path.expanduser(path))
+    return "file", _folder(os.path.expanduser(path))
   raise URLError(f"{url}: unsupported scheme {parsed.scheme!r} (use s3://, gs:// or a path)")
+
+
+def _folder(path: str) -> str:
+  """`path` absolute, without "." or "..": listings give such paths, which must start with
+  the root. The part up to its last ".." is resolved as the kernel resolves it (a ".."
+  after a symlink is the link target's parent), the rest is kept as written."""
+  parts = path.split(os.sep)
+  if ".." not in parts:
+    return os.path.abspath(path)
+  last = len(parts) - 1 - parts[::-1].index("..")
+  return os.path.abspath(os.path.join(os.path.realpath(os.sep.join(parts[:last + 1]) or os.sep),
+                                      *parts[last + 1:]))
 
 
 def _redact(text: str) -> str:

@@ -420,3 +420,18 @@ def test_stats_begun_are_keyed_as_file_hashes_asks(tmp_path):
     hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stats=across,
                                     key_of=stat_cache.key_across_links)
   assert hashed.stats == across.results()[0] and hashed.hashes == _truth(root, paths)
+
+
+def test_stats_of_an_absolute_root_need_no_working_folder(tmp_path, monkeypatch):
+  """An absolute root is taken as it is: a working folder since removed is no error."""
+  from imagesets.building import parallel_map
+  root = tmp_path / "tree"
+  (root / "c").mkdir(parents=True)
+  (root / "c" / "x.jpg").write_bytes(_photos(1)[0])
+  (tmp_path / "gone").mkdir()
+  monkeypatch.chdir(tmp_path / "gone")
+  (tmp_path / "gone").rmdir()
+  with parallel_map.executor(2) as pool:
+    begun = stat_cache.stat_on(pool, str(root), ["c/x.jpg"])
+    assert stat_cache.file_hashes(str(root), ["c/x.jpg"], tmp_path / "cache.json", Counted(),
+                                  stats=begun).hashes == _truth(root, ["c/x.jpg"])

@@ -461,14 +461,18 @@ def test_a_split_each_worker_batches_too_little_of_is_one_line_and_an_int_seed_i
   number of epochs."""
   tfrecord = _prepared(type(classes), tmp_path_factory, "tfrecord")
   for build in (classes, tfrecord):
-    with pytest.raises(ValueError, match=r"^split 'train' has 24 examples \(12 for each of 2 "
-                       r"workers\), fewer than batch_size=16: .* give batch_size=12 or less"):
+    with pytest.raises(ValueError, match=r"^split 'train' has 24 examples \(at most 12 for "
+                       r"each of 2 workers\), fewer than batch_size=16: .* give batch_size=12 "
+                       r"or less"):
       gp.classification_train(build, batch_size=16, num_epochs=1, worker_count=2)
     assert len(list(gp.classification_train(build, batch_size=16, num_epochs=1))) == 1
     batches = list(gp.classification_train(build, batch_size=12, num_epochs=1, worker_count=2))
     assert [len(b["label"]) for b in batches] == [12, 12]
     with pytest.raises(ValueError, match=r"^seed=None: give an int seed"):
       gp.classification_train(build, batch_size=4, seed=None, num_epochs=1)
+    labels = [[b["label"].tolist() for b in gp.classification_train(
+        build, batch_size=4, seed=seed, num_epochs=1)] for seed in (3, np.int64(3))]
+    assert labels[0] == labels[1] and len(labels[0]) == 6   # (numpy's ints are seeds)
     for epochs in (0, -1, 1.5):
       with pytest.raises(ValueError, match=rf"^num_epochs={epochs}: give a positive number"):
         gp.classification_train(build, batch_size=4, num_epochs=epochs)

@@ -237,3 +237,9 @@ def test_a_readers_nth_record_is_placed_in_its_pass_and_the_end_is_its_last_pass
     run.place(0, sum(sizes) + 1)
   nothing = order_lib.Run(order_lib.Order(shards, 5, True), 2, 1, num_epochs=0)
   assert nothing.length(1) == 0 and nothing.place(1, 0) == (0, 0)
+
+
+def test_a_negative_or_numpy_seed_derives_as_its_int_does():
+  assert order_lib.derived_seed(np.int64(7), 1) == order_lib.derived_seed(7, 1)
+  assert order_lib.derived_seed(np.int64(-1), 2) == order_lib.derived_seed(-1, 2) == (
+      order_lib.derived_seed(2**64 - 1, 2))

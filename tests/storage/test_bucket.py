@@ -171,6 +171,22 @@ def test_a_folder_named_with_dots_is_the_folder_its_listings_find(tmp_path, monk
   assert str(item.ref) == "ds/cfg:1.0.0" and not unfinished
 
 
+def test_a_dot_dot_after_a_link_is_the_link_targets_parent_as_the_kernel_finds_it(tmp_path):
+  """'link/../bucket' is the bucket beside the link's target (what `ls` shows, and where
+  a publish before folder paths were normalised wrote): not a folder beside the link."""
+  small_version(tmp_path / "data")
+  (tmp_path / "mnt" / "disk").mkdir(parents=True)
+  (tmp_path / "x").mkdir()
+  (tmp_path / "x" / "l").symlink_to(tmp_path / "mnt" / "disk")
+  url = str(tmp_path / "x" / "l" / ".." / "bucket")
+  assert bucket_lib.split_url(url) == ("file", str(tmp_path / "mnt" / "bucket"))
+  assert bucket_lib.split_url(str(tmp_path / "x" / "l" / "b")) == (
+      "file", str(tmp_path / "x" / "l" / "b"))   # (no "..": kept as written)
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  assert (tmp_path / "mnt/bucket/ds/cfg/1.0.0" / versions.MANIFEST).is_file()
+  assert [str(item.ref) for item in listing.list_published(url)[0]] == ["ds/cfg:1.0.0"]
+
+
 def test_store_checksums_are_used_only_for_whole_objects():
   md5 = hashlib.md5(b"x").digest()
   assert bucket_lib._whole_object_md5({"ETag": f'"{md5.hex()}"'}) == md5
