@@ -290,12 +290,12 @@ class Listing:
   named: list[str]
 
 
-_NOT_REGULAR = ("not a regular file, so never opened (annotation files are read only as "
-                "regular files inside the folder given: a link can lead outside it, to a "
-                "device or nowhere; a FIFO can block the read): put the file itself here")
-_LINKED_FOLDER = ("a link to a folder, not followed (annotations are read only from inside "
-                  "the folder given, whatever follow_links is): its files would be left "
-                  "unread; put the folder itself here, or remove the link")
+_NOT_REGULAR = ("not a regular file, so never opened (a FIFO can block the read, a device "
+                "never ends, a link to nothing has nothing to read): put the file itself here")
+_LINKED_FOLDER = ("a link to a folder holding annotation files, not followed (annotations "
+                  "are read from the folder given and its own sub-folders, whatever "
+                  "follow_links is): its files would be left unread; put the folder itself "
+                  "here, or remove the link")
 
 
 def _listed(folder: str, relative: str) -> list[os.DirEntry]:
@@ -311,12 +311,33 @@ def _listed(folder: str, relative: str) -> list[os.DirEntry]:
                           "readable, or move it out of the annotations") from None
 
 
+def _holds(path: str, suffix: str) -> bool:
+  """Whether the folder `path` or a sub-folder of it (links not followed) holds a name
+  ending in `suffix` (any case) that is not hidden."""
+  for top, folders, files in os.walk(path):
+    folders[:] = [name for name in folders if not _hidden(name)]
+    if any(not _hidden(name) and name.lower().endswith(suffix) for name in files):
+      return True
+  return False
+
+
+def _what(entry: os.DirEntry) -> str:
+  """What a name that is no regular file (nor a link to one) is, in words."""
+  try:
+    mode = entry.stat(follow_symlinks=True).st_mode
+  except OSError:
+    return "a link to nothing"
+  return ("a link to " if entry.is_symlink() else "") + _kind(mode)
+
+
 def files_under(folder: str, suffix: str) -> Listing:
   """The files of `folder` and its sub-folders ending in `suffix` (any case), hidden files
-  and folders (.*, __MACOSX) left out. Only regular files are `files`: a link (to a file
-  or folder: never followed, whatever the build's follow_links, so that nothing outside
-  `folder` is read), FIFO, device or socket is `refused`. AnnotationError when a folder
-  cannot be listed."""
+  and folders (.*, __MACOSX) left out. `files`: regular files, and links to regular files
+  (a DVC or git-annex checkout links every file; each is read bounded, `opened`). `refused`:
+  a FIFO, device or socket, a link to one or to nothing, and a link to a folder that holds
+  such names (never followed, whatever the build's follow_links: a link to a folder of
+  other things, such as images, is left alone). AnnotationError when a folder cannot be
+  listed."""
   files, refused, named = [], [], []
   pending = [""]   # sub-folders still to list, relative to `folder` ("" is itself)
   while pending:
@@ -332,12 +353,12 @@ def files_under(folder: str, suffix: str) -> Listing:
       if sought:
         named.append(relative)
       if entry.is_symlink() and entry.is_dir():
-        refused.append(Problem(inside(folder, relative), _LINKED_FOLDER))
-      elif sought and entry.is_file(follow_symlinks=False):
+        if _holds(entry.path, suffix):
+          refused.append(Problem(inside(folder, relative), _LINKED_FOLDER))
+      elif sought and entry.is_file():
         files.append(relative)
       elif sought:
-        mode = entry.stat(follow_symlinks=False).st_mode
-        refused.append(Problem(inside(folder, relative), f"{_kind(mode)}, {_NOT_REGULAR}"))
+        refused.append(Problem(inside(folder, relative), f"{_what(entry)}, {_NOT_REGULAR}"))
   return Listing(sorted(files), sorted(refused, key=lambda problem: problem.where),
                  sorted(named))
 

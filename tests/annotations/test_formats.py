@@ -85,7 +85,7 @@ def test_a_linked_sub_folder_of_annotations_is_a_problem_not_negatives(tmp_path)
   (tmp_path / "ann" / "val").symlink_to(tmp_path / "outside" / "val")
   annotations = formats.read(str(tmp_path / "ann"), ["train/a.jpg", "val/b.jpg"])
   assert [(p.where, p.reason.split(",")[0]) for p in annotations.problems] == [
-      ("ann/val", "a link to a folder")]
+      ("ann/val", "a link to a folder holding annotation files")]
 
 
 def test_the_format_given_wins_over_detection(known, tmp_path):

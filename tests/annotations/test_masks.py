@@ -251,7 +251,7 @@ def test_a_mask_that_is_a_link_is_one_problem_naming_it(known, tmp_path):
   victim.symlink_to(tmp_path / "nowhere.png")
   read = masks.read(str(folder), _images(known))
   assert [(p.where, p.reason.split(",")[0]) for p in read.problems] == [
-      (f"masks/{known.images[3].rsplit('.', 1)[0]}.png", "a symbolic link")]
+      (f"masks/{known.images[3].rsplit('.', 1)[0]}.png", "a link to nothing")]
 
 
 def test_bad_masks_are_errors_naming_the_file_and_what_is_wrong(known, tmp_path):

@@ -218,10 +218,13 @@ def test_files_under_never_follows_a_link_to_a_folder_and_names_it(tmp_path):
   (tmp_path / "ann" / "train").mkdir(parents=True)
   (tmp_path / "ann" / "train" / "a.xml").write_text("")
   (tmp_path / "ann" / "val").symlink_to(tmp_path / "outside" / "val")
+  (tmp_path / "outside" / "previews").mkdir()   # (a linked folder of other things: left be)
+  (tmp_path / "outside" / "previews" / "a.jpg").write_bytes(b"")
+  (tmp_path / "ann" / "previews").symlink_to(tmp_path / "outside" / "previews")
   listing = objects.files_under(str(tmp_path / "ann"), ".xml")
   assert listing.files == ["train/a.xml"]
   assert [(p.where, p.reason.split(",")[0]) for p in listing.refused] == [
-      ("ann/val", "a link to a folder")]
+      ("ann/val", "a link to a folder holding annotation files")]
 
 
 def test_a_folder_that_cannot_be_listed_is_an_error_naming_it(tmp_path, monkeypatch):
@@ -252,10 +255,10 @@ def test_files_under_reads_only_regular_files_and_names_the_others(tmp_path):
   (folder / "out.xml").symlink_to(tmp_path / "outside.xml")
   os.mkfifo(folder / "pipe.xml")
   listing = objects.files_under(str(folder), ".xml")
-  assert listing.files == ["a.xml"]
+  assert listing.files == ["a.xml", "out.xml"]   # (a link to a file: read, bounded)
   assert [(p.where, p.reason.split(",")[0]) for p in listing.refused] == [
-      ("ann/broken.xml", "a symbolic link"), ("ann/out.xml", "a symbolic link"),
-      ("ann/pipe.xml", "a named pipe (FIFO)"), ("ann/zero.xml", "a symbolic link")]
+      ("ann/broken.xml", "a link to nothing"), ("ann/pipe.xml", "a named pipe (FIFO)"),
+      ("ann/zero.xml", "a link to a device")]
   assert all("never opened" in p.reason for p in listing.refused)
   assert listing.named == ["a.xml", "broken.xml", "out.xml", "pipe.xml", "zero.xml"]
 

@@ -229,16 +229,18 @@ def test_hidden_files_are_left_out_and_a_folder_without_xml_is_an_error(tmp_path
     voc_xml.read(str(tmp_path / "Annotations" / "a.xml"), IMAGES)
 
 
-def test_links_among_the_xml_files_are_problems_never_read(tmp_path):
-  (tmp_path / "secret.xml").write_text(_xml(_object("secret"), filename="b.jpg"))
+def test_a_link_to_an_xml_file_is_read_and_one_to_nothing_is_a_problem(tmp_path):
+  """A DVC or git-annex checkout links each file: read as the file it links to; a link
+  leading nowhere is named, never opened."""
+  (tmp_path / "kept.xml").write_text(_xml(_object("cat"), filename="b.jpg"))
   folder = tmp_path / "Annotations"
   folder.mkdir()
-  (folder / "b.xml").symlink_to(tmp_path / "secret.xml")
+  (folder / "b.xml").symlink_to(tmp_path / "kept.xml")
   (folder / "c.xml").symlink_to(folder / "gone.xml")
   annotations = _read(tmp_path, {"a.xml": _xml(_object())})
   assert [(where, reason.split(",")[0]) for where, reason in _reasons(annotations)] == [
-      ("Annotations/b.xml", "a symbolic link"), ("Annotations/c.xml", "a symbolic link")]
-  assert annotations.class_names == ("dog",)
+      ("Annotations/c.xml", "a link to nothing")]
+  assert annotations.class_names == ("cat", "dog")
 
 
 def test_an_object_with_two_names_or_boxes_is_a_problem_not_a_guess(tmp_path):

@@ -178,3 +178,22 @@ def test_a_names_file_over_the_limit_is_refused_before_it_is_read(tmp_path):
   with pytest.raises(objects.AnnotationError, match=f"classes.txt: {len(names):,} bytes, over "
                                                     "the 16,777,216-byte limit of a class names"):
     yolo.read(str(folder), IMAGES)
+
+
+def test_a_checkout_of_links_reads_as_its_files(tmp_path):
+  """DVC and git-annex check out every file as a link into their store: the label files and
+  classes.txt read as the files they link to; a linked folder holding no label file (a
+  labeling tool's previews) is left alone."""
+  store = tmp_path / "store"
+  store.mkdir()
+  (store / "a").write_text("1 0.5 0.5 1.0 1.0\n")
+  (store / "names").write_text("cat\ndog\n")
+  (store / "previews").mkdir()
+  (store / "previews" / "a.jpg").write_bytes(b"")
+  folder = _dataset(tmp_path, {}, names_file=None)
+  (folder / "a.txt").symlink_to(store / "a")
+  (folder / "classes.txt").symlink_to(store / "names")
+  (folder / "previews").symlink_to(store / "previews")
+  annotations = yolo.read(str(folder), IMAGES, images_root="/data/images")
+  assert annotations.problems == () and annotations.class_names == ("cat", "dog")
+  assert [o.label for o in annotations.entries["a.jpg"].objects] == [1]
