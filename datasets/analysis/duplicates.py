@@ -54,6 +54,7 @@ import scipy.sparse
 import scipy.sparse.csgraph
 
 from imagesets.analysis import image_hashes
+from imagesets.analysis import terminal_text
 
 THRESHOLD = 28      # bits of image_hashes.HASH_BITS: 5 % crops measured <= 25
 SIMILAR = 0.85      # thumbnail correlation confirming a near pair: real copies >= 0.89, distinct pairs the hashes propose <= 0.8 (tiles of 18 real photos)
@@ -1170,14 +1171,4 @@ def _parsed(report, splits, names_once=True):
   return groups, [_member(m, None) for m in dropped]
 
 
-# C0 and C1 controls and DEL, shown escaped: a name from a report or a version must not
-# drive the terminal (titles, clearing the screen, colours).
-_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
-
-
-def printable(text) -> str:
-  """`text` with control characters escaped (\\xNN), for a terminal."""
-  text = str(text)
-  # (controls are not printable: most names need no translation, which costs a
-  # dictionary lookup a character)
-  return text if text.isprintable() else text.translate(_CONTROLS)
+printable = terminal_text.printable  # (its callers here and beyond)

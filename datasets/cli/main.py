@@ -445,16 +445,15 @@ def cmd_list(args) -> int:
       f"--to {args.url}")
   if gone:
     return _missing_place(gone)
-  from imagesets.analysis import duplicates  # (no TensorFlow)
+  from imagesets.analysis.terminal_text import printable
 
   # (names, times and reasons are the bucket's: shown escaped, never driving the terminal)
   if not published:
     print(f"no published datasets in {args.url}")
   else:
-    print(_table([[duplicates.printable(cell) for cell in row]
-                  for row in _published_rows(published)]))
+    print(_table([[printable(cell) for cell in row] for row in _published_rows(published)]))
   for line in _published_notes(published, unfinished):
-    print(duplicates.printable(line))
+    print(printable(line))
   return exit_status.OK
 
 
