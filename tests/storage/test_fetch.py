@@ -4,6 +4,7 @@ manifest is refused, and a failing store (at the first request, or mid-fetch) is
 bounded number of times."""
 
 import http.server
+import json
 import pathlib
 import subprocess
 import sys
@@ -288,3 +289,20 @@ def test_fetching_a_version_built_on_a_fetched_one_downloads_only_what_it_lacks(
   copy = fetched / "pets" / "1.1.0"
   for name, (size, sha256) in local.items():
     assert bucket_lib.file_digests(copy / name)[0] == sha256
+
+
+def test_a_manifest_listing_no_commit_files_is_refused_and_nothing_is_fetched(tmp_path):
+  """A manifest without features.json (or dataset_info.json) names no version TFDS can
+  load: fetched, it would be a folder that is no version, downloaded again at every call."""
+  from publish_helpers import small_version
+  small_version(tmp_path / "data")
+  url = str(tmp_path / "bucket")
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  path = tmp_path / "bucket/ds/cfg/1.0.0" / versions.MANIFEST
+  forged = json.loads(path.read_text())
+  del forged["files"]["features.json"]
+  path.write_text(json.dumps(forged))
+  with pytest.raises(versions.PublishError, match=r"/ds/cfg/1.0.0: its manifest lists no "
+                     r"features.json: not a version TFDS can load, nothing fetched"):
+    fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=tmp_path / "cache", progress=False)
+  assert not list((tmp_path / "cache").rglob("*.tfrecord-*"))
