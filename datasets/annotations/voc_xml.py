@@ -2,7 +2,8 @@
 image, read with the XML parser locked down.
 
 Accepted: a folder of *.xml files, sub-folders mirroring the images folder's (hidden
-files and folders left out; a link to a folder is a problem, never followed). An XML's
+files and folders left out; a link to a folder holding XML files is a problem, never
+followed; a link to an XML file is read as the file). An XML's
 image is its <filename> (a bare name: in the folder mirroring the XML's; a name with '/':
 relative to the images folder) or, without one, the image whose path without suffix is
 the XML's. Images with no XML are negatives.

@@ -525,6 +525,11 @@ _MIXED_TASKS = {TrainClassification: mixing.schema_lib.CLASSIFICATION,
 def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num_epochs,
             drop_remainder, shard_index, shard_count, worker_count, cache_dir=None,
             cache_limit=None, start=None):
+  if seed is not None or (train and not isinstance(dataset, mixing.Mix)):
+    checks.check_seed(seed)   # (None: a mix's own seed; a dataset's loader takes an int)
+    seed = int(seed)   # (numpy's ints too: the samplers' arithmetic is Python's)
+  if train:
+    checks.check_epochs(num_epochs)
   if isinstance(dataset, mixing.Mix):
     if type(transform) not in _MIXED_TASKS:
       raise ValueError("a mix is for training: read it with classification_train or "
@@ -538,10 +543,6 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
                          shard_index=shard_index, shard_count=shard_count,
                          worker_count=worker_count, start=start)
   split = ("train" if train else "test") if split is None else split
-  if train:
-    checks.check_seed(seed)
-    checks.check_epochs(num_epochs)
-    seed = int(seed)   # (numpy's ints too: the samplers' arithmetic is Python's)
   local = None
   if not sources.is_bucket_url(data_dir):
     sources.check_cache_options(data_dir, cache_dir, cache_limit)

@@ -23,15 +23,16 @@ def check_batches(num_examples: int, split: str, batch_size: int, num_epochs: Op
   check_epochs(num_epochs)
   if not drop_remainder or num_epochs is None:
     return
-  share = -(-num_examples // max(1, num_workers))  # (the largest share: records dealt in turn)
-  if share * num_epochs >= batch_size:
+  # (the largest share: the epochs' records, one run, dealt to the workers in turn)
+  share = -(-num_examples * num_epochs // max(1, num_workers))
+  if share >= batch_size:
     return
-  workers = f" (at most {share} for each of {num_workers} workers)" if num_workers > 1 else ""
   epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
+  workers = f" (at most {share} for each of {num_workers} workers)" if num_workers > 1 else ""
   raise ValueError(
-      f"{what or f'split {split!r}'} has {num_examples} examples{workers}{epochs}, fewer than "
+      f"{what or f'split {split!r}'} has {num_examples} examples{epochs}{workers}, fewer than "
       f"batch_size={batch_size}: with drop_remainder=True not one batch would come out; give "
-      f"batch_size={max(1, share * num_epochs)} or less (or drop_remainder=False)")
+      f"batch_size={max(1, share)} or less (or drop_remainder=False)")
 
 
 def check_epochs(num_epochs) -> None:

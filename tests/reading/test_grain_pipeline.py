@@ -4,6 +4,7 @@ import collections
 import itertools
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import grain.python  # noqa: F401
 
 from imagesets.reading import grain_pipeline as gp
 from imagesets.reading import input_pipeline as ip
+from imagesets.reading import mixing
 from test_input_pipeline import (NUM_CLASSIFICATION, PipelineClasses, PipelineSegments,
                                  _assert_same_batches, _check_segmentation_batches, _prepared)
 from streamed_versions import NUM_SHARDS, SPEC, local_examples, published_to, train_bytes
@@ -476,3 +478,8 @@ def test_a_split_each_worker_batches_too_little_of_is_one_line_and_an_int_seed_i
     for epochs in (0, -1, 1.5):
       with pytest.raises(ValueError, match=rf"^num_epochs={epochs}: give a positive number"):
         gp.classification_train(build, batch_size=4, num_epochs=epochs)
+  mix = mixing.mix([mixing.Part(f"{tfrecord.name}:{tfrecord.version}",
+                                data_dir=str(pathlib.Path(tfrecord.data_dir).parents[1]))])
+  labels = [[b["label"].tolist() for b in gp.classification_train(
+      mix, batch_size=4, seed=seed, num_epochs=1)] for seed in (3, np.int64(3))]
+  assert labels[0] == labels[1] and len(labels[0]) == 6   # (a mix's too)
