@@ -146,7 +146,7 @@ def _publish_config_metadata(bucket, ref: versions.Ref, data_dir: pathlib.Path) 
   if not local.exists():
     return
   rel = f"{ref.name}/{versions.CONFIG_METADATA}"
-  remote = versions.read_or_none(bucket, rel, versions.MAX_METADATA_BYTES)
+  remote = versions.config_metadata(bucket, ref.name)
   if remote is None:
     bucket.upload(str(local), rel)
     if bucket.read_bytes(rel) != local.read_bytes():

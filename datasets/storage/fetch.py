@@ -95,8 +95,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
     if local_copy_ok(version_dir, deep=verify, manifest=manifest):
       return str(data_dir)
     _download(bucket, ref, manifest, version_dir, progress, root)
-    metadata = versions.read_or_none(bucket, f"{ref.name}/{versions.CONFIG_METADATA}",
-                                     versions.MAX_METADATA_BYTES)
+    metadata = versions.config_metadata(bucket, ref.name)
     if metadata is not None:
       transfer.write_atomically(config_dir / pathlib.Path(versions.CONFIG_METADATA).name,
                                 metadata)

@@ -332,6 +332,11 @@ def files_under(bucket: bucket_lib.Bucket, folder: str) -> dict[str, int]:
           if path.startswith(folder + "/")}
 
 
+def config_metadata(bucket: bucket_lib.Bucket, name: str) -> bytes | None:
+  """A name's CONFIG_METADATA in `bucket` (bounded: MAX_METADATA_BYTES), None if none."""
+  return read_or_none(bucket, f"{name}/{CONFIG_METADATA}", MAX_METADATA_BYTES)
+
+
 def read_or_none(bucket: bucket_lib.Bucket, rel: str,
                  max_bytes: int | None = None) -> bytes | None:
   """The object's bytes (`Bucket.read_bytes`), None if it does not exist."""
@@ -347,8 +352,7 @@ def resolve_remote(ref: Ref, bucket: bucket_lib.Bucket) -> Ref:
     return ref
   config = ref.config
   if config is None:
-    config = default_config(read_or_none(bucket, f"{ref.name}/{CONFIG_METADATA}",
-                                         MAX_METADATA_BYTES))
+    config = default_config(config_metadata(bucket, ref.name))
     Ref(ref.name, config).checked(bucket.url_of(f"{ref.name}/{CONFIG_METADATA}"))
   if ref.version is not None:
     return Ref(ref.name, config, ref.version)
