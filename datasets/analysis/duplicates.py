@@ -46,6 +46,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import threading
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -77,7 +78,7 @@ _BATCH = 4096       # pairs whose thumbnails are compared in one numpy step (~50
 _KEYED_BANDS = 8    # bands whose bucket keys `_picked` makes at once
 _HELD_PICKS = 1 << 22  # picked pairs `_picked` holds before it merges them (36 MB)
 _GATHERED = 64      # hashes up to which `_bucket_keys` gathers every bit at once
-_PICKED_APART = 5_000  # pictures from which half the bands are picked by a worker process
+_PICKED_APART = 5_000  # pictures from which `begin` picks and checks on worker processes
 _RANKED = 1 << 20   # pairs `_partnered` ranks at a time (~100 MB)
 _BAND_SEED = 27
 SPLIT_ORDER = ("train", "validation", "test")  # `drop` keeps the copy of the earliest split
@@ -559,25 +560,11 @@ def _places(key: np.ndarray, words: np.ndarray, within: _Keys, band) -> np.ndarr
 _GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 
-def _picked(words: np.ndarray, within: _Keys, threshold: int, pool=None
+def _picked(words: np.ndarray, within: _Keys, threshold: int
             ) -> tuple[np.ndarray, np.ndarray]:
   """(sorted distinct codes of the pairs the bands pick, how many picks each got): every
-  band's `_band_pairs` (`_picked_in`). `pool`: worker processes (`parallel_map.executor`'s)
-  of which one picks the second half of the bands meanwhile, for enough pictures that this
-  costs less than sending it their hashes and getting its picks back; the same counts."""
-  if pool is None or len(words) < _PICKED_APART:
-    return _picked_in(words, within, threshold, range(BANDS))
-  rest = range(BANDS // 2, BANDS)
-  try:
-    theirs = pool.submit(_picked_in, words, within, threshold, rest)
-  except RuntimeError:  # (a pool shut down: picked here)
-    theirs = None
-  ours = _picked_in(words, within, threshold, range(BANDS // 2))
-  try:
-    picked = theirs.result() if theirs is not None else None
-  except concurrent.futures.BrokenExecutor:  # (a worker killed, e.g. out of memory)
-    picked = None
-  return _merged(*ours, *(picked or _picked_in(words, within, threshold, rest)))
+  band's `_band_pairs` (`_picked_in`)."""
+  return _picked_in(words, within, threshold, range(BANDS))
 
 
 def _picked_in(words: np.ndarray, within: _Keys, threshold: int, bands: range
@@ -703,8 +690,25 @@ class _Links:
 
 
 def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-                threshold: int, regions: "_Region | None" = None, pool=None) -> _Links:
-  """The pairs the bands pick (`_picked`) and both pictures keep (`_partnered`), confirmed
+                threshold: int, regions: "_Region | None" = None) -> _Links:
+  """`_links_of` the pairs the bands pick (`_picked`), in this process."""
+  return _links_of(words, thumbnails, blank,
+                   *_picked(words, _thumbnail_keys(thumbnails, regions), threshold), regions)
+
+
+def _linked(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
+            *halves: tuple[np.ndarray, np.ndarray]) -> _Links:
+  """A worker's `_links_of` the bands' picks, counted in `halves` (`_picked_in`'s), its
+  regions made here."""
+  regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
+  codes, votes = functools.reduce(lambda a, b: _merged(*a, *b), halves)
+  del halves
+  return _links_of(words, thumbnails, blank, codes, votes, regions)
+
+
+def _links_of(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
+              codes: np.ndarray, votes: np.ndarray, regions: "_Region | None") -> _Links:
+  """The picked pairs (`_picked`'s sorted `codes`) both pictures keep (`_partnered`), confirmed
   or refused by their thumbnails (`_alike`): their components, and as links the spanning
   forest of the confirmed ones by Kruskal's rule (`forest_links`). Pairs are taken in
   that order a distance at a time, and a pair whose pictures are joined already is not
@@ -712,7 +716,6 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   confirmed pairs that come before it joins them). So the result is that of checking every
   kept pair (as Beam's workers do), at the cost of the pairs that can matter."""
   count = len(words)
-  codes, votes = _picked(words, _thumbnail_keys(thumbnails, regions), threshold, pool)
   first, second = codes // max(count, 1), codes % max(count, 1)
   del codes  # (the picked pairs are most of the memory: held once)
   distance = _distances(words, first, second).astype(np.uint8)  # (<= HASH_BITS)
@@ -822,43 +825,107 @@ def find(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerpr
 
   The result is a function of the images, not of the order they come in: they are taken
   in member order (a version built on a base, which lists its kept photos first, gets a
-  full build's groups and links). `pool`: the build's worker processes, idle now: one
-  picks half the bands (`_picked`)."""
-  ranks = {split: split_rank(split) for split in {m.split for m in members}}
-  placed = [(ranks[m.split], m.file_name) for m in members]  # (`member_order`'s start)
-  order = _in_member_order(members, fingerprints, placed)
-  members = [members[i] for i in order]
-  fingerprints = [fingerprints[i] for i in order]
-  sets = _exact_sets([fingerprint.pixels for fingerprint in fingerprints])
-  representatives = [same[0] for same in sets]
-  thumbnails, blank = _thumbnail_rows([fingerprints[i].thumbnail for i in representatives])
-  # (most pictures take part in a check: their regions made once, up to a bound on memory)
-  regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
-  links = _near_links(_as_words([fingerprints[i].perceptual for i in representatives]),
-                      thumbnails, blank, threshold, regions, pool)
-  components = collections.defaultdict(list)  # label -> numbers of exact sets
-  for number, label in enumerate(links.label.tolist()):
-    components[label].append(number)
-  first, second = _every_pair_of_small_leaks(components.values(), sets, members, links)
-  alike = _alike(thumbnails, blank, first, second, regions)
-  first = np.concatenate([links.first, first[alike]])
-  second = np.concatenate([links.second, second[alike]])
-  grouped = {}  # label -> its members (indices, in member order), its exact sets' numbers
-  place = np.zeros(len(members), np.int64)  # a grouped member's position in its group
-  for label, numbers in components.items():
-    if len(numbers) == 1 and len(sets[numbers[0]]) == 1:
-      continue  # (one picture: no group)
-    indices = sorted(i for number in numbers for i in sets[number])  # (member order)
-    grouped[label] = indices, numbers
-    place[indices] = np.arange(len(indices))
-  representative = np.array(representatives, np.int64)
-  linked = _pairs_by_label(links.label[first], place[representative[first]],
-                           place[representative[second]])
-  groups = [_group(tuple(members[i] for i in indices), len(numbers),
-                   [place[sets[number]].tolist() for number in numbers if len(sets[number]) > 1],
-                   linked.get(label, ()))
-            for label, (indices, numbers) in grouped.items()]
-  return sorted_groups(groups)
+  full build's groups and links). `pool`: the build's worker processes, idle now
+  (`begin`)."""
+  return begin(members, fingerprints, threshold, pool).groups()
+
+
+def begin(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerprint],
+          threshold: int = THRESHOLD, pool=None) -> "Finding":
+  """`find` begun. With `pool` (worker processes, `parallel_map.executor`'s) and at least
+  _PICKED_APART pictures, two workers pick half the bands each, handed out before this
+  returns, and one then checks the pairs, handed on by a thread of this process that only
+  waits, while the caller goes on with work that needs no groups (a build's quality
+  findings and record index); `Finding.groups()` waits for them and makes the groups:
+  those of `find` alone."""
+  return Finding(members, fingerprints, threshold, pool)
+
+
+class Finding:
+  """`find` under way (`begin`)."""
+
+  def __init__(self, members, fingerprints, threshold: int, pool):
+    ranks = {split: split_rank(split) for split in {m.split for m in members}}
+    placed = [(ranks[m.split], m.file_name) for m in members]  # (`member_order`'s start)
+    order = _in_member_order(members, fingerprints, placed)
+    self._members = [members[i] for i in order]
+    fingerprints = [fingerprints[i] for i in order]
+    self._sets = _exact_sets([fingerprint.pixels for fingerprint in fingerprints])
+    self._representatives = [same[0] for same in self._sets]
+    self._thumbnails, self._blank = _thumbnail_rows(
+        [fingerprints[i].thumbnail for i in self._representatives])
+    self._words = _as_words([fingerprints[i].perceptual for i in self._representatives])
+    self._threshold = threshold
+    self._on_workers = None
+    if pool is not None and len(self._words) >= _PICKED_APART:
+      keys = _thumbnail_keys(self._thumbnails)
+      try:
+        halves = [pool.submit(_picked_in, self._words, keys, threshold, bands)
+                  for bands in (range(BANDS // 2), range(BANDS // 2, BANDS))]
+      except RuntimeError:  # (a pool shut down: found here)
+        return
+      self._on_workers = _in_thread(_checked_on_workers, pool, halves, self._words,
+                                    self._thumbnails, self._blank)
+
+  def groups(self) -> list[Group]:
+    """The groups (`find`), once the workers are done."""
+    members, sets, thumbnails, blank = self._members, self._sets, self._thumbnails, self._blank
+    links = self._on_workers.result() if self._on_workers is not None else None
+    regions = None
+    if links is None:  # (no pool, few pictures, or a pool that could not: made here)
+      # (most pictures take part in a check: their regions made once, up to a bound on memory)
+      regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
+      links = _near_links(self._words, thumbnails, blank, self._threshold, regions)
+    components = collections.defaultdict(list)  # label -> numbers of exact sets
+    for number, label in enumerate(links.label.tolist()):
+      components[label].append(number)
+    first, second = _every_pair_of_small_leaks(components.values(), sets, members, links)
+    alike = _alike(thumbnails, blank, first, second, regions)
+    first = np.concatenate([links.first, first[alike]])
+    second = np.concatenate([links.second, second[alike]])
+    grouped = {}  # label -> its members (indices, in member order), its exact sets' numbers
+    place = np.zeros(len(members), np.int64)  # a grouped member's position in its group
+    for label, numbers in components.items():
+      if len(numbers) == 1 and len(sets[numbers[0]]) == 1:
+        continue  # (one picture: no group)
+      indices = sorted(i for number in numbers for i in sets[number])  # (member order)
+      grouped[label] = indices, numbers
+      place[indices] = np.arange(len(indices))
+    representative = np.array(self._representatives, np.int64)
+    linked = _pairs_by_label(links.label[first], place[representative[first]],
+                             place[representative[second]])
+    groups = [_group(tuple(members[i] for i in indices), len(numbers),
+                     [place[sets[number]].tolist() for number in numbers
+                      if len(sets[number]) > 1],
+                     linked.get(label, ()))
+              for label, (indices, numbers) in grouped.items()]
+    return sorted_groups(groups)
+
+
+def _in_thread(fn: Callable, *args) -> concurrent.futures.Future:
+  """The future of fn(*args) run in a thread of its own (which ends with it)."""
+  future = concurrent.futures.Future()
+
+  def run():
+    try:
+      future.set_result(fn(*args))
+    except BaseException as error:  # pylint: disable=broad-except  (the caller's to raise)
+      future.set_exception(error)
+
+  threading.Thread(target=run, name="grouping", daemon=True).start()
+  return future
+
+
+def _checked_on_workers(pool, halves: list[concurrent.futures.Future], words: np.ndarray,
+                        thumbnails: np.ndarray, blank: np.ndarray) -> "_Links | None":
+  """`_near_links` of the bands' picks, counted by `pool`'s workers (`halves`), checked by
+  one of them (`_linked`). None when the pool cannot (shut down, a worker killed, e.g.
+  out of memory): `Finding.groups` then picks and checks itself."""
+  try:
+    return pool.submit(_linked, words, thumbnails, blank,
+                       *(half.result() for half in halves)).result()
+  except (RuntimeError, concurrent.futures.BrokenExecutor):  # (BrokenProcessPool; shut down)
+    return None
 
 
 def _exact_sets(pixels: list[str]) -> list[list[int]]:

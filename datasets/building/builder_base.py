@@ -178,6 +178,10 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   # The worker processes the caller started for this build (`parallel_map.executor`, warm
   # by the time the build needs them: named builds); None: the build starts its own.
   POOL = None
+  # The caller's work that needs nothing of the build, done while the workers group its
+  # images (`duplicate_report.finish`'s `meanwhile`: named builds encode their file-hash
+  # cache); None: none.
+  WHILE_GROUPING = None
   # `imagesets verify`'s check of a version against its source (`round_trips`); None: none.
   ROUND_TRIP = None
   # Whether an example's key is its file name and `_page_label` / `_page_classes` say what
@@ -324,13 +328,19 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         self.generation.close_progress()  # (before the summary or the error is printed)
     report = self._with_kept(self.generation.report())
     self._finish_generation(report)
-    self.found = duplicate_report.finish(report, self.data_path, action=self._leakage(),
-                                         title=self.info.full_name, pool=self.POOL)
+    self.found = duplicate_report.finish(
+        report, self.data_path, action=self._leakage(), title=self.info.full_name,
+        pool=self.POOL, meanwhile=functools.partial(self._while_grouping, split_infos, use_beam))
     if self.found is not None and self.info.metadata is not None:
       self.info.metadata["duplicates"] = self.found.summary
+    return split_infos
+
+  def _while_grouping(self, split_infos, use_beam: bool) -> None:
+    """What needs no groups: the record index, the caller's `WHILE_GROUPING`."""
     if self.RECORD_INDEX and not use_beam:
       self._write_record_index(split_infos)
-    return split_infos
+    if self.WHILE_GROUPING is not None:
+      self.WHILE_GROUPING()  # pylint: disable=not-callable
 
   def _workers(self):
     """The pool of this build's per-example work: the caller's (`POOL`) when processes do

@@ -10,6 +10,7 @@ workers group them, find the quality findings and count the card's tallies
 
 import dataclasses
 import json
+from typing import Callable
 
 from absl import logging
 from etils import epath
@@ -36,23 +37,38 @@ def raise_if_leaking(report: generation.Report, title: str) -> None:
     duplicates.raise_if_leaking(report.known.groups, title)
 
 
+def _quality_json(findings: list[image_quality.Finding], tallies: dataset_card.Tallies) -> str:
+  # (compact, by the C encoder: Python's indenting one is several times slower on a large
+  # version's report; `jq` shows them)
+  return json.dumps(image_quality.to_json(findings, tallies.num_images), separators=(",", ":"))
+
+
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
-           title: str, pool=None) -> Found | None:
+           title: str, pool=None, meanwhile: Callable[[], None] = lambda: None
+           ) -> Found | None:
   """Groups the build's images (or takes what Beam's workers found of them: `known`),
   acts on leakage, writes the report and the card into `data_dir`; returns what it found
   (None when `action` is "off" or the build fingerprinted nothing). `pool`: worker
-  processes the grouping may use (`duplicates.find`)."""
+  processes that group while this process finds the quality findings and runs
+  `meanwhile` (`duplicates.begin`): the caller's work that needs no groups (the build's
+  record index), run once whatever the action."""
   if action == "off":
+    meanwhile()
     return None
   if report.known is not None:
+    meanwhile()
     groups, findings, tallies = report.known.groups, report.known.findings, report.known.tallies
   else:
     images = report.images  # the examples written (not the dropped, nor those past a cap)
     members = [member for member, _ in images]
     fingerprints = [fingerprint for _, fingerprint in images]
-    groups = duplicates.find(members, fingerprints, pool=pool)
+    finding = duplicates.begin(members, fingerprints, pool=pool)
     findings = image_quality.find(members, fingerprints)
     tallies = dataset_card.Tallies.of(images)
+  quality = _quality_json(findings, tallies)
+  if report.known is None:
+    meanwhile()
+    groups = finding.groups()
   if not tallies.num_images:
     return None
   leaks = [group for group in groups if group.cross_split]
@@ -60,11 +76,9 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     duplicates.raise_if_leaking(groups, title)
   directory = epath.Path(data_dir)
   report_json = duplicates.to_json(groups, tallies.num_images, report.dropped)
-  # (compact, by the C encoder: Python's indenting one is several times slower on a large
-  # version's report; `jq` shows them)
+  # (compact, as `_quality_json`)
   (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, separators=(",", ":")))
-  (directory / image_quality.QUALITY_FILE).write_text(
-      json.dumps(image_quality.to_json(findings, tallies.num_images), separators=(",", ":")))
+  (directory / image_quality.QUALITY_FILE).write_text(quality)
   (directory / dataset_card.CARD_FILE).write_text(
       dataset_card.markdown(title, tallies, groups, report.dropped, findings))
   # A warning when a split leaks (`imagesets build` repeats the line as its last).

@@ -73,12 +73,23 @@ class Hashed:
   root: str = ""
   checked: int = 0
   stats: dict[str, Key] = dataclasses.field(default_factory=dict)
+  _encoded: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+
+  def encode(self) -> None:
+    """Makes what `save` writes (a build does, while its workers group its images), so
+    that `save` only writes it. The hashes and stats are final once made."""
+    if self.cache is not None and self._encoded is None:
+      self._encoded = _encoded(self.root, self.checked, {
+          path: (self.stats[path], digest) for path, digest in self.hashes.items()})
 
   def save(self) -> None:
     """The cache written with every file (after a build: a failed one leaves none)."""
     if self.cache is not None:
-      _write(self.cache, self.root, self.checked,
-             {path: (self.stats[path], digest) for path, digest in self.hashes.items()})
+      self.encode()
+      try:
+        atomic_files.write(self.cache, self._encoded)
+      except OSError as why:   # (a cache: the build goes on without it)
+        logging.warning("%s: could not write the file-hash cache (%s)", self.cache, why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,15 +249,12 @@ def _integer(value) -> int:
   return value
 
 
-def _write(cache: pathlib.Path, root: str, checked: int, entries) -> None:
-  """Column by column (a path list, their keys' numbers, their digests as one string): a
-  few large JSON values, read and written in C, not an object per file."""
+def _encoded(root: str, checked: int, entries) -> bytes:
+  """The cache's bytes, column by column (a path list, their keys' numbers, their digests
+  as one string): a few large JSON values, read and written in C, not an object per file."""
   entries = {path: (stat_key, digest) for path, (stat_key, digest) in entries.items()
              if isinstance(digest, str) and len(digest) == _DIGEST_CHARS}
   data = {"format": _FORMAT, "root": root, "checked_ns": checked, "paths": list(entries),
           "keys": list(itertools.chain.from_iterable(k for k, _ in entries.values())),
           "sha256": "".join(digest for _, digest in entries.values())}
-  try:
-    atomic_files.write(cache, json.dumps(data, separators=(",", ":")).encode())
-  except OSError as why:   # (a cache: the build goes on without it)
-    logging.warning("%s: could not write the file-hash cache (%s)", cache, why)
+  return json.dumps(data, separators=(",", ":")).encode()

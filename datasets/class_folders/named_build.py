@@ -151,7 +151,7 @@ def build(root: str, name: str, *, version: str = "1.0.0", data_dir: str | None 
           tree, class_folders_builder.assign(root, tree, options, hashes))
       built = _build(root, name, version, data_dir, options, about, file_format,
                      beam_options, log, listing, keep_order, progress, hashes, versioned, base,
-                     pool)
+                     pool, hashed.encode)
     hashed.save()   # (after the build: a failed first build leaves no folder)
     name_checked.save()
   return built
@@ -211,7 +211,7 @@ def _workers(options: class_folders_builder.ClassFoldersConfig, beam_options):
 
 
 def _build(root, name, version, data_dir, options, about, file_format, beam_options, log,
-           listing, keep_order, progress, hashes, versioned, base, pool):
+           listing, keep_order, progress, hashes, versioned, base, pool, while_grouping=None):
   tree = listing.tree
   content_options = fingerprint_options(options, file_format)
   fingerprint = fingerprints.content(root, tree.images, content_options, hashes=hashes)
@@ -237,10 +237,12 @@ def _build(root, name, version, data_dir, options, about, file_format, beam_opti
   cls.RECORD_INDEX = versioned
   cls.PLAN = plan
   cls.POOL = pool
+  cls.WHILE_GROUPING = while_grouping
   builder = cls(data_dir=data_dir, file_format=file_format)
   try:
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         beam_options=beam_options))
   finally:
     cls.POOL = None  # (the pool ends with this build; a later call on the builder makes its own)
+    cls.WHILE_GROUPING = None
   return builder

@@ -660,11 +660,12 @@ def test_groups_sorted_by_their_first_members_are_in_group_order(seed):
   assert duplicates.sorted_groups(shuffled) == sorted(groups, key=duplicates.group_order)
 
 
-def test_half_the_bands_picked_by_a_worker_process_give_the_same_groups(
+def test_workers_that_pick_and_check_give_the_groups_one_process_finds(
     monkeypatch, crops_of_three_scenes):
-  """`find(pool=)`: a worker process picks half of the bands while this one picks the
-  rest; the counts merged are every band's, and the groups and links a process alone
-  finds (2,000 crops of three real scenes: correlated hashes, many pairs picked twice)."""
+  """`find(pool=)`: two worker processes pick half of the bands each and one checks the
+  merged picks; the groups and links are those a process alone finds (2,000 crops of
+  three real scenes: correlated hashes, many pairs picked twice). Fewer pictures than
+  _PICKED_APART: found here, nothing sent."""
   from imagesets.building import parallel_map
   pictures, fingerprints = crops_of_three_scenes
   members = [Member(("train", "test", "validation")[i % 3], f"{i:04d}.jpg", p.scene)
@@ -674,19 +675,46 @@ def test_half_the_bands_picked_by_a_worker_process_give_the_same_groups(
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
   with parallel_map.executor(2) as pool:
     submit = pool.submit
-    monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(args[-1]) or
-                        submit(fn, *args))
+    monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(
+        (fn.__name__, args[3] if fn is duplicates._picked_in else None)) or submit(fn, *args))
     apart = duplicates.find(members, fingerprints, pool=pool)
-    few = duplicates.find(members[:999], fingerprints[:999], pool=pool)  # (fewer: here)
-    words = duplicates._as_words([f.perceptual for f in fingerprints])
-    keys = duplicates._thumbnail_keys(duplicates._thumbnail_rows(
-        [f.thumbnail for f in fingerprints])[0])
-    counted = duplicates._picked(words, keys, duplicates.THRESHOLD, pool)
-  assert sent == [range(duplicates.BANDS // 2, duplicates.BANDS)] * 2
-  assert apart == alone and len(alone) > 20
+    assert sent == [("_picked_in", range(0, duplicates.BANDS // 2)),
+                    ("_picked_in", range(duplicates.BANDS // 2, duplicates.BANDS)),
+                    ("_linked", None)]
+    few = duplicates.find(members[:999], fingerprints[:999], pool=pool)
+  assert len(sent) == 3
+  assert apart == alone and len(alone) > 20 and any(len(g.links) > 5 for g in alone)
   assert few == duplicates.find(members[:999], fingerprints[:999])
-  every = duplicates._picked(words, keys, duplicates.THRESHOLD)  # (the very counts)
-  assert all(np.array_equal(a, b) for a, b in zip(counted, every)) and every[1].max() > 64
+
+
+class _Gated:
+  """A pool of threads whose work waits until `opened` (what a busy worker would do)."""
+
+  def __init__(self):
+    import concurrent.futures
+    import threading
+    self.gate, self.sent = threading.Event(), []
+    self.threads = concurrent.futures.ThreadPoolExecutor(2)
+
+  def submit(self, fn, *args):
+    self.sent.append(fn.__name__)
+    return self.threads.submit(lambda: self.gate.wait() and fn(*args))
+
+
+def test_the_caller_goes_on_while_the_workers_group(monkeypatch, crops_of_three_scenes):
+  """`begin` returns with the bands handed to the workers and none of their work done;
+  `groups()` waits for the checks that follow the picks: the groups `find` gives."""
+  pictures, fingerprints = crops_of_three_scenes
+  members = [Member(("train", "test")[i % 2], f"{i:04d}.jpg", p.scene)
+             for i, p in enumerate(pictures)]
+  monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
+  pool = _Gated()
+  finding = duplicates.begin(members, fingerprints, pool=pool)
+  assert pool.sent == ["_picked_in", "_picked_in"]  # (nothing checked before they are done)
+  pool.gate.set()
+  assert finding.groups() == duplicates.find(members, fingerprints)
+  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
+  pool.threads.shutdown()
 
 
 class _Broken:
@@ -706,19 +734,18 @@ class _Broken:
 
 
 @pytest.mark.parametrize("shut", [False, True])
-def test_bands_a_lost_worker_would_have_picked_are_picked_here(monkeypatch, shut,
-                                                               crops_of_three_scenes):
+def test_groups_a_lost_worker_would_have_found_are_found_here(monkeypatch, shut,
+                                                            crops_of_three_scenes):
   """A worker killed while it picks (out of memory), or a pool already shut down: the
-  build picks those bands itself; the same counts."""
-  _, fingerprints = crops_of_three_scenes
-  words = duplicates._as_words([f.perceptual for f in fingerprints])
-  keys = duplicates._thumbnail_keys(duplicates._thumbnail_rows(
-      [f.thumbnail for f in fingerprints])[0])
+  build picks and checks itself; the same groups."""
+  pictures, fingerprints = crops_of_three_scenes
+  members = [Member(("train", "test")[i % 2], f"{i:04d}.jpg", p.scene)
+             for i, p in enumerate(pictures)]
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
   pool = _Broken(shut)
-  counted = duplicates._picked(words, keys, duplicates.THRESHOLD, pool)
-  every = duplicates._picked(words, keys, duplicates.THRESHOLD)
-  assert pool.sent == 1 and all(np.array_equal(a, b) for a, b in zip(counted, every))
+  assert duplicates.find(members, fingerprints, pool=pool) == duplicates.find(
+      members, fingerprints)
+  assert pool.sent == (1 if shut else 2)
 
 
 def test_a_bands_bucket_is_its_hash_bits_in_order_and_places_any_bands_at_once():

@@ -269,3 +269,54 @@ def test_a_drop_on_beam_that_would_empty_a_split_says_which(tmp_path):
     named_build.build(root, "pets", data_dir=str(tmp_path / "d"), options=options,
                       beam_options=beam_download_config(multi_processing=False).beam_options)
   assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
+
+
+class _GatedPool:
+  """Threads standing in for the build's workers, whose work waits until `gate` is set."""
+
+  def __init__(self):
+    import concurrent.futures
+    import threading
+    self.gate, self.sent = threading.Event(), []
+    self.threads = concurrent.futures.ThreadPoolExecutor(2)
+
+  def submit(self, fn, *args):
+    self.sent.append(fn.__name__)
+    return self.threads.submit(lambda: self.gate.wait() and fn(*args))
+
+
+@pytest.mark.parametrize("action", ["warn", "off"])
+def test_the_callers_work_is_done_once_while_the_workers_group(tmp_path, monkeypatch, action):
+  """`finish(meanwhile=)` (a build's record index, its file-hash cache): run once, with the
+  bands handed to the workers and none of their work done; the reports are then those of
+  a finish without workers (60 crops of two real photos, in bursts: groups)."""
+  from imagesets.analysis import image_hashes
+  from imagesets.building import duplicate_report
+  from imagesets.building import generation
+  from imagesets_testing import photo_crops
+  images = [(duplicates.Member(("train", "test")[i % 2], f"{picture.scene}/{i:02d}.jpg",
+                               picture.scene), image_hashes.of_bytes(data))
+            for i, (picture, data) in enumerate(photo_crops.jpegs(60, seed=3, scenes=2,
+                                                                   size=(160, 107)))]
+  report = generation.Report([], {}, images)
+  monkeypatch.setattr(duplicates, "_PICKED_APART", 10)
+  pool, calls = _GatedPool(), []
+
+  def meanwhile():
+    calls.append(list(pool.sent))
+    pool.gate.set()
+
+  (tmp_path / "pooled").mkdir()
+  (tmp_path / "alone").mkdir()
+  found = duplicate_report.finish(report, tmp_path / "pooled", action=action, title="t",
+                                  pool=pool, meanwhile=meanwhile)
+  alone = duplicate_report.finish(report, tmp_path / "alone", action=action, title="t")
+  pool.threads.shutdown()
+  if action == "off":
+    assert calls == [[]] and found is None and not list((tmp_path / "pooled").iterdir())
+    return
+  assert calls == [["_picked_in", "_picked_in"]]  # (once; the checks not handed out yet)
+  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
+  assert found.groups == alone.groups and len(found.groups) >= 2
+  for name in sorted(p.name for p in (tmp_path / "alone").iterdir()):
+    assert (tmp_path / "pooled" / name).read_bytes() == (tmp_path / "alone" / name).read_bytes()

@@ -220,6 +220,35 @@ def test_a_cache_as_written_is_trusted_column_by_column(tmp_path):
   assert sorted(counted.read) == [paths[5], paths[250]]
 
 
+def test_a_cache_encoded_before_it_is_saved_is_the_cache_save_writes(tmp_path, monkeypatch):
+  """`encode` (a build runs it while its workers group) makes what `save` then writes,
+  once: the same bytes as a save alone, and a later build trusts it as one."""
+  clock, root = Clock(), tmp_path / "tree"
+  paths = [f"c{i % 3}/{i:02d}.jpg" for i in range(40)]
+  for path, data in zip(paths, _photos(40)):
+    clock.write(root / path, data)
+  clock.now += 60 * SECOND
+  made = []
+  encoded = stat_cache._encoded
+  monkeypatch.setattr(stat_cache, "_encoded", lambda *args: made.append(1) or encoded(*args))
+  caches = []
+  for early in (False, True):
+    cache = tmp_path / f"{early}" / stat_cache.FILE
+    cache.parent.mkdir()
+    hashed = stat_cache.file_hashes(str(root), paths, cache, Counted(), stat=clock.stat,
+                                    now_ns=lambda: clock.now)
+    if early:
+      hashed.encode()
+      assert len(made) == 2 and not cache.exists()
+    hashed.save()
+    caches.append(cache)
+  assert len(made) == 2 and caches[0].read_bytes() == caches[1].read_bytes()
+  counted = Counted()
+  assert stat_cache.file_hashes(str(root), paths, caches[1], counted, stat=clock.stat,
+                                now_ns=lambda: clock.now).hashes == _truth(root, paths)
+  assert counted.read == []
+
+
 @pytest.mark.parametrize("kind", ["fifo", "link", "too large"])
 def test_a_cache_that_is_not_a_file_of_ours_is_not_waited_on_nor_read_whole(
     kind, tmp_path, monkeypatch):

@@ -248,7 +248,7 @@ def test_the_workers_take_the_stats_then_warm_up_and_make_every_photo(
   base is read, and are asked to warm up (`image_hashes.warm_up`) once the stats are in,
   not before; the builder makes its photos on them (not on a pool of its own), handed
   out in chunks sized for the photos there are (`parallel_map.chunk_sizes`), and the
-  grouping may use them (`duplicates.find`)."""
+  grouping may use them (`duplicates.begin`)."""
   import contextlib
   from imagesets.analysis import image_hashes
   from imagesets.building import fingerprints
@@ -275,9 +275,9 @@ def test_the_workers_take_the_stats_then_warm_up_and_make_every_photo(
   monkeypatch.setattr(parallel_map, "chunk_sizes", lambda *args: totals.append(args[2]) or
                       sizes(*args))
   from imagesets.analysis import duplicates
-  grouped_on, find = [], duplicates.find
-  monkeypatch.setattr(duplicates, "find", lambda *args, pool=None: grouped_on.append(pool) or
-                      find(*args, pool=pool))
+  grouped_on, begin = [], duplicates.begin
+  monkeypatch.setattr(duplicates, "begin", lambda *args, pool=None: grouped_on.append(pool) or
+                      begin(*args, pool=pool))
   options = class_folders_builder.ClassFoldersConfig(name="warm", skip_bad_files=True)
   built = named_build.build(tree, "warm", data_dir=str(tmp_path), options=options)
   # (the photos' stats taken by the workers: a run a core beside the build's)
@@ -297,7 +297,7 @@ def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path
   a full build (`--full`) reads every photo. The name is looked up among TFDS's builders by
   the first build only (tests/building/test_named_versions.py)."""
   import time
-  from imagesets.building import fingerprints, stat_cache
+  from imagesets.building import duplicate_report, fingerprints, stat_cache
   from imagesets_testing import tfds_names
   looked = tfds_names.count_lookups(monkeypatch)
   # (the builds 10 s after the photos were written: none is "racy")
@@ -307,17 +307,33 @@ def test_a_later_build_of_a_tree_reads_only_its_new_photos_to_hash_them(tmp_path
                       or sha256(root, path))
   tree = write_tree(tmp_path / "pets", pet_files())
   options = class_folders_builder.ClassFoldersConfig(name="pets", skip_bad_files=True)
+  # (the cache is encoded while the build groups its photos, and written after it)
+  events, finish, encode = [], duplicate_report.finish, stat_cache.Hashed.encode
+
+  def finishing(*args, **kwargs):
+    events.append("grouping")
+    try:
+      return finish(*args, **kwargs)
+    finally:
+      events.append("grouped")
+  monkeypatch.setattr(duplicate_report, "finish", finishing)
+  monkeypatch.setattr(stat_cache.Hashed, "encode", lambda self: (  # (not the shards' hashes)
+      self.cache.name == stat_cache.FILE and events.append("encode")) or encode(self))
 
   def build(version, from_version=named_build.LATEST):
     read.clear()
+    events.clear()
     return named_build.build(tree, "pets", version=version, data_dir=str(tmp_path / "tfds"),
                              options=options, versioned=True, from_version=from_version)
   first = build("1.0.0")
   assert len(read) == 26 and (tmp_path / "tfds" / "pets" / stat_cache.FILE).is_file()
+  assert events == ["grouping", "encode", "grouped", "encode"]  # (the last: `save`'s)
+  assert type(first).WHILE_GROUPING is None
   write_tree(tree, {"cat/new.jpg": sample_images.jpeg(50, 50, seed=77),
                     "dog/new.jpg": sample_images.jpeg(52, 50, seed=78)})
   second = build("1.1.0")
   assert sorted(read) == ["cat/new.jpg", "dog/new.jpg"]
+  assert events == ["grouping", "encode", "grouped", "encode"]
   assert second.info.splits.total_num_examples == first.info.splits.total_num_examples + 2
   build("1.2.0", named_build.FULL)
   assert len(read) == 28 and looked == ["pets"]
