@@ -80,15 +80,22 @@ class Ref:
     if not match:
       raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
                       "synthetic_images/tiny:1.0.0)")
+    ref = cls(**match.groupdict())
+    if ref.config is not None and _VERSION.match(ref.config):
+      raise SpecError(f"{spec!r}: a config named like a version is refused (its folder "
+                      f"{ref.name}/{ref.config} is where version {ref.config} of {ref.name} "
+                      f"without a config lives); did you mean {ref.name}:{ref.config}?")
     try:
-      return cls(**match.groupdict()).checked(repr(spec))
+      return ref.checked(repr(spec))
     except PublishError as error:
       raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION]: its parts must be plain "
                       "folder names (no '..', no hidden or empty parts)") from error
 
   def checked(self, where: str) -> "Ref":
-    """self if its name, config and version are plain folder names; else PublishError
-    naming `where` (a bucket's metadata names the config: it must not reach a path join)."""
+    """self if its name, config and version are plain folder names and its config is not
+    named like a version (NAME/X.Y.Z is version X.Y.Z's folder of NAME without a config:
+    fetching one would replace the other); else PublishError naming `where` (a bucket's
+    metadata names the config: it must not reach a path join)."""
     for what, part in (("name", self.name), ("config", self.config), ("version", self.version)):
       if part is not None and not (is_plain_part(part)
                                    and (what != "version" or _VERSION.match(part))):
@@ -96,6 +103,12 @@ class Ref:
             f"{where}: the {what} {part!r} is not a plain folder name (absolute, '..', empty "
             "or hidden parts): refused, nothing was written; if it came from a bucket, its "
             "metadata is damaged or forged, tell the publisher")
+    if self.config is not None and _VERSION.match(self.config):
+      raise PublishError(
+          f"{where}: the config {self.config!r} is named like a version ({self.name}/"
+          f"{self.config} is where version {self.config} of {self.name} without a config "
+          "lives): refused, nothing was written; if it came from a bucket, its metadata is "
+          "damaged or forged, tell the publisher")
     return self
 
   @property
@@ -125,6 +138,7 @@ def local_refs(data_dir) -> list[Ref]:
   for info_path in [*root.glob(f"*/*/{DATASET_INFO}"), *root.glob(f"*/*/*/{DATASET_INFO}")]:
     parts = info_path.parent.relative_to(root).parts
     if (_VERSION.match(parts[-1]) and all(map(is_plain_part, parts))
+        and not (len(parts) == 3 and _VERSION.match(parts[1]))  # (`Ref.checked`)
         and (info_path.parent / MARKER).exists()):
       found.append(Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1]))
   return sorted(found, key=sort_key)
@@ -138,8 +152,10 @@ def published_refs(bucket: bucket_lib.Bucket, prefix: str = "") -> list[Ref]:
 
 def _plain(ref: "Ref") -> bool:
   """Whether every part of a ref read from a listing is a plain name (one that may be
-  shown on a terminal and joined to a path)."""
-  return all(is_plain_part(part) for part in (ref.name, ref.config or "x", ref.version or "x"))
+  shown on a terminal and joined to a path), its config not named like a version
+  (`Ref.checked`)."""
+  return (all(is_plain_part(part) for part in (ref.name, ref.config or "x", ref.version or "x"))
+          and not _VERSION.match(ref.config or ""))
 
 
 def build_command(ref: Ref, data_dir, source: str | None = None,

@@ -229,21 +229,28 @@ def test_nested_files_an_interrupted_upload_left_are_reused_or_removed(
       index / "b.json").read_bytes()
 
 
-def test_a_config_named_like_a_version_survives_the_unconfigured_versions_publish(
+def test_a_config_named_like_a_version_is_refused_and_survives_that_versions_publish(
     bucket_url, tiny_data_dir, tmp_path):
-  # Config "1.0.0" of a dataset keeps its versions inside the unconfigured version 1.0.0's
-  # folder (<name>/1.0.0/1.0.0/): publishing that version must not take them for its own.
+  # Config "1.0.0" of a dataset would keep its versions inside the unconfigured version
+  # 1.0.0's folder (<name>/1.0.0/1.0.0/): refused (tests/storage/test_versions.py); where a
+  # bucket holds one anyway, publishing that version does not take them for its own.
   version = tiny_data_dir / FOLDER
   configured, plain = tmp_path / "configured", tmp_path / "plain"
   shutil.copytree(version, configured / "synthetic_images/1.0.0/1.0.0")
   shutil.copytree(version, plain / "synthetic_images/1.0.0")
-  quiet_publish("synthetic_images/1.0.0:1.0.0", configured, bucket_url)
+  with pytest.raises(versions.SpecError, match="named like a version"):
+    quiet_publish("synthetic_images/1.0.0:1.0.0", configured, bucket_url)
+  (configured / "synthetic_images/1.0.0").rename(configured / "synthetic_images/cfg")
+  quiet_publish("synthetic_images/cfg:1.0.0", configured, bucket_url)
   store = bucket_lib.Bucket(bucket_url)
+  for rel in store.list_files("synthetic_images/cfg/1.0.0"):  # (as another tool would)
+    store.copy(rel, rel.replace("synthetic_images/cfg/", "synthetic_images/1.0.0/", 1))
   before = store.list_files("synthetic_images/1.0.0/1.0.0")
   assert quiet_publish("synthetic_images:1.0.0", plain, bucket_url).status == "published"
-  assert store.list_files("synthetic_images/1.0.0/1.0.0") == before
+  assert store.list_files("synthetic_images/1.0.0/1.0.0") == before and before
   published = {str(item.ref) for item in listing.list_published(bucket_url)[0]}
-  assert {"synthetic_images/1.0.0:1.0.0", "synthetic_images:1.0.0"} <= published
+  assert {"synthetic_images/1.0.0:1.0.0", "synthetic_images:1.0.0"} <= published  # (shown)
+  assert versions.Ref("synthetic_images", "1.0.0", "1.0.0") not in versions.published_refs(store)
 
 
 def test_fetch_reuses_the_cache_without_the_bucket(bucket_url, tiny_data_dir, tmp_path,
