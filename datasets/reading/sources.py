@@ -321,6 +321,7 @@ def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
   root = fetch_lib.cache_root(cache_dir)
   folder = transfer.own_folder(whole.parent / f".stream-{ref.version}", root)
   _fetch_metadata(bucket, ref, manifest, folder)
+  manifest.check_every_shard_listed(folder / versions.DATASET_INFO, bucket.url_of(ref.folder))
   cache = shard_cache_lib.shared(root, limit)
   shards = {name: shard_cache_lib.Shard(entry["sha256"], entry["size"], bucket,
                                         f"{ref.folder}/{name}")

@@ -170,6 +170,8 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
       transfer.own_folder(target.parent, root)  # a nested one: never a planted link
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
+  manifest.check_every_shard_listed(staging / versions.DATASET_INFO,
+                                    bucket.url_of(ref.folder))
   transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
   if version_dir.exists():  # a damaged copy found by verify=True, or an older content
     shutil.rmtree(version_dir)

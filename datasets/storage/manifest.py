@@ -85,6 +85,23 @@ class Manifest:
     """The identity of the version's content: equal content means an identical version."""
     return {name: (f["size"], f["sha256"]) for name, f in self.files.items()}
 
+  def check_every_shard_listed(self, dataset_info: pathlib.Path, where: str) -> None:
+    """PublishError unless this manifest lists every shard file the version's
+    `dataset_info` (downloaded, checked against it) names: a version fetched without one
+    would be taken for complete and fail in training, at every load. Its splits are
+    untrusted: any malformed one refuses."""
+    try:
+      info = json.loads(dataset_info.read_bytes())
+      named = [name for names in versions.split_files(info).values() for name in names]
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
+      raise _damaged(where, f"comes with a {versions.DATASET_INFO} that names no readable "
+                     f"splits ({type(why).__name__})") from None
+    missing = [name for name in named if name not in self.files]
+    if missing:
+      raise _damaged(where, f"lists no {missing[0]!r}" + (
+          f" (nor {len(missing) - 1} more shard(s))" if len(missing) > 1 else "")
+          + f", which its {versions.DATASET_INFO} names")
+
   def to_bytes(self) -> bytes:
     return json.dumps(dataclasses.asdict(self), indent=1).encode()
 

@@ -18,6 +18,7 @@ import bucket_servers as servers
 from publish_helpers import FOLDER, TINY, examples
 from imagesets.storage import bucket as bucket_lib
 from imagesets.storage import fetch
+from imagesets.reading import sources
 from imagesets.storage import manifest as manifest_lib
 from imagesets.publishing import publish
 from imagesets.storage import versions
@@ -306,3 +307,33 @@ def test_a_manifest_listing_no_commit_files_is_refused_and_nothing_is_fetched(tm
                      r"features.json: not a version TFDS can load, nothing fetched"):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=tmp_path / "cache", progress=False)
   assert not list((tmp_path / "cache").rglob("*.tfrecord-*"))
+
+
+@pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable"])
+def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
+    tmp_path, forgery):
+  """A manifest listing fewer shards than its dataset_info.json names (or with splits that
+  do not parse) would leave a cached version taken for complete that fails in training at
+  every load: refused before the version is in the cache."""
+  from publish_helpers import small_version
+  small_version(tmp_path / "data")
+  url = str(tmp_path / "bucket")
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  folder = tmp_path / "bucket/ds/cfg/1.0.0"
+  forged = json.loads((folder / versions.MANIFEST).read_text())
+  if forgery == "shard left out":
+    del forged["files"]["ds-train.tfrecord-00000-of-00001"]
+    match = (r"/ds/cfg/1.0.0: the manifest lists no 'ds-train.tfrecord-00000-of-00001', "
+             r"which its dataset_info.json names: refused")
+  else:
+    info = folder / versions.DATASET_INFO
+    info.write_text(json.dumps({"name": "ds", "splits": [{"shardLengths": ["2"]}]}))
+    forged["files"][versions.DATASET_INFO] = manifest_lib.entry(info)
+    match = r"/ds/cfg/1.0.0: the manifest comes with a dataset_info.json that names no readable splits \(KeyError\)"
+  (folder / versions.MANIFEST).write_text(json.dumps(forged))
+  cache = tmp_path / "cache"
+  with pytest.raises(versions.PublishError, match=match):
+    fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+  assert not versions.local_refs(fetch.cached_data_dir(url, cache))
+  with pytest.raises(versions.PublishError, match=match):  # (streamed: at every open)
+    sources.open_source("ds/cfg:1.0.0", f"file://{url}", cache_dir=cache)
