@@ -693,22 +693,23 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
                 threshold: int, regions: "_Region | None" = None) -> _Links:
   """`_links_of` the pairs the bands pick (`_picked`), in this process."""
   return _links_of(words, thumbnails, blank,
-                   *_picked(words, _thumbnail_keys(thumbnails, regions), threshold), regions)
+                   [*_picked(words, _thumbnail_keys(thumbnails, regions), threshold)], regions)
 
 
 def _linked(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-            *halves: tuple[np.ndarray, np.ndarray]) -> _Links:
-  """A worker's `_links_of` the bands' picks, counted in `halves` (`_picked_in`'s), its
-  regions made here."""
+            halves: list[tuple[np.ndarray, np.ndarray]]) -> _Links:
+  """A worker's `_links_of` the bands' picks, counted in `halves` (`_picked_in`'s: emptied,
+  so that the picks are held once), its regions made here."""
   regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
-  codes, votes = functools.reduce(lambda a, b: _merged(*a, *b), halves)
-  del halves
-  return _links_of(words, thumbnails, blank, codes, votes, regions)
+  picked = [*functools.reduce(lambda a, b: _merged(*a, *b), halves)]
+  halves.clear()
+  return _links_of(words, thumbnails, blank, picked, regions)
 
 
 def _links_of(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-              codes: np.ndarray, votes: np.ndarray, regions: "_Region | None") -> _Links:
-  """The picked pairs (`_picked`'s sorted `codes`) both pictures keep (`_partnered`), confirmed
+              picked: list[np.ndarray], regions: "_Region | None") -> _Links:
+  """The picked pairs (`_picked`'s sorted codes and votes, in `picked`: emptied, so that
+  they are held once) both pictures keep (`_partnered`), confirmed
   or refused by their thumbnails (`_alike`): their components, and as links the spanning
   forest of the confirmed ones by Kruskal's rule (`forest_links`). Pairs are taken in
   that order a distance at a time, and a pair whose pictures are joined already is not
@@ -716,6 +717,8 @@ def _links_of(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
   confirmed pairs that come before it joins them). So the result is that of checking every
   kept pair (as Beam's workers do), at the cost of the pairs that can matter."""
   count = len(words)
+  codes, votes = picked
+  picked.clear()
   first, second = codes // max(count, 1), codes % max(count, 1)
   del codes  # (the picked pairs are most of the memory: held once)
   distance = _distances(words, first, second).astype(np.uint8)  # (<= HASH_BITS)
@@ -857,6 +860,7 @@ class Finding:
     self._words = _as_words([fingerprints[i].perceptual for i in self._representatives])
     self._threshold = threshold
     self._on_workers = None
+    self._cancelled = threading.Event()
     if pool is not None and len(self._words) >= _PICKED_APART:
       keys = _thumbnail_keys(self._thumbnails)
       try:
@@ -865,7 +869,12 @@ class Finding:
       except RuntimeError:  # (a pool shut down: found here)
         return
       self._on_workers = _in_thread(_checked_on_workers, pool, halves, self._words,
-                                    self._thumbnails, self._blank)
+                                    self._thumbnails, self._blank, self._cancelled)
+
+  def cancel(self) -> None:
+    """No more work handed to the workers (the caller stops: an error, Ctrl-C); a check
+    already running goes on to its end (a pool's worker cannot be stopped)."""
+    self._cancelled.set()
 
   def groups(self) -> list[Group]:
     """The groups (`find`), once the workers are done."""
@@ -917,14 +926,26 @@ def _in_thread(fn: Callable, *args) -> concurrent.futures.Future:
 
 
 def _checked_on_workers(pool, halves: list[concurrent.futures.Future], words: np.ndarray,
-                        thumbnails: np.ndarray, blank: np.ndarray) -> "_Links | None":
+                        thumbnails: np.ndarray, blank: np.ndarray,
+                        cancelled: threading.Event) -> "_Links | None":
   """`_near_links` of the bands' picks, counted by `pool`'s workers (`halves`), checked by
   one of them (`_linked`). None when the pool cannot (shut down, a worker killed, e.g.
-  out of memory): `Finding.groups` then picks and checks itself."""
+  out of memory): `Finding.groups` then picks and checks itself; or when `cancelled`."""
   try:
-    return pool.submit(_linked, words, thumbnails, blank,
-                       *(half.result() for half in halves)).result()
-  except (RuntimeError, concurrent.futures.BrokenExecutor):  # (BrokenProcessPool; shut down)
+    picked = [half.result() for half in halves]
+  except concurrent.futures.BrokenExecutor:  # (BrokenProcessPool: a worker killed)
+    return None
+  halves.clear()  # (the picks held once here: by `picked`, until sent)
+  if cancelled.is_set():
+    return None
+  try:
+    linked = pool.submit(_linked, words, thumbnails, blank, picked)
+  except RuntimeError:  # (a pool shut down, or broken)
+    return None
+  del picked
+  try:
+    return linked.result()
+  except concurrent.futures.BrokenExecutor:
     return None
 
 

@@ -58,17 +58,21 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   if report.known is not None:
     meanwhile()
     groups, findings, tallies = report.known.groups, report.known.findings, report.known.tallies
+    quality = _quality_json(findings, tallies)
   else:
     images = report.images  # the examples written (not the dropped, nor those past a cap)
     members = [member for member, _ in images]
     fingerprints = [fingerprint for _, fingerprint in images]
     finding = duplicates.begin(members, fingerprints, pool=pool)
-    findings = image_quality.find(members, fingerprints)
-    tallies = dataset_card.Tallies.of(images)
-  quality = _quality_json(findings, tallies)
-  if report.known is None:
-    meanwhile()
-    groups = finding.groups()
+    try:
+      findings = image_quality.find(members, fingerprints)
+      tallies = dataset_card.Tallies.of(images)
+      quality = _quality_json(findings, tallies)
+      meanwhile()
+      groups = finding.groups()
+    except BaseException:  # (an error, Ctrl-C: the workers are given no more of it)
+      finding.cancel()
+      raise
   if not tallies.num_images:
     return None
   leaks = [group for group in groups if group.cross_split]

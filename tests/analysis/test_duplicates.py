@@ -673,6 +673,7 @@ def test_workers_that_pick_and_check_give_the_groups_one_process_finds(
   alone = duplicates.find(members, fingerprints)
   sent = []
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
+  _found_here_only_below(monkeypatch, 1_000)  # (the workers' links, not made here again)
   with parallel_map.executor(2) as pool:
     submit = pool.submit
     monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(
@@ -687,8 +688,18 @@ def test_workers_that_pick_and_check_give_the_groups_one_process_finds(
   assert few == duplicates.find(members[:999], fingerprints[:999])
 
 
+def _found_here_only_below(monkeypatch, count: int) -> None:
+  """`_near_links` (links made in this process) refuses `count` pictures or more."""
+  near_links = duplicates._near_links
+
+  def here(words, *args):
+    assert len(words) < count, "made in this process, not taken from the workers"
+    return near_links(words, *args)
+  monkeypatch.setattr(duplicates, "_near_links", here)
+
+
 class _Gated:
-  """A pool of threads whose work waits until `opened` (what a busy worker would do)."""
+  """A pool of threads whose work waits until `gate` is set (what a busy worker would do)."""
 
   def __init__(self):
     import concurrent.futures
@@ -707,13 +718,37 @@ def test_the_caller_goes_on_while_the_workers_group(monkeypatch, crops_of_three_
   pictures, fingerprints = crops_of_three_scenes
   members = [Member(("train", "test")[i % 2], f"{i:04d}.jpg", p.scene)
              for i, p in enumerate(pictures)]
+  alone = duplicates.find(members, fingerprints)
+  monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
+  _found_here_only_below(monkeypatch, 1_000)
+  pool = _Gated()
+  try:
+    finding = duplicates.begin(members, fingerprints, pool=pool)
+    assert pool.sent == ["_picked_in", "_picked_in"]  # (nothing checked before they are done)
+  finally:
+    pool.gate.set()
+  assert finding.groups() == alone
+  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
+  pool.threads.shutdown()
+
+
+def test_a_cancelled_finding_hands_the_workers_no_more_work(crops_of_three_scenes,
+                                                            monkeypatch):
+  """`cancel` (the build stops: an error, Ctrl-C) before the picks are in: no check is
+  handed out after them, and the thread that waited for them ends."""
+  import threading
+  pictures, fingerprints = crops_of_three_scenes
+  members = [Member("train", f"{i:04d}.jpg", p.scene) for i, p in enumerate(pictures)]
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
   pool = _Gated()
-  finding = duplicates.begin(members, fingerprints, pool=pool)
-  assert pool.sent == ["_picked_in", "_picked_in"]  # (nothing checked before they are done)
-  pool.gate.set()
-  assert finding.groups() == duplicates.find(members, fingerprints)
-  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
+  try:
+    duplicates.begin(members, fingerprints, pool=pool).cancel()
+  finally:
+    pool.gate.set()
+  for thread in threading.enumerate():
+    if thread.name == "grouping":
+      thread.join()
+  assert pool.sent == ["_picked_in", "_picked_in"]
   pool.threads.shutdown()
 
 
