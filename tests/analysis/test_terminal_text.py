@@ -12,6 +12,15 @@ def test_controls_are_escaped_and_other_text_is_kept():
   assert terminal_text.printable(12) == "12" and duplicates.printable is terminal_text.printable
 
 
+def test_bidirectional_overrides_and_zero_width_marks_are_escaped():
+  """A name must not read as another: "cat\u202egpj.exe" shows as "catexe.jpg" on a
+  terminal that honours the override."""
+  assert terminal_text.printable("cat\u202egpj.exe") == "cat\\u202egpj.exe"
+  assert terminal_text.printable("a\u200bb\u2066c\U000e0001") == (
+      "a\\u200bb\\u2066c\\U000e0001")
+  assert terminal_text.printable("été 夏.jpg") == "été 夏.jpg"
+
+
 def test_it_imports_nothing_beyond_the_package():
   """Only itself (and its folder) beyond what `import imagesets` loads: not the grouping's
   scipy and imagehash, ~250 modules (`duplicates`)."""
