@@ -117,6 +117,11 @@ class Manifest:
     for name, file_entry in raw["files"].items():  # before any name can touch a path
       check_name(name, where)
       _check_entry(name, file_entry, where)
+    folders = {str(parent) for name in raw["files"]
+               for parent in pathlib.PurePosixPath(name).parents}
+    both = sorted(folders & raw["files"].keys())
+    if both:  # (a file "a" and "a/b": no folder holds both)
+      raise _damaged(where, f"names {both[0]!r} as a file and as a folder of others")
     return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
 

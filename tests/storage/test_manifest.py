@@ -85,3 +85,17 @@ def test_a_manifest_larger_than_any_is_refused_unread(tmp_path, monkeypatch):
                      "holds more than 65536 bytes"):
     fetch.fetch(url, SPEC, cache_dir=tmp_path / "cache", progress=False)
   assert sum(read) == (64 << 10) + 1
+
+
+def test_a_name_that_is_a_file_and_a_folder_of_others_is_one_line(tmp_path):
+  """Files "a" and "a/b" cannot both be in a folder: fetched, the second made a raw
+  FileExistsError (or NotADirectoryError) mid-download; refused as it is read."""
+  url, path, manifest = published(tmp_path)
+  entry = next(iter(manifest["files"].values()))
+  forged = {**manifest, "files": {**manifest["files"], "extra": entry, "extra/x/y": entry}}
+  path.write_text(json.dumps(forged))
+  with pytest.raises(versions.PublishError, match=f"^{url}/{FOLDER}: the manifest names "
+                     "'extra' as a file and as a folder of others: refused"):
+    fetch.fetch(url, SPEC, cache_dir=tmp_path / "cache", progress=False)
+  assert manifest_lib.Manifest.from_bytes(json.dumps({**manifest, "files": {
+      **manifest["files"], "extra": entry, "extras/y": entry}}).encode(), "w").files["extra"]
