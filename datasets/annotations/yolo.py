@@ -17,6 +17,7 @@ problems: only boxes are read.
 
 import os
 import posixpath
+import sys
 from collections.abc import Hashable
 from typing import Iterable
 
@@ -67,6 +68,10 @@ def _yaml_names(path: str) -> list:
     raise objects.AnnotationError(f"{path}{line}: not valid YAML "
                                   f"({getattr(e, 'problem', None) or type(e).__name__}): "
                                   "fix the file") from None
+  except ValueError:  # (an integer longer than Python converts: sys.get_int_max_str_digits)
+    raise objects.AnnotationError(f"{path}: a number of more than "
+                                  f"{sys.get_int_max_str_digits()} digits: fix the file"
+                                  ) from None
   names = document.get("names") if isinstance(document, dict) else None
   if isinstance(names, dict):
     if (not all(isinstance(i, int) and not isinstance(i, bool) for i in names)
