@@ -212,7 +212,10 @@ def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
       if recursive and entry.is_dir(follow_symlinks=False):
         freed += remove_stale_parts(pathlib.Path(entry.path), recursive=True)
         continue
-      if PART not in entry.name or not entry.is_file(follow_symlinks=False):
+      # (a part's name is hidden, as `part_path` makes it: a published file may have
+      # ".part-" in its name, and it is no part)
+      if (not entry.name.startswith(".") or PART not in entry.name
+          or not entry.is_file(follow_symlinks=False)):
         continue
       with contextlib.suppress(OSError), open(entry.path, "rb") as handle:
         try:
