@@ -46,7 +46,6 @@ import dataclasses
 import functools
 import json
 import pathlib
-import threading
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -696,16 +695,6 @@ def _near_links(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
                    [*_picked(words, _thumbnail_keys(thumbnails, regions), threshold)], regions)
 
 
-def _linked(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
-            halves: list[tuple[np.ndarray, np.ndarray]]) -> _Links:
-  """A worker's `_links_of` the bands' picks, counted in `halves` (`_picked_in`'s: emptied,
-  so that the picks are held once), its regions made here."""
-  regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
-  picked = [*functools.reduce(lambda a, b: _merged(*a, *b), halves)]
-  halves.clear()
-  return _links_of(words, thumbnails, blank, picked, regions)
-
-
 def _links_of(words: np.ndarray, thumbnails: np.ndarray, blank: np.ndarray,
               picked: list[np.ndarray], regions: "_Region | None") -> _Links:
   """The picked pairs (`_picked`'s sorted codes and votes, in `picked`: emptied, so that
@@ -837,10 +826,9 @@ def begin(members: Sequence[Member], fingerprints: Sequence[image_hashes.Fingerp
           threshold: int = THRESHOLD, pool=None) -> "Finding":
   """`find` begun. With `pool` (worker processes, `parallel_map.executor`'s) and at least
   _PICKED_APART pictures, two workers pick half the bands each, handed out before this
-  returns, and one then checks the pairs, handed on by a thread of this process that only
-  waits, while the caller goes on with work that needs no groups (a build's quality
-  findings and record index); `Finding.groups()` waits for them and makes the groups:
-  those of `find` alone."""
+  returns, while the caller goes on with work that needs no groups (a build's quality
+  findings and record index); `Finding.groups()` makes the regions the checks compare,
+  takes the workers' picks, checks the pairs and makes the groups: those of `find` alone."""
   return Finding(members, fingerprints, threshold, pool)
 
 
@@ -859,32 +847,24 @@ class Finding:
         [fingerprints[i].thumbnail for i in self._representatives])
     self._words = _as_words([fingerprints[i].perceptual for i in self._representatives])
     self._threshold = threshold
-    self._on_workers = None
-    self._cancelled = threading.Event()
+    self._halves = []  # futures of the workers' picks of half the bands each
     if pool is not None and len(self._words) >= _PICKED_APART:
       keys = _thumbnail_keys(self._thumbnails)
       try:
-        halves = [pool.submit(_picked_in, self._words, keys, threshold, bands)
-                  for bands in (range(BANDS // 2), range(BANDS // 2, BANDS))]
-      except RuntimeError:  # (a pool shut down: found here)
-        return
-      self._on_workers = _in_thread(_checked_on_workers, pool, halves, self._words,
-                                    self._thumbnails, self._blank, self._cancelled)
-
-  def cancel(self) -> None:
-    """No more work handed to the workers (the caller stops: an error, Ctrl-C); a check
-    already running goes on to its end (a pool's worker cannot be stopped)."""
-    self._cancelled.set()
+        for bands in (range(BANDS // 2), range(BANDS // 2, BANDS)):
+          self._halves.append(pool.submit(_picked_in, self._words, keys, threshold, bands))
+      except RuntimeError:  # (a pool shut down: picked here)
+        self._halves = []
 
   def groups(self) -> list[Group]:
-    """The groups (`find`), once the workers are done."""
+    """The groups (`find`), once the workers' picks are in."""
     members, sets, thumbnails, blank = self._members, self._sets, self._thumbnails, self._blank
-    links = self._on_workers.result() if self._on_workers is not None else None
-    regions = None
-    if links is None:  # (no pool, few pictures, or a pool that could not: made here)
-      # (most pictures take part in a check: their regions made once, up to a bound on memory)
-      regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
-      links = _near_links(self._words, thumbnails, blank, self._threshold, regions)
+    # (most pictures take part in a check: their regions made once, up to a bound on
+    # memory; made while the workers pick)
+    regions = _every_region(thumbnails) if len(thumbnails) <= _REGIONS_HELD else None
+    picked = self._picked_by_workers()
+    links = (_near_links(self._words, thumbnails, blank, self._threshold, regions)
+             if picked is None else _links_of(self._words, thumbnails, blank, picked, regions))
     components = collections.defaultdict(list)  # label -> numbers of exact sets
     for number, label in enumerate(links.label.tolist()):
       components[label].append(number)
@@ -910,43 +890,17 @@ class Finding:
               for label, (indices, numbers) in grouped.items()]
     return sorted_groups(groups)
 
-
-def _in_thread(fn: Callable, *args) -> concurrent.futures.Future:
-  """The future of fn(*args) run in a thread of its own (which ends with it)."""
-  future = concurrent.futures.Future()
-
-  def run():
+  def _picked_by_workers(self) -> list[np.ndarray] | None:
+    """[codes, votes] of every band, merged from the workers' halves (`_picked`'s); None
+    when none were handed out, or a worker was lost (killed, e.g. out of memory): then
+    picked here."""
+    halves, self._halves = self._halves, []
+    if not halves:
+      return None
     try:
-      future.set_result(fn(*args))
-    except BaseException as error:  # pylint: disable=broad-except  (the caller's to raise)
-      future.set_exception(error)
-
-  threading.Thread(target=run, name="grouping", daemon=True).start()
-  return future
-
-
-def _checked_on_workers(pool, halves: list[concurrent.futures.Future], words: np.ndarray,
-                        thumbnails: np.ndarray, blank: np.ndarray,
-                        cancelled: threading.Event) -> "_Links | None":
-  """`_near_links` of the bands' picks, counted by `pool`'s workers (`halves`), checked by
-  one of them (`_linked`). None when the pool cannot (shut down, a worker killed, e.g.
-  out of memory): `Finding.groups` then picks and checks itself; or when `cancelled`."""
-  try:
-    picked = [half.result() for half in halves]
-  except concurrent.futures.BrokenExecutor:  # (BrokenProcessPool: a worker killed)
-    return None
-  halves.clear()  # (the picks held once here: by `picked`, until sent)
-  if cancelled.is_set():
-    return None
-  try:
-    linked = pool.submit(_linked, words, thumbnails, blank, picked)
-  except RuntimeError:  # (a pool shut down, or broken)
-    return None
-  del picked
-  try:
-    return linked.result()
-  except concurrent.futures.BrokenExecutor:
-    return None
+      return [*_merged(*halves[0].result(), *halves[1].result())]
+    except concurrent.futures.BrokenExecutor:  # (BrokenProcessPool)
+      return None
 
 
 def _exact_sets(pixels: list[str]) -> list[list[int]]:

@@ -64,15 +64,11 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     members = [member for member, _ in images]
     fingerprints = [fingerprint for _, fingerprint in images]
     finding = duplicates.begin(members, fingerprints, pool=pool)
-    try:
-      findings = image_quality.find(members, fingerprints)
-      tallies = dataset_card.Tallies.of(images)
-      quality = _quality_json(findings, tallies)
-      meanwhile()
-      groups = finding.groups()
-    except BaseException:  # (an error, Ctrl-C: the workers are given no more of it)
-      finding.cancel()
-      raise
+    findings = image_quality.find(members, fingerprints)
+    tallies = dataset_card.Tallies.of(images)
+    quality = _quality_json(findings, tallies)
+    meanwhile()
+    groups = finding.groups()
   if not tallies.num_images:
     return None
   leaks = [group for group in groups if group.cross_split]

@@ -660,12 +660,12 @@ def test_groups_sorted_by_their_first_members_are_in_group_order(seed):
   assert duplicates.sorted_groups(shuffled) == sorted(groups, key=duplicates.group_order)
 
 
-def test_workers_that_pick_and_check_give_the_groups_one_process_finds(
+def test_workers_that_pick_the_bands_give_the_groups_one_process_finds(
     monkeypatch, crops_of_three_scenes):
-  """`find(pool=)`: two worker processes pick half of the bands each and one checks the
-  merged picks; the groups and links are those a process alone finds (2,000 crops of
-  three real scenes: correlated hashes, many pairs picked twice). Fewer pictures than
-  _PICKED_APART: found here, nothing sent."""
+  """`find(pool=)`: two worker processes pick half of the bands each, merged here; the
+  groups and links are those a process alone finds (2,000 crops of three real scenes:
+  correlated hashes, many pairs picked twice). Fewer pictures than _PICKED_APART: picked
+  here, nothing sent."""
   from imagesets.building import parallel_map
   pictures, fingerprints = crops_of_three_scenes
   members = [Member(("train", "test", "validation")[i % 3], f"{i:04d}.jpg", p.scene)
@@ -673,29 +673,28 @@ def test_workers_that_pick_and_check_give_the_groups_one_process_finds(
   alone = duplicates.find(members, fingerprints)
   sent = []
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
-  _found_here_only_below(monkeypatch, 1_000)  # (the workers' links, not made here again)
+  _picked_here_only_below(monkeypatch, 1_000)  # (the workers' picks, not made here again)
   with parallel_map.executor(2) as pool:
     submit = pool.submit
     monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(
-        (fn.__name__, args[3] if fn is duplicates._picked_in else None)) or submit(fn, *args))
+        (fn.__name__, args[3])) or submit(fn, *args))
     apart = duplicates.find(members, fingerprints, pool=pool)
     assert sent == [("_picked_in", range(0, duplicates.BANDS // 2)),
-                    ("_picked_in", range(duplicates.BANDS // 2, duplicates.BANDS)),
-                    ("_linked", None)]
+                    ("_picked_in", range(duplicates.BANDS // 2, duplicates.BANDS))]
     few = duplicates.find(members[:999], fingerprints[:999], pool=pool)
-  assert len(sent) == 3
+  assert len(sent) == 2
   assert apart == alone and len(alone) > 20 and any(len(g.links) > 5 for g in alone)
   assert few == duplicates.find(members[:999], fingerprints[:999])
 
 
-def _found_here_only_below(monkeypatch, count: int) -> None:
-  """`_near_links` (links made in this process) refuses `count` pictures or more."""
-  near_links = duplicates._near_links
+def _picked_here_only_below(monkeypatch, count: int) -> None:
+  """`_picked` (every band picked in this process) refuses `count` pictures or more."""
+  picked = duplicates._picked
 
   def here(words, *args):
-    assert len(words) < count, "made in this process, not taken from the workers"
-    return near_links(words, *args)
-  monkeypatch.setattr(duplicates, "_near_links", here)
+    assert len(words) < count, "picked in this process, not taken from the workers"
+    return picked(words, *args)
+  monkeypatch.setattr(duplicates, "_picked", here)
 
 
 class _Gated:
@@ -712,43 +711,22 @@ class _Gated:
     return self.threads.submit(lambda: self.gate.wait() and fn(*args))
 
 
-def test_the_caller_goes_on_while_the_workers_group(monkeypatch, crops_of_three_scenes):
+def test_the_caller_goes_on_while_the_workers_pick(monkeypatch, crops_of_three_scenes):
   """`begin` returns with the bands handed to the workers and none of their work done;
-  `groups()` waits for the checks that follow the picks: the groups `find` gives."""
+  `groups()` takes their picks: the groups `find` gives."""
   pictures, fingerprints = crops_of_three_scenes
   members = [Member(("train", "test")[i % 2], f"{i:04d}.jpg", p.scene)
              for i, p in enumerate(pictures)]
   alone = duplicates.find(members, fingerprints)
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
-  _found_here_only_below(monkeypatch, 1_000)
+  _picked_here_only_below(monkeypatch, 1_000)
   pool = _Gated()
   try:
     finding = duplicates.begin(members, fingerprints, pool=pool)
-    assert pool.sent == ["_picked_in", "_picked_in"]  # (nothing checked before they are done)
+    assert pool.sent == ["_picked_in", "_picked_in"]
   finally:
     pool.gate.set()
-  assert finding.groups() == alone
-  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
-  pool.threads.shutdown()
-
-
-def test_a_cancelled_finding_hands_the_workers_no_more_work(crops_of_three_scenes,
-                                                            monkeypatch):
-  """`cancel` (the build stops: an error, Ctrl-C) before the picks are in: no check is
-  handed out after them, and the thread that waited for them ends."""
-  import threading
-  pictures, fingerprints = crops_of_three_scenes
-  members = [Member("train", f"{i:04d}.jpg", p.scene) for i, p in enumerate(pictures)]
-  monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
-  pool = _Gated()
-  try:
-    duplicates.begin(members, fingerprints, pool=pool).cancel()
-  finally:
-    pool.gate.set()
-  for thread in threading.enumerate():
-    if thread.name == "grouping":
-      thread.join()
-  assert pool.sent == ["_picked_in", "_picked_in"]
+  assert finding.groups() == alone and pool.sent == ["_picked_in", "_picked_in"]
   pool.threads.shutdown()
 
 

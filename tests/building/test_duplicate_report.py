@@ -289,7 +289,8 @@ class _GatedPool:
 def test_the_callers_work_is_done_once_while_the_workers_group(tmp_path, monkeypatch, action):
   """`finish(meanwhile=)` (a build's record index, its file-hash cache): run once, with the
   bands handed to the workers and none of their work done; the reports are then those of
-  a finish without workers (60 crops of two real photos, in bursts: groups)."""
+  a finish without workers, from the workers' picks (60 crops of two real photos, in
+  bursts: groups)."""
   from imagesets.analysis import image_hashes
   from imagesets.building import duplicate_report
   from imagesets.building import generation
@@ -309,49 +310,20 @@ def test_the_callers_work_is_done_once_while_the_workers_group(tmp_path, monkeyp
   (tmp_path / "pooled").mkdir()
   (tmp_path / "alone").mkdir()
   alone = duplicate_report.finish(report, tmp_path / "alone", action=action, title="t")
-  near_links = duplicates._near_links  # (the workers' links are the ones taken)
-  monkeypatch.setattr(duplicates, "_near_links", lambda *args: pytest.fail("made here"))
+  picked = duplicates._picked  # (the workers' picks are the ones taken)
+  monkeypatch.setattr(duplicates, "_picked", lambda *args: pytest.fail("picked here"))
   try:
     found = duplicate_report.finish(report, tmp_path / "pooled", action=action, title="t",
                                     pool=pool, meanwhile=meanwhile)
   finally:
     pool.gate.set()
-    monkeypatch.setattr(duplicates, "_near_links", near_links)
+    monkeypatch.setattr(duplicates, "_picked", picked)
   pool.threads.shutdown()
   if action == "off":
     assert calls == [[]] and found is None and not list((tmp_path / "pooled").iterdir())
     return
-  assert calls == [["_picked_in", "_picked_in"]]  # (once; the checks not handed out yet)
-  assert pool.sent == ["_picked_in", "_picked_in", "_linked"]
+  assert calls == [["_picked_in", "_picked_in"]]  # (once, the picking handed out)
+  assert pool.sent == ["_picked_in", "_picked_in"]
   assert found.groups == alone.groups and len(found.groups) >= 2
   for name in sorted(p.name for p in (tmp_path / "alone").iterdir()):
     assert (tmp_path / "pooled" / name).read_bytes() == (tmp_path / "alone" / name).read_bytes()
-
-
-def test_a_caller_that_fails_meanwhile_hands_the_workers_no_more_work(monkeypatch):
-  """An error in `meanwhile` (a record index that cannot be written), or Ctrl-C, while the
-  workers pick: raised, and the checks are not handed out after the picks."""
-  import threading
-  from imagesets.analysis import image_hashes
-  from imagesets.building import duplicate_report
-  from imagesets.building import generation
-  from imagesets_testing import photo_crops
-  images = [(duplicates.Member("train", f"{i:02d}.jpg", picture.scene),
-             image_hashes.of_bytes(data))
-            for i, (picture, data) in enumerate(photo_crops.jpegs(20, seed=4, size=(160, 107)))]
-  monkeypatch.setattr(duplicates, "_PICKED_APART", 10)
-  pool = _GatedPool()
-
-  def meanwhile():
-    raise OSError("No space left on device")
-  try:
-    with pytest.raises(OSError, match="No space left"):
-      duplicate_report.finish(generation.Report([], {}, images), "/nonexistent", action="warn",
-                              title="t", pool=pool, meanwhile=meanwhile)
-  finally:
-    pool.gate.set()
-  for thread in threading.enumerate():
-    if thread.name == "grouping":
-      thread.join()
-  assert pool.sent == ["_picked_in", "_picked_in"]
-  pool.threads.shutdown()
