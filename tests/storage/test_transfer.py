@@ -46,10 +46,13 @@ def test_only_parts_of_dead_or_long_gone_writers_are_removed(tmp_path):
   assert freed == 8
 
 
-def test_a_published_file_named_like_a_part_is_kept_and_streamed_once(tmp_path, monkeypatch):
+def test_a_published_file_named_like_a_part_is_kept_and_streamed_once(
+    tmp_path, monkeypatch, tiny_data_dir):
   """A version's own file may have ".part-" in its name: it is no part (those are hidden),
   so a resumed fetch or a stream's metadata check does not delete it, and a streamed
   version's metadata is not downloaded again at every open."""
+  import shutil
+  from publish_helpers import FOLDER, TINY
   from imagesets.reading import sources
   old = tmp_path / f"notes{transfer.PART}1-2-3.txt"
   old.write_bytes(b"kept")
@@ -57,18 +60,20 @@ def test_a_published_file_named_like_a_part_is_kept_and_streamed_once(tmp_path, 
   os.utime(old, (when, when))
   stale = _part(tmp_path, os.getpid(), age=60)
   assert transfer.remove_stale_parts(tmp_path) == 4 and old.exists() and not stale.exists()
-  small_version(tmp_path / "data", extra={f"notes{transfer.PART}1-2-3.txt": b"notes"})
+  data = tmp_path / "data"
+  shutil.copytree(tiny_data_dir, data)
+  (data / FOLDER / f"notes{transfer.PART}1-2-3.txt").write_bytes(b"notes")
   url = f"file://{tmp_path / 'bucket'}"
-  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  publish.publish(TINY, data, url, progress=False)
   downloads, real = [], transfer.checked_download
   monkeypatch.setattr(transfer, "checked_download", lambda bucket, rel, *args, **kwargs:
                       downloads.append(rel) or real(bucket, rel, *args, **kwargs))
   for _ in range(2):
-    sources.open_source("ds/cfg:1.0.0", url, cache_dir=tmp_path / "cache")
+    sources.open_source(TINY, url, cache_dir=tmp_path / "cache")
     stream = next((tmp_path / "cache").rglob(".stream-1.0.0"))
     for path in stream.iterdir():  # (an hour old: long past STALE_PART_SECONDS)
       os.utime(path, (when, when))
-  assert downloads.count(f"ds/cfg/1.0.0/notes{transfer.PART}1-2-3.txt") == 1
+  assert downloads.count(f"{FOLDER}/notes{transfer.PART}1-2-3.txt") == 1
 
 
 def test_a_part_removed_under_a_live_download_ends_in_one_line(tmp_path):
