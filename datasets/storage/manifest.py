@@ -90,10 +90,13 @@ class Manifest:
     `dataset_info` (downloaded, checked against it) names: a version fetched without one
     would be taken for complete and fail in training, at every load. Its splits are
     untrusted: any malformed one refuses."""
+    unloadable = [name for name in versions.COMMIT_FILES if name not in self.files]
+    if unloadable:
+      raise _damaged(where, f"lists no {' nor '.join(unloadable)}: not a version TFDS can load")
     try:
       info = json.loads(dataset_info.read_bytes())
       named = [name for names in versions.split_files(info).values() for name in names]
-    except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
       raise _damaged(where, f"comes with a {versions.DATASET_INFO} that names no readable "
                      f"splits ({type(why).__name__})") from None
     missing = [name for name in named if name not in self.files]

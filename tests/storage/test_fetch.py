@@ -309,7 +309,7 @@ def test_a_manifest_listing_no_commit_files_is_refused_and_nothing_is_fetched(tm
   assert not list((tmp_path / "cache").rglob("*.tfrecord-*"))
 
 
-@pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable"])
+@pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable", "no dataset_info"])
 def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     tmp_path, forgery):
   """A manifest listing fewer shards than its dataset_info.json names (or with splits that
@@ -325,6 +325,9 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     del forged["files"]["ds-train.tfrecord-00000-of-00001"]
     match = (r"/ds/cfg/1.0.0: the manifest lists no 'ds-train.tfrecord-00000-of-00001', "
              r"which its dataset_info.json names: refused")
+  elif forgery == "no dataset_info":  # (fetch says so before it downloads: see above)
+    del forged["files"][versions.DATASET_INFO]
+    match = r"/ds/cfg/1.0.0: (its|the) manifest lists no dataset_info.json"
   else:
     info = folder / versions.DATASET_INFO
     info.write_text(json.dumps({"name": "ds", "splits": [{"shardLengths": ["2"]}]}))
