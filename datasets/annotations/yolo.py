@@ -68,10 +68,10 @@ def _yaml_names(path: str) -> list:
     raise objects.AnnotationError(f"{path}{line}: not valid YAML "
                                   f"({getattr(e, 'problem', None) or type(e).__name__}): "
                                   "fix the file") from None
-  except ValueError:  # (an integer longer than Python converts: sys.get_int_max_str_digits)
-    raise objects.AnnotationError(f"{path}: a number of more than "
-                                  f"{sys.get_int_max_str_digits()} digits: fix the file"
-                                  ) from None
+  except ValueError as e:  # (a value yaml's constructors refuse: a date, a long integer)
+    why = (f"a number of more than {sys.get_int_max_str_digits()} digits"
+           if "integer string conversion" in str(e) else objects.shown(str(e)))
+    raise objects.AnnotationError(f"{path}: not valid YAML ({why}): fix the file") from None
   names = document.get("names") if isinstance(document, dict) else None
   if isinstance(names, dict):
     if (not all(isinstance(i, int) and not isinstance(i, bool) for i in names)

@@ -171,12 +171,17 @@ def test_a_data_yaml_over_the_limit_is_refused_before_it_is_read(tmp_path):
 
 
 def test_a_data_yaml_with_a_number_longer_than_python_converts_is_one_line(tmp_path):
-  """`nc: 99…9` of 5,000 digits: Python refuses to convert it (a raw ValueError before)."""
+  """`nc: 99…9` of 5,000 digits: Python refuses to convert it; a date that is none: yaml
+  refuses it (each a raw ValueError before)."""
   import sys
   folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"}, names_file=None)
   (tmp_path / "data.yaml").write_text("names: [cat]\nnc: " + "9" * 5000 + "\n")
-  with pytest.raises(objects.AnnotationError, match="data.yaml: a number of more than "
-                     f"{sys.get_int_max_str_digits()} digits: fix the file"):
+  with pytest.raises(objects.AnnotationError, match="data.yaml: not valid YAML \\(a number "
+                     f"of more than {sys.get_int_max_str_digits()} digits\\): fix the file"):
+    yolo.read(str(folder), IMAGES)
+  (tmp_path / "data.yaml").write_text("names: [cat]\ndate: 2020-13-45\n")  # (no such month)
+  with pytest.raises(objects.AnnotationError, match="data.yaml: not valid YAML \\('month must "
+                     "be in 1..12'\\): fix the file"):
     yolo.read(str(folder), IMAGES)
 
 
