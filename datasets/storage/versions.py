@@ -285,7 +285,8 @@ def split_files(info: dict) -> dict[str, list[str]]:
   out = {}
   for split in info.get("splits", []):
     count = len(split.get("shardLengths", []))
-    template = split.get("filepathTemplate", "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}")
+    # (an empty template is TFDS's default, as for TFDS itself)
+    template = split.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
     out[split["name"]] = [
         template.replace("{DATASET}", info["name"]).replace("{SPLIT}", split["name"])
         .replace("{FILEFORMAT}", info.get("fileFormat", "tfrecord"))

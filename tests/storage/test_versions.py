@@ -77,3 +77,12 @@ def _renamed(data_dir, config, new_config):
   """`data_dir` with its config folder `config` of ds renamed `new_config`."""
   (data_dir / "ds" / config).rename(data_dir / "ds" / new_config)
   return data_dir
+
+
+def test_an_empty_shard_template_is_tfds_default():
+  """TFDS reads an empty filepathTemplate as its default: so do publish's and fetch's
+  shard lists (an empty one named the shard "": published, then refused by fetch)."""
+  info = {"name": "ds", "splits": [{"name": "train", "shardLengths": ["1", "2"],
+                                    "filepathTemplate": ""}]}
+  assert versions.split_files(info) == {"train": ["ds-train.tfrecord-00000-of-00002",
+                                                  "ds-train.tfrecord-00001-of-00002"]}
