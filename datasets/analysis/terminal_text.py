@@ -9,11 +9,19 @@ for commands that show names and nothing else (`imagesets list`)."""
 
 def printable(text) -> str:
   """`text` with every character Python does not call printable escaped (\\xNN,
-  \\uNNNN, \\UNNNNNNNN), for a terminal."""
+  \\uNNNN, \\UNNNNNNNN) but joiners and spaces (`_KEPT`), for a terminal."""
   text = str(text)
   # (most names need no escaping: one test of the whole text)
   return text if text.isprintable() else "".join(
-      c if c.isprintable() else _escaped(ord(c)) for c in text)
+      c if c.isprintable() or c in _KEPT or (c.isspace() and c not in _BREAKS and c > "\x7f")
+      else _escaped(ord(c)) for c in text)
+
+
+# Kept although Python does not call them printable: the zero-width non-joiner and joiner
+# (Persian and Indic words, emoji sequences) and the spaces of other scripts; not the
+# line and paragraph separators, nor NEL (a C1 control).
+_KEPT = frozenset("\u200c\u200d")
+_BREAKS = frozenset("\x85\u2028\u2029")
 
 
 def _escaped(code: int) -> str:

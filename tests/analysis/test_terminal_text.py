@@ -19,6 +19,10 @@ def test_bidirectional_overrides_and_zero_width_marks_are_escaped():
   assert terminal_text.printable("a\u200bb\u2066c\U000e0001") == (
       "a\\u200bb\\u2066c\\U000e0001")
   assert terminal_text.printable("été 夏.jpg") == "été 夏.jpg"
+  # (a Persian word's zero-width non-joiner, an emoji's joiner, other scripts' spaces: kept)
+  for name in ("می\u200cخواهم.jpg", "👩\u200d💻.png", "a\u00a0b\u3000c.jpg"):
+    assert terminal_text.printable(name) == name
+  assert terminal_text.printable("a\u2028b\x85c") == "a\\u2028b\\x85c"
 
 
 def test_it_imports_nothing_beyond_the_package():
