@@ -9,6 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from gated_pool import GatedPool
 from imagesets.analysis import duplicates
 from imagesets.analysis import image_hashes
 from imagesets_testing import photo_crops
@@ -697,20 +698,6 @@ def _picked_here_only_below(monkeypatch, count: int) -> None:
   monkeypatch.setattr(duplicates, "_picked", here)
 
 
-class _Gated:
-  """A pool of threads whose work waits until `gate` is set (what a busy worker would do)."""
-
-  def __init__(self):
-    import concurrent.futures
-    import threading
-    self.gate, self.sent = threading.Event(), []
-    self.threads = concurrent.futures.ThreadPoolExecutor(2)
-
-  def submit(self, fn, *args):
-    self.sent.append(fn.__name__)
-    return self.threads.submit(lambda: self.gate.wait() and fn(*args))
-
-
 def test_the_caller_goes_on_while_the_workers_pick(monkeypatch, crops_of_three_scenes):
   """`begin` returns with the bands handed to the workers and none of their work done;
   `groups()` takes their picks: the groups `find` gives."""
@@ -720,7 +707,7 @@ def test_the_caller_goes_on_while_the_workers_pick(monkeypatch, crops_of_three_s
   alone = duplicates.find(members, fingerprints)
   monkeypatch.setattr(duplicates, "_PICKED_APART", 1_000)
   _picked_here_only_below(monkeypatch, 1_000)
-  pool = _Gated()
+  pool = GatedPool()
   try:
     finding = duplicates.begin(members, fingerprints, pool=pool)
     assert pool.sent == ["_picked_in", "_picked_in"]

@@ -8,6 +8,7 @@ import tensorflow_datasets as tfds
 
 import cli_runs
 from conftest import records_by_split
+from gated_pool import GatedPool
 from imagesets.building import class_folders_builder
 from imagesets.building import prepared_records
 from imagesets.building import splits
@@ -271,20 +272,6 @@ def test_a_drop_on_beam_that_would_empty_a_split_says_which(tmp_path):
   assert not list((tmp_path / "d").glob("pets/*/dataset_info.json"))
 
 
-class _GatedPool:
-  """Threads standing in for the build's workers, whose work waits until `gate` is set."""
-
-  def __init__(self):
-    import concurrent.futures
-    import threading
-    self.gate, self.sent = threading.Event(), []
-    self.threads = concurrent.futures.ThreadPoolExecutor(2)
-
-  def submit(self, fn, *args):
-    self.sent.append(fn.__name__)
-    return self.threads.submit(lambda: self.gate.wait() and fn(*args))
-
-
 @pytest.mark.parametrize("action", ["warn", "off"])
 def test_the_callers_work_is_done_once_while_the_workers_group(tmp_path, monkeypatch, action):
   """`finish(meanwhile=)` (a build's record index, its file-hash cache): run once, with the
@@ -301,7 +288,7 @@ def test_the_callers_work_is_done_once_while_the_workers_group(tmp_path, monkeyp
                                                                    size=(160, 107)))]
   report = generation.Report([], {}, images)
   monkeypatch.setattr(duplicates, "_PICKED_APART", 10)
-  pool, calls = _GatedPool(), []
+  pool, calls = GatedPool(), []
 
   def meanwhile():
     calls.append(list(pool.sent))
