@@ -154,6 +154,12 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   todo = [n for n, e in manifest.files.items() if not (
       (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
       and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]
+  info = versions.DATASET_INFO  # (first: the shards it names are checked before any is fetched)
+  if info in todo:
+    transfer.checked_download(bucket, f"{ref.folder}/{info}", staging / info,
+                              manifest.files[info], retry_seconds=0)
+    todo.remove(info)
+  manifest.check_every_shard_listed(staging / info, bucket.url_of(ref.folder))
   content = manifest.content()
   elsewhere = _fetched_elsewhere(version_dir, {content[n] for n in todo})
   copied = []
@@ -170,8 +176,6 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
       transfer.own_folder(target.parent, root)  # a nested one: never a planted link
       transfer.checked_download(bucket, f"{ref.folder}/{name}", target, manifest.files[name],
                                 retry_seconds=0, progress=bar.update)
-  manifest.check_every_shard_listed(staging / versions.DATASET_INFO,
-                                    bucket.url_of(ref.folder))
   transfer.write_atomically(staging / versions.MANIFEST, manifest.to_bytes())
   if version_dir.exists():  # a damaged copy found by verify=True, or an older content
     shutil.rmtree(version_dir)

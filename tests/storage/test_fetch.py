@@ -309,7 +309,8 @@ def test_a_manifest_listing_no_commit_files_is_refused_and_nothing_is_fetched(tm
   assert not list((tmp_path / "cache").rglob("*.tfrecord-*"))
 
 
-@pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable", "no dataset_info"])
+@pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable", "no dataset_info",
+                                     "a shard more named"])
 def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     tmp_path, forgery):
   """A manifest listing fewer shards than its dataset_info.json names (or with splits that
@@ -325,6 +326,13 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     del forged["files"]["ds-train.tfrecord-00000-of-00001"]
     match = (r"/ds/cfg/1.0.0: the manifest lists no 'ds-train.tfrecord-00000-of-00001', "
              r"which its dataset_info.json names: refused")
+  elif forgery == "a shard more named":  # (the listed shard is not fetched either)
+    info = folder / versions.DATASET_INFO
+    info.write_text(json.dumps({"name": "ds", "splits": [{"name": "train",
+                                                          "shardLengths": ["1", "1"]}]}))
+    forged["files"][versions.DATASET_INFO] = manifest_lib.entry(info)
+    match = (r"/ds/cfg/1.0.0: the manifest lists no 'ds-train.tfrecord-00000-of-00002' "
+             r"\(nor 1 more shard\(s\)\), which its dataset_info.json names: refused")
   elif forgery == "no dataset_info":  # (fetch says so before it downloads: see above)
     del forged["files"][versions.DATASET_INFO]
     match = r"/ds/cfg/1.0.0: (its|the) manifest lists no dataset_info.json"
@@ -338,5 +346,6 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
   with pytest.raises(versions.PublishError, match=match):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
   assert not versions.local_refs(fetch.cached_data_dir(url, cache))
+  assert not list(cache.rglob("*.tfrecord-*"))  # (refused before any shard is fetched)
   with pytest.raises(versions.PublishError, match=match):  # (streamed: at every open)
     sources.open_source("ds/cfg:1.0.0", f"file://{url}", cache_dir=cache)
