@@ -51,6 +51,10 @@ def local_copy_ok(version_dir: pathlib.Path, deep: bool,
                                            str(version_dir))
   if manifest is not None and local.content() != manifest.content():
     return False  # deleted and published again with other content
+  try:  # (a copy cached before fetch checked this: fetched again, and then refused)
+    local.check_every_shard_listed(version_dir / versions.DATASET_INFO, str(version_dir))
+  except versions.PublishError:
+    return False
   for name, entry in local.files.items():
     path = version_dir / name
     if not path.is_file() or path.stat().st_size != entry["size"]:

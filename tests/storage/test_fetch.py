@@ -349,3 +349,22 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
   assert not list(cache.rglob("*.tfrecord-*"))  # (refused before any shard is fetched)
   with pytest.raises(versions.PublishError, match=match):  # (streamed: at every open)
     sources.open_source("ds/cfg:1.0.0", f"file://{url}", cache_dir=cache)
+
+
+def test_a_copy_cached_without_a_shard_its_dataset_info_names_is_not_taken_as_complete(
+    tmp_path):
+  """A copy cached before fetch checked the shards (its manifest, like the bucket's, left
+  one out) is not returned as it is: fetched again, and refused in one line."""
+  from publish_helpers import small_version
+  small_version(tmp_path / "data")
+  url, cache = str(tmp_path / "bucket"), tmp_path / "cache"
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  cached = pathlib.Path(fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False))
+  shard = "ds-train.tfrecord-00000-of-00001"
+  for folder in (tmp_path / "bucket/ds/cfg/1.0.0", cached / "ds/cfg/1.0.0"):
+    forged = json.loads((folder / versions.MANIFEST).read_text())
+    del forged["files"][shard]
+    (folder / versions.MANIFEST).write_text(json.dumps(forged))
+  (cached / "ds/cfg/1.0.0" / shard).unlink()
+  with pytest.raises(versions.PublishError, match=f"the manifest lists no '{shard}'"):
+    fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
