@@ -44,23 +44,27 @@ def cached_manifest(data_dir: pathlib.Path, ref: versions.Ref) -> pathlib.Path |
 def local_copy_ok(version_dir: pathlib.Path, deep: bool,
                   manifest: manifest_lib.Manifest | None = None) -> bool:
   """Whether a cached version is complete (and, given `manifest`, the same content):
-  sizes always, checksums if `deep`."""
-  if not all((version_dir / name).exists() for name in (*versions.COMMIT_FILES, versions.MANIFEST)):
-    return False
-  local = manifest_lib.Manifest.from_bytes((version_dir / versions.MANIFEST).read_bytes(),
-                                           str(version_dir))
-  if manifest is not None and local.content() != manifest.content():
-    return False  # deleted and published again with other content
-  try:  # (a copy cached before fetch checked this: fetched again, and then refused)
+  sizes always, checksums if `deep`; its manifest lists every shard its dataset_info.json
+  names. False, never an error, for a copy that is damaged or going away (a fetch
+  replacing it holds the version's lock, a reader may not): fetched again."""
+  try:
+    if not all((version_dir / name).exists()
+               for name in (*versions.COMMIT_FILES, versions.MANIFEST)):
+      return False
+    local = manifest_lib.Manifest.from_bytes((version_dir / versions.MANIFEST).read_bytes(),
+                                             str(version_dir))
+    if manifest is not None and local.content() != manifest.content():
+      return False  # deleted and published again with other content
+    # (a copy cached before fetch checked this: fetched again, and then refused)
     local.check_every_shard_listed(version_dir / versions.DATASET_INFO, str(version_dir))
-  except versions.PublishError:
+    for name, entry in local.files.items():
+      path = version_dir / name
+      if not path.is_file() or path.stat().st_size != entry["size"]:
+        return False
+      if deep and bucket_lib.file_digests(path)[0] != entry["sha256"]:
+        return False
+  except (OSError, versions.PublishError):
     return False
-  for name, entry in local.files.items():
-    path = version_dir / name
-    if not path.is_file() or path.stat().st_size != entry["size"]:
-      return False
-    if deep and bucket_lib.file_digests(path)[0] != entry["sha256"]:
-      return False
   return True
 
 

@@ -368,3 +368,23 @@ def test_a_copy_cached_without_a_shard_its_dataset_info_names_is_not_taken_as_co
   (cached / "ds/cfg/1.0.0" / shard).unlink()
   with pytest.raises(versions.PublishError, match=f"the manifest lists no '{shard}'"):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+
+
+@pytest.mark.parametrize("damage", ["not JSON", "unreadable"])
+def test_a_damaged_cached_manifest_is_fetched_again_not_an_error(tmp_path, damage):
+  """The cache's own manifest damaged (a disk error, an editor): the version is fetched
+  again, whole; it was a PublishError telling the user to "tell the publisher", at every
+  fetch."""
+  from publish_helpers import small_version
+  small_version(tmp_path / "data")
+  url, cache = str(tmp_path / "bucket"), tmp_path / "cache"
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  cached = pathlib.Path(fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False))
+  manifest = cached / "ds/cfg/1.0.0" / versions.MANIFEST
+  if damage == "not JSON":
+    manifest.write_text("{damaged")
+  else:
+    manifest.unlink()
+    manifest.mkdir()  # (reading it: IsADirectoryError)
+  fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+  assert fetch.local_copy_ok(cached / "ds/cfg/1.0.0", deep=True)
