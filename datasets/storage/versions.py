@@ -81,7 +81,7 @@ class Ref:
       raise SpecError(f"{spec!r} is not NAME[/CONFIG][:VERSION] (e.g. flowers:1.0.0, "
                       "synthetic_images/tiny:1.0.0)")
     ref = cls(**match.groupdict())
-    if ref.config is not None and _VERSION.match(ref.config):
+    if ref.config_like_a_version:
       raise SpecError(f"{spec!r}: a config named like a version is refused (its folder "
                       f"{ref.name}/{ref.config} is where version {ref.config} of {ref.name} "
                       f"without a config lives); did you mean {ref.name}:{ref.config}?")
@@ -103,13 +103,18 @@ class Ref:
             f"{where}: the {what} {part!r} is not a plain folder name (absolute, '..', empty "
             "or hidden parts): refused, nothing was written; if it came from a bucket, its "
             "metadata is damaged or forged, tell the publisher")
-    if self.config is not None and _VERSION.match(self.config):
+    if self.config_like_a_version:
       raise PublishError(
           f"{where}: the config {self.config!r} is named like a version ({self.name}/"
           f"{self.config} is where version {self.config} of {self.name} without a config "
           "lives): refused, nothing was written; if it came from a bucket, its metadata is "
           "damaged or forged, tell the publisher")
     return self
+
+  @property
+  def config_like_a_version(self) -> bool:
+    """Whether its config is named X.Y.Z: refused (`checked`)."""
+    return self.config is not None and bool(_VERSION.match(self.config))
 
   @property
   def folder(self) -> str:
@@ -137,10 +142,9 @@ def local_refs(data_dir) -> list[Ref]:
   found = []
   for info_path in [*root.glob(f"*/*/{DATASET_INFO}"), *root.glob(f"*/*/*/{DATASET_INFO}")]:
     parts = info_path.parent.relative_to(root).parts
-    if (_VERSION.match(parts[-1]) and all(map(is_plain_part, parts))
-        and not (len(parts) == 3 and _VERSION.match(parts[1]))  # (`Ref.checked`)
-        and (info_path.parent / MARKER).exists()):
-      found.append(Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1]))
+    ref = Ref(parts[0], parts[1] if len(parts) == 3 else None, parts[-1])
+    if _VERSION.match(ref.version) and _plain(ref) and (info_path.parent / MARKER).exists():
+      found.append(ref)
   return sorted(found, key=sort_key)
 
 
@@ -155,7 +159,7 @@ def _plain(ref: "Ref") -> bool:
   shown on a terminal and joined to a path), its config not named like a version
   (`Ref.checked`)."""
   return (all(is_plain_part(part) for part in (ref.name, ref.config or "x", ref.version or "x"))
-          and not _VERSION.match(ref.config or ""))
+          and not ref.config_like_a_version)
 
 
 def build_command(ref: Ref, data_dir, source: str | None = None,
