@@ -86,11 +86,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
   ref, manifest = transfer.open_version(
       bucket, spec, lambda r: cached_manifest(data_dir, r) if (data_dir / r.folder).is_dir()
       else None, retry_seconds=0, log=log)
-  unloadable = [name for name in versions.COMMIT_FILES if name not in manifest.files]
-  if unloadable:  # (fetched, it would be no version, and fetched again at every call)
-    raise versions.PublishError(
-        f"{bucket.url_of(ref.folder)}: its manifest lists no {' nor '.join(unloadable)}: not "
-        "a version TFDS can load, nothing fetched; it is damaged or forged, tell the publisher")
+  manifest.check_loadable(bucket.url_of(ref.folder))
   version_dir = data_dir / ref.folder
   root = cache_root(cache_dir)
   # Every folder written below is checked before anything is (no symlink followed out).

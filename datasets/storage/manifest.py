@@ -85,14 +85,21 @@ class Manifest:
     """The identity of the version's content: equal content means an identical version."""
     return {name: (f["size"], f["sha256"]) for name, f in self.files.items()}
 
-  def check_every_shard_listed(self, dataset_info: pathlib.Path, where: str) -> None:
-    """PublishError unless this manifest lists every shard file the version's
-    `dataset_info` (downloaded, checked against it) names: a version fetched without one
-    would be taken for complete and fail in training, at every load. Its splits are
-    untrusted: any malformed one refuses."""
+  def check_loadable(self, where: str) -> None:
+    """PublishError unless this manifest lists the commit files: without them the version
+    is none TFDS can load (fetched, it would be fetched again at every call)."""
     unloadable = [name for name in versions.COMMIT_FILES if name not in self.files]
     if unloadable:
-      raise _damaged(where, f"lists no {' nor '.join(unloadable)}: not a version TFDS can load")
+      raise versions.PublishError(
+          f"{where}: its manifest lists no {' nor '.join(unloadable)}: not a version TFDS "
+          "can load, nothing fetched; it is damaged or forged, tell the publisher")
+
+  def check_every_shard_listed(self, dataset_info: pathlib.Path, where: str) -> None:
+    """PublishError unless this manifest is loadable (`check_loadable`) and lists every
+    shard file the version's `dataset_info` (downloaded, checked against it) names: a
+    version fetched without one would be taken for complete and fail in training, at
+    every load. Its splits are untrusted: any malformed one refuses."""
+    self.check_loadable(where)
     try:
       info = json.loads(dataset_info.read_bytes())
       named = [name for names in versions.split_files(info).values() for name in names]
