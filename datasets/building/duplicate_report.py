@@ -37,10 +37,10 @@ def raise_if_leaking(report: generation.Report, title: str) -> None:
     duplicates.raise_if_leaking(report.known.groups, title)
 
 
-def _quality_json(findings: list[image_quality.Finding], tallies: dataset_card.Tallies) -> str:
-  # (compact, by the C encoder: Python's indenting one is several times slower on a large
-  # version's report; `jq` shows them)
-  return json.dumps(image_quality.to_json(findings, tallies.num_images), separators=(",", ":"))
+def _compact(report) -> str:
+  # (by the C encoder: Python's indenting one is several times slower on a large version's
+  # report; `jq` shows them)
+  return json.dumps(report, separators=(",", ":"))
 
 
 def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
@@ -58,7 +58,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
   if report.known is not None:
     meanwhile()
     groups, findings, tallies = report.known.groups, report.known.findings, report.known.tallies
-    quality = _quality_json(findings, tallies)
+    quality = _compact(image_quality.to_json(findings, tallies.num_images))
   else:
     images = report.images  # the examples written (not the dropped, nor those past a cap)
     members = [member for member, _ in images]
@@ -66,7 +66,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     finding = duplicates.begin(members, fingerprints, pool=pool)
     findings = image_quality.find(members, fingerprints)
     tallies = dataset_card.Tallies.of(images)
-    quality = _quality_json(findings, tallies)
+    quality = _compact(image_quality.to_json(findings, tallies.num_images))
     meanwhile()
     groups = finding.groups()
   if not tallies.num_images:
@@ -76,8 +76,7 @@ def finish(report: generation.Report, data_dir: epath.PathLike, *, action: str,
     duplicates.raise_if_leaking(groups, title)
   directory = epath.Path(data_dir)
   report_json = duplicates.to_json(groups, tallies.num_images, report.dropped)
-  # (compact, as `_quality_json`)
-  (directory / duplicates.REPORT_FILE).write_text(json.dumps(report_json, separators=(",", ":")))
+  (directory / duplicates.REPORT_FILE).write_text(_compact(report_json))
   (directory / image_quality.QUALITY_FILE).write_text(quality)
   (directory / dataset_card.CARD_FILE).write_text(
       dataset_card.markdown(title, tallies, groups, report.dropped, findings))
