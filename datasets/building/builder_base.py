@@ -126,19 +126,23 @@ def _image_of(read, key: str, label_id: int | None) -> bytes:
 
 def _located(folder: pathlib.Path, split: str, rows: list, labels: list, classes: list,
              shard_names: list, starts: list[int], offsets: list[int], file_format: str,
-             held: schema.Schema, position: int) -> "version_examples.Located":
+             held: schema.Schema, digests: dict[str, str], position: int
+             ) -> "version_examples.Located":
   """The `Located` of the example at `position` of `split` (`_page_catalog`'s): its record
-  in its shard (`starts`: each shard's first position), at its offset there."""
+  in its shard (`starts`: each shard's first position), at its offset there; `digests`:
+  the SHA-256 of the shards whose bytes this build knows."""
   shard = bisect.bisect_right(starts, position) - 1
   read = record_index.record_reader(
       folder, shard_names[shard], file_format, position - starts[shard],
       starts[shard + 1] - starts[shard], rows[position][1], offsets[position])
   key, (label, label_id) = rows[position][0], labels[position]
   marked = held.task == schema.DETECTION or held.mask is not None
+  digest = digests.get(shard_names[shard])
   return version_examples.Located(
       split, key, label, functools.partial(_image_of, read, key, label_id),
       functools.cache(functools.partial(_marks_of, read, held)) if marked else None,
-      classes[position])
+      classes[position],
+      f"{digest}/{position - starts[shard]}" if digest and not marked else None)
 
 
 def _marks_of(read, held: schema.Schema) -> tuple[tuple, bytes | None]:
@@ -247,6 +251,9 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _download_and_prepare(self, dl_manager, download_config):
     self.generation = None  # this build's `generation.Generation`, once it runs one
     self.found = None  # what its reports hold (`duplicate_report.Found`), once written
+    # shard file name -> the SHA-256 of its bytes, for the shards the build indexed (kept or
+    # written: `_write_record_index`)
+    self.shard_digests: dict[str, str] = {}
     super()._download_and_prepare(dl_manager, download_config)
     if (self._writes_page() and self._leakage() != "off"
         and not class_folders_tree.is_remote(self.data_path)):
@@ -397,7 +404,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       catalog[split] = version_examples.Catalog(
           names, [label for label, _ in labels], classes,
           functools.partial(_located, folder, split, rows, labels, classes, info.filenames,
-                            starts, offsets, file_format, held))
+                            starts, offsets, file_format, held, self.shard_digests))
     return catalog
 
   def _page_images(self) -> list | None:
@@ -460,7 +467,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         kept = None if self.PLAN is None else self.PLAN.kept_shard(info.name, position)
         if kept is None and start + length > len(rows):  # (on Beam: made by TFDS's writer)
           on_workers.append((info.name, shard_name))
-          key = None
+          key = digest = None  # (hashed by the workers)
           if local:  # (its stat before the workers hash it)
             keys_on_workers[shard_name] = shard_hashes.key_of(
                 pathlib.Path(self.data_path) / shard_name)
@@ -478,6 +485,8 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
           key, digest = kept_checked.keys.get(kept.name), kept.sha256
         if key is not None:  # (a shard without a stat is read by the next build)
           written[shard_name] = key, digest
+        if digest is not None:
+          self.shard_digests[shard_name] = digest
         start += length
     if on_beam:
       from imagesets.building import beam_index  # (Beam builds only: it imports Beam)
@@ -487,6 +496,7 @@ class ImageSetBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                  runner=download_config.beam_runner)
       self.generation.drop_beam_rows()
       written.update((name, (key, digests[name])) for name, key in keys_on_workers.items())
+      self.shard_digests.update(digests)
     if written and local:
       shard_hashes.save(self.data_path, str(self.info.version), written, checked)
 

@@ -4,11 +4,16 @@ the examples the two share without decoding them again.
 A picture is a function of the example's image bytes, boxes and mask, and of how pictures
 are drawn (`report_page`'s sizes, `DRAWING`, the versions of Pillow and simplejpeg): its
 key is a SHA-256 of all of them, so a picture is reused only for the very same input.
+An example whose record the build knows by its shard's SHA-256 and its position there
+(`version_examples.Located.record`: a shard the next version keeps whole keeps both) is
+also found by that (`record_key`), without reading it; an example's bytes are read only
+when that finds nothing.
 Only a build on another version reads the cache (`reuse`); every build writes it: a JSON
-file beside a name's versions (`FILE`), rewritten after each page with the pictures that
-page holds (bounded as the page is). One that is not a regular file of at most
-`_MAX_BYTES` of JSON, or an entry that is not a JPEG data URI under a SHA-256 key, is
-ignored (the picture is made again). Local data dirs only.
+file beside a name's versions (`FILE`: {"pictures": key -> picture, "records": record
+key -> key}), rewritten after each page with the pictures that page holds (bounded as the
+page is). One that is not a regular file of at most `_MAX_BYTES` of JSON, or an entry
+that is not a JPEG data URI under a SHA-256 key (or a SHA-256 under one), is ignored (the
+picture is made again). Local data dirs only.
 """
 
 import hashlib
@@ -39,6 +44,12 @@ def beside(version_dir) -> pathlib.Path | None:
   return None if "://" in str(version_dir) else pathlib.Path(version_dir).parent / FILE
 
 
+def record_key(record: str) -> str:
+  """The key of the picture of the record `record` names (`Located.record`)."""
+  return hashlib.sha256(repr((_DRAWN_BY, report_page.THUMBNAIL, report_page.THUMBNAIL_QUALITY,
+                              "record", record)).encode()).hexdigest()
+
+
 def key(image: bytes, boxes, mask: bytes | None) -> str:
   digest = hashlib.sha256(repr((_DRAWN_BY, report_page.THUMBNAIL, report_page.THUMBNAIL_QUALITY,
                                 len(image), boxes, mask is not None and len(mask))).encode())
@@ -55,43 +66,61 @@ class Cache:
   def __init__(self, path: pathlib.Path | None, *, reuse: bool = True,
                make: Callable[[bytes, tuple, bytes | None], str | None] | None = None):
     self.path, self._make = path, make or report_page.thumbnail
-    self._old = _read(path) if path is not None and reuse else {}
+    self._old, self._old_records = _read(path) if path is not None and reuse else ({}, {})
     self._used: dict[str, str] = {}
+    self._used_records: dict[str, str] = {}
     self._lock = threading.Lock()
     self.reused = 0
 
   def picture(self, example) -> str | None:
-    image, boxes, mask = example.image, example.boxes, example.mask
-    found = key(image, boxes, mask)
-    uri = self._old.get(found)
-    if uri is None:
+    record = getattr(example, "record", None)
+    by_record = record_key(record) if record is not None else None
+    found = self._old_records.get(by_record) if by_record is not None else None
+    uri = self._old.get(found) if found is not None else None
+    if uri is None:  # (read: the picture of the same bytes, else made)
+      image, boxes, mask = example.image, example.boxes, example.mask
+      found = key(image, boxes, mask)
+      uri = self._old.get(found)
+    reused = uri is not None
+    if not reused:
       uri = self._make(image, boxes, mask)
-    else:
-      with self._lock:
-        self.reused += 1
     if uri is not None:
       with self._lock:
+        self.reused += reused
         self._used[found] = uri
+        if by_record is not None:
+          self._used_records[by_record] = found
     return uri
 
   def save(self) -> None:
     if self.path is None:
       return
     try:
-      atomic_files.write(self.path, json.dumps(self._used, sort_keys=True,
-                                               separators=(",", ":")).encode())
+      atomic_files.write(self.path, json.dumps(
+          {"pictures": self._used, "records": self._used_records}, sort_keys=True,
+          separators=(",", ":")).encode())
     except OSError as why:  # (a cache: the page is written whatever happens to it)
       logging.warning("%s: not written (%s): the next page makes its pictures again",
                       self.path, why)
 
 
-def _read(path: pathlib.Path) -> dict[str, str]:
+def _read(path: pathlib.Path) -> tuple[dict[str, str], dict[str, str]]:
+  """(key -> picture, record key -> key) of the cache at `path`: what is as `save` writes
+  it; an older cache's flat key -> picture is pictures only."""
   try:  # (NotAFileOfOurs is a ValueError)
     stored = json.loads(atomic_files.read_back(path, _MAX_BYTES))
   except (OSError, ValueError, RecursionError):
-    return {}
+    return {}, {}
   if not isinstance(stored, dict):
-    return {}
-  return {k: v for k, v in stored.items()
-          if isinstance(k, str) and _KEY.fullmatch(k) and isinstance(v, str)
-          and _URI.fullmatch(v)}
+    return {}, {}
+  pictures, records = ((stored.get("pictures"), stored.get("records"))
+                       if "pictures" in stored else (stored, {}))
+  if not (isinstance(pictures, dict) and isinstance(records, dict)):
+    return {}, {}
+  return ({k: v for k, v in pictures.items() if _is_key(k) and isinstance(v, str)
+           and _URI.fullmatch(v)},
+          {k: v for k, v in records.items() if _is_key(k) and _is_key(v)})
+
+
+def _is_key(value) -> bool:
+  return isinstance(value, str) and _KEY.fullmatch(value) is not None

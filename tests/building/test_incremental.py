@@ -598,6 +598,11 @@ def test_the_page_from_the_record_index_is_the_page_read_from_the_records(base, 
   assert report_page.render(read_whole) == page
   assert 0 < len(reads) <= page.count("data:image/jpeg")
   assert len(reads) < sum(s.num_examples for s in builder.info.splits.values())
+  if case == "built on a base":  # (the base's pictures of the shards kept whole: not read)
+    kept = {record_index.sha256_of(path)
+            for path in (data_dir / "pets" / "1.0.0").glob("pets-*.tfrecord-*")}
+    read_from = {record_index.sha256_of(folder / pathlib.Path(args[0]).name) for args in reads}
+    assert read_from and not read_from & kept
 
 
 def test_a_record_read_for_another_photo_is_an_error_not_its_picture(base):

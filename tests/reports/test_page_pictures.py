@@ -48,7 +48,7 @@ def test_a_second_page_reuses_the_pictures_of_the_same_images_only(tmp_path):
   assert second._make.made == [edited.image, boxed.image]  # (other bytes; other boxes)
   assert again[10] == report_page.thumbnail(edited.image) and again[11] != uris[1]
   second.save()  # holds what the second page asked for, no more
-  assert len(json.loads(path.read_text())) == 12
+  assert len(json.loads(path.read_text())["pictures"]) == 12
 
 
 def test_a_cache_that_is_not_one_costs_pictures_not_a_wrong_one(tmp_path):
@@ -58,14 +58,14 @@ def test_a_cache_that_is_not_one_costs_pictures_not_a_wrong_one(tmp_path):
   good = [cache.picture(e) for e in examples]
   cache.save()
   stored = json.loads(path.read_text())
-  keys = sorted(stored)
-  stored[keys[0]] = "javascript:alert(1)"  # (inlined into the page: refused)
-  stored[keys[1]] = "data:image/jpeg;base64,<b>"
+  keys = sorted(stored["pictures"])
+  stored["pictures"][keys[0]] = "javascript:alert(1)"  # (inlined into the page: refused)
+  stored["pictures"][keys[1]] = "data:image/jpeg;base64,<b>"
   path.write_text(json.dumps(stored))
   counted = page_pictures.Cache(path, make=Counted())
   assert [counted.picture(e) for e in examples] == good
   assert len(counted._make.made) == 2 and counted.reused == 1
-  for text in ("{", "[1, 2]", ""):
+  for text in ("{", "[1, 2]", "", '{"pictures": [], "records": {}}'):
     path.write_text(text)
     counted = page_pictures.Cache(path, make=Counted())
     assert [counted.picture(e) for e in examples] == good and counted.reused == 0
@@ -106,3 +106,52 @@ def test_what_is_not_a_regular_file_is_not_read(tmp_path):
   path.unlink()
   path.symlink_to("/dev/zero")  # (not followed, never read whole)
   assert page_pictures.Cache(path)._old == {}
+
+
+class Reads:
+  """A `version_examples.Located`'s reader that counts its reads."""
+
+  def __init__(self, image: bytes):
+    self.image, self.count = image, 0
+
+  def __call__(self) -> bytes:
+    self.count += 1
+    return self.image
+
+
+def _located(example, record: str | None) -> tuple[version_examples.Located, Reads]:
+  read = Reads(example.image)
+  return version_examples.Located(example.split, example.file_name, example.label, read,
+                                  record=record), read
+
+
+def test_a_record_known_by_its_shard_and_position_is_pictured_without_reading_it(tmp_path):
+  path = tmp_path / page_pictures.FILE
+  examples = _examples(4)
+  first = page_pictures.Cache(path, reuse=False)
+  records = [f"{'ab' * 32}/{i}" for i in range(4)]
+  uris = [first.picture(_located(e, r)[0]) for e, r in zip(examples, records)]
+  first.save()
+  second = page_pictures.Cache(path, make=Counted())
+  kept = [_located(e, r) for e, r in zip(examples, records)]
+  assert [second.picture(located) for located, _ in kept] == uris
+  assert [read.count for _, read in kept] == [0] * 4 and second.reused == 4
+  # Another shard or position is another record: read, and its picture found by its bytes
+  # (a photo a rewritten shard keeps)
+  moved, read = _located(examples[0], f"{'cd' * 32}/0")
+  assert second.picture(moved) == uris[0] and read.count == 1 and second.reused == 5
+  assert second._make.made == []
+  second.save()
+  stored = json.loads(path.read_text())
+  assert len(stored["pictures"]) == 4 and len(stored["records"]) == 5
+  # A record key pointing at no stored picture, or a cache of an older imagesets (key ->
+  # picture only): the record is read
+  stored["pictures"].pop(stored["records"][page_pictures.record_key(records[2])])
+  path.write_text(json.dumps(stored))
+  third = page_pictures.Cache(path, make=Counted())
+  located, read = _located(examples[2], records[2])
+  assert third.picture(located) == uris[2] and read.count == 1 and len(third._make.made) == 1
+  path.write_text(json.dumps(stored["pictures"]))
+  older = page_pictures.Cache(path, make=Counted())
+  located, read = _located(examples[3], records[3])
+  assert older.picture(located) == uris[3] and read.count == 1 and older.reused == 1
