@@ -44,7 +44,9 @@ def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict, local_path) -> b
 
   Uses the checksum the store computed from the bytes it received when it gives one we
   can compute too (GCS MD5; S3 ETag: MD5 for single-part uploads, MD5 of the part MD5s
-  for multipart ones), else reads the object back and compares SHA-256.
+  for multipart ones), else reads the object back and compares SHA-256. In a folder
+  bucket, what is not a regular file (a link, even to the right bytes; a FIFO) is not: the
+  readers refuse it.
   """
   try:
     info = bucket.info(rel)
@@ -56,7 +58,10 @@ def _verified(bucket: bucket_lib.Bucket, rel: str, entry: dict, local_path) -> b
     return True
   if info.multipart_etag and bucket_lib.s3_multipart_etag(local_path) == info.multipart_etag:
     return True
-  return bucket.sha256(rel) == entry["sha256"]
+  try:
+    return bucket.sha256(rel) == entry["sha256"]
+  except bucket_lib.NotAnObjectError:  # (what readers refuse: uploaded again, replacing it)
+    return False
 
 
 def _other_versions(bucket, ref: versions.Ref) -> tuple[dict[versions.Ref, set[str]],

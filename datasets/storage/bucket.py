@@ -23,7 +23,7 @@ import re
 import tempfile
 import time
 import urllib.parse
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import fsspec
 from fsspec import asyn
@@ -375,11 +375,12 @@ class Bucket:
                       multipart_etag=etag if re.fullmatch(r"[0-9a-f]{32}-\d+", etag) else None)
 
   def sha256(self, rel: str) -> str:
-    """SHA-256 of an object's bytes as read back from the store."""
+    """SHA-256 of an object's bytes as read back from the store, as readers read them (in
+    a folder, a regular file only: NotAnObjectError for a link, FIFO or device)."""
     sha = hashlib.sha256()
     with self._translated("read", rel):
-      with self.fs.open(self._path(rel), "rb", block_size=CHUNK) as f:
-        while chunk := f.read(CHUNK):
+      with self._open_object(rel, None) as f:
+        for chunk in _chunks(f, None):
           sha.update(chunk)
     return sha.hexdigest()
 
@@ -394,12 +395,14 @@ class Bucket:
         self.fs.put_file(local_path, self._path(rel), callback=callback, **extra)
 
   def download(self, rel: str, local_path: str, progress: ProgressFn | None = None) -> None:
-    callback = _Callback(progress)
+    """Copies the object to `local_path`, whole or not at all (in a folder, a regular file
+    only, as `copy_to` reads it)."""
+    if self.is_local:
+      with self._translated("download", rel), self._open_object(rel, None) as source:
+        atomic_files.write(local_path, _counted(_chunks(source, None), progress))
+      return
     with self._translated("download", rel):
-      if self.is_local:
-        atomic_files.copy(self._path(rel), local_path, progress=callback.relative_update)
-      else:
-        self.fs.get_file(self._path(rel), local_path, callback=callback)
+      self.fs.get_file(self._path(rel), local_path, callback=_Callback(progress))
 
   def copy(self, src_rel: str, dst_rel: str) -> None:
     """Copies the object at `src_rel` to `dst_rel` inside the store, no byte through this
@@ -452,6 +455,13 @@ class Bucket:
       return
     with self._translated("delete from", rels[0]):
       self.fs.rm([self._path(rel) for rel in rels])
+
+
+def _counted(chunks: Iterable[bytes], progress: ProgressFn | None) -> Iterator[bytes]:
+  for chunk in chunks:
+    yield chunk
+    if progress:
+      progress(len(chunk))
 
 
 def _chunks(source, limit: int | None):

@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -199,6 +200,33 @@ def test_leftovers_of_an_unfinished_upload_are_removed(bucket_url, tiny_data_dir
       f"{FOLDER}/{versions.MANIFEST}", f"{FOLDER}/{versions.CLAIM}"}
   shard = "synthetic_images-train.tfrecord-00000-of-00004"
   assert store.read_bytes(f"{FOLDER}/{shard}") == (tiny_data_dir / FOLDER / shard).read_bytes()
+
+
+def test_a_folder_object_that_readers_refuse_is_uploaded_again_not_taken_as_done(
+    tiny_data_dir, tmp_path):
+  # In one's own folder bucket, a shard in its place as a link to the very bytes (someone
+  # deduplicated with links), or an empty file's name held by a FIFO, is what fetch and
+  # streaming refuse unread: publish uploads a regular file in its place (it neither takes
+  # the link as verified nor waits on the FIFO).
+  url = str(tmp_path / "bucket")
+  data_dir = tmp_path / "data"
+  shutil.copytree(tiny_data_dir, data_dir)
+  (data_dir / FOLDER / "empty.txt").write_bytes(b"")
+  shard = next(p.name for p in (data_dir / FOLDER).glob("*.tfrecord-*"))
+  folder = pathlib.Path(url) / FOLDER
+  folder.mkdir(parents=True)
+  (folder / shard).symlink_to(data_dir / FOLDER / shard)
+  os.mkfifo(folder / "empty.txt")
+  results = []  # (a publish that opened the FIFO would wait for a writer forever: the
+  publishing = threading.Thread(  # suite must fail, not hang)
+      target=lambda: results.append(quiet_publish(TINY, data_dir, url)), daemon=True)
+  publishing.start()
+  publishing.join(timeout=120)
+  assert results, "publish waited on a FIFO in the bucket (or failed: see above)"
+  assert results[0].status == "published" and results[0].reused == 0
+  assert not (folder / shard).is_symlink() and (folder / "empty.txt").is_file()
+  fetched = fetch.fetch(url, TINY, cache_dir=tmp_path / "cache", progress=False)
+  assert examples(fetched) == examples(tiny_data_dir)
 
 
 def test_nested_files_an_interrupted_upload_left_are_reused_or_removed(
