@@ -100,16 +100,18 @@ class Manifest:
     version fetched without one would be taken for complete and fail in training, at
     every load. Its splits are untrusted: any malformed one refuses."""
     self.check_loadable(where)
+    first, more = None, 0  # (the names one at a time: a forged file may name millions)
     try:
       info = json.loads(dataset_info.read_bytes())
-      named = [name for names in versions.split_files(info).values() for name in names]
+      for _, name in versions.shard_names(info):
+        if name not in self.files:
+          first, more = (name, more) if first is None else (first, more + 1)
     except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
       raise _damaged(where, f"comes with a {versions.DATASET_INFO} that names no readable "
                      f"splits ({type(why).__name__})") from None
-    missing = [name for name in named if name not in self.files]
-    if missing:
-      raise _damaged(where, f"lists no {missing[0]!r}" + (
-          f" (nor {len(missing) - 1} more shard(s))" if len(missing) > 1 else "")
+    if first is not None:
+      raise _damaged(where, f"lists no {first!r:.300}" + (
+          f" (nor {more} more shard(s))" if more else "")
           + f", which its {versions.DATASET_INFO} names")
 
   def to_bytes(self) -> bytes:

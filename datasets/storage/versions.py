@@ -20,6 +20,7 @@ import json
 import pathlib
 import re
 import shlex
+from typing import Iterator
 
 from imagesets import constants
 from imagesets import registry
@@ -287,15 +288,35 @@ def split_files(info: dict) -> dict[str, list[str]]:
   """{split: shard file names} from a parsed dataset_info.json (read without TFDS, so
   that publish and list never load TensorFlow)."""
   out = {}
+  for split, name in shard_names(info):
+    out.setdefault(split, []).append(name)
+  return out
+
+
+NAME_MAX = 255  # bytes of a file name (Linux, macOS): no shard of a version is longer
+
+
+def shard_names(info: dict) -> Iterator[tuple[str, str]]:
+  """(split, shard file name) of each shard a parsed dataset_info.json names, one at a
+  time: an untrusted file is checked without holding them all (a forged one naming
+  millions, or a template repeating a long name). ValueError for names longer than any
+  file's (NAME_MAX characters), found before they are made."""
   for split in info.get("splits", []):
     count = len(split.get("shardLengths", []))
     # (an empty template is TFDS's default, as for TFDS itself)
     template = split.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
-    out[split["name"]] = [
-        template.replace("{DATASET}", info["name"]).replace("{SPLIT}", split["name"])
-        .replace("{FILEFORMAT}", info.get("fileFormat", "tfrecord"))
-        .replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}") for index in range(count)]
-  return out
+    named = template
+    for placeholder, value in (("{DATASET}", info["name"]), ("{SPLIT}", split["name"]),
+                               ("{FILEFORMAT}", info.get("fileFormat", "tfrecord")),
+                               ("{SHARD_X_OF_Y}", f"{count:05d}-of-{count:05d}")):
+      # (its length first: a long value in a long template is never made)
+      if len(named) + named.count(placeholder) * (len(value) - len(placeholder)) > NAME_MAX:
+        raise ValueError(f"split {split['name']!r:.80} names shards longer than {NAME_MAX} "
+                         "characters")
+      if placeholder != "{SHARD_X_OF_Y}":
+        named = named.replace(placeholder, value)
+    for index in range(count):
+      yield split["name"], named.replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}")
 
 
 def split_counts(info: dict) -> dict[str, int]:

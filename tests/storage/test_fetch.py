@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import tracemalloc
 import urllib.error
 import urllib.request
 
@@ -310,7 +311,8 @@ def test_a_manifest_listing_no_commit_files_is_refused_and_nothing_is_fetched(tm
 
 
 @pytest.mark.parametrize("forgery", ["shard left out", "splits unreadable", "no dataset_info",
-                                     "a shard more named"])
+                                     "a shard more named", "a long name repeated",
+                                     "millions of shards"])
 def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     tmp_path, forgery):
   """A manifest listing fewer shards than its dataset_info.json names (or with splits that
@@ -333,6 +335,18 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
     forged["files"][versions.DATASET_INFO] = manifest_lib.entry(info)
     match = (r"/ds/cfg/1.0.0: the manifest lists no 'ds-train.tfrecord-00000-of-00002' "
              r"\(nor 1 more shard\(s\)\), which its dataset_info.json names: refused")
+  elif forgery in ("a long name repeated", "millions of shards"):
+    # (what a few hundred kB of JSON name: a 40 MB name, or 30 MB of 300,000 names, had
+    # they been made; checked one at a time, and a long one refused before it is made)
+    long = forgery == "a long name repeated"
+    info = folder / versions.DATASET_INFO
+    info.write_text(json.dumps({"name": "d" * 2_000 if long else "ds", "splits": [{
+        "name": "train", "filepathTemplate": "{DATASET}" * 20_000 if long else "",
+        "shardLengths": ["1"] * (1 if long else 300_000)}]}))
+    forged["files"][versions.DATASET_INFO] = manifest_lib.entry(info)
+    match = (r"names no readable splits \(ValueError\)" if long else
+             r"lists no 'ds-train.tfrecord-00000-of-300000' \(nor 299999 more")
+    tracemalloc.start()
   elif forgery == "no dataset_info":  # (fetch says so before it downloads: see above)
     del forged["files"][versions.DATASET_INFO]
     match = r"/ds/cfg/1.0.0: (its|the) manifest lists no dataset_info.json"
@@ -345,6 +359,10 @@ def test_a_manifest_that_leaves_out_a_shard_is_refused_and_no_version_is_cached(
   cache = tmp_path / "cache"
   with pytest.raises(versions.PublishError, match=match):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+  if tracemalloc.is_tracing():
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 * 2**20
   assert not versions.local_refs(fetch.cached_data_dir(url, cache))
   assert not list(cache.rglob("*.tfrecord-*"))  # (refused before any shard is fetched)
   with pytest.raises(versions.PublishError, match=match):  # (streamed: at every open)
