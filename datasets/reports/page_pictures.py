@@ -4,10 +4,11 @@ the examples the two share without decoding them again.
 A picture is a function of the example's image bytes, boxes and mask, and of how pictures
 are drawn (`report_page`'s sizes, `DRAWING`, the versions of Pillow and simplejpeg): its
 key is a SHA-256 of all of them, so a picture is reused only for the very same input.
-An example whose record the build knows by its shard's SHA-256 and its position there
-(`version_examples.Located.record`: a shard the next version keeps whole keeps both) is
-also found by that (`record_key`), without reading it; an example's bytes are read only
-when that finds nothing.
+An example whose record the build knows by its place (`version_examples.Located.record`:
+its shard's SHA-256, its position there and its index row; a shard the next version keeps
+whole keeps them all) is also found by that (`record_key`), without reading it: such an
+entry was made from a read that checked that row against the record. An example's bytes
+are read only when that finds nothing.
 Only a build on another version reads the cache (`reuse`); every build writes it: a JSON
 file beside a name's versions (`FILE`: {"pictures": key -> picture, "records": record
 key -> key}), rewritten after each page with the pictures that page holds (bounded as the
