@@ -287,36 +287,43 @@ def default_config(metadata: bytes | None):
 def split_files(info: dict) -> dict[str, list[str]]:
   """{split: shard file names} from a parsed dataset_info.json (read without TFDS, so
   that publish and list never load TensorFlow)."""
-  out = {}
-  for split, name in shard_names(info):
-    out.setdefault(split, []).append(name)
-  return out
+  return {split["name"]: list(_split_shard_names(info, split))
+          for split in info.get("splits", [])}
 
 
-NAME_MAX = 255  # bytes of a file name (Linux, macOS): no shard of a version is longer
+PATH_MAX = 4096  # characters of a shard's path in a version (Linux's limit, in bytes)
 
 
 def shard_names(info: dict) -> Iterator[tuple[str, str]]:
   """(split, shard file name) of each shard a parsed dataset_info.json names, one at a
   time: an untrusted file is checked without holding them all (a forged one naming
-  millions, or a template repeating a long name). ValueError for names longer than any
-  file's (NAME_MAX characters), found before they are made."""
+  millions). ValueError for names longer than PATH_MAX, found before they are made (a
+  template repeating a long name)."""
   for split in info.get("splits", []):
-    count = len(split.get("shardLengths", []))
-    # (an empty template is TFDS's default, as for TFDS itself)
-    template = split.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
-    named = template
-    for placeholder, value in (("{DATASET}", info["name"]), ("{SPLIT}", split["name"]),
-                               ("{FILEFORMAT}", info.get("fileFormat", "tfrecord")),
-                               ("{SHARD_X_OF_Y}", f"{count:05d}-of-{count:05d}")):
-      # (its length first: a long value in a long template is never made)
-      if len(named) + named.count(placeholder) * (len(value) - len(placeholder)) > NAME_MAX:
-        raise ValueError(f"split {split['name']!r:.80} names shards longer than {NAME_MAX} "
-                         "characters")
-      if placeholder != "{SHARD_X_OF_Y}":
-        named = named.replace(placeholder, value)
-    for index in range(count):
-      yield split["name"], named.replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}")
+    for name in _split_shard_names(info, split):
+      yield split["name"], name
+
+
+def _split_shard_names(info: dict, split: dict) -> Iterator[str]:
+  count = len(split.get("shardLengths", []))
+  if not count:
+    return
+  # (an empty template is TFDS's default, as for TFDS itself)
+  named = split.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+  for placeholder, value in (("{DATASET}", info["name"]), ("{SPLIT}", split["name"]),
+                             ("{FILEFORMAT}", info.get("fileFormat", "tfrecord")),
+                             ("{SHARD_X_OF_Y}", f"{count:05d}-of-{count:05d}")):
+    # (each step's length first: no step makes more than the template or PATH_MAX, and
+    # the last, the longest name's length, is at most PATH_MAX)
+    length = len(named) + named.count(placeholder) * (len(value) - len(placeholder))
+    if length > max(PATH_MAX, len(named)) or (placeholder == "{SHARD_X_OF_Y}"
+                                                and length > PATH_MAX):
+      raise ValueError(f"split {split['name']!r:.80} names shards longer than {PATH_MAX} "
+                       "characters")
+    if placeholder != "{SHARD_X_OF_Y}":
+      named = named.replace(placeholder, value)
+  for index in range(count):
+    yield named.replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}")
 
 
 def split_counts(info: dict) -> dict[str, int]:
