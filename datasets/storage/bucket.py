@@ -20,6 +20,7 @@ import functools
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import time
 import urllib.parse
@@ -411,6 +412,10 @@ class Bucket:
     The destination appears whole or not at all; FileNotFoundError if the source is gone."""
     with self._translated(f"copy {self.url_of(src_rel)} to", dst_rel):
       if self.is_local:
+        # (a regular file only, as readers take one: a FIFO would be waited on where the
+        # folder refuses hard links and the link becomes a copy, a symlink followed)
+        if not stat.S_ISREG(os.lstat(self._path(src_rel)).st_mode):
+          raise self._not_an_object(src_rel)
         atomic_files.link(self._path(src_rel), self._path(dst_rel))
       else:
         # (cp_file: the one-object copy fsspec's `copy` ends in, without its path
@@ -445,7 +450,10 @@ class Bucket:
     except (OSError, atomic_files.NotAFileOfOurs) as error:
       if isinstance(error, OSError) and error.errno != errno.ELOOP:
         raise
-    raise NotAnObjectError(
+    raise self._not_an_object(rel)
+
+  def _not_an_object(self, rel: str) -> "NotAnObjectError":
+    return NotAnObjectError(
         f"{self.url_of(rel)} is not a regular file (a symlink, a device or a FIFO): refused, "
         "neither followed nor read; the published copy is damaged or forged, tell the "
         "publisher")

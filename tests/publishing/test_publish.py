@@ -1,6 +1,7 @@
 """publish: publish -> list -> fetch -> tfds.load through the production code path, on a
 real S3 server, a GCS server and a local folder; immutability, kills, damage."""
 
+import errno
 import hashlib
 import json
 import os
@@ -227,6 +228,37 @@ def test_a_folder_object_that_readers_refuse_is_uploaded_again_not_taken_as_done
   assert not (folder / shard).is_symlink() and (folder / "empty.txt").is_file()
   fetched = fetch.fetch(url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(fetched) == examples(tiny_data_dir)
+
+
+def test_a_fifo_in_another_version_is_not_copied_from(tiny_data_dir, tmp_path, monkeypatch):
+  # A server-side copy takes a file of the same content from another committed version;
+  # in a folder whose file system refuses hard links (SMB, vfat, FUSE) the link becomes a
+  # copy, which must not open a FIFO in that file's place (it waits for a writer): it is
+  # refused, and the file uploaded.
+  data_dir = tmp_path / "data"
+  shutil.copytree(tiny_data_dir, data_dir)
+  (data_dir / FOLDER / "empty.txt").write_bytes(b"")
+  later = data_dir / "synthetic_images/tiny/1.0.1"
+  shutil.copytree(data_dir / FOLDER, later)
+  info = json.loads((later / "dataset_info.json").read_text())
+  (later / "dataset_info.json").write_text(json.dumps({**info, "version": "1.0.1"}))
+  url = str(tmp_path / "bucket")
+  quiet_publish(TINY, data_dir, url)
+  published = tmp_path / "bucket" / FOLDER / "empty.txt"
+  published.unlink()
+  os.mkfifo(published)
+
+  def refused(*args, **kwargs):
+    raise PermissionError(errno.EPERM, "Operation not permitted")
+  monkeypatch.setattr(os, "link", refused)
+  results = []  # (a copy that opened the FIFO would wait forever: fail, not hang)
+  publishing = threading.Thread(target=lambda: results.append(
+      quiet_publish("synthetic_images/tiny:1.0.1", data_dir, url)), daemon=True)
+  publishing.start()
+  publishing.join(timeout=120)
+  assert results, "publish waited on a FIFO of another version (or failed: see above)"
+  assert results[0].status == "published"
+  assert (tmp_path / "bucket/synthetic_images/tiny/1.0.1/empty.txt").is_file()
 
 
 def test_nested_files_an_interrupted_upload_left_are_reused_or_removed(
