@@ -245,13 +245,13 @@ def _every_region(thumbnails: np.ndarray) -> "_Region":
 
 
 def _in_small_pages(shape: tuple, dtype) -> np.ndarray:
-  """An uninitialised array in an anonymous mapping of its own (freed with the array).
+  """An uninitialised array in a private anonymous mapping of its own (freed with it).
   numpy asks for transparent huge pages for large arrays, and where the kernel compacts
   memory to find them (THP "defrag" set to "madvise", a common default) one first touch of
   the regions' tens of MB costs up to 0.25 s of system time; 4 KiB pages cost ~0.01 s."""
   size = int(np.prod(shape))
-  return np.frombuffer(mmap.mmap(-1, max(size * np.dtype(dtype).itemsize, 1)), dtype,
-                       count=size).reshape(shape)
+  return np.frombuffer(mmap.mmap(-1, max(size * np.dtype(dtype).itemsize, 1),
+                                 flags=mmap.MAP_PRIVATE), dtype, count=size).reshape(shape)
 
 
 def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray,
