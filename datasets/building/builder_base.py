@@ -130,8 +130,9 @@ def _located(folder: pathlib.Path, split: str, rows: list, labels: list, classes
              ) -> "version_examples.Located":
   """The `Located` of the example at `position` of `split` (`_page_catalog`'s): its record
   in its shard (`starts`: each shard's first position), at its offset there; `digests`:
-  the SHA-256 of the shards whose bytes this build knows (its `record`: that, its
-  position, and its index row's key, size and label id)."""
+  the SHA-256 of the shards whose bytes this build knows (its `record`: that, where it
+  is read (position, the shard's records, offset) and its index row's key, size and label
+  id)."""
   shard = bisect.bisect_right(starts, position) - 1
   read = record_index.record_reader(
       folder, shard_names[shard], file_format, position - starts[shard],
@@ -143,9 +144,11 @@ def _located(folder: pathlib.Path, split: str, rows: list, labels: list, classes
       split, key, label, functools.partial(_image_of, read, key, label_id),
       functools.cache(functools.partial(_marks_of, read, held)) if marked else None,
       classes[position],
-      # (with its index row: a picture found by this was made from a read that checked
-      # that very row; a row that no longer describes its record misses, and is read)
-      json.dumps([digest, position - starts[shard], key, rows[position][1], label_id])
+      # (with every input of its read and its check: a picture found by this was made
+      # from a read of that very place that checked that very row; a row that no longer
+      # describes its record misses, and is read)
+      json.dumps([digest, position - starts[shard], starts[shard + 1] - starts[shard],
+                  offsets[position], key, rows[position][1], label_id])
       if digest and not marked else None)
 
 

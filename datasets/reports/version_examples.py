@@ -53,8 +53,8 @@ class Located:
   # (its `report_page.Box`es, its class-id mask or None), read when asked
   read_marks: Callable[[], tuple[tuple, bytes | None]] | None = None
   classes: tuple | None = None  # as `Example.classes`
-  # Its record's place, when known (the SHA-256 of its shard, its position there, and what
-  # its index row says of it: key, size, label id): its page picture is found by it
+  # Its record's place, when known (the SHA-256 of its shard, where it is read there, and
+  # what its index row says of it: key, size, label id): its page picture is found by it
   # without reading the record (`page_pictures`). None for examples with boxes or a mask,
   # drawn with the version's class names.
   record: str | None = None

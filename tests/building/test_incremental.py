@@ -606,29 +606,39 @@ def test_the_page_from_the_record_index_is_the_page_read_from_the_records(base, 
     assert read_from and not read_from & kept
 
 
-def test_a_base_index_that_no_longer_describes_its_shards_is_an_error_not_swapped_pictures(
-    base, tmp_path):
-  """Two rows of a base index swapped, both of photos its page pictured (the shard keeps
-  its keys, so the build on it keeps the shard whole): the new page must not picture
-  them from the last page's cache under each other's names; their records are read, and
-  the build stops, as it did before pictures were found by their records' places."""
+@pytest.mark.parametrize("forgery", ["two pictured rows swapped",
+                                     "a size before a pictured row changed"])
+def test_a_base_index_that_no_longer_describes_its_shards_is_an_error_not_wrong_pictures(
+    base, tmp_path, forgery):
+  """A base index changed where its page pictured photos (the shard keeps its keys, so the
+  build on it keeps the shard whole): the new page must not picture them from the last
+  page's cache under what the wrong rows say (two rows swapped: each other's picture; a
+  size changed before one: read elsewhere); their records are read, and the build stops,
+  as it did before pictures were found by their records' places."""
   root, data_dir = tmp_path / "tree", tmp_path / "data"
   shutil.copytree(base[0], root)
   shutil.copytree(base[1], data_dir)
   version = data_dir / "pets/1.0.0"
   pictured = {html.unescape(name) for name in re.findall(
       r'<img alt="([^"]*)"', (version / report_page.PAGE_FILE).read_text())}
-  swapped = None
+  changed = None
   for index in sorted((version / record_index.INDEX_FOLDER).glob("*.json")):
     raw = json.loads(index.read_text())
     rows = raw["records"]
-    swapped = next((p for p in range(len(rows) - 1)
-                    if {rows[p][0], rows[p + 1][0]} <= pictured), None)
-    if swapped is not None:
-      rows[swapped], rows[swapped + 1] = rows[swapped + 1], rows[swapped]
+    if forgery == "two pictured rows swapped":
+      changed = next((p for p in range(len(rows) - 1)
+                      if {rows[p][0], rows[p + 1][0]} <= pictured), None)
+      if changed is not None:
+        rows[changed], rows[changed + 1] = rows[changed + 1], rows[changed]
+    else:  # (a row not pictured, with one pictured after it)
+      changed = next((p for p in range(len(rows) - 1) if rows[p][0] not in pictured
+                      and any(row[0] in pictured for row in rows[p + 1:])), None)
+      if changed is not None:
+        rows[changed][1] += 1
+    if changed is not None:
       index.write_text(json.dumps(raw, sort_keys=True, separators=(",", ":")))
       break
-  assert swapped is not None
+  assert changed is not None
   write_crops(root, 1, seed=77, prefix="new")
   with pytest.raises(record_index.RecordIndexError, match="index"):
     build(root, data_dir, "1.1.0")
