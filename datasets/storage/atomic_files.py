@@ -121,11 +121,12 @@ def write(target, data: bytes | Iterable[bytes], *, exclusive: bool = False,
 
 
 def copy(source, target, *, exclusive: bool = False,
-         progress: Callable[[int], None] | None = None) -> bool:
+         progress: Callable[[int], None] | None = None, opened=None) -> bool:
   """The local file `source`, copied to `target` whole or not at all (see `write`);
-  `progress(n)` after each chunk of n bytes."""
+  `progress(n)` after each chunk of n bytes. `opened`: `source` opened already (binary,
+  at its start; e.g. by `open_regular`): read, not opened again by name."""
   def chunks():
-    with open(source, "rb") as src:
+    with contextlib.nullcontext(opened) if opened is not None else open(source, "rb") as src:
       while chunk := src.read(CHUNK):
         yield chunk
         if progress is not None:
@@ -135,12 +136,13 @@ def copy(source, target, *, exclusive: bool = False,
   return write(target, chunks(), exclusive=exclusive)
 
 
-def link(source, target, *, exclusive: bool = False) -> None:
+def link(source, target, *, exclusive: bool = False, opened=None) -> None:
   """The file `source` under the name `target` too, without a second copy on disk where
   the file system allows (a hard link; the two names then share their bytes: for files
   that are replaced, never written in place), else a copy. `exclusive`: an existing
   `target` is FileExistsError, never written through (it may itself be a link to another
-  version's file). FileNotFoundError if `source` is gone."""
+  version's file). FileNotFoundError if `source` is gone. `opened`: as `copy`'s (what a
+  copy reads)."""
   target = pathlib.Path(target)
   if exclusive:
     try:
@@ -149,7 +151,7 @@ def link(source, target, *, exclusive: bool = False) -> None:
     except OSError as error:
       if not _no_hard_link(error):
         raise
-    if not copy(source, target, exclusive=True):
+    if not copy(source, target, exclusive=True, opened=opened):
       raise FileExistsError(f"{target} exists")
     return
   tmp = temporary_beside(target)
@@ -158,7 +160,7 @@ def link(source, target, *, exclusive: bool = False) -> None:
   except OSError as error:
     if not _no_hard_link(error):
       raise
-    copy(source, target)
+    copy(source, target, opened=opened)
     return
   try:
     os.replace(tmp, target)

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import os
 import re
-import stat
 import tempfile
 import time
 import urllib.parse
@@ -412,11 +411,10 @@ class Bucket:
     The destination appears whole or not at all; FileNotFoundError if the source is gone."""
     with self._translated(f"copy {self.url_of(src_rel)} to", dst_rel):
       if self.is_local:
-        # (a regular file only, as readers take one: a FIFO would be waited on where the
-        # folder refuses hard links and the link becomes a copy, a symlink followed)
-        if not stat.S_ISREG(os.lstat(self._path(src_rel)).st_mode):
-          raise self._not_an_object(src_rel)
-        atomic_files.link(self._path(src_rel), self._path(dst_rel))
+        # (a regular file only, as readers take one, and a copy, where the folder refuses
+        # hard links, reads the file opened so: a FIFO named later is never waited on)
+        with self._open_object(src_rel, None) as source:
+          atomic_files.link(self._path(src_rel), self._path(dst_rel), opened=source)
       else:
         # (cp_file: the one-object copy fsspec's `copy` ends in, without its path
         # expansion and directory probes)

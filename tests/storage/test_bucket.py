@@ -283,3 +283,25 @@ def test_a_connection_reset_by_the_server_says_it_cannot_be_reached(error, monke
     monkeypatch.setattr(store.fs, "find", find)
     with pytest.raises(bucket_lib.BucketError, match="cannot reach .* to list gs://team-bucket"):
       store.list_files()
+
+
+def test_a_folder_copy_reads_the_regular_file_it_checked(tmp_path, monkeypatch):
+  """Where the folder refuses hard links a copy reads its source: the regular file it
+  opened and checked, not the name again (a FIFO named meanwhile is never waited on); a
+  source that is not a regular file is refused, unread."""
+  store = bucket_lib.Bucket(str(tmp_path / "bucket"))
+  store.write_bytes("v1/object", b"the bytes")
+  source = tmp_path / "bucket/v1/object"
+
+  def refused_after_a_swap(*args, **kwargs):
+    source.unlink()
+    os.mkfifo(source)
+    raise PermissionError(errno.EPERM, "Operation not permitted")
+  monkeypatch.setattr(os, "link", refused_after_a_swap)
+  copying = threading.Thread(target=store.copy, args=("v1/object", "v2/object"), daemon=True)
+  copying.start()
+  copying.join(timeout=120)  # (a copy that opened the FIFO would wait forever)
+  assert not copying.is_alive() and store.read_bytes("v2/object") == b"the bytes"
+  with pytest.raises(bucket_lib.NotAnObjectError, match="v1/object is not a regular file"):
+    store.copy("v1/object", "v3/object")
+  assert not store.exists("v3/object")
