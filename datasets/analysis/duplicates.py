@@ -250,8 +250,10 @@ def _in_small_pages(shape: tuple, dtype) -> np.ndarray:
   memory to find them (THP "defrag" set to "madvise", a common default) one first touch of
   the regions' tens of MB costs up to 0.25 s of system time; 4 KiB pages cost ~0.01 s."""
   size = int(np.prod(shape))
-  return np.frombuffer(mmap.mmap(-1, max(size * np.dtype(dtype).itemsize, 1),
-                                 flags=mmap.MAP_PRIVATE), dtype, count=size).reshape(shape)
+  mapping = mmap.mmap(-1, max(size * np.dtype(dtype).itemsize, 1), flags=mmap.MAP_PRIVATE)
+  if hasattr(mmap, "MADV_NOHUGEPAGE"):  # (also where every mapping may get them: THP "always")
+    mapping.madvise(mmap.MADV_NOHUGEPAGE)
+  return np.frombuffer(mapping, dtype, count=size).reshape(shape)
 
 
 def similarities(thumbnails: np.ndarray, first: np.ndarray, second: np.ndarray,

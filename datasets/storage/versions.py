@@ -297,8 +297,9 @@ PATH_MAX = 4096  # characters of a shard's path in a version (Linux's limit, in 
 def shard_names(info: dict) -> Iterator[tuple[str, str]]:
   """(split, shard file name) of each shard a parsed dataset_info.json names, one at a
   time: an untrusted file is checked without holding them all (a forged one naming
-  millions). ValueError for names longer than PATH_MAX, found before they are made (a
-  template repeating a long name)."""
+  millions). ValueError, before they are made, for names longer than PATH_MAX (a template
+  repeating a long name), or a step of making them longer than that and the template (a
+  name, split or format holding placeholders: TFDS's never do)."""
   for split in info.get("splits", []):
     for name in _split_shard_names(info, split):
       yield split["name"], name
