@@ -118,11 +118,19 @@ def test_the_page_locates_each_record_by_its_shard_and_offset_an_empty_shard_amo
   assert len(offsets) == len(rows) and record_index.offsets([]) == []
   held = types.SimpleNamespace(task=None, mask=None)
   labels = [(key.split("/")[0], 0) for key, _, _ in rows]
+  digests = {"s-00000": "0" * 64, "s-00003": "3" * 64}  # (the shards whose bytes are known)
+  places = []
   for position, (key, _, _) in enumerate(rows):
     located = builder_base._located(tmp_path, "train", rows, labels, [None] * len(rows),
-                                    list(shards), starts, offsets, "tfrecord", held, position)
+                                    list(shards), starts, offsets, "tfrecord", held, digests,
+                                    position)
     assert (located.file_name, located.image) == (key, key.encode() * 3)
+    places.append(located.record)
+  # (a record's place: only in a shard whose bytes are known, and no two alike)
+  assert places[2] is None and None not in places[:2] + places[3:]
+  assert len(set(places) - {None}) == 5
   wrong = builder_base._located(tmp_path, "train", rows, labels, [None] * len(rows),
-                                list(shards), starts, [0] * len(rows), "tfrecord", held, 4)
+                                list(shards), starts, [0] * len(rows), "tfrecord", held,
+                                digests, 4)
   with pytest.raises(record_index.RecordIndexError, match="read for b/5.jpg is b/4.jpg"):
     wrong.image  # pylint: disable=pointless-statement
