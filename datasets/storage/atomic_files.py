@@ -141,13 +141,16 @@ def link(source, target, *, exclusive: bool = False, opened=None) -> None:
   the file system allows (a hard link; the two names then share their bytes: for files
   that are replaced, never written in place), else a copy. `exclusive`: an existing
   `target` is FileExistsError, never written through (it may itself be a link to another
-  version's file). FileNotFoundError if `source` is gone. `opened`: as `copy`'s (what a
-  copy reads)."""
+  version's file). FileNotFoundError if `source` is gone. `opened`: as `copy`'s; the
+  link is kept only if it is that very file (a name swapped after it was opened is not
+  linked: `opened` is copied)."""
   target = pathlib.Path(target)
   if exclusive:
     try:
       os.link(source, target)
-      return
+      if _is_opened(target, opened):
+        return
+      os.unlink(target)  # (another file took `source`'s name meanwhile: copy `opened`)
     except OSError as error:
       if not _no_hard_link(error):
         raise
@@ -156,17 +159,28 @@ def link(source, target, *, exclusive: bool = False, opened=None) -> None:
     return
   tmp = temporary_beside(target)
   try:
-    os.link(source, tmp)
-  except OSError as error:
-    if not _no_hard_link(error):
-      raise
-    copy(source, target, opened=opened)
-    return
-  try:
-    os.replace(tmp, target)
+    try:
+      os.link(source, tmp)
+      linked = _is_opened(tmp, opened)
+    except OSError as error:
+      if not _no_hard_link(error):
+        raise
+      linked = False
+    if linked:
+      os.replace(tmp, target)
+    else:
+      copy(source, target, opened=opened)
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.unlink(tmp)
+
+
+def _is_opened(path: pathlib.Path, opened) -> bool:
+  """Whether `path` is the file `opened` (None: any file is)."""
+  if opened is None:
+    return True
+  linked, held = os.lstat(path), os.fstat(opened.fileno())
+  return (linked.st_dev, linked.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _no_hard_link(error: OSError) -> bool:

@@ -305,3 +305,24 @@ def test_a_folder_copy_reads_the_regular_file_it_checked(tmp_path, monkeypatch):
   with pytest.raises(bucket_lib.NotAnObjectError, match="v1/object is not a regular file"):
     store.copy("v1/object", "v3/object")
   assert not store.exists("v3/object")
+
+
+def test_a_folder_copy_links_only_the_file_it_checked(tmp_path, monkeypatch):
+  """A hard link is made from the source's name: one made after another file took that
+  name (a symlink to a file outside the bucket) is not kept; the file opened and checked
+  is copied instead."""
+  store = bucket_lib.Bucket(str(tmp_path / "bucket"))
+  store.write_bytes("v1/object", b"the bytes")
+  source, outside = tmp_path / "bucket/v1/object", tmp_path / "secret"
+  outside.write_bytes(b"not for the bucket")
+  real_link = os.link
+
+  def swapped_then_linked(src, dst, *args, **kwargs):
+    source.unlink()
+    source.symlink_to(outside)
+    return real_link(src, dst, *args, **kwargs)
+  monkeypatch.setattr(os, "link", swapped_then_linked)
+  store.copy("v1/object", "v2/object")
+  copied = tmp_path / "bucket/v2/object"
+  assert not copied.is_symlink() and copied.read_bytes() == b"the bytes"
+  assert [p.name for p in copied.parent.iterdir()] == ["object"]  # (no temporary left)
