@@ -42,6 +42,7 @@ matrix products (about a microsecond a pair); memory is O(N) plus the kept pairs
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import json
@@ -251,8 +252,9 @@ def _in_small_pages(shape: tuple, dtype) -> np.ndarray:
   the regions' tens of MB costs up to 0.25 s of system time; 4 KiB pages cost ~0.01 s."""
   size = int(np.prod(shape))
   mapping = mmap.mmap(-1, max(size * np.dtype(dtype).itemsize, 1), flags=mmap.MAP_PRIVATE)
-  if hasattr(mmap, "MADV_NOHUGEPAGE"):  # (also where every mapping may get them: THP "always")
-    mapping.madvise(mmap.MADV_NOHUGEPAGE)
+  if hasattr(mmap, "MADV_NOHUGEPAGE"):  # (also where every mapping may get them: THP "always";
+    with contextlib.suppress(OSError):  # a kernel without huge pages refuses the advice)
+      mapping.madvise(mmap.MADV_NOHUGEPAGE)
   return np.frombuffer(mapping, dtype, count=size).reshape(shape)
 
 
