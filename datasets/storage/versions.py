@@ -311,20 +311,24 @@ def _split_shard_names(info: dict, split: dict) -> Iterator[str]:
     return
   # (an empty template is TFDS's default, as for TFDS itself)
   named = split.get("filepathTemplate") or "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+  too_long = ValueError(f"split {split['name']!r:.80} names shards longer than {PATH_MAX} "
+                        "characters")
+  # (each step's length first: none makes more than the template or PATH_MAX)
   for placeholder, value in (("{DATASET}", info["name"]), ("{SPLIT}", split["name"]),
-                             ("{FILEFORMAT}", info.get("fileFormat", "tfrecord")),
-                             ("{SHARD_X_OF_Y}", f"{count:05d}-of-{count:05d}")):
-    # (each step's length first: no step makes more than the template or PATH_MAX, and
-    # the last, the longest name's length, is at most PATH_MAX)
-    length = len(named) + named.count(placeholder) * (len(value) - len(placeholder))
-    if length > max(PATH_MAX, len(named)) or (placeholder == "{SHARD_X_OF_Y}"
-                                                and length > PATH_MAX):
-      raise ValueError(f"split {split['name']!r:.80} names shards longer than {PATH_MAX} "
-                       "characters")
-    if placeholder != "{SHARD_X_OF_Y}":
-      named = named.replace(placeholder, value)
+                             ("{FILEFORMAT}", info.get("fileFormat", "tfrecord"))):
+    if _replaced_length(named, placeholder, value) > max(PATH_MAX, len(named)):
+      raise too_long
+    named = named.replace(placeholder, value)
+  # (the last shard's name is the longest)
+  if _replaced_length(named, "{SHARD_X_OF_Y}", f"{count:05d}-of-{count:05d}") > PATH_MAX:
+    raise too_long
   for index in range(count):
     yield named.replace("{SHARD_X_OF_Y}", f"{index:05d}-of-{count:05d}")
+
+
+def _replaced_length(text: str, placeholder: str, value: str) -> int:
+  """len(text.replace(placeholder, value)), without making it."""
+  return len(text) + text.count(placeholder) * (len(value) - len(placeholder))
 
 
 def split_counts(info: dict) -> dict[str, int]:
