@@ -78,13 +78,14 @@ class Cache:
     by_record = record_key(record) if record is not None else None
     found = self._old_records.get(by_record) if by_record is not None else None
     uri = self._old.get(found) if found is not None else None
-    if uri is None:  # (read: the picture of the same bytes, else made)
+    reused = uri is not None
+    if not reused:  # (read: the picture of the same bytes, else made)
       image, boxes, mask = example.image, example.boxes, example.mask
       found = key(image, boxes, mask)
       uri = self._old.get(found)
-    reused = uri is not None
-    if not reused:
-      uri = self._make(image, boxes, mask)
+      reused = uri is not None
+      if not reused:
+        uri = self._make(image, boxes, mask)
     if uri is not None:
       with self._lock:
         self.reused += reused
