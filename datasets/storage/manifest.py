@@ -100,12 +100,11 @@ class Manifest:
     version fetched without one would be taken for complete and fail in training, at
     every load. Its splits are untrusted: any malformed one refuses."""
     self.check_loadable(where)
-    first, more = None, 0  # (the names one at a time: a forged file may name millions)
     try:
       info = json.loads(dataset_info.read_bytes())
-      for _, name in versions.shard_names(info):
-        if name not in self.files:
-          first, more = (name, more) if first is None else (first, more + 1)
+      # (the names one at a time: a forged file may name millions)
+      missing = (name for _, name in versions.shard_names(info) if name not in self.files)
+      first, more = next(missing, None), sum(1 for _ in missing)
     except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
       raise _damaged(where, f"comes with a {versions.DATASET_INFO} that names no readable "
                      f"splits ({type(why).__name__})") from None
