@@ -429,13 +429,11 @@ class Bucket:
     says, however large, costs that); the caller checks what arrived."""
     with self._translated("download", rel):
       with self._open_object(rel, size) as source:
-        for chunk in _chunks(source, None if size is None else size + 1):
+        for chunk in _counted(_chunks(source, None if size is None else size + 1), progress):
           try:
             out.write(chunk)
           except OSError as error:
             raise LocalWriteError(error.errno, error.strerror) from None
-          if progress:
-            progress(len(chunk))
 
   def _open_object(self, rel: str, size: int | None):
     """The object at `rel` opened for reading; in a folder, a regular file only (never a
@@ -448,10 +446,7 @@ class Bucket:
     except (OSError, atomic_files.NotAFileOfOurs) as error:
       if isinstance(error, OSError) and error.errno != errno.ELOOP:
         raise
-    raise self._not_an_object(rel)
-
-  def _not_an_object(self, rel: str) -> "NotAnObjectError":
-    return NotAnObjectError(
+    raise NotAnObjectError(
         f"{self.url_of(rel)} is not a regular file (a symlink, a device or a FIFO): refused, "
         "neither followed nor read; the published copy is damaged or forged, tell the "
         "publisher")
@@ -464,6 +459,7 @@ class Bucket:
 
 
 def _counted(chunks: Iterable[bytes], progress: ProgressFn | None) -> Iterator[bytes]:
+  """`chunks`, with `progress(n)` told each one's size once its consumer is done with it."""
   for chunk in chunks:
     yield chunk
     if progress:
