@@ -35,7 +35,7 @@ def _unclear(path: str, what: str, candidates: Iterable[str] = FORMATS) -> objec
 def _folder_formats(path: str) -> list[str]:
   found = ["voc"] if objects.files_under(path, ".xml").named else []
   names = [os.path.join(folder, name) for folder in (path, os.path.join(path, "labels"))
-           for name in yolo.NAMES_FILES if os.path.isfile(os.path.join(folder, name))]
+           for name in yolo.NAMES_FILES if objects.present(os.path.join(folder, name))]
   texts = objects.files_under(path, ".txt").named
   # PNGs and labelmap.txt/classes.txt, and no other .txt (YOLO labels): a mask folder,
   # whose classes.txt is no YOLO evidence. (labelImg's YOLO folders hold PNG images,

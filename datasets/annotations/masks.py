@@ -70,7 +70,7 @@ def mask_folder(path: str) -> str:
 
 def looks_like(path: str) -> bool:
   """A folder of PNG masks with their class names (labelmap.txt or classes.txt)."""
-  return (any(os.path.isfile(os.path.join(path, name)) for name in NAMES_FILES)
+  return (any(objects.present(os.path.join(path, name)) for name in NAMES_FILES)
           and bool(objects.files_under(mask_folder(path), ".png").named))
 
 
@@ -107,7 +107,7 @@ def _labelmap(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], .
 
 def class_table(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
   """(class names, their colours or ()) of the mask folder `path`."""
-  found = [name for name in NAMES_FILES if os.path.isfile(os.path.join(path, name))]
+  found = [name for name in NAMES_FILES if objects.present(os.path.join(path, name))]
   if len(found) != 1:
     raise objects.AnnotationError(
         f"{path}: both {LABELMAP} and {CLASSES}: keep the one that names the masks' classes"

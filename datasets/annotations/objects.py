@@ -212,6 +212,13 @@ def check_size(path: str, size: int, limit: int | None, what: str) -> None:
         "file, or split the dataset")
 
 
+def present(path: str) -> bool:
+  """An entry named `path` exists, of whatever kind: a names file looked up by its name is
+  then the one meant, and `opened` refuses it, naming it, if it is no regular file (a FIFO,
+  a folder, a dangling link), rather than the lookup passing it over for the next name."""
+  return os.path.lexists(path)
+
+
 def opened(path: str, what: str, limit: int | None = None) -> BinaryIO:
   """`path` open for binary reads once its descriptor is a regular file of at most `limit`
   bytes, else AnnotationError naming it: opened non-blocking, so a FIFO is never waited
@@ -221,17 +228,16 @@ def opened(path: str, what: str, limit: int | None = None) -> BinaryIO:
   except OSError as e:
     raise AnnotationError(f"{path}: cannot be opened ({e.strerror or type(e).__name__}): "
                           f"give a readable {what}") from None
-  f = os.fdopen(descriptor, "rb")
-  try:
+  try:  # (checked before fdopen, which refuses a folder with a raw IsADirectoryError)
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
       raise AnnotationError(f"{path}: {_kind(status.st_mode)}, not a regular file (never "
                             f"read): give the {what} itself")
     check_size(path, status.st_size, limit, what)
+    return os.fdopen(descriptor, "rb")
   except BaseException:
-    f.close()
+    os.close(descriptor)
     raise
-  return f
 
 
 def _grown(path: str, limit: int, what: str) -> AnnotationError:

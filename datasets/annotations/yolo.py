@@ -116,7 +116,7 @@ def class_names(path: str) -> tuple[str, ...]:
 
 def locate(path: str) -> tuple[str, str]:
   """(labels folder, names file) of an accepted `path` (see the module's docstring)."""
-  if os.path.isfile(path):
+  if objects.present(path) and not os.path.isdir(path):
     if not (os.path.basename(path) in NAMES_FILES or path.lower().endswith(_YAML_SUFFIXES)):
       raise objects.AnnotationError(f"{path}: not a YOLO names file: give the labels folder, "
                                     f"or its {', '.join(NAMES_FILES)}")
@@ -129,7 +129,7 @@ def locate(path: str) -> tuple[str, str]:
   labels = labels if os.path.isdir(labels) else path
   for folder in (labels, os.path.dirname(os.path.abspath(labels))):
     for name in NAMES_FILES:
-      if os.path.isfile(os.path.join(folder, name)):
+      if objects.present(os.path.join(folder, name)):
         return labels, os.path.join(folder, name)
   raise objects.AnnotationError(f"{labels}: no class names: put a data.yaml (`names:`), "
                                 "classes.txt or obj.names in the labels folder or its parent")

@@ -5,6 +5,7 @@ CVAT's RGB + labelmap.txt) read back pixel for pixel; every bad polygon, RLE, co
 value and size named."""
 
 import json
+import os
 import pathlib
 import pickle
 import shutil
@@ -340,3 +341,15 @@ def test_pascal_palette_matches_voc_colours():
   assert palette[20].tolist() == [0, 64, 128]     # tvmonitor
   assert palette[255].tolist() == [224, 224, 192]  # void
   assert len({tuple(c) for c in palette}) == 256
+
+
+def test_a_names_file_that_is_no_regular_file_is_named_not_passed_over(tmp_path):
+  """A FIFO labelmap.txt beside classes.txt: both are names files, and the folder is
+  refused for holding two, not read with classes.txt's names alone."""
+  os.mkfifo(tmp_path / "labelmap.txt")
+  (tmp_path / "classes.txt").write_text("a\n")
+  with pytest.raises(objects.AnnotationError, match="both labelmap.txt and classes.txt"):
+    masks.read(str(tmp_path), [])
+  (tmp_path / "classes.txt").unlink()
+  with pytest.raises(objects.AnnotationError, match=r"labelmap.txt: a named pipe \(FIFO\)"):
+    masks.read(str(tmp_path), [])

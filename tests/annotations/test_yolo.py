@@ -1,5 +1,7 @@
 """YOLO txt labels: the accepted layouts, names files, round trips and bad lines."""
 
+import os
+
 import pytest
 
 from imagesets.annotations import objects
@@ -212,3 +214,19 @@ def test_a_checkout_of_links_reads_as_its_files(tmp_path):
   annotations = yolo.read(str(folder), IMAGES, images_root="/data/images")
   assert annotations.problems == () and annotations.class_names == ("cat", "dog")
   assert [o.label for o in annotations.entries["a.jpg"].objects] == [1]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dangling link"])
+def test_a_names_file_that_is_no_regular_file_is_named_not_passed_over(tmp_path, kind):
+  """A classes.txt that is a FIFO, a folder or a dangling link is the names file that was
+  meant: it is named as unreadable, never skipped for the obj.names beside it (whose
+  names would label the boxes instead)."""
+  folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"},
+                    names_file=("obj.names", "cat\ndog\n"))
+  made = folder / "classes.txt"
+  {"fifo": os.mkfifo, "folder": os.mkdir,
+   "dangling link": lambda path: os.symlink(tmp_path / "gone.txt", path)}[kind](made)
+  for path in (folder, made):
+    with pytest.raises(objects.AnnotationError, match=f"{made}: ") as e:
+      yolo.read(str(path), IMAGES)
+    assert "\n" not in str(e.value)
