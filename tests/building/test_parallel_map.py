@@ -1,6 +1,9 @@
 """parallel_map: same results as map, in order, from processes or threads, bounded."""
 
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -218,3 +221,43 @@ def test_workers_leave_ctrl_c_to_the_build():
   print its own traceback) and ends when the build shuts the pool down."""
   with parallel_map.executor(2) as pool:
     assert all(parallel_map.ordered_map(_interrupt_ignored, range(4), pool, chunk_size=1))
+
+
+_INTERRUPTED_WHILE_WORKING = """
+import os, signal, threading
+from imagesets.building import parallel_map
+
+def forever(_):
+  threading.Event().wait()   # (work that would outlast any wait for it)
+
+try:
+  with parallel_map.executor(2) as pool:
+    workers = list(pool._processes)
+    started = [pool.submit(forever, i) for i in range(2)]
+    raise KeyboardInterrupt
+except KeyboardInterrupt:
+  pass
+alive = []
+for pid in workers:
+  try:
+    os.kill(pid, 0)
+    alive.append(pid)
+  except ProcessLookupError:
+    pass
+print("alive", alive, "stopped", [f.cancelled() or f.exception() is not None for f in started])
+"""
+
+
+def test_ctrl_c_stops_the_workers_work_instead_of_waiting_for_it():
+  """Ctrl-C in a build whose workers are busy (a million photos' picks take minutes) ends
+  the pool at once: the work in hand is no one's any more. The workers are ended and
+  reaped, none left running; a pool that waited for them never exits (the timeout)."""
+  process = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_WHILE_WORKING],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    output, _ = process.communicate(timeout=60)
+  except subprocess.TimeoutExpired:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    pytest.fail("the pool waited for its workers' work after Ctrl-C")
+  assert process.returncode == 0 and output.split("\n")[0] == "alive [] stopped [True, True]"
