@@ -144,7 +144,7 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   refused = {posixpath.splitext(name)[0] for name in set(listing.named) - set(listing.files)}
   for name in reader.unclaimed():
     stem = posixpath.splitext(name)[0]
-    if stem not in refused:   # (a refused mask is named as such already)
+    if stem not in refused and not listing.behind_a_link(stem):  # (named as such already)
       reader.problem(objects.inside(folder, stem + ".png"),
                      f"missing: {name} has no mask (masks are dense labels: every image needs "
                      "its mask; add it, or move the image out of the images folder)")

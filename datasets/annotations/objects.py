@@ -294,6 +294,11 @@ class Listing:
   # Every name ending in the suffix sought, read or refused, sorted: what tells a folder's
   # format (a refused file is named when the folder is read).
   named: list[str]
+  linked: list[str] = dataclasses.field(default_factory=list)  # sub-folders refused as links
+
+  def behind_a_link(self, relative: str) -> bool:
+    """Whether `relative` lies in a linked sub-folder refused (`linked`): named already."""
+    return any(relative.startswith(folder + "/") for folder in self.linked)
 
 
 _NOT_REGULAR = ("not a regular file, so never opened (a FIFO can block the read, a device "
@@ -344,7 +349,7 @@ def files_under(folder: str, suffix: str) -> Listing:
   such names (never followed, whatever the build's follow_links: a link to a folder of
   other things, such as images, is left alone). AnnotationError when a folder cannot be
   listed."""
-  files, refused, named = [], [], []
+  files, refused, named, linked = [], [], [], []
   pending = [""]   # sub-folders still to list, relative to `folder` ("" is itself)
   while pending:
     top = pending.pop()
@@ -361,12 +366,13 @@ def files_under(folder: str, suffix: str) -> Listing:
       if entry.is_symlink() and entry.is_dir():
         if _holds(entry.path, suffix):
           refused.append(Problem(inside(folder, relative), _LINKED_FOLDER))
+          linked.append(relative)
       elif sought and entry.is_file():
         files.append(relative)
       elif sought:
         refused.append(Problem(inside(folder, relative), f"{_what(entry)}, {_NOT_REGULAR}"))
   return Listing(sorted(files), sorted(refused, key=lambda problem: problem.where),
-                 sorted(named))
+                 sorted(named), sorted(linked))
 
 
 def inside(folder: str, relative: str) -> str:

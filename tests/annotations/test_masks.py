@@ -353,3 +353,16 @@ def test_a_names_file_that_is_no_regular_file_is_named_not_passed_over(tmp_path)
   (tmp_path / "classes.txt").unlink()
   with pytest.raises(objects.AnnotationError, match=r"labelmap.txt: a named pipe \(FIFO\)"):
     masks.read(str(tmp_path), [])
+
+
+def test_a_linked_sub_folder_of_masks_is_one_problem_not_one_per_image(known, tmp_path):
+  """A sub-folder of masks that is a link is refused, named once: its images are not named
+  again, each as missing its mask (the masks are there, behind the link)."""
+  folder = _mask_folder(tmp_path, known)
+  sub = next(name.split("/")[0] for name in known.images if "/" in name)
+  shutil.move(folder / sub, tmp_path / "elsewhere")
+  (folder / sub).symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+  read = masks.read(str(folder), _images(known))
+  assert [(p.where, p.reason.split(" (")[0]) for p in read.problems] == [
+      (f"masks/{sub}", "a link to a folder holding annotation files, not followed")]
+  assert sum(name.startswith(sub + "/") for name in known.images) > 1
