@@ -1,10 +1,9 @@
 """keras_pixels.PixelFeed: the pixels of `keras_pixels.pixels`, made ahead by a tf.data map."""
 
-import threading
-
 import numpy as np
 import pytest
 
+from hang_guard import returns_within
 from imagesets.building import keras_pixels
 from imagesets_testing import sample_images
 
@@ -73,12 +72,9 @@ def test_taken_in_any_order_it_never_waits_forever(tmp_path, monkeypatch):
   names = list(files)
   spec = keras_pixels.KerasImage(24, 36)
   feed = keras_pixels.PixelFeed(str(tmp_path), names, spec, ahead=1)  # the last one first
-  taken = {}
-  thread = threading.Thread(target=lambda: taken.update(
-      (name, feed.take(name)) for name in reversed(names)))
-  thread.start()
-  thread.join(timeout=60)
-  assert not thread.is_alive() and len(taken) == len(names)
+  taken = returns_within(60, lambda: {name: feed.take(name) for name in reversed(names)},
+                         what="takes in reverse order")
+  assert len(taken) == len(names)
   for name, data in files.items():
     np.testing.assert_array_equal(taken[name], keras_pixels.pixels(data, spec))
 
@@ -139,12 +135,9 @@ def test_a_later_splits_feed_starts_when_the_one_before_is_done_or_at_its_first_
   stuck = keras_pixels.PixelFeed(str(tmp_path), first, spec, ahead=1)  # full, never taken
   out_of_order = keras_pixels.PixelFeed(str(tmp_path), second, spec, after=stuck)
   assert out_of_order._thread.ident is None  # pylint: disable=protected-access  # not started
-  taken = {}
-  thread = threading.Thread(target=lambda: taken.update(
-      (name, out_of_order.take(name)) for name in second))
-  thread.start()
-  thread.join(timeout=60)
-  assert not thread.is_alive() and len(taken) == len(second)
+  taken = returns_within(60, lambda: {name: out_of_order.take(name) for name in second},
+                         what="takes of a feed started after another")
+  assert len(taken) == len(second)
   for name in second:
     np.testing.assert_array_equal(taken[name], keras_pixels.pixels(files[name], spec))
   stuck.close()

@@ -5,12 +5,12 @@ import hashlib
 import json
 import os
 import pathlib
-import threading
 import time
 import types
 
 import pytest
 
+from hang_guard import returns_within
 from imagesets.building import fingerprints
 from imagesets.building import stat_cache
 from imagesets_testing import photo_crops
@@ -270,12 +270,8 @@ def test_a_cache_that_is_not_a_file_of_ours_is_not_waited_on_nor_read_whole(
   else:
     monkeypatch.setattr(stat_cache, "_MAX_BYTES", len(lie) - 1)
     cache.write_text(lie)
-  done = []
-  reader = threading.Thread(target=lambda: done.append(
-      _hashes(root, ["a.jpg"], cache, clock, Counted())), daemon=True)
-  reader.start()
-  reader.join(30)
-  assert done == [_truth(root, ["a.jpg"])]
+  assert returns_within(30, _hashes, root, ["a.jpg"], cache, clock, Counted(),
+                        what="a cache read") == _truth(root, ["a.jpg"])
 
 
 def test_a_real_tree_hashed_right_after_it_was_written_is_read_whole_again(tmp_path,

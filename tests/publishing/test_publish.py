@@ -8,14 +8,14 @@ import os
 import pathlib
 import shutil
 import subprocess
-import threading
 
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 import bucket_servers as servers
-from conftest import REPO, build_synthetic, warm
+from conftest import build_synthetic, warm
+from hang_guard import returns_within
 from publish_helpers import FOLDER, TINY, examples, kill_publisher_after
 from imagesets.storage import bucket as bucket_lib
 from imagesets.reading import input_pipeline
@@ -218,13 +218,9 @@ def test_a_folder_object_that_readers_refuse_is_uploaded_again_not_taken_as_done
   folder.mkdir(parents=True)
   (folder / shard).symlink_to(data_dir / FOLDER / shard)
   os.mkfifo(folder / "empty.txt")
-  results = []  # (a publish that opened the FIFO would wait for a writer forever: the
-  publishing = threading.Thread(  # suite must fail, not hang)
-      target=lambda: results.append(quiet_publish(TINY, data_dir, url)), daemon=True)
-  publishing.start()
-  publishing.join(timeout=120)
-  assert results, "publish waited on a FIFO in the bucket (or failed: see above)"
-  assert results[0].status == "published" and results[0].reused == 0
+  result = returns_within(120, quiet_publish, TINY, data_dir, url,
+                          what="publish, on a FIFO in the bucket")
+  assert result.status == "published" and result.reused == 0
   assert not (folder / shard).is_symlink() and (folder / "empty.txt").is_file()
   fetched = fetch.fetch(url, TINY, cache_dir=tmp_path / "cache", progress=False)
   assert examples(fetched) == examples(tiny_data_dir)
@@ -251,13 +247,9 @@ def test_a_fifo_in_another_version_is_not_copied_from(tiny_data_dir, tmp_path, m
   def refused(*args, **kwargs):
     raise PermissionError(errno.EPERM, "Operation not permitted")
   monkeypatch.setattr(os, "link", refused)
-  results = []  # (a copy that opened the FIFO would wait forever: fail, not hang)
-  publishing = threading.Thread(target=lambda: results.append(
-      quiet_publish("synthetic_images/tiny:1.0.1", data_dir, url)), daemon=True)
-  publishing.start()
-  publishing.join(timeout=120)
-  assert results, "publish waited on a FIFO of another version (or failed: see above)"
-  assert results[0].status == "published"
+  result = returns_within(120, quiet_publish, "synthetic_images/tiny:1.0.1", data_dir, url,
+                          what="publish, on a FIFO of another version")
+  assert result.status == "published"
   assert (tmp_path / "bucket/synthetic_images/tiny/1.0.1/empty.txt").is_file()
 
 
