@@ -21,7 +21,8 @@ What every pipeline does:
   map step, so a training crop is fused into JPEG decoding (see `preprocess_ops`).
 * Seeded: the file order, the shuffle buffer and every random crop / flip come from
   `seed`, so the same seed gives the same batches (`seed=None`: a fresh random seed and
-  non-deterministic element order, slightly faster).
+  non-deterministic element order, slightly faster; refused for several input pipelines
+  reading a bucket, which deal its shards from one seed: give them the same int).
 * `input_context` (from `tf.distribute`'s `distribute_datasets_from_function`) gives each
   worker a disjoint set of shard files (`tfds.ReadConfig(input_context=...)`; ArrayRecord
   builds: every n-th record); pass the
@@ -240,8 +241,9 @@ def _seed_or_random(seed):
 
 def _train(source, split, *, keys, encoded_keys, preprocess, seed, input_context,
            shuffle_buffer, num_epochs, cache=False, cache_op=None):
-  seed, deterministic = _seed_or_random(seed)
   streamed = source.streamed
+  checks.check_shared_seed(seed, streamed, input_context)
+  seed, deterministic = _seed_or_random(seed)
   if streamed and (cache or cache_op is not None):
     raise ValueError("cache= keeps the split in memory; with a bucket data_dir the shards "
                      "are kept on disk instead: leave cache=None and use cache_limit=None")

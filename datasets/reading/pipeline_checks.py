@@ -53,6 +53,18 @@ def check_seed(seed) -> None:
                      "dataset's loader resumes from its state only with the same seed)")
 
 
+def check_shared_seed(seed, streamed: bool, input_context) -> None:
+  """Refuses seed=None for several input pipelines reading one bucket: the shards' order
+  of each epoch is dealt to them from the seed, which each process would draw for itself
+  (a local build's files are dealt before they are shuffled: any seed will do there)."""
+  pipelines = input_context.num_input_pipelines if input_context is not None else 1
+  if seed is None and streamed and pipelines > 1:
+    raise ValueError(
+        f"seed=None with {pipelines} input pipelines reading a bucket: each would draw a seed "
+        "of its own and deal the shards in its own order (examples read twice or never): "
+        "give every input pipeline the same int seed")
+
+
 def check_split_batches(source: sources.Source, split, batch_size, num_epochs, drop_remainder,
                         input_context) -> None:
   """`check_batches` of a split of `source`, read by `input_context`'s pipelines (None:

@@ -40,7 +40,8 @@ def records(source, split: str, *, shuffle: bool = False, seed: int | None = Non
             window_shards: int = split_runs.DEFAULT_WINDOW_SHARDS,
             start=None, with_position: bool = False) -> "tf.data.Dataset | Pipeline":
   """Serialized examples of `split`, `num_epochs` times (None: forever), as tf.data:
-  stored order, or the order of `seed` with `shuffle`. Checkpointable (a window is a
+  stored order, or the order of `seed` with `shuffle` (None: 0, as every reader of a job
+  must deal the same order). Checkpointable (a window is a
   function of its pass and number alone). `with_position=True`: a `Pipeline` (the
   dataset and its run, for `position`) instead of the dataset."""
   reader, readers = reader_of(input_context)
