@@ -51,7 +51,7 @@ def _folder_formats(path: str) -> list[str]:
 
 def detect(path: str) -> str:
   """The format of the annotation file or folder `path`, when only one fits."""
-  if os.path.isfile(path):
+  if objects.present(path) and not os.path.isdir(path):  # (a file, or what is named as one)
     if os.path.basename(path) in yolo.NAMES_FILES:
       return "yolo"
     suffix = os.path.splitext(path)[1].lower()
@@ -83,7 +83,7 @@ def read(path: str, images: Iterable[str], *, format: str | None = None,
   if on_bad_box not in objects.ON_BAD_BOX:
     raise ValueError(f"on_bad_box={on_bad_box!r}: use one of {', '.join(objects.ON_BAD_BOX)}")
   format = format or detect(path)
-  if format not in _FOLDER_FORMATS and not os.path.isfile(path):
+  if format not in _FOLDER_FORMATS and os.path.isdir(path):
     raise objects.AnnotationError(f"{path}: not a file: {format} annotations are one file")
   return _READERS[format](path, images, on_bad_box=on_bad_box, images_root=images_root,
                           unread=unread)

@@ -1,5 +1,6 @@
 """Telling the formats apart, the one entry point, and what holds for every format."""
 
+import os
 import pickle
 import subprocess
 import sys
@@ -127,3 +128,12 @@ def test_the_layer_and_its_test_data_never_import_tensorflow(tmp_path):
       "assert 'imagesets.annotations.formats' in sys.modules\n")
   result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
   assert result.returncode == 0, result.stderr
+
+
+def test_an_annotation_file_that_is_a_fifo_is_named_as_one(tmp_path):
+  """Given as the annotations, a FIFO is said to be one (it exists: not "no such file"),
+  and never opened for reading (which would wait for a writer)."""
+  os.mkfifo(tmp_path / "labels.json")
+  with pytest.raises(objects.AnnotationError, match=r"labels.json: a named pipe \(FIFO\), not "
+                                                    "a regular file"):
+    formats.read(str(tmp_path / "labels.json"), [])
