@@ -233,7 +233,8 @@ def forever(_):
 try:
   with parallel_map.executor(2) as pool:
     workers = list(pool._processes)
-    started = [pool.submit(forever, i) for i in range(2)]
+    # (and one more, too large for the pipe to the workers: its writer waits for a reader)
+    started = [pool.submit(forever, work) for work in (0, 1, b"x" * (8 << 20))]
     raise KeyboardInterrupt
 except KeyboardInterrupt:
   pass
@@ -260,4 +261,5 @@ def test_ctrl_c_stops_the_workers_work_instead_of_waiting_for_it():
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
     pytest.fail("the pool waited for its workers' work after Ctrl-C")
-  assert process.returncode == 0 and output.split("\n")[0] == "alive [] stopped [True, True]"
+  assert process.returncode == 0
+  assert output.split("\n")[0] == "alive [] stopped [True, True, True]"
