@@ -561,22 +561,36 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
     sampler = OrderSampler(source, worker_count, seed if train else 0)
     operations = [NotPadding(), transform, grain.Batch(batch_size, drop_remainder)]
     shard_options = grain.NoSharding()
+    count = len(source)
   else:
     if start is not None:
       raise ValueError("start= resumes a bucket read or a TFRecord build on another worker "
                        "count; a local ArrayRecord build resumes with the iterator's "
                        "set_state")
-    source = sources.raw_records(local, split)
-    shard_options = grain.ShardOptions(shard_index, shard_count, drop_remainder=False)
+    # Each process samples its own part: Grain's sampler sharded over processes reads the
+    # same count in each, wrapping a shorter part into the next epoch.
+    count = local.info.splits[split].num_examples
+    if count < shard_count:
+      raise ValueError(f"split {split!r} has {count} examples, fewer than the "
+                       f"shard_count={shard_count} processes reading it, each its own part: "
+                       f"give shard_count={max(1, count)} or less")
+    source = sources.raw_records(local, split, (shard_index, shard_count))
+    shard_options = grain.NoSharding()
     sampler = grain.IndexSampler(
-        num_records=len(source), shuffle=train, seed=seed if train else None,
+        num_records=len(source), shuffle=train, seed=_index_seed(seed) if train else None,
         num_epochs=num_epochs if train else 1, shard_options=shard_options)
     operations = [transform, grain.Batch(batch_size, drop_remainder)]
   # (each worker batches its own records: its share is what a batch is made of)
-  checks.check_batches(len(source), split, batch_size, num_epochs if train else 1,
+  checks.check_batches(count, split, batch_size, num_epochs if train else 1,
                        drop_remainder, shard_count * max(1, worker_count))
   return Loader(data_source=source, sampler=sampler, worker_count=worker_count,
                 operations=operations, shard_options=shard_options, read_options=_READ_OPTIONS)
+
+
+def _index_seed(seed: int) -> int:
+  """`seed` as Grain's IndexSampler takes one (0 to 2**32 - 1): as it is there, else
+  derived from it (`order.derived_seed`), as every other loader takes any int."""
+  return seed if 0 <= seed < 2**32 else order_lib.derived_seed(seed)
 
 
 # Local ArrayRecord reads are fast; Grain's default 16 reader threads cost 16 % more CPU per

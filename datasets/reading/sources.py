@@ -213,38 +213,51 @@ def open_builder(dataset, data_dir=None, *, cache_dir=None,
   return builder
 
 
-def raw_records(builder, split) -> "ArrayRecords":
-  """The serialized tf.train.Examples of a local ArrayRecord split, by index (len, [i])."""
-  return ArrayRecords(builder.data_dir, split)
+def raw_records(builder, split, part: tuple[int, int] = (0, 1)) -> "ArrayRecords":
+  """The serialized tf.train.Examples of a local ArrayRecord split, by index (len, [i]);
+  `part` (i, n): only the i-th of n contiguous parts of it (`part_range`)."""
+  return ArrayRecords(builder.data_dir, split, part)
+
+
+def part_range(count: int, part: tuple[int, int]) -> range:
+  """The indices of part i of n of `count` records: contiguous, the first `count % n` parts
+  one longer (as Grain's `even_split` deals them); every index in exactly one part."""
+  index, parts = part
+  size, longer = divmod(count, parts)
+  start = index * size + min(index, longer)
+  return range(start, start + size + (index < longer))
 
 
 class ArrayRecords(Reopened):
-  """TFDS's data source of a local ArrayRecord split, serialized records by index. Pickled
-  (to Grain's worker processes) as its version folder and split, and opened there from
-  the version's own files: a worker never imports the builder's code (nor TensorFlow)."""
+  """TFDS's data source of a local ArrayRecord split (or a `part` of it), serialized
+  records by index. Pickled (to Grain's worker processes) as its version folder, split and
+  part, and opened there from the version's own files: a worker never imports the
+  builder's code (nor TensorFlow)."""
 
-  def __init__(self, folder, split: str):
-    self._args = dict(folder=str(folder), split=split)
+  def __init__(self, folder, split: str, part: tuple[int, int] = (0, 1)):
+    self._args = dict(folder=str(folder), split=split, part=tuple(part))
     self._open()
 
   def _open(self):
     self._records = tfds.builder_from_directory(self._args["folder"]).as_data_source(
         self._args["split"], deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+    self._indices = part_range(len(self._records), self._args["part"])
 
   def __repr__(self) -> str:  # (Grain checks a restored state against it)
-    return repr(self._records)
+    part = self._args["part"]
+    return repr(self._records) + (f", part {part[0]} of {part[1]}" if part != (0, 1) else "")
 
   def __len__(self) -> int:
-    return len(self._records)
+    return len(self._indices)
 
   def __getitem__(self, index):
-    return self._records[index]
+    return self._records[self._indices[index]]
 
   def __getitems__(self, indices):
-    return self._records.__getitems__(indices)
+    return self._records.__getitems__([self._indices[i] for i in indices])
 
   def __iter__(self):
-    return iter(self._records)
+    return (self._records[i] for i in self._indices)
 
 
 def open_source(name_or_spec, data_dir=None, *, cache_dir=None, cache_limit=None) -> Source:

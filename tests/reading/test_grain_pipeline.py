@@ -125,6 +125,45 @@ def test_two_processes_cover_every_example_exactly_once_per_epoch(classes, pipel
   assert sorted(labels) == list(range(NUM_CLASSIFICATION))
 
 
+@pytest.mark.parametrize("shard_count, worker_count", [(5, 0), (7, 0), (5, 2)])
+def test_processes_that_do_not_divide_the_split_read_every_example_once_an_epoch(
+    classes, shard_count, worker_count):
+  """24 records over 5 or 7 processes (parts of 5 and 4, or 4 and 3), to the end of the
+  run, with worker processes too: each example once an epoch, whatever each process's
+  part (Grain's sharded sampler gave every process the same count: 20 of the 24 evaluated,
+  some trained on thrice and others once)."""
+  common = dict(batch_size=1, image_size=8, shard_count=shard_count, worker_count=worker_count)
+  evaluated, trained = [], []
+  for shard in range(shard_count):
+    evaluated += [label for batch in gp.classification_eval(
+        classes, split="train", shard_index=shard, **common) for label in batch["label"]]
+    trained += [label for batch in gp.classification_train(
+        classes, seed=0, num_epochs=2, shard_index=shard, **common) for label in batch["label"]]
+  assert sorted(evaluated) == list(range(NUM_CLASSIFICATION))
+  assert sorted(trained) == sorted(list(range(NUM_CLASSIFICATION)) * 2)
+
+
+def test_more_processes_than_examples_is_one_line(classes):
+  with pytest.raises(ValueError, match=r"^split 'train' has 24 examples, fewer than the "
+                     r"shard_count=25 processes reading it, each its own part: give "
+                     r"shard_count=24 or less$"):
+    gp.classification_eval(classes, split="train", batch_size=1, image_size=8,
+                           shard_index=0, shard_count=25)
+
+
+def test_any_int_seed_shuffles_a_local_array_record_build(classes):
+  """Seeds outside Grain's 32 bits (negative, 2**32 and up) are taken, as by every other
+  loader; the same seed gives the same order, two seeds other orders."""
+  orders = {seed: [b["label"].tolist() for b in gp.classification_train(
+      classes, batch_size=4, image_size=8, seed=seed, num_epochs=1)]
+            for seed in (-1, 2**32, 2**70, 3)}
+  assert len({str(order) for order in orders.values()}) == 4
+  assert all(sorted(sum(order, [])) == list(range(NUM_CLASSIFICATION))
+             for order in orders.values())
+  assert orders[-1] == [b["label"].tolist() for b in gp.classification_train(
+      classes, batch_size=4, image_size=8, seed=-1, num_epochs=1)]
+
+
 def test_eval_is_in_stored_order_and_matches_the_tf_data_pipeline(classes, segments):
   grain_batches = list(gp.classification_eval(classes, split="train", batch_size=6,
                                               image_size=16))

@@ -199,3 +199,11 @@ def test_a_damaged_local_tfrecord_shard_is_an_error_naming_it_never_wrong_record
   shard.write_bytes(bytes(data))
   with pytest.raises(ValueError, match=re.escape(f"{shard}: record ") + r"\d+ is damaged"):
     list(sources.open_source(SPEC, copy).stored_records("test"))
+
+
+def test_the_parts_of_a_split_are_contiguous_and_cover_it_once():
+  for count in range(40):
+    for parts in range(1, 9):
+      ranges = [sources.part_range(count, (i, parts)) for i in range(parts)]
+      assert [i for r in ranges for i in r] == list(range(count)), (count, parts)
+      assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
