@@ -18,10 +18,14 @@ def split_shards(builder, split: str) -> list[order_lib.ShardSlice]:
 
 def check_readers(builder, split: str, shards, readers: int, what: str) -> None:
   if len(shards) < readers:
+    # (a slice, train[90%:], holds a part of the split's shards: more of them need not
+    # give it more, a wider slice does)
+    fix = ("read a wider slice of the split" if "[" in split else
+           f"rebuild with --num_shards {readers} or more")
     raise ValueError(
         f"{builder.info.full_name} split {split!r} has {len(shards)} shard file(s), fewer "
-        f"than the {readers} {what} reading it (each reads whole shards): rebuild with "
-        f"--num_shards {readers} or more, or read it with fewer")
+        f"than the {readers} {what} reading it (each reads whole shards): {fix}, or read "
+        "it with fewer")
 
 
 def run_for(source, split: str, *, shuffle: bool, seed: int | None, readers: int = 1,
