@@ -43,7 +43,11 @@ def executor(workers: int | None = None, *, threads: bool = False):
     yield None
   elif threads:
     with frozen_gc(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
-      yield pool
+      try:
+        yield pool
+      except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # (threads cannot be ended: the
+        raise                                           # work not started is dropped)
   else:
     # fork: workers start in milliseconds and need not re-import the caller's modules
     # (the `tfds` CLI loads builders from a path). They only run `fn`, never TensorFlow.
@@ -70,12 +74,19 @@ def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
   """Ends `pool`'s workers now, their work in hand dropped: the caller stopped (Ctrl-C, an
   error), so no one waits for it. A shutdown alone waits for every task a worker has
   started (a band of a million photos' picks: minutes after Ctrl-C)."""
-  processes = list(pool._processes.values())  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  processes = list(pool._processes.values())
+  results, manager = pool._result_queue, pool._executor_manager_thread
   pool.shutdown(wait=False, cancel_futures=True)
   for process in processes:
     process.terminate()  # (SIGTERM: a worker ignores only SIGINT)
   for process in processes:
     process.join()
+  # A worker ended while sending a result left it cut off: the pool's reader of results
+  # waits for the rest for as long as a writer is open, and this process holds one.
+  results._writer.close()
+  if manager is not None:
+    manager.join()
 
 
 def warm(pool, fn: Callable[[], None]) -> list[concurrent.futures.Future]:

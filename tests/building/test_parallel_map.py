@@ -4,9 +4,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from hang_guard import returns_within
 from imagesets.building import parallel_map
 
 
@@ -224,17 +226,33 @@ def test_workers_leave_ctrl_c_to_the_build():
 
 
 _INTERRUPTED_WHILE_WORKING = """
-import os, signal, threading
+import multiprocessing, os, signal, struct, sys, threading
 from imagesets.building import parallel_map
 
+running = [multiprocessing.get_context("fork").Event() for _ in range(2)]  # (the workers')
+
 def forever(_):
+  running[0].set()
   threading.Event().wait()   # (work that would outlast any wait for it)
+
+def cut_off(_):
+  # A result's first bytes sent, then the worker stops for good (as when it is ended while
+  # sending a large result): the pool's reader of results waits for the rest.
+  frame = sys._getframe()
+  while frame.f_code.co_name != "_process_worker":
+    frame = frame.f_back
+  os.write(frame.f_locals["result_queue"]._writer.fileno(), struct.pack("!i", 1 << 20) + b"x")
+  running[1].set()
+  threading.Event().wait()
 
 try:
   with parallel_map.executor(2) as pool:
     workers = list(pool._processes)
     # (and one more, too large for the pipe to the workers: its writer waits for a reader)
-    started = [pool.submit(forever, work) for work in (0, 1, b"x" * (8 << 20))]
+    started = [pool.submit(work, argument) for work, argument in (
+        (forever, 0), (cut_off, 1), (forever, b"x" * (8 << 20)))]
+    for event in running:   # (both workers at their work: it is under way when stopped)
+      event.wait()
     raise KeyboardInterrupt
 except KeyboardInterrupt:
   pass
@@ -252,7 +270,8 @@ print("alive", alive, "stopped", [f.cancelled() or f.exception() is not None for
 def test_ctrl_c_stops_the_workers_work_instead_of_waiting_for_it():
   """Ctrl-C in a build whose workers are busy (a million photos' picks take minutes) ends
   the pool at once: the work in hand is no one's any more. The workers are ended and
-  reaped, none left running; a pool that waited for them never exits (the timeout)."""
+  reaped, none left running, and a result cut off mid-send is not waited for; a pool that
+  waited for them never exits (the timeout)."""
   process = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_WHILE_WORKING],
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
   try:
@@ -260,6 +279,29 @@ def test_ctrl_c_stops_the_workers_work_instead_of_waiting_for_it():
   except subprocess.TimeoutExpired:
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
-    pytest.fail("the pool waited for its workers' work after Ctrl-C")
+    pytest.fail("the pool's end waited for its workers' work after Ctrl-C")
   assert process.returncode == 0
   assert output.split("\n")[0] == "alive [] stopped [True, True, True]"
+
+
+def test_ctrl_c_in_a_thread_pool_drops_the_work_not_started():
+  """Threads cannot be ended: the two at work finish, the eight queued never start."""
+  gate, ran = threading.Event(), []
+
+  def work(number):
+    gate.wait()
+    ran.append(number)
+
+  def interrupted():
+    try:
+      with parallel_map.executor(2, threads=True) as pool:
+        futures = [pool.submit(work, number) for number in range(10)]
+        futures[-1].add_done_callback(lambda _: gate.set())  # (cancelled: let two end)
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+      return futures
+  try:
+    futures = returns_within(60, interrupted, what="a thread pool's exit after Ctrl-C")
+  finally:
+    gate.set()
+  assert len(ran) <= 2 and sum(future.cancelled() for future in futures) >= 8
