@@ -226,8 +226,9 @@ def opened(path: str, what: str, limit: int | None = None) -> BinaryIO:
   try:
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
   except OSError as e:
-    raise AnnotationError(f"{path}: cannot be opened ({e.strerror or type(e).__name__}): "
-                          f"give a readable {what}") from None
+    why = ("a link to nothing: its target is missing" if os.path.islink(path)
+           and not os.path.exists(path) else e.strerror or type(e).__name__)
+    raise AnnotationError(f"{path}: cannot be opened ({why}): give a readable {what}") from None
   try:  # (checked before fdopen, which refuses a folder with a raw IsADirectoryError)
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
