@@ -51,7 +51,7 @@ def _folder_formats(path: str) -> list[str]:
 
 def detect(path: str) -> str:
   """The format of the annotation file or folder `path`, when only one fits."""
-  if objects.present(path) and not os.path.isdir(path):  # (a file, or what is named as one)
+  if objects.given_as_file(path):
     if os.path.basename(path) in yolo.NAMES_FILES:
       return "yolo"
     suffix = os.path.splitext(path)[1].lower()

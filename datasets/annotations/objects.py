@@ -219,6 +219,12 @@ def present(path: str) -> bool:
   return os.path.lexists(path)
 
 
+def given_as_file(path: str) -> bool:
+  """`path` names a file (`present`, not a folder): read as one, and refused, naming what
+  it is, if it is no regular file."""
+  return present(path) and not os.path.isdir(path)
+
+
 def opened(path: str, what: str, limit: int | None = None) -> BinaryIO:
   """`path` open for binary reads once its descriptor is a regular file of at most `limit`
   bytes, else AnnotationError naming it: opened non-blocking, so a FIFO is never waited

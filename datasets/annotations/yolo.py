@@ -116,7 +116,7 @@ def class_names(path: str) -> tuple[str, ...]:
 
 def locate(path: str) -> tuple[str, str]:
   """(labels folder, names file) of an accepted `path` (see the module's docstring)."""
-  if objects.present(path) and not os.path.isdir(path):
+  if objects.given_as_file(path):
     if not (os.path.basename(path) in NAMES_FILES or path.lower().endswith(_YAML_SUFFIXES)):
       raise objects.AnnotationError(f"{path}: not a YOLO names file: give the labels folder, "
                                     f"or its {', '.join(NAMES_FILES)}")
