@@ -108,13 +108,15 @@ def _labelmap(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], .
 def class_table(path: str) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
   """(class names, their colours or ()) of the mask folder `path`."""
   found = [name for name in NAMES_FILES if objects.present(os.path.join(path, name))]
-  if len(found) != 1:
-    odd = [name for name in found if not os.path.isfile(os.path.join(path, name))]
+  if not found:
     raise objects.AnnotationError(
-        f"{path}: both {LABELMAP} and {CLASSES}"
-        + (f" ({' and '.join(odd)} no regular file)" if odd else "")
-        + ": keep the one that names the masks' classes" if found else f"{path}: no class names: a mask folder holds {LABELMAP} (CVAT: "
-        f"`name:r,g,b::` lines) or {CLASSES} (one name a line, id = line number)")
+        f"{path}: no class names: a mask folder holds {LABELMAP} (CVAT: `name:r,g,b::` "
+        f"lines) or {CLASSES} (one name a line, id = line number)")
+  if len(found) > 1:
+    odd = [name for name in found if not os.path.isfile(os.path.join(path, name))]
+    unreadable = f" ({' and '.join(odd)} no regular file)" if odd else ""
+    raise objects.AnnotationError(f"{path}: both {LABELMAP} and {CLASSES}{unreadable}: keep "
+                                  "the one that names the masks' classes")
   names_file = os.path.join(path, found[0])
   names, colors = (_labelmap(names_file) if found[0] == LABELMAP
                    else (yolo.class_names(names_file), ()))
