@@ -355,7 +355,7 @@ def classification_train(
                                cache_limit=cache_limit)
   split = "train" if split is None else split
   checks.check_split_batches(source, split, batch_size, num_epochs, drop_remainder,
-                             input_context)
+                             input_context, seed=seed)
   ds = _train(source, split, keys=[image_key, label_key], encoded_keys=[image_key],
               preprocess=ops.compose(preprocess, *_label_ops(source, label_key),
                                      ops.keep("image", "label")), seed=seed,
@@ -385,6 +385,10 @@ def _mixed_train(mix, preprocess, *, seed, num_epochs, start, **finish):
   checks.check_batches(mix.examples_per_epoch, "", finish["batch_size"], num_epochs,
                        finish["drop_remainder"], readers, what="an epoch of the mix")
   run = mix.run(readers, start=start, num_epochs=num_epochs)
+  if readers > 1 and num_epochs is not None and finish["drop_remainder"]:
+    checks.check_shares([run.length(r) - run.offsets[r] for r in range(readers)],
+                        finish["batch_size"], "the mix's run",
+                        "each reads its own shards of each part")
   key = tf.constant(order_lib.derived_seed(mix.seed if seed is None else seed, _EXAMPLE_SALT),
                     tf.int64)
   ds = mixed_records.records(run, reader).map(
@@ -419,7 +423,8 @@ def classification_eval(
   checks.refuse_mix_in_eval(dataset, "classification_eval")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
-  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context,
+                             shuffle=False)
   image_op = {
       "central_crop": lambda: ops.decode_and_central_crop(image_size, image_key, crop_fraction),
       "resize": lambda: ops.compose(ops.decode(image_key), ops.resize(image_size, image_key)),
@@ -471,7 +476,7 @@ def segmentation_train(
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
   checks.check_split_batches(source, split, batch_size, num_epochs, drop_remainder,
-                             input_context)
+                             input_context, seed=seed)
   geometry = {
       "scale_crop": lambda: ops.compose(ops.random_scale(scale_range, mask_keys=_MASK),
                                         ops.random_crop_or_pad(crop_size, mask_keys=_MASK)),
@@ -516,7 +521,8 @@ def segmentation_eval(
     raise ValueError(f"mode must be one of {SEGMENTATION_EVAL_MODES}, not {mode!r}")
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir,
                                cache_limit=cache_limit)
-  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context)
+  checks.check_split_batches(source, split, batch_size, 1, drop_remainder, input_context,
+                             shuffle=False)
   geometry = {
       "resize_with_crop_or_pad": lambda: ops.crop_or_pad(crop_size, mask_keys=_MASK),
       "resize": lambda: ops.compose(ops.resize(crop_size, "image"),
@@ -571,7 +577,7 @@ def detection_train(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=num_epochs,
       drop_remainder=drop_remainder, input_context=input_context,
-      shuffle_buffer=shuffle_buffer)
+      shuffle_buffer=shuffle_buffer, seed=seed)
   augment = ops.compose(
       box_ops.decode_and_random_crop(image_size, min_visible, area_range, aspect_ratio_range),
       *([box_ops.random_flip_left_right()] if flip else []))
@@ -616,7 +622,7 @@ def detection_eval(
   source, max_boxes = checks.detection_source(
       dataset, data_dir=data_dir, cache_dir=cache_dir, cache_limit=cache_limit,
       max_boxes=max_boxes, split=split, batch_size=batch_size, num_epochs=1,
-      drop_remainder=drop_remainder, input_context=input_context)
+      drop_remainder=drop_remainder, input_context=input_context, shuffle=False)
   fit = (box_ops.decode_and_resize(image_size) if mode == "resize" else
          ops.compose(box_ops.decode_and_fit(image_size, "pad"), _rounded_uint8))
   preprocess = ops.compose(fit, box_ops.to_keras(max_boxes, bounding_box_format))

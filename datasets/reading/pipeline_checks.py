@@ -8,7 +8,9 @@ from typing import Optional
 from imagesets import constants
 from imagesets.annotations import schema as schema_lib
 from imagesets.reading import mixing
+from imagesets.reading import order as order_lib
 from imagesets.reading import sources
+from imagesets.reading import split_runs
 
 DETECTION_CROP_AREA_RANGE = constants.DETECTION_CROP_AREA_RANGE
 DETECTION_EVAL_MODES = ("resize", "pad")
@@ -66,9 +68,11 @@ def check_shared_seed(seed, streamed: bool, input_context) -> None:
 
 
 def check_split_batches(source: sources.Source, split, batch_size, num_epochs, drop_remainder,
-                        input_context) -> None:
+                        input_context, *, shuffle: bool = True, seed=None) -> None:
   """`check_batches` of a split of `source`, read by `input_context`'s pipelines (None:
-  one)."""
+  one). Several pipelines are separate datasets: each must give a batch (a job whose
+  pipelines give a batch and none would stop one and wait on it), so their shares as the
+  read deals them (`pipeline_shares`, of a read shuffled by `seed` or not) are checked."""
   check_epochs(num_epochs)
   if not drop_remainder or num_epochs is None:
     return
@@ -76,8 +80,56 @@ def check_split_batches(source: sources.Source, split, batch_size, num_epochs, d
     num_examples = source.builder.info.splits[split].num_examples
   except Exception:  # pylint: disable=broad-except
     return  # a split spec TFDS's info cannot count (unknown, malformed): reading it says so
-  check_batches(num_examples, split, batch_size, num_epochs, drop_remainder,
-                input_context.num_input_pipelines if input_context is not None else 1)
+  pipelines = input_context.num_input_pipelines if input_context is not None else 1
+  if pipelines == 1:
+    check_batches(num_examples, split, batch_size, num_epochs, drop_remainder)
+    return
+  epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
+  check_shares(pipeline_shares(source, split, pipelines, num_epochs, shuffle, seed),
+               batch_size, f"the {num_examples} examples{epochs} of split {split!r}",
+               _dealt(source))
+
+
+def check_shares(shares: list[int], batch_size: int, what: str, how: str) -> None:
+  """Refuses in one line input pipelines (with drop_remainder) of which one would give not
+  one batch: `shares[i]`, the records pipeline i reads of `what`, dealt as `how` says."""
+  fewest = min(shares)
+  if fewest >= batch_size:
+    return
+  fix = (f"give batch_size={fewest} or less, read it with fewer input pipelines" if fewest
+         else "read it with fewer input pipelines")
+  raise ValueError(
+      f"input pipeline {shares.index(fewest)} of {len(shares)} reads {fewest} of {what} (the "
+      f"pipelines read {fewest} to {max(shares)}: {how}), fewer than batch_size={batch_size}:"
+      f" with drop_remainder=True it would give not one batch; {fix} (or "
+      "drop_remainder=False)")
+
+
+def pipeline_shares(source: sources.Source, split: str, pipelines: int, num_epochs: int,
+                    shuffle: bool, seed) -> list[int]:
+  """The records each of `pipelines` input pipelines reads of `split` in `num_epochs`
+  epochs, as its read deals them: from a bucket, whole shards, dealt anew each epoch
+  (`order.Run` of `seed`, or 0, when shuffled); a local TFRecord build, whole shard files
+  in stored order, every n-th to a pipeline (TFDS's `input_context` sharding); a local
+  ArrayRecord build, every n-th record."""
+  shards = split_runs.split_shards(source.builder, split)
+  if source.streamed or source.file_format != "array_record":
+    split_runs.check_readers(source.builder, split, shards, pipelines, "input pipelines")
+  if source.streamed:
+    run = order_lib.Run(order_lib.Order(shards, seed or 0, shuffle, "shuffle"), pipelines, 1,
+                        num_epochs=num_epochs)
+    return [run.length(reader) for reader in range(pipelines)]
+  if source.file_format == "array_record":
+    total = sum(shard.take for shard in shards)
+    return [len(range(reader, total, pipelines)) * num_epochs for reader in range(pipelines)]
+  return [sum(shard.take for shard in shards[reader::pipelines]) * num_epochs
+          for reader in range(pipelines)]
+
+
+def _dealt(source: sources.Source) -> str:
+  if not source.streamed and source.file_format == "array_record":
+    return "every n-th record"
+  return "each reads whole shard files"
 
 
 def refuse_mix_in_eval(dataset, call: str) -> None:
@@ -127,7 +179,7 @@ def _check_detection(source: sources.Source) -> None:
 
 def detection_source(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, split,
                      batch_size, num_epochs, drop_remainder, input_context,
-                     shuffle_buffer=None):
+                     shuffle_buffer=None, shuffle: bool = True, seed=None):
   """(source, or the mix, and max_boxes) of a detection pipeline, its options checked (a
   mix's batches are checked where its run is made)."""
   if max_boxes is not None and (not isinstance(max_boxes, int) or max_boxes < 1):
@@ -142,5 +194,6 @@ def detection_source(dataset, *, data_dir, cache_dir, cache_limit, max_boxes, sp
   split = "train" if split is None else split
   source = sources.open_source(dataset, data_dir, cache_dir=cache_dir, cache_limit=cache_limit)
   _check_detection(source)
-  check_split_batches(source, split, batch_size, num_epochs, drop_remainder, input_context)
+  check_split_batches(source, split, batch_size, num_epochs, drop_remainder, input_context,
+                      shuffle=shuffle, seed=seed)
   return source, max_objects(source) if max_boxes is None else max_boxes

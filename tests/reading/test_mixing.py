@@ -420,3 +420,25 @@ def test_a_grain_mix_read_by_two_worker_processes_ends_with_each_record_once(dat
     want = collections.Counter(mix.classes.index(name)
                                for name in records_of(data_dir, spec).values())
     assert collections.Counter(l for s, l in zip(sources, labels) if s == k) == want
+
+
+def test_input_pipelines_of_a_mix_each_give_a_batch_or_every_one_is_refused(data_dir):
+  """An epoch of 10 examples of a part of 4 shards, read by 3 input pipelines, each its
+  own shards: they read 5, 3 and 2. Batches of 3 would come from the first two only (the
+  even share, 4, passed): each pipeline refuses, naming the short one; batches of 2 come
+  from every pipeline."""
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), choose=10)])
+  for pipeline in range(3):
+    context = tf.distribute.InputContext(3, pipeline, 1)
+    with pytest.raises(ValueError) as refused:
+      ip.classification_train(mix, batch_size=3, image_size=8, num_epochs=1,
+                              input_context=context)
+    assert str(refused.value) == (
+        "input pipeline 2 of 3 reads 2 of the mix's run (the pipelines read 2 to 5: each "
+        "reads its own shards of each part), fewer than batch_size=3: with "
+        "drop_remainder=True it would give not one batch; give batch_size=2 or less, read it "
+        "with fewer input pipelines (or drop_remainder=False)")
+    batches = list(ip.classification_train(mix, batch_size=2, image_size=8, num_epochs=1,
+                                           input_context=context))
+    assert len(batches) == [2, 1, 1][pipeline]
+    assert all(len(batch["label"]) == 2 for batch in batches)
