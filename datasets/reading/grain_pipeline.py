@@ -507,6 +507,12 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
                        readers, what="an epoch of the mix")
   source = MixedSource(mix, readers, start=start, num_epochs=num_epochs,
                        held=1 if _READ_OPTIONS.num_threads == 1 else 2)
+  if shard_count > 1 and num_epochs is not None and drop_remainder:
+    run, workers = source.run, max(1, worker_count)
+    shares = [run.length(r) - run.offsets[r] for r in range(readers)]
+    checks.check_process_shares(
+        [max(shares[p * workers:(p + 1) * workers]) for p in range(shard_count)], batch_size,
+        "the mix's run", "each worker reads its own shards of each part")
   sampler = MixedSampler(source, worker_count, shard_index, mix.seed if seed is None else seed)
   transform.label_ids = mix.label_ids
   if isinstance(transform, TrainDetection):
@@ -583,8 +589,33 @@ def _loader(dataset, split, data_dir, transform, *, batch_size, train, seed, num
   # (each worker batches its own records: its share is what a batch is made of)
   checks.check_batches(count, split, batch_size, num_epochs if train else 1,
                        drop_remainder, shard_count * max(1, worker_count))
+  # (not a resumed run: its shares depend on every process's position)
+  if shard_count > 1 and drop_remainder and start is None and (num_epochs or not train):
+    epochs = num_epochs if train else 1
+    checks.check_process_shares(
+        _largest_worker_shares(source, count, shard_count, worker_count, epochs),
+        batch_size, f"split {split!r}", "each process reads every shard_count-th shard file"
+        if isinstance(source, RecordSource) else "each process reads its own part")
   return Loader(data_source=source, sampler=sampler, worker_count=worker_count,
                 operations=operations, shard_options=shard_options, read_options=_READ_OPTIONS)
+
+
+def _largest_worker_shares(source, count: int, shard_count: int, worker_count: int,
+                           epochs: int) -> list[int]:
+  """The most records a worker of each process reads in `epochs`: of a `RecordSource`'s
+  runs (each process's every shard_count-th shard, its workers' whole shards), or of a
+  local ArrayRecord part (`sources.part_range`: its records dealt to the workers in turn)."""
+  workers = max(1, worker_count)
+  if not isinstance(source, RecordSource):
+    return [-(-len(sources.part_range(count, (p, shard_count))) * epochs // workers)
+            for p in range(shard_count)]
+  run, stored = source.run, source.stored
+  largest = []
+  for p in range(shard_count):
+    order = order_lib.Order(stored[p::shard_count], run.order.seed, run.order.shuffle)
+    process = order_lib.Run(order, workers, 1, num_epochs=epochs)
+    largest.append(max(process.length(w) for w in range(workers)))
+  return largest
 
 
 def _index_seed(seed: int) -> int:

@@ -105,6 +105,23 @@ def check_shares(shares: list[int], batch_size: int, what: str, how: str) -> Non
       "drop_remainder=False)")
 
 
+def check_process_shares(largest: list[int], batch_size: int, what: str, how: str) -> None:
+  """Refuses in one line a Grain job (with drop_remainder) of whose `shard_count` processes
+  one would give not one batch: `largest[p]`, the most records a worker of process p reads
+  of `what` (a process's workers are one loader: it gives a batch when one of them does),
+  dealt as `how` says."""
+  fewest = min(largest)
+  if fewest >= batch_size:
+    return
+  fix = (f"give batch_size={fewest} or less, or read it with fewer processes" if fewest
+         else "read it with fewer processes")
+  raise ValueError(
+      f"process shard_index={largest.index(fewest)} of shard_count={len(largest)}: its "
+      f"workers read at most {fewest} each of {what} ({how}), fewer than "
+      f"batch_size={batch_size}: with drop_remainder=True it would give not one batch; "
+      f"{fix} (or drop_remainder=False)")
+
+
 def pipeline_shares(source: sources.Source, split: str, pipelines: int, num_epochs: int,
                     shuffle: bool, seed) -> list[int]:
   """The records each of `pipelines` input pipelines reads of `split` in `num_epochs`

@@ -522,3 +522,26 @@ def test_a_split_each_worker_batches_too_little_of_is_one_line_and_an_int_seed_i
   labels = [[b["label"].tolist() for b in gp.classification_train(
       mix, batch_size=4, seed=seed, num_epochs=1)] for seed in (3, np.int64(3))]
   assert labels[0] == labels[1] and len(labels[0]) == 6   # (a mix's too)
+
+
+@pytest.mark.parametrize("built", ["tfrecord", "array_record"], indirect=True)
+def test_every_process_of_a_job_gives_a_batch_or_every_one_is_refused(built):
+  """160 examples in 16 shards over 3 processes: a TFRecord build's processes read every
+  third shard file (60, 50, 50), an ArrayRecord build's their parts (54, 53, 53). Batches
+  of 52 (54) came from the first process only, unrefused (the even share, 54, passed):
+  each process now refuses, naming a short one; one batch less comes from every one."""
+  tfrecord = "tfrecord" in str(built)
+  short, how = (50, "every shard_count-th shard file") if tfrecord else (53, "its own part")
+  batch = short + (2 if tfrecord else 1)
+  for process in range(3):
+    common = dict(data_dir=built, num_epochs=1, seed=0, image_size=8, shard_index=process,
+                  shard_count=3)
+    with pytest.raises(ValueError) as refused:
+      gp.classification_train(SPEC, batch_size=batch, **common)
+    assert str(refused.value) == (
+        f"process shard_index=1 of shard_count=3: its workers read at most {short} each of "
+        f"split 'train' (each process reads {how}), fewer than batch_size={batch}: with "
+        f"drop_remainder=True it would give not one batch; give batch_size={short} or less, "
+        "or read it with fewer processes (or drop_remainder=False)")
+    batches = list(gp.classification_train(SPEC, batch_size=short, **common))
+    assert [len(b["label"]) for b in batches] == [short]

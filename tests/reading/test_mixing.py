@@ -442,3 +442,21 @@ def test_input_pipelines_of_a_mix_each_give_a_batch_or_every_one_is_refused(data
                                            input_context=context))
     assert len(batches) == [2, 1, 1][pipeline]
     assert all(len(batch["label"]) == 2 for batch in batches)
+
+
+def test_grain_processes_of_a_mix_each_give_a_batch_or_every_one_is_refused(data_dir):
+  """The same epoch read by 3 Grain processes of one worker each: 5, 3 and 2 examples.
+  Batches of 3 came from two processes only: each refuses, naming the short one."""
+  from imagesets.reading import grain_pipeline as gp
+  mix = mixing.mix([mixing.Part("pets:1.0.0", str(data_dir), choose=10)])
+  for process in range(3):
+    common = dict(image_size=8, num_epochs=1, shard_index=process, shard_count=3)
+    with pytest.raises(ValueError) as refused:
+      gp.classification_train(mix, batch_size=3, **common)
+    assert str(refused.value) == (
+        "process shard_index=2 of shard_count=3: its workers read at most 2 each of the "
+        "mix's run (each worker reads its own shards of each part), fewer than batch_size=3: "
+        "with drop_remainder=True it would give not one batch; give batch_size=2 or less, or "
+        "read it with fewer processes (or drop_remainder=False)")
+    assert [len(b["label"]) for b in gp.classification_train(mix, batch_size=2, **common)
+            ] == [2] * [2, 1, 1][process]
