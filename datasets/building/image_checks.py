@@ -226,7 +226,8 @@ def convert(data: bytes, facts: ImageFacts, *, shorter_side: int = ORIGINAL_SIZE
       # Let libjpeg do most of the downscaling, staying >= 2x the target for quality.
       scale = 2 * shorter_side / min(source.size)
       source.draft("RGB", (int(source.width * scale) + 1, int(source.height * scale) + 1))
-    image = PIL.ImageOps.exif_transpose(_to_rgb(source))
+    # Turned upright first: the conversions to RGB (compositing, 16-bit) drop the EXIF block.
+    image = _to_rgb(PIL.ImageOps.exif_transpose(source))
     if shorter_side:
       image = _downsize(image, shorter_side)
       save = dict(format="JPEG", quality=_JPEG_RESIZE_QUALITY)
@@ -248,11 +249,7 @@ def _to_rgb(image: PIL.Image.Image) -> PIL.Image.Image:
     rgba = image.convert("RGBA")
     white = PIL.Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     return PIL.Image.alpha_composite(white, rgba).convert("RGB")
-  # Keep the EXIF block on the copy: exif_transpose reads the orientation from it.
-  rgb = image.convert("RGB")
-  if "exif" in image.info:
-    rgb.info["exif"] = image.info["exif"]
-  return rgb
+  return image.convert("RGB")
 
 
 def _same_quality_jpeg(source: PIL.Image.Image) -> dict:

@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import PIL.Image
+import PIL.ImageOps
 import pytest
 import tensorflow as tf
 
@@ -72,6 +73,30 @@ def test_exif_rotated_photo_is_stored_upright(orientation):
   assert (facts.height, facts.width) == (H, W)
   assert mean_error(pixels, UPRIGHT) < 6
   assert PIL.Image.open(io.BytesIO(stored)).getexif().get(sample_images.EXIF_ORIENTATION) is None
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "P-transparency", "I;16"])
+def test_exif_rotated_png_of_every_mode_is_stored_upright(mode):
+  # The conversions to RGB (alpha composited, 16-bit narrowed) make new images without
+  # the EXIF block: rotated after them, the photo stayed sideways while its facts (and
+  # the boxes of an annotation file, placed on the upright size) said upright.
+  sideways = np.rot90(UPRIGHT, k=1)
+  image = {"RGBA": lambda: PIL.Image.fromarray(np.dstack([sideways, np.full((W, H), 255, np.uint8)])),
+           "P-transparency": lambda: PIL.Image.fromarray(sideways).convert("P"),
+           "I;16": lambda: PIL.Image.fromarray(sideways[..., 0].astype(np.uint16) * 257)}[mode]()
+  save = {"transparency": 255} if mode == "P-transparency" else {}
+  source = sample_images.encode(image, "PNG", orientation=6, **save)
+  expected = np.asarray(PIL.ImageOps.exif_transpose(PIL.Image.open(io.BytesIO(source)))
+                        .convert("RGB"))
+  assert expected.shape[:2] == (H, W)
+  stored, facts = image_checks.prepare(source)
+  assert "EXIF orientation 6" in facts.conversion
+  assert (facts.height, facts.width) == (H, W)
+  pixels = decoded(stored, facts)
+  if mode == "I;16":
+    np.testing.assert_array_equal(pixels, np.dstack([UPRIGHT[..., 0]] * 3))
+  else:   # (no pixel is transparent: the palette's index 255 is unused or opaque white)
+    assert mean_error(pixels, expected) < 1
 
 
 def test_rgba_png_is_composited_on_white_losslessly():
