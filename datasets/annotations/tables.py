@@ -63,6 +63,11 @@ def _header(path: str, header: list[str] | None) -> tuple[int, int, str]:
   return header.index(names[0]), header.index(labels[0]), LABEL_KEYS[labels[0]]
 
 
+def _where(src: str, first: int, last: int) -> str:
+  """How a problem names a CSV row: its line, or its lines when a quoted cell spans several."""
+  return f"{src} line {first}" if first == last else f"{src} lines {first}-{last}"
+
+
 def read_csv(path: str, images: Iterable[str], *, on_bad_box: str = "error",
              images_root: str = "", unread: Iterable[str] = ()) -> objects.Annotations:
   """The labels of the CSV file `path` for the image files `images` (no boxes: on_bad_box
@@ -75,8 +80,9 @@ def read_csv(path: str, images: Iterable[str], *, on_bad_box: str = "error",
   try:
     header = next(table, None)
     name_column, label_column, task = _header(path, header and [c.strip() for c in header])
+    end = table.line_num   # each row starts on the line after the one the last ended on
     for row in table:
-      where = f"{src} line {table.line_num}"
+      where, end = _where(src, end + 1, table.line_num), table.line_num
       if not any(cell.strip() for cell in row):
         continue
       if len(row) != len(header):

@@ -112,6 +112,25 @@ def test_bad_rows_are_problems_naming_their_line_all_at_once(tmp_path):
   assert annotations.unlisted == ("b.jpg",)
 
 
+def test_a_row_with_a_cell_over_several_lines_is_named_by_its_lines(tmp_path):
+  # Labeling tools export free-text columns (comments, notes) with line breaks quoted.
+  annotations = _csv(tmp_path, "\n".join([
+      "file_name,label,notes",
+      'a.jpg,cat,"seen twice',
+      'by two people"',
+      "gone.jpg,dog,",
+      "a.jpg,dog,",
+      'b.jpg,,"no label',
+      "",
+      'yet"',
+      "d.jpg,dog,", ""]))
+  assert _reasons(annotations) == [
+      ("labels.csv line 4", "gone.jpg: no such image in /data/images"),
+      ("labels.csv line 5", "a second entry for a.jpg (the first: labels.csv lines 2-3)"),
+      ("labels.csv lines 6-8", "no label: classification needs exactly one per image")]
+  assert list(annotations.entries) == ["a.jpg", "d.jpg"]
+
+
 def test_a_multi_label_file_with_one_row_per_label_says_so(tmp_path):
   annotations = _csv(tmp_path, "file_name,labels\na.jpg,cat\na.jpg,dog\n")
   ((where, reason),) = _reasons(annotations)
