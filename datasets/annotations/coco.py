@@ -32,6 +32,7 @@ MAX_DOCUMENT_BYTES = 1 << 30   # the whole file is parsed in memory
 FLAG_NAMES = ("is_crowd",)
 # Polygon points this far (pixels) outside the image are round-off of the tool, kept as given.
 POLYGON_SLACK = 1.0
+MANY = 10**18   # counts past this are not written out in messages
 
 
 def _integer(value: object) -> bool:
@@ -54,6 +55,12 @@ def _pixels(value: object) -> int | None:
   if number is not None and math.isfinite(number) and number > 0 and number == int(number):
     return int(number)
   return None
+
+
+def _count(number: int) -> str:
+  """A count summed from the file, for a message: written out up to MANY, else bounded
+  (a sum of long integers can pass the digits Python converts to text)."""
+  return f"{number:,}" if number <= MANY else f"more than {MANY:,}"
 
 
 def load(path: str) -> object:
@@ -218,8 +225,9 @@ def _rle(reader: objects.Reader, where: str, value: dict,
     reader.problem(where, f"segmentation RLE counts {objects.shown(counts)} hold a run that "
                           "is not a whole number >= 0")
     return None
-  if sum(runs) != height * width:
-    reader.problem(where, f"segmentation RLE runs cover {sum(runs):,} pixels, the {width}x"
+  covered = sum(runs)
+  if covered != height * width:
+    reader.problem(where, f"segmentation RLE runs cover {_count(covered)} pixels, the {width}x"
                           f"{height} image has {height * width:,}")
     return None
   return objects.Rle(size, counts if isinstance(counts, str) else tuple(counts))

@@ -139,6 +139,9 @@ def test_a_file_of_boxes_only_gets_no_masks(tmp_path):
     ({"size": [40], "counts": [2400]}, "RLE size [40] is not [height, width]"),
     ({"counts": [2400]}, "RLE size None is not [height, width]"),
     ({"size": [40, 60], "counts": "PPYo0"}, "RLE runs cover 1,025,024 pixels"),
+    # runs of 4,300 digits each, the most a JSON parse gives: their sum is longer
+    ({"size": [40, 60], "counts": [9 * 10**4299] * 2}, "RLE runs cover more than "
+                                                       "1,000,000,000,000,000,000 pixels"),
     ({"size": [40, 60], "counts": "0T"}, "'0T' is not COCO's compressed RLE string"),  # truncated
     ({"size": [40, 60], "counts": "0\x00"}, "is not COCO's compressed RLE string"),
     ({"size": [40, 60], "counts": "0~"}, "is not COCO's compressed RLE string"),
