@@ -58,10 +58,22 @@ class _StrictLoader(yaml.SafeLoader):
     return super().construct_mapping(node, deep)
 
 
+def _refused_text(error: yaml.reader.ReaderError) -> str:
+  """What yaml's reader refused, and the fix: bytes not in the file's encoding (UTF-8, or
+  UTF-16 after its BOM), or a control character YAML does not allow."""
+  if error.encoding == "unicode":   # (decoded: position counts characters)
+    return (f"character {error.position + 1} is U+{error.character:04X}, a control "
+            "character YAML does not allow: remove it")
+  return (f"not {error.encoding.upper()} (byte {error.position + 1} of the file): save the "
+          "file as UTF-8")
+
+
 def _yaml_names(path: str) -> list:
   text = objects.read_bounded(path, MAX_DOCUMENT_BYTES, "YOLO data.yaml")
   try:
     document = yaml.load(text, Loader=_StrictLoader)   # (safe: a SafeLoader)
+  except yaml.reader.ReaderError as e:   # (refused before parsing: no line, no problem)
+    raise objects.AnnotationError(f"{path}: {_refused_text(e)}") from None
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     line = f" line {mark.line + 1}" if mark is not None else ""

@@ -232,3 +232,16 @@ def test_a_names_file_that_is_no_regular_file_is_named_not_passed_over(tmp_path,
     with pytest.raises(objects.AnnotationError, match=f"{made}: {said[kind]}") as e:
       yolo.read(str(path), IMAGES)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"names: [cat, d\xe9g]\n", r"data.yaml: not UTF-8 \(byte 15 of the file\): save the file "
+                                r"as UTF-8"),
+    (b"names: [cat, d\x01g]\n", r"data.yaml: character 15 is U\+0001, a control character "
+                                r"YAML does not allow: remove it"),
+])
+def test_a_data_yaml_that_yaml_cannot_decode_names_the_byte_and_the_fix(tmp_path, data, words):
+  folder = _dataset(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n"}, names_file=None)
+  (tmp_path / "data.yaml").write_bytes(data)   # (a Latin-1 export; a stray control byte)
+  with pytest.raises(objects.AnnotationError, match=words):
+    yolo.read(str(folder), IMAGES)
