@@ -24,11 +24,28 @@ def _one_of(keys: Iterable[str], wanted: Iterable[str]) -> list[str]:
   return [key for key in wanted if key in keys]
 
 
+def _json_cell(cell: str) -> str | None:
+  """Why a label cell that is JSON (Label Studio's CSV export writes several choices as
+  {"choices": [...]}) is not read as a class name, else None."""
+  if cell[:1] not in "[{":
+    return None
+  try:
+    json.loads(cell)
+  except (ValueError, RecursionError):
+    return None
+  return (f"label cell {objects.shown(cell)} is JSON, not class names (an export's choices):"
+          f" write them in a labels column separated by '{SEPARATOR}' (cat{SEPARATOR}dog), or "
+          "as a list in JSONL")
+
+
 def _row(reader: objects.Reader, where: str, file_name: object, labels: list,
-         task: str) -> tuple[str, list[str]] | None:
-  """(file name, label names) of a valid row of an image not seen before, else None."""
+         task: str, refused: str | None = None) -> tuple[str, list[str]] | None:
+  """(file name, label names) of a valid row of an image not seen before, else None.
+  `refused`: why its labels cell was not read."""
   reasons = [reason for reason in map(objects.class_name_problem, labels) if reason]
-  if task == "classification" and len(labels) != 1:
+  if refused:
+    reasons.append(refused)
+  elif task == "classification" and len(labels) != 1:
     reasons.append("no label: classification needs exactly one per image")
   for reason in reasons:
     reader.problem(where, reason)
@@ -89,9 +106,10 @@ def read_csv(path: str, images: Iterable[str], *, on_bad_box: str = "error",
         reader.problem(where, f"{len(row)} fields, the header has {len(header)}")
         continue
       cell = row[label_column].strip()
-      labels = ([cell] if cell else []) if task == "classification" else [
+      refused = _json_cell(cell)
+      labels = [] if refused else ([cell] if cell else []) if task == "classification" else [
           label.strip() for label in cell.split(SEPARATOR) if label.strip()]
-      rows.append(_row(reader, where, row[name_column].strip(), labels, task))
+      rows.append(_row(reader, where, row[name_column].strip(), labels, task, refused))
   except csv.Error as e:
     raise objects.AnnotationError(f"{path} line {table.line_num}: not readable as CSV ({e}): "
                                   "fix the file") from None

@@ -202,3 +202,20 @@ def test_a_file_whose_every_row_is_bad_names_the_rows_not_only_no_class(tmp_path
   assert "line 2" in said and "line 3" in said
   with pytest.raises(objects.AnnotationError, match=r"problem\(s\) found before"):
     _jsonl(tmp_path, [{"file_name": "a.jpg", "label": 7}])
+
+
+@pytest.mark.parametrize("column", ["label", "labels"])
+def test_a_label_cell_that_is_json_is_a_problem_not_a_class_name(tmp_path, column):
+  # Label Studio's CSV export writes an image's several choices as {"choices": [...]}.
+  annotations = _csv(tmp_path, "\n".join([
+      f"file_name,{column}",
+      'a.jpg,"{""choices"": [""cat"", ""dog""]}"',
+      'b.jpg,"[""cat""]"',
+      "d.jpg,[cat]", ""]))
+  assert [(where, reason.split(", not class names")[0])
+          for where, reason in _reasons(annotations)] == [
+      ("labels.csv line 2", "label cell '{\"choices\": [\"cat\", \"dog\"]}' is JSON"),
+      ("labels.csv line 3", "label cell '[\"cat\"]' is JSON")]
+  assert "labels column separated by ';' (cat;dog)" in annotations.problems[0].reason
+  assert list(annotations.entries) == ["d.jpg"] and annotations.class_names == ("[cat]",)
+  assert annotations.unlisted == ("sub/c.jpg",)   # (a.jpg and b.jpg have rows)
