@@ -28,6 +28,7 @@ from imagesets.annotations import objects
 NAMES_FILES = ("data.yaml", "classes.txt", "obj.names")
 MAX_DOCUMENT_BYTES = 16 << 20   # a names file: data.yaml (parsed in memory), or one a line
 _YAML_SUFFIXES = (".yaml", ".yml")
+PIXELS_PAST = 2.0   # a normalised value past this is no round-off: the line is in pixels
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -167,6 +168,11 @@ def _object(reader: objects.Reader, where: str, values: list[str],
   if label is None or None in numbers:
     return None
   cx, cy, w, h = numbers
+  if max(numbers) > PIXELS_PAST:   # (no policy keeps a box in other units: clipped, it lies)
+    reader.problem(where, f"x_center y_center width height {' '.join(values[1:])} look like "
+                          "pixels: YOLO gives them as fractions of the image's width and "
+                          "height (0..1); divide by the image's size")
+    return None
   bbox = reader.box(where, cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, width=1.0, height=1.0)
   return None if bbox is None else objects.Object(bbox, label)
 

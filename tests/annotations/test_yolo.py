@@ -245,3 +245,15 @@ def test_a_data_yaml_that_yaml_cannot_decode_names_the_byte_and_the_fix(tmp_path
   (tmp_path / "data.yaml").write_bytes(data)   # (a Latin-1 export; a stray control byte)
   with pytest.raises(objects.AnnotationError, match=words):
     yolo.read(str(folder), IMAGES)
+
+
+@pytest.mark.parametrize("policy", ["error", "clip", "skip"])
+def test_a_box_in_pixels_is_a_problem_whatever_the_bad_box_policy(tmp_path, policy):
+  # labelImg-like exports in pixels: clipped to 0..1 they would be whole-image boxes.
+  annotations = _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\n1 320 240 64 48\n"},
+                      on_bad_box=policy)
+  assert _reasons(annotations) == [(
+      "labels/a.txt line 2", "x_center y_center width height 320 240 64 48 look like pixels: "
+      "YOLO gives them as fractions of the image's width and height (0..1); divide by the "
+      "image's size")]
+  assert len(annotations.entries["a.jpg"].objects) == 1 and not annotations.fixed
