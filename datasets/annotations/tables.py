@@ -137,6 +137,11 @@ def read_jsonl(path: str, images: Iterable[str], *, on_bad_box: str = "error",
       continue
     names = _one_of(record, NAME_KEYS) if isinstance(record, dict) else []
     labels = _one_of(record, LABEL_KEYS) if isinstance(record, dict) else []
+    if len(names) > 1 or len(labels) > 1:
+      twice = names if len(names) > 1 else labels
+      reader.problem(where, f"{objects.shown(record)} has the keys {', '.join(twice)}, which "
+                            "say the same: keep one")
+      continue
     if len(names) != 1 or len(labels) != 1:
       reader.problem(where, f"{objects.shown(record)} needs one of the keys "
                             f"{', '.join(NAME_KEYS)} and one of label, labels")

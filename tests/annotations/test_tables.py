@@ -219,3 +219,12 @@ def test_a_label_cell_that_is_json_is_a_problem_not_a_class_name(tmp_path, colum
   assert "labels column separated by ';' (cat;dog)" in annotations.problems[0].reason
   assert list(annotations.entries) == ["d.jpg"] and annotations.class_names == ("[cat]",)
   assert annotations.unlisted == ("sub/c.jpg",)   # (a.jpg and b.jpg have rows)
+
+
+def test_a_jsonl_record_with_two_image_keys_is_told_to_keep_one(tmp_path):
+  annotations = _jsonl(tmp_path, [{"file_name": "b.jpg", "image": "c.jpg", "label": "cat"},
+                                  {"file_name": "a.jpg", "label": "cat", "labels": ["dog"]},
+                                  {"file_name": "d.jpg", "label": "dog"}])
+  assert [reason.split(" has the keys ")[1] for _, reason in _reasons(annotations)] == [
+      "file_name, image, which say the same: keep one",
+      "label, labels, which say the same: keep one"]
