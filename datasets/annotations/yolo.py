@@ -148,8 +148,13 @@ def locate(path: str) -> tuple[str, str]:
                                 "classes.txt or obj.names in the labels folder or its parent")
 
 
-def _object(reader: objects.Reader, where: str, values: list[str],
+def _object(reader: objects.Reader, where: str, text: str,
             names_file: str, count: int) -> objects.Object | None:
+  if "\r" in text.rstrip("\r\n"):   # (split() would join the lines into one of many values)
+    reader.problem(where, "a carriage return inside the line: the file ends its lines with "
+                          "CR alone (classic Mac OS); save it with LF line ends")
+    return None
+  values = text.split()
   if len(values) != 5:
     reader.problem(where, f"{len(values)} values: YOLO segmentation lines are not read (boxes "
                           "only)" if len(values) > 5 else
@@ -192,7 +197,7 @@ def read(path: str, images: Iterable[str], *, on_bad_box: str = "error",
       continue
     where = objects.inside(labels, relative)
     file_name = objects.image_of_stem(reader, where, posixpath.splitext(relative)[0], by_stem)
-    placed = [_object(reader, f"{where} line {number}", text.split(), names_file, len(names))
+    placed = [_object(reader, f"{where} line {number}", text, names_file, len(names))
               for number, text in objects.lines(os.path.join(labels, relative)) if text.strip()]
     if file_name is not None:
       entries.append(objects.Entry(file_name, objects=tuple(p for p in placed if p is not None)))

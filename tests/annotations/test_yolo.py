@@ -257,3 +257,12 @@ def test_a_box_in_pixels_is_a_problem_whatever_the_bad_box_policy(tmp_path, poli
       "YOLO gives them as fractions of the image's width and height (0..1); divide by the "
       "image's size")]
   assert len(annotations.entries["a.jpg"].objects) == 1 and not annotations.fixed
+
+
+def test_a_label_file_with_cr_line_ends_is_a_problem_saying_so(tmp_path):
+  annotations = _read(tmp_path, {"a.txt": "0 0.5 0.5 0.2 0.2\r1 0.3 0.3 0.1 0.1\r",
+                                 "b.txt": "0 0.5 0.5 0.2 0.2\r\n1 0.3 0.3 0.1 0.1\r\n"})
+  assert _reasons(annotations) == [(
+      "labels/a.txt line 1", "a carriage return inside the line: the file ends its lines "
+      "with CR alone (classic Mac OS); save it with LF line ends")]
+  assert len(annotations.entries["b.jpg"].objects) == 2   # (CRLF: Windows line ends)
