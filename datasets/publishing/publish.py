@@ -186,12 +186,13 @@ _MAX_CLAIM = 4096  # bytes: a claim is a line of JSON; anything larger is not on
 
 
 def _held_claim(bucket, rel: str) -> dict:
-  """The claim at `rel` as a dict ({} when absent, too large or not ours: untrusted)."""
+  """The claim at `rel` as a dict ({} when absent, too large or not ours: untrusted). Read
+  bounded, as one object (a size asked first may change before the read; in a folder, a
+  link to /dev/zero or a FIFO sizes 0 and never ends): a larger one, or none a reader
+  takes (`Bucket.read_bytes`), is not ours."""
   try:
-    if bucket.info(rel).size > _MAX_CLAIM:
-      return {}
-    claim = json.loads(bucket.read_bytes(rel))
-  except (FileNotFoundError, ValueError, RecursionError):
+    claim = json.loads(bucket.read_bytes(rel, _MAX_CLAIM))
+  except (FileNotFoundError, ValueError, RecursionError, bucket_lib.NotAnObjectError):
     return {}
   return claim if isinstance(claim, dict) else {}
 

@@ -6,6 +6,7 @@ The interleavings are made by running the second publisher at a chosen point of 
 
 import hashlib
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 from conftest import BIN
+from hang_guard import returns_within
 from publish_helpers import FOLDER, TINY
 from imagesets.storage import bucket as bucket_lib
 from imagesets.publishing import publish
@@ -184,3 +186,18 @@ def test_a_hostile_claim_is_refused_in_one_printable_line(claim, tiny_data_dir, 
     _quiet(tiny_data_dir, url)
   message = str(error.value)
   assert message.isprintable() and len(message) < 600
+
+
+@pytest.mark.parametrize("plant", [lambda path: os.mkfifo(path),
+                                   lambda path: path.symlink_to("/dev/zero")],
+                         ids=["fifo", "link to /dev/zero"])
+def test_a_claim_that_is_no_regular_file_is_refused_unread(plant, tiny_data_dir, tmp_path):
+  """A claim that sizes 0 and never ends (a FIFO waited on for ever, /dev/zero read until
+  memory ran out) is none of ours: refused in one line, read no further than a claim."""
+  url = str(tmp_path / "bucket")
+  claim = tmp_path / "bucket" / FOLDER / versions.CLAIM
+  claim.parent.mkdir(parents=True)
+  plant(claim)
+  with pytest.raises(versions.PublishError, match=OTHER_CONTENT) as error:
+    returns_within(120, _quiet, tiny_data_dir, url, what="publish reading a planted claim")
+  assert "\n" not in str(error.value)
