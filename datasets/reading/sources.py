@@ -350,6 +350,8 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
   small = [name for name in manifest.files
            if not _SHARD.search(name) and name != constants.PAGE_FILE
            and not name.startswith(constants.RECORD_INDEX_FOLDER + "/")]
+  # (a version published again with other files: the old ones, in the new ones' way too)
+  transfer.remove_others(folder, [*small, versions.MANIFEST])
   for name in sorted(small, key=lambda n: n in versions.COMMIT_FILES):
     path, entry = folder / name, manifest.files[name]
     if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:
@@ -359,7 +361,3 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
   manifest_path = folder / versions.MANIFEST
   if not manifest_path.is_file() or manifest_path.read_bytes() != manifest.to_bytes():
     transfer.write_atomically(manifest_path, manifest.to_bytes())
-  stale = set(os.listdir(folder)) - set(small) - {versions.MANIFEST}
-  for name in stale:  # a version published again with fewer files
-    if not name.startswith(".") and (folder / name).is_file() and not (folder / name).is_symlink():
-      (folder / name).unlink()

@@ -155,6 +155,7 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   byte for byte is linked (or copied) from it instead of downloaded."""
   staging = transfer.own_folder(version_dir.parent / f".incomplete-{ref.version}", root)
   transfer.remove_stale_parts(staging, recursive=True)
+  transfer.remove_others(staging, manifest.files)  # (a killed fetch of an earlier content's)
   todo = [n for n, e in manifest.files.items() if not (
       (staging / n).is_file() and (staging / n).stat().st_size == e["size"]
       and bucket_lib.file_digests(staging / n)[0] == e["sha256"])]

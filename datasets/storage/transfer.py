@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import os
 import pathlib
+import shutil
 import time
 import uuid
 from typing import Callable
@@ -227,6 +228,34 @@ def remove_stale_parts(folder: pathlib.Path, recursive: bool = False) -> int:
         freed += os.fstat(handle.fileno()).st_size
         os.unlink(entry.path)
   return freed
+
+
+def remove_others(folder: pathlib.Path, names) -> None:
+  """Removes from `folder` (a version's copy in the making) what is neither one of `names`
+  (its files, relative) nor a folder of them: files of an earlier content of the version
+  (deleted and published again, or its manifest forged anew), where one stands in the
+  way of the new content (a file where a folder goes, a folder where a file goes) or
+  would be taken along. Before anything is written there; hidden names (live part files,
+  locks) and links (never followed nor removed: `check_folder` refuses one in the way)
+  are left."""
+  folders = {str(parent) for name in names for parent in pathlib.PurePosixPath(name).parents}
+  _remove_others(folder, set(names), folders, "")
+
+
+def _remove_others(folder: pathlib.Path, names: set[str], folders: set[str],
+                   prefix: str) -> None:
+  with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+    for entry in entries:
+      rel = prefix + entry.name
+      if entry.name.startswith(".") or entry.is_symlink():
+        continue
+      if not entry.is_dir(follow_symlinks=False):
+        if rel not in names:
+          os.unlink(entry.path)
+      elif rel in folders:
+        _remove_others(pathlib.Path(entry.path), names, folders, rel + "/")
+      else:
+        shutil.rmtree(entry.path)
 
 
 def part_reserved_bytes(name: str) -> int:

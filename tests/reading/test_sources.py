@@ -1,5 +1,6 @@
 """sources: a version opened as a `Source`, by name, from a local build or a bucket, and read."""
 
+import contextlib
 import hashlib
 import json
 import pathlib
@@ -207,3 +208,37 @@ def test_the_parts_of_a_split_are_contiguous_and_cover_it_once():
       ranges = [sources.part_range(count, (i, parts)) for i in range(parts)]
       assert [i for r in ranges for i in r] == list(range(count)), (count, parts)
       assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+
+
+def _with_extra(url: str, extra: dict[str, bytes]) -> None:
+  """The version at `url` published again with the files `extra` ({name: bytes}) besides
+  its own (in the bucket and its manifest), in place of those a previous call added."""
+  bucket = bucket_lib.Bucket(url)
+  rel = f"{FOLDER}/{versions.MANIFEST}"
+  manifest = json.loads(bucket.read_bytes(rel))
+  for name in [name for name in manifest["files"] if name.startswith("extra")]:
+    del manifest["files"][name]
+  shutil.rmtree(pathlib.Path(bucket.root, FOLDER, "extra"), ignore_errors=True)  # (a folder)
+  with contextlib.suppress(FileNotFoundError):
+    pathlib.Path(bucket.root, FOLDER, "extra").unlink()
+  for name, data in extra.items():
+    bucket.write_bytes(f"{FOLDER}/{name}", data)
+    manifest["files"][name] = {"size": len(data), "md5": hashlib.md5(data).hexdigest(),
+                               "sha256": hashlib.sha256(data).hexdigest()}
+  bucket.write_bytes(rel, json.dumps(manifest).encode())
+
+
+@ONE_FORMAT
+@pytest.mark.parametrize("before, after", [("extra", "extra/y"), ("extra/y", "extra")])
+def test_a_version_published_again_with_a_file_where_a_folder_was_streams(built, tmp_path,
+                                                                           before, after):
+  """A file of the version streamed before where a folder of the version published again
+  goes (or the other way round) was a raw FileExistsError (IsADirectoryError) at every
+  open: the earlier content's files make way for the new one's."""
+  url = published_to(built, "file", tmp_path)
+  _with_extra(url, {before: b"before"})
+  folder = sources.open_source(SPEC, url, cache_dir=tmp_path / "c").folder
+  assert (folder / before).read_bytes() == b"before"
+  _with_extra(url, {after: b"after"})
+  assert sources.open_source(SPEC, url, cache_dir=tmp_path / "c").folder == folder
+  assert (folder / after).read_bytes() == b"after"

@@ -6,6 +6,7 @@ bounded number of times."""
 import http.server
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import threading
@@ -408,3 +409,40 @@ def test_a_damaged_cached_manifest_is_fetched_again_not_an_error(tmp_path, damag
     manifest.mkdir()  # (reading it: IsADirectoryError)
   fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
   assert fetch.local_copy_ok(cached / "ds/cfg/1.0.0", deep=True)
+
+
+def _version_with(data_dir: pathlib.Path, files: dict[str, bytes]) -> None:
+  from publish_helpers import small_version
+  folder = small_version(data_dir)
+  for name, data in files.items():
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+
+
+@pytest.mark.parametrize("before, after", [("extra", "extra/y"), ("extra/y", "extra")])
+def test_a_fetch_killed_before_the_version_was_published_again_leaves_nothing_in_the_way(
+    tmp_path, monkeypatch, before, after):
+  """A fetch killed with a file staged where the version published again has a folder (or
+  the other way round) left a staging folder every later fetch failed on (a raw
+  FileExistsError, IsADirectoryError); files of the earlier content are not taken along."""
+  url, cache = str(tmp_path / "bucket"), tmp_path / "cache"
+  _version_with(tmp_path / "before", {before: b"before", "gone": b"gone"})
+  publish.publish("ds/cfg:1.0.0", tmp_path / "before", url, progress=False)
+  download = fetch.transfer.checked_download
+
+  def killed_at_the_marker(bucket, rel, *args, **kwargs):
+    if rel.endswith(versions.MARKER):
+      raise KeyboardInterrupt  # (as a kill there: what was staged stays)
+    return download(bucket, rel, *args, **kwargs)
+  monkeypatch.setattr(fetch.transfer, "checked_download", killed_at_the_marker)
+  with pytest.raises(KeyboardInterrupt):
+    fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+  monkeypatch.setattr(fetch.transfer, "checked_download", download)
+  shutil.rmtree(tmp_path / "bucket" / "ds/cfg/1.0.0")  # (deleted, and published again)
+  _version_with(tmp_path / "after", {after: b"after"})
+  publish.publish("ds/cfg:1.0.0", tmp_path / "after", url, progress=False)
+  fetched = pathlib.Path(fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache,
+                                     progress=False)) / "ds/cfg/1.0.0"
+  assert (fetched / after).read_bytes() == b"after"
+  names = {p.relative_to(fetched).as_posix() for p in fetched.rglob("*") if p.is_file()}
+  assert names == set(manifest_files(url)) | {versions.MANIFEST}

@@ -117,3 +117,19 @@ def test_a_file_with_a_long_name_is_fetched_through_a_part_file_named_short(tmp_
   assert downloads.count(f"ds/cfg/1.0.0/{long}") == 1
   parts = {transfer.part_path(tmp_path, "y" * 255, 10**15) for _ in range(2)}
   assert len(parts) == 2 and all(len(part.name) <= 255 for part in parts)
+
+
+def test_what_a_version_no_longer_names_is_removed_its_files_hidden_names_and_links_kept(
+    tmp_path):
+  folder, victim = tmp_path / "staging", tmp_path / "victim"
+  (folder / "a" / "old").mkdir(parents=True)
+  victim.mkdir()
+  (victim / "keep").write_text("not the cache's")
+  for name in ("a/b", "a/old/x", "c", ".part-of-a-live-writer", "a/.another"):
+    (folder / name).write_text(name)
+  (folder / "d").symlink_to(victim)  # (where a folder of the version goes)
+  (folder / "e").symlink_to(victim)  # (named by no file)
+  transfer.remove_others(folder, ["a/b", "d/e"])
+  left = {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+  assert left == {"a", "a/b", ".part-of-a-live-writer", "a/.another", "d", "e"}
+  assert [p.name for p in victim.iterdir()] == ["keep"]
