@@ -97,6 +97,7 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
                             / f".{ref.version}.lock"):
     transfer.check_folder(version_dir, root)
     if local_copy_ok(version_dir, deep=verify, manifest=manifest):
+      _remove_staging(version_dir)
       return str(data_dir)
     _download(bucket, ref, manifest, version_dir, progress, root)
     metadata = versions.config_metadata(bucket, ref.name)
@@ -104,6 +105,21 @@ def fetch(url: str, spec: str, *, cache_dir=None, verify: bool = False,
       transfer.write_atomically(config_dir / pathlib.Path(versions.CONFIG_METADATA).name,
                                 metadata)
   return str(data_dir)
+
+
+def _staging(version_dir: pathlib.Path) -> pathlib.Path:
+  """Where a version is downloaded before it is renamed into place (kept by a killed
+  fetch, for the next one to resume)."""
+  return version_dir.parent / f".incomplete-{version_dir.name}"
+
+
+def _remove_staging(version_dir: pathlib.Path) -> None:
+  """The staging folder a killed fetch left beside a copy found complete (e.g. one of
+  `verify=True` repairing it), which no later fetch would resume: removed, not kept for
+  ever. Under the version's lock (no fetcher writes it); a link there is left."""
+  staging = _staging(version_dir)
+  if staging.is_dir() and not staging.is_symlink():
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _fetched_elsewhere(version_dir: pathlib.Path, wanted: set[tuple[int, str]]
@@ -153,7 +169,7 @@ def _download(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest, versio
   """Downloads into a hidden staging folder (files verified there are kept: a killed fetch
   resumes), then renames it into place. A file another fetched version of the dataset holds
   byte for byte is linked (or copied) from it instead of downloaded."""
-  staging = transfer.own_folder(version_dir.parent / f".incomplete-{ref.version}", root)
+  staging = transfer.own_folder(_staging(version_dir), root)
   transfer.remove_stale_parts(staging, recursive=True)
   transfer.remove_others(staging, manifest.files)  # (a killed fetch of an earlier content's)
   todo = [n for n, e in manifest.files.items() if not (

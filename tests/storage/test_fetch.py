@@ -446,3 +446,28 @@ def test_a_fetch_killed_before_the_version_was_published_again_leaves_nothing_in
   assert (fetched / after).read_bytes() == b"after"
   names = {p.relative_to(fetched).as_posix() for p in fetched.rglob("*") if p.is_file()}
   assert names == set(manifest_files(url)) | {versions.MANIFEST}
+
+
+def test_a_staging_folder_left_beside_a_complete_copy_is_removed(tmp_path, monkeypatch):
+  """A repair (`verify=True`) killed mid-download left the version's staging folder; the
+  next fetch found the copy complete (sizes) and kept the folder for ever."""
+  from publish_helpers import small_version
+  small_version(tmp_path / "data", extra={"extra": b"one" * 1000})
+  url, cache = str(tmp_path / "bucket"), tmp_path / "cache"
+  publish.publish("ds/cfg:1.0.0", tmp_path / "data", url, progress=False)
+  config = pathlib.Path(fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache,
+                                    progress=False)) / "ds/cfg"
+  (config / "1.0.0" / "extra").write_bytes(b"two" * 1000)  # (damaged, its size kept)
+  download = fetch.transfer.checked_download
+
+  def killed_at_the_marker(bucket, rel, *args, **kwargs):
+    if rel.endswith(versions.MARKER):
+      raise KeyboardInterrupt  # (as a kill there: what was staged stays)
+    return download(bucket, rel, *args, **kwargs)
+  monkeypatch.setattr(fetch.transfer, "checked_download", killed_at_the_marker)
+  with pytest.raises(KeyboardInterrupt):
+    fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False, verify=True)
+  monkeypatch.setattr(fetch.transfer, "checked_download", download)
+  assert (config / ".incomplete-1.0.0" / "extra").is_file()
+  fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
+  assert sorted(p.name for p in config.iterdir()) == [".1.0.0.lock", "1.0.0"]
