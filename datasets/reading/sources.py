@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import pathlib
-import re
 from typing import Iterator
 
 import tensorflow_datasets as tfds
@@ -42,7 +41,6 @@ from imagesets.reading import shard_cache as shard_cache_lib
 from imagesets.reading import shard_reads
 from imagesets.reading import split_runs
 
-_SHARD = re.compile(r"-\d{5}-of-\d{5}$")   # TFDS's shard files: ...-00003-of-00016
 _READ_BATCH = 64   # records read at a time in stored order
 
 
@@ -333,31 +331,43 @@ def _open_bucket_version(spec: str, url: str, cache_dir, cache_limit) -> Source:
     return open_folder(whole)
   root = fetch_lib.cache_root(cache_dir)
   folder = transfer.own_folder(whole.parent / f".stream-{ref.version}", root)
-  _fetch_metadata(bucket, ref, manifest, folder)
-  manifest.check_every_shard_listed(folder / versions.DATASET_INFO, bucket.url_of(ref.folder))
+  names = _fetch_metadata(bucket, ref, manifest, folder)
   cache = shard_cache_lib.shared(root, limit)
-  shards = {name: shard_cache_lib.Shard(entry["sha256"], entry["size"], bucket,
-                                        f"{ref.folder}/{name}")
-            for name, entry in manifest.files.items() if _SHARD.search(name)}
+  shards = {name: shard_cache_lib.Shard(manifest.files[name]["sha256"],
+                                        manifest.files[name]["size"], bucket,
+                                        f"{ref.folder}/{name}") for name in names}
   return Source(tfds.builder_from_directory(str(folder)), folder, cache, shards)
 
 
 def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
-                    folder: pathlib.Path) -> None:
-  """Everything but the shards, the page and the record index into `folder`, checked, so that TFDS can make
-  a builder of it; the commit files last (their presence says the others are there)."""
+                    folder: pathlib.Path) -> set[str]:
+  """Everything but the shards, the page and the record index into `folder`, checked, so
+  that TFDS can make a builder of it; the names of the shards (those its dataset_info.json
+  names, whatever their pattern: each in the manifest), read through the shard cache.
+  dataset_info.json first (it says which files are shards), features.json last."""
   transfer.remove_stale_parts(folder, recursive=True)  # a killed job's
+  where, info = bucket.url_of(ref.folder), versions.DATASET_INFO
+  manifest.check_loadable(where)
+  _fetch_checked(bucket, ref, manifest, folder, info)
+  shards = manifest.check_every_shard_listed(folder / info, where)
   small = [name for name in manifest.files
-           if not _SHARD.search(name) and name != constants.PAGE_FILE
+           if name not in shards and name != constants.PAGE_FILE
            and not name.startswith(constants.RECORD_INDEX_FOLDER + "/")]
   # (a version published again with other files: the old ones, in the new ones' way too)
   transfer.remove_others(folder, [*small, versions.MANIFEST])
-  for name in sorted(small, key=lambda n: n in versions.COMMIT_FILES):
-    path, entry = folder / name, manifest.files[name]
-    if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:
-      continue
-    transfer.own_folder(path.parent, folder)  # a nested folder: never through a symlink
-    transfer.checked_download(bucket, f"{ref.folder}/{name}", path, entry)
+  for name in sorted(small, key=lambda n: n == versions.MARKER):
+    _fetch_checked(bucket, ref, manifest, folder, name)
   manifest_path = folder / versions.MANIFEST
   if not manifest_path.is_file() or manifest_path.read_bytes() != manifest.to_bytes():
     transfer.write_atomically(manifest_path, manifest.to_bytes())
+  return shards
+
+
+def _fetch_checked(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
+                   folder: pathlib.Path, name: str) -> None:
+  """The version's file `name` in `folder`, checked, unless it is there already."""
+  path, entry = folder / name, manifest.files[name]
+  if path.is_file() and bucket_lib.file_digests(path)[0] == entry["sha256"]:
+    return
+  transfer.own_folder(path.parent, folder)  # a nested folder: never through a symlink
+  transfer.checked_download(bucket, f"{ref.folder}/{name}", path, entry)

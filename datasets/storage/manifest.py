@@ -94,17 +94,24 @@ class Manifest:
           f"{where}: its manifest lists no {' nor '.join(unloadable)}: not a version TFDS "
           "can load, nothing fetched; it is damaged or forged, tell the publisher")
 
-  def check_every_shard_listed(self, dataset_info: pathlib.Path, where: str) -> None:
-    """PublishError unless this manifest is loadable (`check_loadable`) and lists every
-    shard file the version's `dataset_info` (downloaded, checked against it) names: a
-    version fetched without one would be taken for complete and fail in training, at
-    every load. Its splits are untrusted: any malformed one refuses."""
+  def check_every_shard_listed(self, dataset_info: pathlib.Path, where: str) -> set[str]:
+    """The shard files the version's `dataset_info` (downloaded, checked against this
+    manifest) names, whatever their names' pattern; PublishError unless this manifest is
+    loadable (`check_loadable`) and lists every one: a version fetched without one would
+    be taken for complete and fail in training, at every load. Its splits are untrusted:
+    any malformed one refuses."""
     self.check_loadable(where)
     try:
       info = json.loads(dataset_info.read_bytes())
-      # (the names one at a time: a forged file may name millions)
-      missing = (name for _, name in versions.shard_names(info) if name not in self.files)
-      first, more = next(missing, None), sum(1 for _ in missing)
+      # (the names one at a time, only listed ones kept: a forged file may name millions)
+      shards, first, more = set(), None, 0
+      for _, name in versions.shard_names(info):
+        if name in self.files:
+          shards.add(name)
+        elif first is None:
+          first = name
+        else:
+          more += 1
     except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as why:
       raise _damaged(where, f"comes with a {versions.DATASET_INFO} that names no readable "
                      f"splits ({type(why).__name__})") from None
@@ -112,6 +119,7 @@ class Manifest:
       raise _damaged(where, f"lists no {first!r:.300}" + (
           f" (nor {more} more shard(s))" if more else "")
           + f", which its {versions.DATASET_INFO} names")
+    return shards
 
   def to_bytes(self) -> bytes:
     return json.dumps(dataclasses.asdict(self), indent=1).encode()

@@ -242,3 +242,27 @@ def test_a_version_published_again_with_a_file_where_a_folder_was_streams(built,
   _with_extra(url, {after: b"after"})
   assert sources.open_source(SPEC, url, cache_dir=tmp_path / "c").folder == folder
   assert (folder / after).read_bytes() == b"after"
+
+
+def test_shards_named_by_another_template_stream_through_the_cache(tiny_data_dir, tmp_path):
+  """Shards are what dataset_info.json names (TFDS reads any `filepathTemplate`), not names
+  ending in -NNNNN-of-NNNNN: others were downloaded whole with the metadata, past
+  cache_limit and outside the shard cache, and reading them was a raw ValueError."""
+  data_dir = tmp_path / "data"
+  shutil.copytree(tiny_data_dir, data_dir)
+  folder = data_dir / "synthetic_images/tiny/1.0.0"
+  info = json.loads((folder / versions.DATASET_INFO).read_text())
+  for split in info["splits"]:
+    split["filepathTemplate"] = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}.shard"
+  (folder / versions.DATASET_INFO).write_text(json.dumps(info))
+  for shard in folder.glob("*-of-*"):
+    shard.rename(shard.with_name(f"{shard.name}.shard"))
+  local = sources.open_source("synthetic_images/tiny:1.0.0", str(data_dir))
+  url = f"file://{tmp_path}/bucket"
+  publish.publish("synthetic_images/tiny:1.0.0", data_dir, url, progress=False)
+  streamed = sources.open_source("synthetic_images/tiny:1.0.0", url, cache_dir=tmp_path / "c",
+                                 cache_limit="1MB")
+  assert sorted(streamed.shards) == sorted(p.name for p in folder.glob("*.shard"))
+  assert not list(streamed.folder.glob("*.shard"))
+  for split in ("train", "test"):
+    assert list(streamed.stored_records(split)) == list(local.stored_records(split))
