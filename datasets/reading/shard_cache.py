@@ -34,6 +34,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
 import pathlib
@@ -284,7 +285,7 @@ class ShardCache:
         self._failed.pop(sha, None)
         return True
     try:
-      handle = open(self.path(shard), "rb")
+      handle = _open_shard(self.path(shard))
     except FileNotFoundError:
       return False
     fcntl.flock(handle, fcntl.LOCK_SH)
@@ -475,8 +476,8 @@ class ShardCache:
   def _evict(self, name: str) -> int:
     path = self.folder / name
     try:
-      handle = open(path, "rb")
-    except FileNotFoundError:
+      handle = _open_shard(path)
+    except (FileNotFoundError, NotAShardError):
       return 0
     with handle:
       try:
@@ -503,6 +504,27 @@ class ShardCache:
       for handle, _ in self._pins.values():
         handle.close()
       self._pins.clear()
+
+
+class NotAShardError(versions.PublishError):
+  """What stands at a shard's name in the cache is not a regular file."""
+
+
+def _open_shard(path: pathlib.Path):
+  """The shard file at `path`, opened for reading; FileNotFoundError without one. A link
+  (to bytes never checked against the shard's SHA-256), a FIFO (a read that never ends)
+  or a device there is NotAShardError, one line: refused, neither followed nor read."""
+  try:
+    return atomic_files.open_regular(path)
+  except atomic_files.NotAFileOfOurs:
+    pass
+  except OSError as error:
+    if error.errno != errno.ELOOP:
+      raise
+  raise NotAShardError(
+      f"{path} is not a regular file (a symlink, a FIFO or a device) where the shard cache "
+      "keeps a shard it downloaded and checked: refused, neither followed nor read; remove "
+      "it (the shard is then downloaded again)")
 
 
 def _read_next_time() -> float:

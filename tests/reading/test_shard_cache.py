@@ -20,10 +20,12 @@ import tensorflow_datasets as tfds
 import bucket_servers as servers
 from bucket_reads import AUDIT
 from conftest import warm
+from hang_guard import returns_within
 from imagesets_testing.fault_proxy import FaultProxy
 import imagesets
 from imagesets.storage import bucket as bucket_lib
 from imagesets.storage import fetch as fetch_lib
+from imagesets.storage import versions
 from imagesets.publishing import publish
 from imagesets.reading import input_pipeline
 from imagesets.reading import order as order_lib
@@ -891,3 +893,31 @@ def test_a_trainer_moving_to_a_version_built_on_its_last_downloads_only_the_new_
   new = shas("1.1.0") - shas("1.0.0")
   assert 0 < len(new) <= 4  # a new shard per split at most, and the one that lost a photo
   assert sorted(downloads) == sorted(new)
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link"])
+def test_what_is_no_regular_file_at_a_shards_name_is_refused_unread(tmp_path, plant):
+  """A FIFO at a shard's name in the cache was opened and waited on for ever; a link was
+  followed, and the bytes it led to (of the shard's size: never checked against its
+  SHA-256) read as the shard. Refused in one line; the eviction passes it by."""
+  data = b"shard bytes" * 10
+  (tmp_path / "bucket").mkdir()
+  (tmp_path / "bucket" / "s").write_bytes(data)
+  victim = tmp_path / "victim"
+  victim.write_bytes(b"x" * len(data))
+  cache = shard_cache_lib.ShardCache(tmp_path / "cache", limit=10 * len(data))
+  shard = shard_cache_lib.Shard(hashlib.sha256(data).hexdigest(), len(data),
+                                bucket_lib.Bucket(str(tmp_path / "bucket")), "s")
+  planted = cache.path(shard)
+  if plant == "fifo":
+    os.mkfifo(planted)
+  else:
+    planted.symlink_to(victim)
+  try:
+    with pytest.raises(versions.PublishError, match=f"^{planted} is not a regular "
+                       "file .*: refused, neither followed nor read; remove it"):
+      returns_within(30, cache.pin, shard, what="pin opening a planted shard")
+    assert returns_within(60, cache._evict, shard.sha256) == 0  # pylint: disable=protected-access
+  finally:
+    cache.close()
+  assert os.path.lexists(planted) and victim.read_bytes() == b"x" * len(data)
