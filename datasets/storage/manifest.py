@@ -141,7 +141,28 @@ class Manifest:
     both = sorted(folders & raw["files"].keys())
     if both:  # (a file "a" and "a/b": no folder holds both)
       raise _damaged(where, f"names {both[0]!r} as a file and as a folder of others")
+    clash = case_clash(raw["files"])
+    if clash:
+      raise _damaged(where, f"names {clash}")
     return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+
+
+def case_clash(names) -> str | None:
+  """Two of the files `names` that a file system blind to case (macOS's and Windows'
+  defaults) holds as one file, or a file and a folder it holds as one, in words; else
+  None. Fetched there, the second would overwrite the first and the copy never check."""
+  seen, folders = {}, {}
+  for name in sorted(names):
+    for parent in pathlib.PurePosixPath(name).parents:
+      folders.setdefault(str(parent).casefold(), str(parent))
+    other = seen.setdefault(name.casefold(), name)
+    if other != name:
+      return f"{other!r:.300} and {name!r:.300}, one file where case is not told apart"
+  for folded, name in seen.items():
+    if folded in folders:
+      return (f"{name!r:.300} and {folders[folded]!r:.300}/..., a file and a folder where "
+              "case is not told apart")
+  return None
 
 
 def entry(path: pathlib.Path) -> dict:
@@ -168,6 +189,10 @@ def describe_local(ref: versions.Ref, version_dir: pathlib.Path) -> Manifest:
     if not path.is_file() or rel == versions.MANIFEST or any(p.startswith(".") for p in rel.split("/")):
       continue
     files[rel] = entry(path)
+  clash = case_clash(files)
+  if clash:
+    raise versions.PublishError(f"{version_dir} holds {clash} (macOS, Windows): a copy "
+                                "fetched there would never be whole; rename one, then publish")
   return Manifest(dataset=str(ref), files=files, splits=splits)
 
 

@@ -99,3 +99,26 @@ def test_a_name_that_is_a_file_and_a_folder_of_others_is_one_line(tmp_path):
     fetch.fetch(url, SPEC, cache_dir=tmp_path / "cache", progress=False)
   assert manifest_lib.Manifest.from_bytes(json.dumps({**manifest, "files": {
       **manifest["files"], "extra": entry, "extras/y": entry}}).encode(), "w").files["extra"]
+
+
+@pytest.mark.parametrize("names, said", [
+    (("extra.json", "Extra.JSON"), "'Extra.JSON' and 'extra.json', one file"),
+    (("extra", "EXTRA/y"), "'extra' and 'EXTRA'/..., a file and a folder")])
+def test_names_one_file_where_case_is_not_told_apart_are_one_line(tmp_path, names, said):
+  """On macOS and Windows (case-insensitive by default) a fetch would write both names to
+  one file, and the copy would never check: refused where the manifest is read, and by
+  publish where a (case-sensitive) version folder holds them."""
+  url, path, manifest = published(tmp_path)
+  entry = next(iter(manifest["files"].values()))
+  path.write_text(json.dumps({**manifest, "files": {**manifest["files"],
+                                                    **{name: entry for name in names}}}))
+  with pytest.raises(versions.PublishError, match=f"^{url}/{FOLDER}: the manifest names "
+                     f"{said} where case is not told apart: refused"):
+    fetch.fetch(url, SPEC, cache_dir=tmp_path / "cache", progress=False)
+  version = tmp_path / "data" / FOLDER
+  for name in names:
+    (version / name).parent.mkdir(parents=True, exist_ok=True)
+    (version / name).write_text("x")
+  with pytest.raises(versions.PublishError, match=f"holds {said} where case is not told "
+                     r"apart \(macOS, Windows\): a copy fetched there would never be whole"):
+    publish.publish(SPEC, tmp_path / "data", str(tmp_path / "other"), progress=False)
