@@ -195,7 +195,7 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
   if not (isinstance(class_names, list) and all(isinstance(n, str) for n in class_names)
           and isinstance(converted, dict)):
     raise NotABase(f"{spec}: its metadata.json lists no class names")
-  splits = {}
+  splits, listed = {}, {}   # listed: key -> the shard whose index lists it
   for split in info["splits"]:
     name = split["name"]
     lengths = [int(n) for n in split.get("shardLengths", [])]
@@ -213,11 +213,24 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
       if len(index.records) != length:
         raise NotABase(f"{spec}: the record index of {shard_name} lists "
                        f"{len(index.records)} records, dataset_info.json {length}")
+      _list_once(spec, shard_name, index.records, listed)
       shards.append(Shard(shard_name, index.records, index.sha256, index.digest))
     splits[name] = shards
   return Base(version_dir, version_dir.name, class_names,
               {str(k): str(v) for k, v in files.items()}, options,
               {str(k): str(v) for k, v in converted.items()}, splits, file_format, metadata)
+
+
+def _list_once(spec: str, shard_name: str, records, listed: dict[str, str]) -> None:
+  """Adds the keys of a shard's index to `listed`; NotABase for a key listed before. A
+  build writes each photo once: a key twice is an index that does not describe its shards
+  (a row of a shard kept whole is not read, so a row renamed to another photo's key would
+  keep that photo's record twice and make the renamed one again)."""
+  for key, _, _ in records:
+    if key in listed:
+      raise NotABase(f"{spec}: its record index lists {key} twice ({listed[key]}, "
+                     f"{shard_name}): not as a build writes it")
+    listed[key] = shard_name
 
 
 @dataclasses.dataclass

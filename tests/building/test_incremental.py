@@ -451,6 +451,31 @@ def test_an_index_that_does_not_describe_its_shard_gives_a_full_build(base, tmp_
   assert b not in {name for rows in examples(builder.data_path).values() for name, _, _ in rows}
 
 
+def test_an_index_listing_a_photo_twice_gives_a_full_build(base, tmp_path):
+  """A row of a shard kept whole renamed to the key of a photo another kept shard holds (the
+  shard's SHA-256 kept): its rows are not read, so the build on it kept that photo's key
+  twice and made the renamed photo again, its record in the version twice. The base is
+  built on in full, saying why."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  shutil.copytree(base[0], root)
+  shutil.copytree(base[1], data_dir)
+  version = data_dir / "pets" / "1.0.0"
+  first, second = sorted(name for name in shards(version) if "-train." in name)[:2]
+  path = record_index.path_of(version, first)
+  raw = json.loads(path.read_text())
+  other = record_index.read(version, second, "train").records[-1][0]
+  raw["records"][-1][0] = other
+  path.write_text(json.dumps(raw, sort_keys=True, separators=(",", ":")))
+  write_crops(root, 1, seed=77, prefix="new")
+  lines = []
+  builder = build(root, data_dir, "1.1.0", log=lines.append)
+  assert made(builder) == PHOTOS + 1
+  assert any("in full, not on pets:1.0.0" in line and f"lists {other} twice" in line
+             for line in lines), lines
+  full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
+  assert examples(builder.data_path) == examples(full.data_path)
+
+
 @pytest.mark.parametrize("fingerprint", [[], ["x", "zz", 1, 1, "jpeg", "", []], "x"])
 def test_an_index_with_a_malformed_fingerprint_gives_a_full_build(base, tmp_path,
                                                                   fingerprint):
