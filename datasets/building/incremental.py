@@ -50,6 +50,12 @@ HASH_CHARS = 16
 
 LATEST, FULL = "latest", None  # `base_for(from_version=)`: the latest version below, or none
 
+# How this imagesets makes a record of a photo and its options, recorded in each version's
+# metadata (`RECORDS_KEY`): a base whose records were made otherwise is built on in full.
+# Raise it when the same photo and options give another record. 2: a PNG with an EXIF
+# orientation made upright before its conversion to RGB (1, or none recorded: kept sideways).
+RECORDS, RECORDS_KEY = 2, "records_made_by"
+
 
 class NotABase(ValueError):
   """A version that cannot be built on; the message says why and what to do."""
@@ -186,6 +192,10 @@ def _parsed(version_dir, spec, info, metadata) -> Base:
   files, options = metadata.get("content_files"), metadata.get("content_options")
   if not (isinstance(files, dict) and isinstance(options, dict)):
     raise NotABase(f"{spec} records no file list (built before imagesets recorded one)")
+  made_by = metadata.get(RECORDS_KEY, 1)
+  if made_by != RECORDS:
+    raise NotABase(f"{spec}'s records were made by an imagesets that makes some otherwise "
+                   f"(records {made_by!r}, this one's {RECORDS}): its photos are made again")
   file_format = info.get("fileFormat", "tfrecord")
   if file_format not in FORMATS:
     raise NotABase(f"{spec} is stored as {file_format}; versions are built on "

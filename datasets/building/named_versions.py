@@ -161,7 +161,8 @@ def named_builder(base: type, name: str, version: str, *, source: str, about: Ab
 
     def _finish_generation(self, report):
       super()._finish_generation(report)
-      self.info.metadata.update(metadata)
+      # (how its records were made: a version built on this one keeps them only if alike)
+      self.info.metadata.update({incremental.RECORDS_KEY: incremental.RECORDS, **metadata})
 
     def _check_prepared(self):
       # Another build of NAME:VERSION finished first (they take turns on its lock): this one

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import PIL.Image
+import PIL.ImageOps
 import pytest
 import tensorflow_datasets as tfds
 
@@ -505,6 +506,35 @@ def test_a_base_whose_index_an_older_imagesets_wrote_gives_a_full_build(base, tm
   lines = []
   assert made(build(root, data_dir, "1.1.0", log=lines.append)) == PHOTOS + 3
   assert any("index format 2 by another imagesets" in line for line in lines), lines
+
+
+def test_a_base_whose_records_an_older_imagesets_made_gives_a_full_build(tmp_path, monkeypatch):
+  """Before 2a20187 an RGBA PNG with an EXIF orientation was stored sideways (turned after
+  its conversion to RGB, which drops the EXIF block): a version built on such a base kept
+  that record, where a full build of the same tree stores the photo upright. A base that
+  records no `incremental.RECORDS` (or another) is built on in full, saying why."""
+  root, data_dir = tmp_path / "tree", tmp_path / "data"
+  write_crops(root, 60, seed=3, prefix="img")
+  pixels = decode(sorted(root.rglob("*.jpg"))[0].read_bytes())
+  rgba = np.dstack([np.rot90(pixels, k=1), np.full(pixels.shape[1::-1], 255, np.uint8)])
+  photo = sorted(root.iterdir())[0] / "phone.png"
+  photo.write_bytes(sample_images.encode(rgba, "PNG", orientation=6))
+  with monkeypatch.context() as before:  # (how imagesets before 2a20187 stored it)
+    before.setattr(PIL.ImageOps, "exif_transpose", lambda image, **_: image)
+    build(root, data_dir, "1.0.0")
+  path = data_dir / "pets" / "1.0.0" / "metadata.json"
+  metadata = json.loads(path.read_text())
+  assert metadata.pop(incremental.RECORDS_KEY) == incremental.RECORDS
+  path.write_text(json.dumps(metadata))   # (as it wrote it: no records' rules recorded)
+  write_crops(root, 1, seed=77, prefix="new")
+  lines = []
+  builder = build(root, data_dir, "1.1.0", log=lines.append)
+  full = build(root, tmp_path / "full", "1.1.0", from_version=named_build.FULL)
+  assert examples(builder.data_path) == examples(full.data_path)
+  assert any("in full, not on pets:1.0.0" in line and "records were made by" in line
+             for line in lines), lines
+  # (a version of this imagesets is built on)
+  assert made(build(root, data_dir, "1.2.0", from_version="1.1.0")) == 0
 
 
 def test_a_line_built_by_path_keeps_its_recipe_when_built_in_full(tmp_path):
