@@ -386,7 +386,8 @@ def image_dataset_from_directory(
   if data_format is None:  # keras: its configured image_data_format
     import keras  # pylint: disable=import-outside-toplevel
     data_format = keras.config.image_data_format()
-  directory = str(pathlib.Path(directory).expanduser().resolve())
+  given = os.path.expanduser(os.fspath(directory))  # keras' file_paths are under it
+  directory = str(pathlib.Path(given).resolve())
   split_seed = 0 if seed is None else int(seed)  # a build's splits must not change per call
   proportions = ({"train": 1 - validation_split, "validation": validation_split}
                  if validation_split else {"train": 1.0})
@@ -431,6 +432,6 @@ def image_dataset_from_directory(
               shuffle=shuffle and (name == "training" or subset != "both"), seed=read_seed,
               batch_size=batch_size)
     ds.class_names = names if label_mode else None  # as keras
-    ds.file_paths = [os.path.join(directory, path) for path in kept[split]]
+    ds.file_paths = [os.path.join(given, path) for path in kept[split]]
     datasets.append(ds)
   return datasets if subset == "both" else datasets[0]

@@ -215,6 +215,17 @@ def test_the_files_keras_reads_are_the_files_read(tmp_path, cache):
   assert_as_keras(ours, theirs)
 
 
+def test_file_paths_are_keras_file_paths_under_the_folder_as_given(tmp_path, cache,
+                                                                   monkeypatch):
+  # keras joins the directory as given: relative stays relative, a symlink is not resolved
+  root = write_tree(tmp_path / "photos", small_files(("ant", "bee")))
+  os.symlink(root, tmp_path / "link")
+  monkeypatch.chdir(tmp_path)
+  for given in ("photos", "link/", pathlib.Path("photos")):
+    ours, theirs = both(given, cache, image_size=SIZE, shuffle=False)
+    assert ours.file_paths == theirs.file_paths
+
+
 def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
   ours, theirs = both(tree, cache, image_size=SIZE, class_names=["cow", "ant"], shuffle=False)
   assert ours.class_names == theirs.class_names == ["cow", "ant"]
