@@ -173,16 +173,18 @@ def _class_order(tree, class_names):
   return names, [names.index(name) if name in names else 0 for name in tree.class_names]
 
 
-def keras_listing(tree, class_names, shuffle, seed, validation_split):
-  """The files of keras' index_directory in its order, split as keras splits them: classes
-  in `class_names` order, each walked as keras walks (folders sorted, then file names);
+def keras_listing(tree, class_names, shuffle, seed, validation_split, by_class=True):
+  """The files of keras' index_directory in its order, split as keras splits them: as keras
+  walks (folders sorted by path, then file names), each class folder in turn in
+  `class_names` order (`by_class`), or the root at once (labels=None: "a-b/" before "a/x/");
   shuffled by np.random.RandomState(seed) when `shuffle`; the last int(split * n) are the
   validation files. Each split is stored, and read back, in this order."""
   names = list(class_names or tree.class_names)
   rank = {name: i for i, name in enumerate(names)}
   paths = sorted((path for path in tree.images if class_folders_tree.label_of(path) in rank),
-                 key=lambda path: (rank[class_folders_tree.label_of(path)],
-                                   posixpath.dirname(path), posixpath.basename(path)))
+                 key=lambda path: (posixpath.dirname(path), posixpath.basename(path)))
+  if by_class:  # stable: each class keeps its walk order
+    paths.sort(key=lambda path: rank[class_folders_tree.label_of(path)])
   if shuffle:
     np.random.RandomState(seed).shuffle(paths)
   tree = dataclasses.replace(tree, images=sorted(paths))
@@ -195,12 +197,12 @@ def keras_listing(tree, class_names, shuffle, seed, validation_split):
 
 def _built(directory, options, file_format, cache_dir, verbose, content_check, order):
   """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
-  split as keras (`order`: class_names, shuffle, validation_split); built once per tree,
-  options and order."""
+  split as keras (`order`: class_names, shuffle, validation_split, and "walk": "root"
+  without labels); built once per tree, options and order."""
   tree = class_folders_tree.keras_scan(directory, follow_links=options.follow_links)
   names, _ = _class_order(tree, order["class_names"])
   listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
-                          order["validation_split"])
+                          order["validation_split"], by_class="walk" not in order)
   key_options = named_build.fingerprint_options(options, file_format)
   name = _cache_name(directory, fingerprints.options_digest(
       {**key_options, "root": directory, "keras_order": {**order, "class_names": names}}),
@@ -381,8 +383,8 @@ def image_dataset_from_directory(
   _check_arguments(labels, label_mode, class_names, color_mode, image_size, interpolation,
                    validation_split, subset, shuffle, seed, crop_to_aspect_ratio,
                    pad_to_aspect_ratio, data_format, format, store_resized)
-  if labels is None:
-    label_mode = None
+  if labels is None or label_mode is None:  # keras: either means no labels
+    labels = label_mode = None
   if data_format is None:  # keras: its configured image_data_format
     import keras  # pylint: disable=import-outside-toplevel
     data_format = keras.config.image_data_format()
@@ -403,6 +405,8 @@ def image_dataset_from_directory(
       leakage="off")
   order = {"class_names": list(class_names) if class_names else None, "shuffle": bool(shuffle),
            "validation_split": validation_split or None}
+  if labels is None:  # keras walks the root, not each class folder in turn: its own order
+    order["walk"] = "root"
   listing, builder = _built(directory, options, FILE_FORMATS[format],
                             pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check,
                             order)

@@ -226,6 +226,23 @@ def test_file_paths_are_keras_file_paths_under_the_folder_as_given(tmp_path, cac
     assert ours.file_paths == theirs.file_paths
 
 
+# labels=None (or label_mode=None): keras walks the root, folders sorted by path ("a-b"
+# before "a/x", "-" sorting before "/"), not each class folder in turn.
+@pytest.mark.parametrize("kwargs", [dict(labels=None), dict(label_mode=None)])
+def test_unlabeled_files_are_in_keras_root_walk_order(tmp_path, cache, kwargs):
+  files = small_files(("a", "a-b"))
+  files["a/x/00.jpg"] = files.pop("a/03.jpg")
+  root = write_tree(tmp_path / "tree", files)
+  ours, theirs = both(root, cache, image_size=SIZE, shuffle=False, **kwargs)
+  assert ours.file_paths == theirs.file_paths
+  ours, theirs = both(root, cache, image_size=SIZE, validation_split=0.3, subset="both",
+                      seed=5, **kwargs)
+  assert [ds.file_paths for ds in ours] == [ds.file_paths for ds in theirs]
+  labelled = imagesets.image_dataset_from_directory(root, image_size=SIZE, shuffle=False,
+                                                    cache_dir=cache, verbose=False)
+  assert labelled.file_paths == keras_view(root).file_paths  # each class folder in turn
+
+
 def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
   ours, theirs = both(tree, cache, image_size=SIZE, class_names=["cow", "ant"], shuffle=False)
   assert ours.class_names == theirs.class_names == ["cow", "ant"]
