@@ -195,12 +195,21 @@ def keras_listing(tree, class_names, shuffle, seed, validation_split, by_class=T
                                               "validation": paths[train:]})
 
 
-def _built(directory, options, file_format, cache_dir, verbose, content_check, order):
+def _check_binary(label_mode, names):
+  if label_mode == "binary" and len(names) != 2:
+    raise ValueError(f'When passing label_mode="binary", there must be exactly 2 '
+                     f"class_names. Received: class_names={names}")
+
+
+def _built(directory, options, file_format, cache_dir, verbose, content_check, order,
+           label_mode):
   """(listing, prepared builder) of `directory` with `options`: one walk of the tree, one
   split as keras (`order`: class_names, shuffle, validation_split, and "walk": "root"
-  without labels); built once per tree, options and order."""
+  without labels); built once per tree, options and order. `label_mode` is checked
+  against the classes before anything is built, as keras checks it."""
   tree = class_folders_tree.keras_scan(directory, follow_links=options.follow_links)
   names, _ = _class_order(tree, order["class_names"])
+  _check_binary(label_mode, names)
   listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
                           order["validation_split"], by_class="walk" not in order)
   key_options = named_build.fingerprint_options(options, file_format)
@@ -409,11 +418,8 @@ def image_dataset_from_directory(
     order["walk"] = "root"
   listing, builder = _built(directory, options, FILE_FORMATS[format],
                             pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check,
-                            order)
+                            order, label_mode)
   names, order = _class_order(listing.tree, class_names)
-  if label_mode == "binary" and len(names) != 2:
-    raise ValueError(f'When passing label_mode="binary", there must be exactly 2 '
-                     f"class_names. Received: class_names={names}")
   if verbose:
     total = sum(split.num_examples for split in builder.info.splits.values())
     print(f"Found {total} files belonging to {len(names)} classes." if labels

@@ -134,14 +134,16 @@ def tmp_path_tree(tmp_path):
   return write_tree(tmp_path / "animals", small_files())
 
 
-def test_binary_labels_and_its_two_class_rule(tmp_path, cache):
+def test_binary_labels_and_its_two_class_rule(tmp_path, cache, monkeypatch):
   two = write_tree(tmp_path / "two", small_files(("no", "yes")))
   ours, theirs = both(two, cache, image_size=SIZE, label_mode="binary")
   assert ours.element_spec == theirs.element_spec
   assert_as_keras(ours, theirs)
   three = write_tree(tmp_path / "three", small_files())
+  builds = counted(monkeypatch, named_build, "build")
   with pytest.raises(ValueError, match="exactly 2"):
     imagesets.image_dataset_from_directory(three, label_mode="binary", cache_dir=cache)
+  assert not builds  # refused before the folder is built, as keras refuses at once
 
 
 @pytest.mark.parametrize("split", [0.2, 0.35])
