@@ -389,6 +389,8 @@ def image_dataset_from_directory(
   """
   image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
   interpolation = interpolation.lower()
+  if data_format is not None:  # keras takes it in any case
+    data_format = str(data_format).lower()
   _check_arguments(labels, label_mode, class_names, color_mode, image_size, interpolation,
                    validation_split, subset, shuffle, seed, crop_to_aspect_ratio,
                    pad_to_aspect_ratio, data_format, format, store_resized)

@@ -674,6 +674,12 @@ def test_data_format_none_follows_keras_configured_image_data_format(tree, cache
   assert_as_keras(ours, theirs)
 
 
+def test_data_format_in_any_case_as_keras(tree, cache):
+  ours, theirs = both(tree, cache, image_size=SIZE, shuffle=False, data_format="Channels_First")
+  assert ours.element_spec == theirs.element_spec
+  assert ours.element_spec[0].shape[1:] == (3, *SIZE)
+
+
 def test_the_build_decodes_in_a_tf_data_map_not_per_file(tmp_path, cache, monkeypatch):
   # keras_pixels.PixelFeed makes every good file's pixels; the per-file eager route only
   # says why a file is bad.
