@@ -160,17 +160,17 @@ def _evict(cache_dir: pathlib.Path, keep: str) -> None:
     cache_use.remove_unless_used(entry)
 
 
-def _class_order(tree, class_names):
-  """Label of each stored class (sorted folders) in the user's `class_names` order (keras
-  3.15: a subset of the folders, only those read)."""
+def _class_order(folders, class_names):
+  """Label of each stored class (`folders`: sorted, as the build stores them) in the user's
+  `class_names` order (keras 3.15: a subset of the folders, only those read)."""
   if not class_names:
-    return list(tree.class_names), None
-  if not set(class_names) <= set(tree.class_names):
+    return list(folders), None
+  if not set(class_names) <= set(folders):
     raise ValueError("The `class_names` passed did not match the names of the subdirectories "
-                     f"of the target directory. Expected: {tree.class_names} (or a subset of "
+                     f"of the target directory. Expected: {list(folders)} (or a subset of "
                      f"it), but received: class_names={list(class_names)}")
   names = list(class_names)
-  return names, [names.index(name) if name in names else 0 for name in tree.class_names]
+  return names, [names.index(name) if name in names else 0 for name in folders]
 
 
 def keras_listing(tree, class_names, shuffle, seed, validation_split, by_class=True):
@@ -208,7 +208,7 @@ def _built(directory, options, file_format, cache_dir, verbose, content_check, o
   without labels); built once per tree, options and order. `label_mode` is checked
   against the classes before anything is built, as keras checks it."""
   tree = class_folders_tree.keras_scan(directory, follow_links=options.follow_links)
-  names, _ = _class_order(tree, order["class_names"])
+  names, _ = _class_order(tree.class_names, order["class_names"])
   _check_binary(label_mode, names)
   listing = keras_listing(tree, order["class_names"], order["shuffle"], options.seed,
                           order["validation_split"], by_class="walk" not in order)
@@ -421,7 +421,9 @@ def image_dataset_from_directory(
   listing, builder = _built(directory, options, FILE_FORMATS[format],
                             pathlib.Path(cache_dir or default_cache_dir()), verbose, content_check,
                             order, label_mode)
-  names, order = _class_order(listing.tree, class_names)
+  # The build's own classes: a build of a class_names subset is reused after a folder is
+  # added beside it (its files are unchanged), and its stored labels index its classes.
+  names, order = _class_order(builder.info.features["label"].names, class_names)
   if verbose:
     total = sum(split.num_examples for split in builder.info.splits.values())
     print(f"Found {total} files belonging to {len(names)} classes." if labels

@@ -256,6 +256,20 @@ def test_class_names_a_subset_reads_only_those_classes_as_keras(tree, cache):
   assert len(every.file_paths) > len(ours.file_paths)  # another build, not the subset's
 
 
+@pytest.mark.parametrize("added", ["aardvark/notes.txt", "aardvark/0.jpg"])
+def test_a_folder_added_beside_a_class_names_subset_keeps_the_labels(tmp_path, cache, added):
+  # the build of the subset is reused (its files are unchanged), its labels stay keras'
+  files = small_files()
+  root = write_tree(tmp_path / "tree", files)
+  call(root, cache, class_names=["cow", "ant"])
+  write_tree(root, {added: files["ant/00.jpg"]})
+  ours = call(root, cache, class_names=["cow", "ant"], batch_size=None)
+  theirs = keras.utils.image_dataset_from_directory(
+      root, image_size=SIZE, shuffle=False, verbose=False, class_names=["cow", "ant"])
+  assert [int(label) for _, label in ours] == [
+      int(label) for _, labels in theirs for label in labels]
+
+
 def test_a_seed_gives_the_same_batches_and_epochs_reshuffle(tree, cache):
   def batches(ds):
     return [labels.numpy().tolist() for _, labels in ds]
