@@ -1037,7 +1037,8 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
   """What `leakage="drop"` removes: the members of a cross-split group that are a copy of
   a member kept in an earlier split (train -> validation -> test -> others by name): every
   member outside an exact group's earliest split; in a near group, a member with the same
-  pixels as, or confirmed alike (`links`), a kept member of an earlier split. A near group
+  pixels as, or confirmed alike (`links`, its own or a member's with its pixels), a kept
+  member of an earlier split. A near group
   is not chained: with A ~ B ~ C and A unlike C, dropping B keeps C. Deterministic."""
   dropped = []
   for group in groups:
@@ -1046,13 +1047,7 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
     if group.kind == EXACT:
       dropped += [m for m in group.members if m.split != group.splits[0]]
       continue
-    alike = collections.defaultdict(set)
-    for a, b in list(group.links) + [(s[0], p) for s in group.exact_sets for p in s[1:]]:
-      alike[a].add(b)
-      alike[b].add(a)
-    for same in group.exact_sets:  # the same pixels: alike whatever the links say
-      for p in same:
-        alike[p].update(same)
+    alike = _alike_positions(group)
     kept = set()
     for position, member in enumerate(group.members):  # (in split order)
       if any(group.members[k].split != member.split for k in alike[position] & kept):
@@ -1060,6 +1055,25 @@ def to_drop(groups: Iterable[Group]) -> list[Member]:
       else:
         kept.add(position)
   return sorted(dropped, key=member_order)
+
+
+def _alike_positions(group: Group) -> list[set[int]]:
+  """For each member (position) of a near group, the members alike it: those with its
+  pixels, and those linked to any of them with their pixels. Links join one member of each
+  exact set (`find`'s, its representative): a copy of that member is as alike as it is."""
+  unit = list(range(len(group.members)))  # position -> its exact set's first position
+  for same in group.exact_sets:
+    for p in same:
+      unit[p] = same[0]
+  of_unit = collections.defaultdict(set)
+  for position, first in enumerate(unit):
+    of_unit[first].add(position)
+  linked = collections.defaultdict(set)
+  for a, b in group.links:
+    linked[unit[a]].add(unit[b])
+    linked[unit[b]].add(unit[a])
+  return [of_unit[unit[p]].union(*(of_unit[u] for u in linked[unit[p]]))
+          for p in range(len(group.members))]
 
 
 def raise_if_leaking(groups: Sequence[Group], title: str) -> None:

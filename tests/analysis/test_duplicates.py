@@ -169,6 +169,20 @@ def test_drop_does_not_chain_a_near_group():
   assert duplicates.to_drop([group]) == [b, c]
 
 
+def test_drop_removes_every_copy_of_a_dropped_picture_the_links_reach_through_its_pixels():
+  # A photo in train, and one resized copy of it stored twice (the same bytes) in validation
+  # and test: the links join train to validation's copy only (one member an exact set), yet
+  # the test copy has its pixels: it leaks as much and must go too (it was kept).
+  pixels = real_photos.photos()["coffee"]
+  members = [Member("train", "a.jpg", "x"), Member("validation", "b.jpg", "x"),
+             Member("test", "c.jpg", "x")]
+  fingerprints = [image_hashes.of_bytes(planted_copies.original(pixels))] + [
+      image_hashes.of_bytes(planted_copies.resized_half(pixels))] * 2
+  [group] = duplicates.find(members, fingerprints)
+  assert group.kind == "near" and group.exact_sets == ((1, 2),) and group.links == ((0, 1),)
+  assert duplicates.to_drop([group]) == members[1:]
+
+
 def test_a_picture_stored_a_thousand_times_costs_no_quadratic_memory():
   # (a "no photo" placeholder, black frames): once 32 million pairs were listed, 8.6 GB.
   rng = random.Random(5)
