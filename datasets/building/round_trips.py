@@ -8,7 +8,9 @@ check of a prepared dataset version against the folder or archive it was built f
   metadata's `converted_files`) must be what the recorded conversion (`image_checks.prepare`
   with the build's `shorter_side` / `image_size`) makes of the source: the same bytes, or else the same
   shape and decoded pixels. The label must be the file's class folder. Every image file of
-  the source is stored once or listed as skipped; other files are counted as ignored.
+  the source is stored once, listed as skipped, or listed as dropped by the build
+  (leakage="drop": the `dropped` of the version's duplicate report); other files are
+  counted as ignored.
 * builds from annotations (`annotated`, `imagesets build --annotations`): each image as
   above, and its annotations as the annotation file (re-read, with the build's format and
   bad-box policy) gives them: labels and flags exactly, boxes to 1e-6 of their normalised
@@ -40,6 +42,7 @@ import tensorflow_datasets as tfds
 from imagesets.annotations import formats
 from imagesets.annotations import schema
 from imagesets.annotations import masks as masks_lib
+from imagesets.analysis import duplicates
 from imagesets.building import annotated_examples
 from imagesets.building import archives
 from imagesets.building import class_folders_tree
@@ -56,6 +59,7 @@ class Report:
   identical: int = 0                  # stored byte for byte
   reconverted: int = 0                # converted, and the recorded conversion agrees
   skipped: dict = dataclasses.field(default_factory=dict)   # source file -> reason
+  dropped: frozenset = frozenset()    # source files the build dropped as leaked copies
   ignored: int = 0                    # source files that are not images by name
   mismatches: list = dataclasses.field(default_factory=list)  # problems_lib.Problem
 
@@ -66,7 +70,9 @@ class Report:
   def lines(self) -> list[str]:
     out = [f"{self.kind} round trip against {self.source}: {self.checked} stored example(s) "
            f"checked, {self.identical} byte-identical, {self.reconverted} re-converted and "
-           f"equal, {len(self.skipped)} skipped at build time, {self.ignored} non-image "
+           f"equal, {len(self.skipped)} skipped at build time"
+           + (f", {len(self.dropped)} dropped as copies of another split's (leakage=drop)"
+              if self.dropped else "") + f", {self.ignored} non-image "
            f"file(s) ignored, {len(self.mismatches)} mismatch(es)"]
     out += [f"  {p.where}: {p.reason}" for p in sorted(self.mismatches)]
     return out
@@ -120,6 +126,7 @@ def class_folders(version, folder: pathlib.Path, source: str, annotations=None) 
   converted = metadata.get("converted_files", {})
   resize = _resize_options(metadata)
   report = Report("class folders", source, skipped=dict(metadata.get("skipped_files", {})))
+  report.dropped = _dropped(version, report)
   tree = class_folders_tree.scan(str(root))
   report.ignored = len(tree.ignored)
   seen = collections.Counter()
@@ -135,13 +142,32 @@ def class_folders(version, folder: pathlib.Path, source: str, annotations=None) 
   return report
 
 
+def _dropped(version, report: Report) -> frozenset:
+  """The source files a leakage="drop" build left out, as the version's duplicate report
+  lists them (checked against the version's splits); one that cannot be read is a
+  mismatch, and none are taken as dropped."""
+  counts = {name: split.num_examples for name, split in version.builder.info.splits.items()}
+  path = pathlib.Path(version.folder) / duplicates.REPORT_FILE
+  try:
+    stored = duplicates.read_stored(path, counts)
+  except duplicates.BadReport as why:
+    report.mismatches.append(problems_lib.Problem(
+        duplicates.REPORT_FILE, f"unreadable, so what the build dropped is unknown ({why})"))
+    return frozenset()
+  return frozenset() if stored is None else frozenset(m.file_name for m in stored[1])
+
+
 def stored_once(report: Report, seen: collections.Counter, expected, what: str) -> None:
-  """Each of `expected` stored once (`seen`: times stored), or listed as skipped."""
+  """Each of `expected` stored once (`seen`: times stored), or listed as skipped or
+  dropped; one listed as dropped is not stored."""
   for name, count in seen.items():
     if count > 1:
       report.mismatches.append(problems_lib.Problem(name, f"stored {count} times"))
+    if name in report.dropped:
+      report.mismatches.append(problems_lib.Problem(
+          name, f"stored, but {duplicates.REPORT_FILE} lists it as dropped by the build"))
   for name in expected:
-    if name not in seen and name not in report.skipped:
+    if name not in seen and name not in report.skipped and name not in report.dropped:
       report.mismatches.append(problems_lib.Problem(
           name, f"{what} but neither stored nor listed as skipped"))
 

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 import cli_runs
 import imagesets  # noqa: F401
 from conftest import registered
+from imagesets.building import splits as split_rules
 from imagesets.flowers import flowers_dataset_builder as flowers
 from imagesets.class_folders import named_build
 from imagesets.class_folders import class_folders_dataset_builder as class_folders
@@ -78,6 +79,31 @@ def test_every_kind_of_difference_is_named(tmp_path):
   assert "not in the source" in found["cats/2.jpg"]
   assert "neither stored" in found["dogs/moved.jpg"]
   assert len(found) == 6 and not report.ok
+
+
+def test_the_copies_a_drop_build_left_out_are_accounted_for(tmp_path):
+  # Split by path, a copy of a train photo lands in test: leakage="drop" leaves it out and
+  # lists it in duplicates.json; the version is what its build recorded (it failed:
+  # "in the source but neither stored nor listed as skipped").
+  source = files()
+  proportions = {"train": 0.5, "test": 0.5}
+  original = next(name for name in source if name.endswith(".jpg")
+                  and split_rules.split_of(name, proportions) == "train")
+  copy = next(f"dogs/copy{n}.jpg" for n in range(100)
+              if split_rules.split_of(f"dogs/copy{n}.jpg", proportions) == "test")
+  source[copy] = source[original]
+  tree = write_tree(tmp_path / "pets", source)
+  builder = build(tree, tmp_path / "tfds", leakage="drop", split_key="path")
+  report = round_trip.verify(builder.data_path, tree)
+  assert report.ok, report.lines()
+  assert report.dropped == {copy} and "1 dropped as copies" in report.lines()[0]
+  # A report that lists a stored example as dropped does not say what the version holds.
+  stored = pathlib.Path(builder.data_path) / "duplicates.json"
+  listed = json.loads(stored.read_text())
+  listed["dropped"].append({"split": "train", "file_name": original, "label": "cats"})
+  stored.write_text(json.dumps(listed))
+  found = {p.where: p.reason for p in round_trip.verify(builder.data_path, tree).mismatches}
+  assert found == {original: "stored, but duplicates.json lists it as dropped by the build"}
 
 
 def test_cli_exit_codes_and_archive_sources(tmp_path, monkeypatch):
