@@ -53,6 +53,7 @@ hundredths (docs/know_your_data.md, "Quality findings").
 import collections
 import dataclasses
 import json
+import math
 import pathlib
 from typing import Sequence
 
@@ -306,11 +307,13 @@ def from_json(report, source: str = QUALITY_FILE) -> list[Finding]:
                                          row["label"], row["score"])
       if (kind not in KINDS or not isinstance(split, str) or not isinstance(name, str)
           or not (label is None or isinstance(label, str))
-          or isinstance(score, bool) or not isinstance(score, (int, float))):
+          or isinstance(score, bool) or not isinstance(score, (int, float))
+          or not math.isfinite(score)):  # (a measure's value: never NaN nor infinite)
         raise ValueError(f"bad finding {str(row)[:120]}")
       findings.append(Finding(kind, split, name, label, float(score)))
     return findings
-  except (KeyError, TypeError, ValueError) as why:
+  except (KeyError, TypeError, ValueError, OverflowError) as why:  # (OverflowError: an
+    # integer score too large for a float)
     raise BadQualityReport(f"{source}: not a quality report ({why}); recompute it with "
                            "`imagesets report SPEC --recompute`") from None
 

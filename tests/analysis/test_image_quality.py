@@ -249,7 +249,11 @@ def test_summary_and_stored_report_round_trip(tmp_path):
     {"findings": [{"kind": "dark", "split": 1, "file_name": "f", "label": None, "score": 1}]},
     {"findings": [{"kind": "dark", "split": "t", "file_name": "f", "label": None,
                    "score": True}]},
-    {"findings": [["dark"]]}])
+    {"findings": [["dark"]]},
+    # a score no measure gives: an integer past a float's range (it was a bare
+    # OverflowError naming neither the file nor the fix), NaN, infinite
+    *({"findings": [{"kind": "dark", "split": "t", "file_name": "f", "label": None,
+                     "score": score}]} for score in (10 ** 400, float("nan"), float("inf")))])
 def test_a_bad_stored_report_is_refused_in_one_line_naming_it(bad, tmp_path):
   with pytest.raises(image_quality.BadQualityReport, match=r"^s3://b/quality.json: not a "
                      r"quality report .*; recompute it with `imagesets report SPEC --recompute`"):
