@@ -1169,7 +1169,7 @@ def read_stored(path, splits: dict[str, int], *, source: str | None = None, spec
   source = source or str(path)
   try:
     stored = json.loads(path.read_text())
-  except ValueError as why:
+  except (ValueError, RecursionError) as why:  # (RecursionError: JSON nested too deep)
     raise _unreadable(source, why, spec, command) from None
   groups, dropped = from_json(stored, source, splits, spec, command)
   return groups, dropped, stored["num_images"]

@@ -325,7 +325,7 @@ def read_stored(version_dir) -> list[Finding] | None:
     return None
   try:
     report = json.loads(path.read_text())
-  except ValueError as why:
+  except (ValueError, RecursionError) as why:  # (RecursionError: JSON nested too deep)
     raise BadQualityReport(f"{path}: not JSON ({why}); recompute it with `imagesets report "
                            "SPEC --recompute`") from None
   return from_json(report, str(path))

@@ -241,7 +241,9 @@ def test_the_summary_of_a_report_stored_by_a_build(tmp_path):
       json.dumps(duplicates.to_json(groups, len(members))))
   assert duplicates.stored_summary(tmp_path, splits) == duplicates.summary(groups, len(members))
   assert duplicates.stored_summary(tmp_path, splits).startswith("duplicates: ")
-  for broken in ('{"groups": [', '{"groups": []}'):  # not JSON; no image count
+  # not JSON; no image count; nested past Python's recursion limit (a bare RecursionError)
+  for broken in ('{"groups": [', '{"groups": []}',
+                 '{"groups": ' + "[" * 100_000 + "]" * 100_000 + "}"):
     (tmp_path / duplicates.REPORT_FILE).write_text(broken)
     with pytest.raises(duplicates.BadReport, match=rf"^{tmp_path}/duplicates.json: unreadable "
                        r"duplicate report \(.+\); run imagesets duplicates SPEC --recompute"):

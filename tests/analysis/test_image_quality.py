@@ -258,9 +258,11 @@ def test_a_bad_stored_report_is_refused_in_one_line_naming_it(bad, tmp_path):
   with pytest.raises(image_quality.BadQualityReport, match=r"^s3://b/quality.json: not a "
                      r"quality report .*; recompute it with `imagesets report SPEC --recompute`"):
     image_quality.from_json(bad, "s3://b/quality.json")
-  (tmp_path / image_quality.QUALITY_FILE).write_text("{not json")
-  with pytest.raises(image_quality.BadQualityReport, match="not JSON"):
-    image_quality.read_stored(tmp_path)
+  for broken in ("{not json", "[" * 100_000 + "]" * 100_000):  # (the second: a bare
+    # RecursionError, nested past Python's limit)
+    (tmp_path / image_quality.QUALITY_FILE).write_text(broken)
+    with pytest.raises(image_quality.BadQualityReport, match="not JSON"):
+      image_quality.read_stored(tmp_path)
 
 
 def test_a_png_is_measured_at_the_scale_of_a_jpegs_small_decode(monkeypatch):
