@@ -25,8 +25,9 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
           + [f"| {' | '.join(str(cell) for cell in row)} |" for row in rows])
 
 
-_MARKDOWN = str.maketrans({"|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;", ">": "&gt;",
-                           "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
+# (a backslash too: left bare, Markdown reads it as escaping the character after it)
+_MARKDOWN = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;",
+                           ">": "&gt;", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
 
 
 def _text(name) -> str:

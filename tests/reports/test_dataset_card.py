@@ -44,3 +44,12 @@ def test_names_are_escaped_in_the_markdown():
   card = dataset_card.markdown("pets", dataset_card.Tallies.of(images), duplicates.find(members, [fingerprint] * 2))
   assert "<img" not in card and "a|b" not in card
   assert "&lt;img src=x onerror=alert(1)&gt;" in card and "a\\|b" in card
+
+
+def test_a_backslash_in_a_name_is_shown_as_itself():
+  # Markdown reads a backslash before punctuation as an escape: the name a\|b was written
+  # a\\|b and shown as a|b; x\&lt; was shown as x&lt;. The backslash is escaped too.
+  group = duplicates.Group("exact", (Member("train", "cat/a\\|b.jpg", "cat"),
+                                     Member("test", "cat/x\\&lt;.jpg", "cat")))
+  card = dataset_card.markdown("pets", dataset_card.Tallies.of(IMAGES), [group])
+  assert "train/cat/a\\\\\\|b.jpg: cat<br>test/cat/x\\\\&amp;lt;.jpg: cat" in card
