@@ -61,6 +61,35 @@ def _stored(source, recompute: bool):
   return groups, findings, num_images
 
 
+def _claims(groups, findings) -> dict[Key, list[tuple[str | None, str]]]:
+  """(split, name) -> [(label, report file)] of every example the stored reports name."""
+  claims = collections.defaultdict(list)
+  for file, named in ((duplicates.REPORT_FILE, (m for g in groups for m in g.members)),
+                      (image_quality.QUALITY_FILE, findings)):
+    for item in named:
+      claims[(item.split, item.file_name)].append((item.label, file))
+  return claims
+
+
+def _check_claims(claims: dict, labels: dict, folder) -> None:
+  """Each example the stored reports name is one of the version's, with that label (read:
+  `labels`); else the report is another version's or edited, and the page would show a
+  picture under a label it does not have, or none: refused in one line."""
+  for key, said in claims.items():
+    for label, file in said:
+      if label in labels.get(key, ()):
+        continue
+      what = (f"is labelled {' or '.join(sorted(map(repr, labels[key])))} there, not "
+              f"{label!r}" if key in labels else "is not in the version")
+      message = (f"{folder / file}: not a report of this version "
+                 f"({duplicates.printable(f'{key[0]}/{key[1]}')} {what}); ")
+      if file == duplicates.REPORT_FILE:
+        raise duplicates.BadReport(message + "run imagesets report SPEC --recompute to read "
+                                   "the images instead")
+      raise image_quality.BadQualityReport(message + "recompute it with `imagesets report "
+                                           "SPEC --recompute`")
+
+
 def _computed(images):
   members = [member for member, _ in images]
   fingerprints = [fingerprint for _, fingerprint in images]
@@ -87,6 +116,8 @@ class _Pass:
 
   wanted: set
   with_content: bool = False  # also key nameless examples by content (a diff's names)
+  claimed: frozenset = frozenset()  # keys a stored report names: their labels are kept
+  labels: dict = dataclasses.field(default_factory=dict)  # claimed key -> its examples' labels
   grid_labels: frozenset | None = None  # the classes the grid shows (None: every one)
   picture: Callable = None  # example -> its picture (default `_thumbnail`)
   pictures: dict = dataclasses.field(default_factory=dict)  # Key -> data URI
@@ -112,6 +143,8 @@ class _Pass:
       self.counts[example.split].update(shown)
       self.examples[example.split] += 1
       keys = [(example.split, name)]
+      if keys[0] in self.claimed:
+        self.labels.setdefault(keys[0], set()).add(example.label)
       if self.with_content and example.file_name is None:
         keys.append((example.split, version_diff.Entry.of(
             example.split, None, example.label, example.image).name))
@@ -138,6 +171,8 @@ class _Pass:
       self.counts[split].update(itertools.chain.from_iterable(shown))
       self.examples[split] += len(listed)
       for position, name in enumerate(listed.names):
+        if (split, name) in self.claimed:
+          self.labels.setdefault((split, name), set()).add(listed.labels[position])
         if (split, name) in self.wanted:
           self._take(pending, [(split, name)], locate(position), makers, held=None)
       if grid:
@@ -313,7 +348,8 @@ def content(source, *, against=None, recompute: bool = False, images=None, found
       raise ValueError(f"{version.builder.info.full_name} stores no image files (its "
                        f"\"image\" is {type(image).__name__}: raw pixels of keras' one call, or "
                        "none): it has no page; build the folder with `imagesets build` for one")
-  stored = found or _stored(source, recompute)
+  read_back = None if found else _stored(source, recompute)  # (untrusted: checked below)
+  stored = found or read_back
   groups, findings, num_images = stored or _computed(
       version_examples.fingerprints(source) if images is None else images)
   groups = sorted(groups, key=lambda g: (not (g.cross_split or g.label_conflict),))
@@ -336,11 +372,13 @@ def content(source, *, against=None, recompute: bool = False, images=None, found
   names = held.class_names  # the grid's classes known up front (and images without any)
   grid_labels = (frozenset(sorted(names)[:report_page.GRID_CLASSES]) | {held.no_annotation}
                  if names else None)
+  claims = _claims(groups, findings) if read_back else {}
   read = _Pass(wanted, with_content=against is not None, grid_labels=grid_labels,
-               picture=pictures)
+               picture=pictures, claimed=frozenset(claims))
   for split in info.splits:  # (every split and class counted, also those with no example)
     read.counts[split].update({name: 0 for name in names or ()})
   read.read(source, "thumbnails of")
+  _check_claims(claims, read.labels, version_examples.folder(source) if claims else None)
   pictures = dict(read.pictures)
   if diff is not None:  # the old version's pictures: "removed", "moved out", a "before"
     old = _Pass(old_keys, with_content=True).read(against, "thumbnails of", grid=False

@@ -243,6 +243,38 @@ def test_a_stored_quality_report_that_does_not_fit_the_version_is_refused(built,
     version_report.content(version_examples.Folder.at(copy))
 
 
+def test_a_stored_report_naming_examples_the_version_does_not_hold_is_refused(built, tmp_path):
+  # The page pictured the example under the report's label (a picture of a cat captioned
+  # "dog"), and a member that is not in the version as "not shown".
+  _, _, version = built
+  copy = tmp_path / "pets" / "1.0.0"
+  shutil.copytree(version, copy)
+  stored = json.loads((copy / duplicates.REPORT_FILE).read_text())
+  member = stored["groups"][0]["members"][0]
+  other = "dogs"  # (no class of the version)
+  for edited, what in ((member | {"label": other}, f"is labelled '{member['label']}' there, "
+                        f"not '{other}'"),
+                       (member | {"file_name": "cat/none.jpg"}, "is not in the version")):
+    groups = [{**stored["groups"][0], "members": [edited, *stored["groups"][0]["members"][1:]]},
+              *stored["groups"][1:]]
+    (copy / duplicates.REPORT_FILE).write_text(json.dumps(stored | {"groups": groups}))
+    with pytest.raises(duplicates.BadReport, match=re.escape(
+        f"{copy}/duplicates.json: not a report of this version ({member['split']}/"
+        f"{edited['file_name']} {what}); run imagesets report SPEC --recompute")):
+      version_report.content(version_examples.Folder.at(copy))
+  (copy / duplicates.REPORT_FILE).write_text(json.dumps(stored))
+  quality = json.loads((copy / image_quality.QUALITY_FILE).read_text())
+  finding = quality["findings"][0]
+  (copy / image_quality.QUALITY_FILE).write_text(json.dumps(
+      quality | {"findings": [finding | {"label": "nothing"}, *quality["findings"][1:]]}))
+  with pytest.raises(image_quality.BadQualityReport, match=re.escape(
+      f"{copy}/quality.json: not a report of this version ({finding['split']}/"
+      f"{finding['file_name']} is labelled '{finding['label']}' there, not 'nothing')")):
+    version_report.content(version_examples.Folder.at(copy))
+  (copy / image_quality.QUALITY_FILE).write_text(json.dumps(quality))
+  assert version_report.content(version_examples.Folder.at(copy)).groups  # (as stored: read)
+
+
 def test_the_grid_shows_the_first_classes_by_name_and_holds_no_others(tmp_path):
   classes = report_page.GRID_CLASSES + 5
   pixels = [p.pixels for p in photo_crops.pictures(classes, seed=4, size=(64, 48),
