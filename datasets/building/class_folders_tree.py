@@ -102,7 +102,28 @@ def image_files(root: str, *, follow_links: bool = False,
         images.append(relative)
       else:
         ignored.append(relative)
-  return sorted(images), sorted(ignored)
+  return sorted(check_utf8(root, images)), sorted(ignored)
+
+
+def check_utf8(root: str, images: list[str]) -> list[str]:
+  """`images`, if every name is UTF-8; else ValueError naming the first one and the fix. A
+  name that is not (a Latin-1 zip's, an old camera's) comes from the file system as
+  surrogate escapes, which no UTF-8 text a version stores (names, keys, classes) can hold."""
+  bad = [path for path in images if not _is_utf8(path)]
+  if bad:
+    raise ValueError(
+        f"{len(bad)} image file name(s) under {root!r} are not UTF-8, e.g. "
+        f"{os.fsencode(bad[0])!r}: a version stores file and class names as UTF-8 text; "
+        f"rename them to UTF-8 (e.g. convmv -f latin1 -t utf8 -r --notest {root})")
+  return images
+
+
+def _is_utf8(name: str) -> bool:
+  try:
+    name.encode("utf-8")
+  except UnicodeEncodeError:
+    return False
+  return True
 
 
 KERAS_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # keras' ALLOWLIST_FORMATS
@@ -132,4 +153,4 @@ def keras_scan(root: str, follow_links: bool = False) -> ClassTree:
       for file in files:
         (images if file.lower().endswith(KERAS_SUFFIXES) else ignored).append(
             posixpath.join(relative_top, file))
-  return ClassTree(names, sorted(images), sorted(ignored))
+  return ClassTree(names, sorted(check_utf8(root, images)), sorted(ignored))

@@ -48,3 +48,20 @@ def test_missing_or_empty_roots_are_clear_errors(tmp_path):
   write(str(tmp_path / "flat"), {"a.jpg": b"1"})
   with pytest.raises(ValueError, match="no class folders"):
     class_folders_tree.scan(str(tmp_path / "flat"))
+
+
+@pytest.mark.parametrize("scan", [class_folders_tree.scan, class_folders_tree.keras_scan])
+def test_image_names_that_are_not_utf8_are_one_error_naming_one(scan, tmp_path):
+  # (a Latin-1 name: the build failed later at the first record, naming no file)
+  (tmp_path / "cat").mkdir()
+  (tmp_path / "cat" / "ok.jpg").write_bytes(b"1")
+  with open(bytes(tmp_path / "cat") + b"/caf\xe9.jpg", "wb") as f:
+    f.write(b"2")
+  with open(bytes(tmp_path / "cat") + b"/notes\xe9.txt", "wb") as f:  # (not an image)
+    f.write(b"3")
+  with pytest.raises(ValueError) as refused:
+    scan(str(tmp_path))
+  assert str(refused.value) == (
+      f"1 image file name(s) under {str(tmp_path)!r} are not UTF-8, e.g. b'cat/caf\\xe9.jpg': "
+      "a version stores file and class names as UTF-8 text; rename them to UTF-8 (e.g. "
+      f"convmv -f latin1 -t utf8 -r --notest {tmp_path})")
