@@ -30,9 +30,11 @@ def _json_cell(cell: str) -> str | None:
   if cell[:1] not in "[{":
     return None
   try:
-    json.loads(cell)
+    value = json.loads(cell)
   except (ValueError, RecursionError):
     return None
+  if isinstance(value, list) and not any(isinstance(v, (str, dict)) for v in value):
+    return None   # (a class may be named "[1]")
   return (f"label cell {objects.shown(cell)} is JSON, not class names (an export's choices):"
           f" write them in a labels column separated by '{SEPARATOR}' (cat{SEPARATOR}dog), or "
           "as a list in JSONL")

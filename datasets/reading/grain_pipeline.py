@@ -507,9 +507,9 @@ def _mixed_loader(mix, transform, *, batch_size, seed, num_epochs, drop_remainde
                        readers, what="an epoch of the mix")
   source = MixedSource(mix, readers, start=start, num_epochs=num_epochs,
                        held=1 if _READ_OPTIONS.num_threads == 1 else 2)
-  if shard_count > 1 and num_epochs is not None and drop_remainder:
+  if shard_count > 1 and num_epochs is not None and drop_remainder and start is None:
     run, workers = source.run, max(1, worker_count)
-    shares = [run.length(r) - run.offsets[r] for r in range(readers)]
+    shares = [run.length(r) for r in range(readers)]   # (a fresh run: every offset 0)
     checks.check_process_shares(
         [max(shares[p * workers:(p + 1) * workers]) for p in range(shard_count)], batch_size,
         "the mix's run", "each worker reads its own shards of each part")

@@ -84,6 +84,8 @@ def check_split_batches(source: sources.Source, split, batch_size, num_epochs, d
   if pipelines == 1:
     check_batches(num_examples, split, batch_size, num_epochs, drop_remainder)
     return
+  if shuffle:  # (the shares of a bucket's read are dealt by the seed every pipeline shares)
+    check_shared_seed(seed, source.streamed, input_context)
   epochs = f" times num_epochs={num_epochs}" if num_epochs > 1 else ""
   check_shares(pipeline_shares(source, split, pipelines, num_epochs, shuffle, seed),
                batch_size, f"the {num_examples} examples{epochs} of split {split!r}",

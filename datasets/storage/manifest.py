@@ -8,6 +8,7 @@ import dataclasses
 import json
 import pathlib
 import re
+import unicodedata
 
 from imagesets.storage import bucket as bucket_lib
 from imagesets.storage import versions
@@ -149,20 +150,29 @@ class Manifest:
 
 def case_clash(names) -> str | None:
   """Two of the files `names` that a file system blind to case (macOS's and Windows'
-  defaults) holds as one file, or a file and a folder it holds as one, in words; else
-  None. Fetched there, the second would overwrite the first and the copy never check."""
-  seen, folders = {}, {}
+  defaults; macOS's to Unicode normalisation too) holds as one file, or a file and a folder
+  it holds as one, in words; else None. Fetched there, the second would overwrite the
+  first and the copy never check."""
+  seen, folders = {}, set()
   for name in sorted(names):
-    for parent in pathlib.PurePosixPath(name).parents:
-      folders.setdefault(str(parent).casefold(), str(parent))
-    other = seen.setdefault(name.casefold(), name)
+    other = seen.setdefault(_folded(name), name)
     if other != name:
       return f"{other!r:.300} and {name!r:.300}, one file where case is not told apart"
+    at = name.rfind("/")
+    while at > 0 and name[:at] not in folders:   # (its folders, each once)
+      folders.add(name[:at])
+      at = name.rfind("/", 0, at)
+  folders = {_folded(folder): folder for folder in sorted(folders)}
   for folded, name in seen.items():
     if folded in folders:
       return (f"{name!r:.300} and {folders[folded]!r:.300}/..., a file and a folder where "
               "case is not told apart")
   return None
+
+
+def _folded(name: str) -> str:
+  # (lower, not casefold: neither file system folds "ß" to "ss")
+  return name.lower() if name.isascii() else unicodedata.normalize("NFC", name).lower()
 
 
 def entry(path: pathlib.Path) -> dict:

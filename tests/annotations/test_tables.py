@@ -211,14 +211,16 @@ def test_a_label_cell_that_is_json_is_a_problem_not_a_class_name(tmp_path, colum
       f"file_name,{column}",
       'a.jpg,"{""choices"": [""cat"", ""dog""]}"',
       'b.jpg,"[""cat""]"',
-      "d.jpg,[cat]", ""]))
+      "d.jpg,[cat]",
+      'sub/c.jpg,"[1]"', ""]))
   assert [(where, reason.split(", not class names")[0])
           for where, reason in _reasons(annotations)] == [
       ("labels.csv line 2", "label cell '{\"choices\": [\"cat\", \"dog\"]}' is JSON"),
       ("labels.csv line 3", "label cell '[\"cat\"]' is JSON")]
   assert "labels column separated by ';' (cat;dog)" in annotations.problems[0].reason
-  assert list(annotations.entries) == ["d.jpg"] and annotations.class_names == ("[cat]",)
-  assert annotations.unlisted == ("sub/c.jpg",)   # (a.jpg and b.jpg have rows)
+  # (JSON of no names is a name: a class may be called "[1]")
+  assert list(annotations.entries) == ["d.jpg", "sub/c.jpg"]
+  assert annotations.class_names == ("[1]", "[cat]") and not annotations.unlisted
 
 
 def test_a_jsonl_record_with_two_image_keys_is_told_to_keep_one(tmp_path):

@@ -442,6 +442,13 @@ def test_input_pipelines_of_a_mix_each_give_a_batch_or_every_one_is_refused(data
                                            input_context=context))
     assert len(batches) == [2, 1, 1][pipeline]
     assert all(len(batch["label"]) == 2 for batch in batches)
+  # A job resumed at its end: nothing left to read, nothing refused.
+  run = mix.run(3, num_epochs=1)
+  end = run.position([run.length(r) for r in range(3)]).to_json()
+  for pipeline in range(3):
+    assert not list(ip.classification_train(
+        mix, batch_size=2, image_size=8, num_epochs=1, start=end,
+        input_context=tf.distribute.InputContext(3, pipeline, 1)))
 
 
 def test_grain_processes_of_a_mix_each_give_a_batch_or_every_one_is_refused(data_dir):

@@ -83,3 +83,16 @@ def test_every_input_pipeline_gives_a_batch_or_every_one_is_refused(built):
     batches = list(input_pipeline.classification_train(SPEC, batch_size=50,
                                                        input_context=context, **common))
     assert [len(batch["label"]) for batch in batches] == [50]
+
+
+def test_a_bucket_read_by_pipelines_without_a_seed_is_told_the_seed_first(built, tmp_path):
+  """Their shares are dealt by the seed: without one, a batch size is not advised for the
+  seed 0 the read would not use; the seed is asked for."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from imagesets.reading import input_pipeline  # pylint: disable=import-outside-toplevel
+  from streamed_versions import SPEC, published_to  # pylint: disable=import-outside-toplevel
+  url = published_to(built, "file", tmp_path)
+  with pytest.raises(ValueError, match="^seed=None with 3 input pipelines reading a bucket"):
+    input_pipeline.classification_train(
+        SPEC, data_dir=url, cache_dir=tmp_path / "cache", batch_size=60, num_epochs=1,
+        image_size=8, input_context=tf.distribute.InputContext(3, 1, 1))

@@ -122,3 +122,12 @@ def test_names_one_file_where_case_is_not_told_apart_are_one_line(tmp_path, name
   with pytest.raises(versions.PublishError, match=f"holds {said} where case is not told "
                      r"apart \(macOS, Windows\): a copy fetched there would never be whole"):
     publish.publish(SPEC, tmp_path / "data", str(tmp_path / "other"), progress=False)
+
+
+def test_names_are_folded_as_macos_and_windows_fold_them():
+  clash = manifest_lib.case_clash
+  assert clash(["straße.json", "strasse.json"]) is None   # (neither folds ß to ss)
+  assert clash(["\u00e9.json", "e\u0301.json"])            # (macOS: one name, NFC or NFD)
+  assert clash(["a/b", "a/c", "A/d"]) is None              # (one folder: no file twice)
+  assert clash(["a/b/c", "A/B"]) == ("'A/B' and 'a/b'/..., a file and a folder where case "
+                                     "is not told apart")
