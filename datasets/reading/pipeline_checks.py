@@ -95,16 +95,9 @@ def check_split_batches(source: sources.Source, split, batch_size, num_epochs, d
 def check_shares(shares: list[int], batch_size: int, what: str, how: str) -> None:
   """Refuses in one line input pipelines (with drop_remainder) of which one would give not
   one batch: `shares[i]`, the records pipeline i reads of `what`, dealt as `how` says."""
-  fewest = min(shares)
-  if fewest >= batch_size:
-    return
-  fix = (f"give batch_size={fewest} or less, read it with fewer input pipelines" if fewest
-         else "read it with fewer input pipelines")
-  raise ValueError(
-      f"input pipeline {shares.index(fewest)} of {len(shares)} reads {fewest} of {what} (the "
-      f"pipelines read {fewest} to {max(shares)}: {how}), fewer than batch_size={batch_size}:"
-      f" with drop_remainder=True it would give not one batch; {fix} (or "
-      "drop_remainder=False)")
+  _refuse_fewest(shares, batch_size, "input pipelines", lambda i, fewest: (
+      f"input pipeline {i} of {len(shares)} reads {fewest} of {what} (the pipelines read "
+      f"{fewest} to {max(shares)}: {how})"))
 
 
 def check_process_shares(largest: list[int], batch_size: int, what: str, how: str) -> None:
@@ -112,16 +105,22 @@ def check_process_shares(largest: list[int], batch_size: int, what: str, how: st
   one would give not one batch: `largest[p]`, the most records a worker of process p reads
   of `what` (a process's workers are one loader: it gives a batch when one of them does),
   dealt as `how` says."""
-  fewest = min(largest)
+  _refuse_fewest(largest, batch_size, "processes", lambda p, fewest: (
+      f"process shard_index={p} of shard_count={len(largest)}: its workers read at most "
+      f"{fewest} each of {what} ({how})"))
+
+
+def _refuse_fewest(shares: list[int], batch_size: int, readers: str, said) -> None:
+  """ValueError when the fewest of `shares` is under `batch_size`: `said(i, fewest)`, the
+  i-th reader's share in words, then the fix."""
+  fewest = min(shares)
   if fewest >= batch_size:
     return
-  fix = (f"give batch_size={fewest} or less, or read it with fewer processes" if fewest
-         else "read it with fewer processes")
-  raise ValueError(
-      f"process shard_index={largest.index(fewest)} of shard_count={len(largest)}: its "
-      f"workers read at most {fewest} each of {what} ({how}), fewer than "
-      f"batch_size={batch_size}: with drop_remainder=True it would give not one batch; "
-      f"{fix} (or drop_remainder=False)")
+  fix = (f"give batch_size={fewest} or less, or read it with fewer {readers}" if fewest
+         else f"read it with fewer {readers}")
+  raise ValueError(f"{said(shares.index(fewest), fewest)}, fewer than batch_size={batch_size}:"
+                   f" with drop_remainder=True it would give not one batch; {fix} (or "
+                   "drop_remainder=False)")
 
 
 def pipeline_shares(source: sources.Source, split: str, pipelines: int, num_epochs: int,

@@ -436,7 +436,7 @@ def test_input_pipelines_of_a_mix_each_give_a_batch_or_every_one_is_refused(data
     assert str(refused.value) == (
         "input pipeline 2 of 3 reads 2 of the mix's run (the pipelines read 2 to 5: each "
         "reads its own shards of each part), fewer than batch_size=3: with "
-        "drop_remainder=True it would give not one batch; give batch_size=2 or less, read it "
+        "drop_remainder=True it would give not one batch; give batch_size=2 or less, or read it "
         "with fewer input pipelines (or drop_remainder=False)")
     batches = list(ip.classification_train(mix, batch_size=2, image_size=8, num_epochs=1,
                                            input_context=context))

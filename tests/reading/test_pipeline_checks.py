@@ -78,7 +78,7 @@ def test_every_input_pipeline_gives_a_batch_or_every_one_is_refused(built):
     assert str(refused.value) == (
         "input pipeline 1 of 3 reads 50 of the 160 examples of split 'train' (the pipelines "
         "read 50 to 60: each reads whole shard files), fewer than batch_size=52: with "
-        "drop_remainder=True it would give not one batch; give batch_size=50 or less, read "
+        "drop_remainder=True it would give not one batch; give batch_size=50 or less, or read "
         "it with fewer input pipelines (or drop_remainder=False)")
     batches = list(input_pipeline.classification_train(SPEC, batch_size=50,
                                                        input_context=context, **common))

@@ -3,6 +3,7 @@ folder, two processes fetching one version download it once, a committed version
 manifest is refused, and a failing store (at the first request, or mid-fetch) is retried a
 bounded number of times."""
 
+import contextlib
 import http.server
 import json
 import pathlib
@@ -419,6 +420,23 @@ def _version_with(data_dir: pathlib.Path, files: dict[str, bytes]) -> None:
     (folder / name).write_bytes(data)
 
 
+@contextlib.contextmanager
+def killed_at_the_marker(monkeypatch):
+  """Downloads that stop at the version's commit marker, as a fetch killed there (what was
+  staged before it stays); as they were after."""
+  download = fetch.transfer.checked_download
+
+  def killed(bucket, rel, *args, **kwargs):
+    if rel.endswith(versions.MARKER):
+      raise KeyboardInterrupt
+    return download(bucket, rel, *args, **kwargs)
+  monkeypatch.setattr(fetch.transfer, "checked_download", killed)
+  try:
+    yield
+  finally:
+    monkeypatch.setattr(fetch.transfer, "checked_download", download)
+
+
 @pytest.mark.parametrize("before, after", [("extra", "extra/y"), ("extra/y", "extra")])
 def test_a_fetch_killed_before_the_version_was_published_again_leaves_nothing_in_the_way(
     tmp_path, monkeypatch, before, after):
@@ -428,16 +446,8 @@ def test_a_fetch_killed_before_the_version_was_published_again_leaves_nothing_in
   url, cache = str(tmp_path / "bucket"), tmp_path / "cache"
   _version_with(tmp_path / "before", {before: b"before", "gone": b"gone"})
   publish.publish("ds/cfg:1.0.0", tmp_path / "before", url, progress=False)
-  download = fetch.transfer.checked_download
-
-  def killed_at_the_marker(bucket, rel, *args, **kwargs):
-    if rel.endswith(versions.MARKER):
-      raise KeyboardInterrupt  # (as a kill there: what was staged stays)
-    return download(bucket, rel, *args, **kwargs)
-  monkeypatch.setattr(fetch.transfer, "checked_download", killed_at_the_marker)
-  with pytest.raises(KeyboardInterrupt):
+  with killed_at_the_marker(monkeypatch), pytest.raises(KeyboardInterrupt):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
-  monkeypatch.setattr(fetch.transfer, "checked_download", download)
   shutil.rmtree(tmp_path / "bucket" / "ds/cfg/1.0.0")  # (deleted, and published again)
   _version_with(tmp_path / "after", {after: b"after"})
   publish.publish("ds/cfg:1.0.0", tmp_path / "after", url, progress=False)
@@ -458,16 +468,8 @@ def test_a_staging_folder_left_beside_a_complete_copy_is_removed(tmp_path, monke
   config = pathlib.Path(fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache,
                                     progress=False)) / "ds/cfg"
   (config / "1.0.0" / "extra").write_bytes(b"two" * 1000)  # (damaged, its size kept)
-  download = fetch.transfer.checked_download
-
-  def killed_at_the_marker(bucket, rel, *args, **kwargs):
-    if rel.endswith(versions.MARKER):
-      raise KeyboardInterrupt  # (as a kill there: what was staged stays)
-    return download(bucket, rel, *args, **kwargs)
-  monkeypatch.setattr(fetch.transfer, "checked_download", killed_at_the_marker)
-  with pytest.raises(KeyboardInterrupt):
+  with killed_at_the_marker(monkeypatch), pytest.raises(KeyboardInterrupt):
     fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False, verify=True)
-  monkeypatch.setattr(fetch.transfer, "checked_download", download)
   assert (config / ".incomplete-1.0.0" / "extra").is_file()
   fetch.fetch(url, "ds/cfg:1.0.0", cache_dir=cache, progress=False)
   assert sorted(p.name for p in config.iterdir()) == [".1.0.0.lock", "1.0.0"]
