@@ -71,13 +71,16 @@ def decode(encoded: bytes, channels: int = 3, min_size: tuple[int, int] = (0, 0)
 
 def resize(image: np.ndarray, size, nearest: bool = False) -> np.ndarray:
   """Bilinear (or nearest) with half-pixel centres and no antialiasing, as
-  `tf.image.resize`; OpenCV's SIMD resize (8x faster than PIL's here)."""
+  `tf.image.resize`; OpenCV's SIMD resize (8x faster than PIL's here).
+
+  Nearest is INTER_NEAREST_EXACT: OpenCV's INTER_NEAREST samples at the pixels' corners
+  (floor(x * scale)), up to a source pixel off the image's bilinear samples."""
   height, width = _size(size)
   if image.shape[:2] == (height, width):
     return image
   _one_opencv_thread_in_workers()
   resized = cv2.resize(np.ascontiguousarray(image), (width, height),
-                       interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR)
+                       interpolation=cv2.INTER_NEAREST_EXACT if nearest else cv2.INTER_LINEAR)
   return resized[..., None] if resized.ndim == 2 else resized
 
 

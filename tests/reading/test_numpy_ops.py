@@ -56,6 +56,15 @@ def test_nearest_resize_keeps_mask_values_and_channel_axis():
   assert resized.shape == (53, 41, 1) and set(np.unique(resized)) == set(range(7))
 
 
+def test_nearest_resize_samples_the_pixels_bilinear_samples_as_tf_image_resize():
+  # Columns numbered 0-9: a mask's column must be the one the image's pixel comes from.
+  columns = np.broadcast_to(np.arange(10, dtype=np.uint8)[None, :, None], (4, 10, 1))
+  for width in (3, 5, 7, 13):
+    ours = ops.resize(columns, (4, width), nearest=True)
+    theirs = tf.image.resize(columns, (4, width), method="nearest").numpy()
+    np.testing.assert_array_equal(ours, theirs, err_msg=f"width {width}")
+
+
 def test_crop_windows_are_inception_windows_and_a_seed_repeats_them():
   windows = [ops.crop_window((400, 600), np.random.default_rng(i), (0.08, 1.0), (0.75, 4 / 3))
              for i in range(200)]
