@@ -64,7 +64,9 @@ def unexpected_values(indices: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 def as_grey_png(data: bytes) -> bytes | None:
   """An 8-bit palette or grey PNG as an 8-bit grey PNG with the same IDAT; else None.
 
-  Expects a file that decodes (`read` decodes it first); it only re-frames chunks.
+  Expects a file that decodes (`read` decodes it first); it only re-frames chunks. A
+  copied chunk with a wrong CRC gives None too: PIL does not check IDAT's CRC, libpng
+  (`tf.io.decode_png`) refuses it, so such a file is re-encoded from its decoded indices.
   """
   if not data.startswith(_SIGNATURE):
     return None
@@ -79,10 +81,18 @@ def as_grey_png(data: bytes) -> bytes | None:
   depth, colour = header[8], header[9]
   if depth != 8 or colour not in (_GREY, _PALETTE):
     return None
+  kept = [raw for kind, raw in chunks if kind in _KEPT_CHUNKS]
+  if not all(map(_crc_matches, kept)):
+    return None
   header[9] = _GREY
   ihdr = struct.pack(">I4s", 13, b"IHDR") + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
-  # IDAT and IEND are copied whole: same type and data, so their CRCs stay valid.
-  return b"".join([_SIGNATURE, ihdr] + [raw for kind, raw in chunks if kind in _KEPT_CHUNKS])
+  # IDAT and IEND are copied whole: same type and data, so their (checked) CRCs stay valid.
+  return b"".join([_SIGNATURE, ihdr] + kept)
+
+
+def _crc_matches(raw: bytes) -> bool:
+  """Whether a whole chunk (length, type, data, CRC) carries the CRC of its type and data."""
+  return len(raw) >= 12 and zlib.crc32(raw[4:-4]) == int.from_bytes(raw[-4:], "big")
 
 
 def encode(indices: np.ndarray) -> bytes:

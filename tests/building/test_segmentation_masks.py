@@ -82,6 +82,17 @@ def test_other_pngs_are_not_rewritten_and_fall_back_to_encoding(tmp_path):
   assert segmentation_masks.as_grey_png(b"\xff\xd8\xff\xe0 a JPEG") is None
 
 
+def test_a_palette_png_with_a_bad_idat_crc_is_re_encoded_not_copied(tmp_path):
+  # PIL reads it (it skips IDAT's CRC); tf.io.decode_png refused the copied chunk.
+  data = bytearray(_save_palette_png(_indices(), tmp_path / "p.png").read_bytes())
+  idat = data.index(b"IDAT")
+  data[idat + 4 + int.from_bytes(data[idat - 4:idat], "big")] ^= 0xFF  # the CRC's first byte
+  (tmp_path / "p.png").write_bytes(bytes(data))
+  mask, why = segmentation_masks.read(tmp_path / "p.png")
+  assert why is None
+  np.testing.assert_array_equal(_decode(mask.png)[..., 0], _indices())
+
+
 @pytest.mark.parametrize("mode", ["RGB", "RGBA"])
 def test_colour_masks_are_refused_with_the_fix(tmp_path, mode):
   colours = masks.pascal_palette()[_indices()]
