@@ -18,6 +18,7 @@ else is stored as it came.
 import dataclasses
 import io
 import re
+import zlib
 
 import numpy as np
 import PIL.Image
@@ -117,6 +118,8 @@ def check(data: bytes, *, resized_below: int = ORIGINAL_SIZE) -> ImageFacts:
         elif not resized:  # (a resized one is decoded by `convert`, which raises)
           _decode_jpeg_at_one_eighth(data)
       else:
+        if kind == "PNG":
+          _walk_png_chunks(data)
         image.load()
     except Exception as error:
       raise BadImageError(f"cannot be decoded ({kind}): {error}") from None
@@ -182,6 +185,29 @@ def _walk_jpeg_markers(data: bytes) -> int | None:
       if not found:
         raise ValueError(f"no end-of-image marker (file cut at byte {size}?)")
       position = found.start()
+
+
+def _walk_png_chunks(data: bytes) -> None:
+  """Follows the chunks from the signature to IEND as libpng does, checking the CRC of each
+  critical one (IHDR, PLTE, IDAT, IEND). PIL reads IDAT and IEND without their CRCs, and
+  does not need IEND; libpng (`tf.io.decode_png`) refuses a file with a bad CRC there, or cut
+  before the end of IEND. (A bad CRC in an ancillary chunk libpng only warns about.)"""
+  position, size = len(_PNG_SIGNATURE), len(data)
+  while True:
+    if position + 12 > size:
+      raise ValueError(f"no IEND chunk (file cut at byte {size}?)")
+    length = int.from_bytes(data[position:position + 4], "big")
+    kind = data[position + 4:position + 8].decode("latin-1")
+    end = position + 12 + length
+    if end > size:
+      raise ValueError(f"chunk {kind} runs past the end of the file (cut at byte {size}?)")
+    critical = kind[:1].isupper()  # (IHDR, PLTE, IDAT, IEND; ancillary ones: lower case)
+    if critical and (zlib.crc32(memoryview(data)[position + 4:end - 4])
+                     != int.from_bytes(data[end - 4:end], "big")):
+      raise ValueError(f"chunk {kind} has a bad CRC (damaged file)")
+    if kind == "IEND":
+      return
+    position = end
 
 
 def _start_jpeg_decoding(data: bytes, scan_data: int) -> None:

@@ -131,6 +131,13 @@ GOOD_JPEG = sample_images.jpeg(120, 160, seed=3)
 GOOD_PNG = sample_images.encode(UPRIGHT, "PNG")
 
 
+def _bad_crc(png: bytes, chunk: bytes) -> bytes:
+  """`png` with the CRC of its first `chunk` changed (its data intact)."""
+  start = png.index(chunk)
+  crc = start + 4 + int.from_bytes(png[start - 4:start], "big")
+  return png[:crc] + bytes([png[crc] ^ 0xFF]) + png[crc + 1:]
+
+
 @pytest.mark.parametrize("data,reason", [
     (b"", "empty file"),
     (b"Copyright (c) the photographers\n", "not an image"),
@@ -139,7 +146,13 @@ GOOD_PNG = sample_images.encode(UPRIGHT, "PNG")
     (GOOD_JPEG[: len(GOOD_JPEG) // 2], "cannot be decoded"),
     (GOOD_JPEG[:-2], "cannot be decoded"),   # only the end-of-image marker missing
     (GOOD_PNG[: len(GOOD_PNG) - 30], "cannot be decoded"),
-], ids=["empty", "text", "html", "header-only", "half-jpeg", "no-eoi", "cut-png"])
+    # PIL reads IDAT and IEND without their CRCs, and needs no IEND; libpng refuses them
+    (_bad_crc(GOOD_PNG, b"IDAT"), "IDAT has a bad CRC"),
+    (_bad_crc(GOOD_PNG, b"IEND"), "IEND has a bad CRC"),
+    (GOOD_PNG[:-12], "no IEND chunk"),
+    (GOOD_PNG[:-4], "no IEND chunk"),
+], ids=["empty", "text", "html", "header-only", "half-jpeg", "no-eoi", "cut-png",
+        "png-idat-crc", "png-iend-crc", "png-no-iend", "png-cut-iend"])
 def test_bad_files_are_refused_with_a_reason(data, reason):
   with pytest.raises(image_checks.BadImageError, match=reason):
     image_checks.check(data)
