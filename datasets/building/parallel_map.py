@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
+from imagesets.building import problems
+
 T = TypeVar("T")
 R = TypeVar("R")
 WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
@@ -186,12 +188,28 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool=None, *,
     while chunk := list(itertools.islice(items, next(sizes))):
       pending.append(pool.submit(_apply, fn, chunk))
       if len(pending) >= in_flight:
-        yield from pending.popleft().result()
+        yield from _result(pending.popleft())
     while pending:
-      yield from pending.popleft().result()
+      yield from _result(pending.popleft())
   finally:
     for future in pending:  # the caller stopped early: drop the work not yet started
       future.cancel()
+
+
+def _result(future: concurrent.futures.Future) -> list:
+  """A chunk's results; a worker process that died (the OOM killer, a crash in a decoder)
+  is said in one line, not as the pool's traceback (which names no item either)."""
+  try:
+    return future.result()
+  except concurrent.futures.process.BrokenProcessPool as error:
+    raise problems.one_line_if_uncaught(WorkerDiedError(
+        "a worker process died abruptly (killed, e.g. out of memory, or crashed) while "
+        "doing the build's work; nothing was written: rerun, and if it dies again, look "
+        "for very large images or free some memory")) from error
+
+
+class WorkerDiedError(RuntimeError):
+  """A worker process of `ordered_map` ended without returning its work."""
 
 
 def chunk_sizes(chunk_size: int, in_flight: int, total: int | None) -> Iterator[int]:

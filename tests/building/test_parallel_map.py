@@ -57,6 +57,19 @@ def test_worker_errors_reach_the_caller():
     list(parallel_map.ordered_map(divide_one_by, [1, 0, 2], pool))
 
 
+def _killed_at_three(x):
+  if x == 3:  # as the OOM killer ends a worker
+    os.kill(os.getpid(), signal.SIGKILL)
+  return x
+
+
+def test_a_worker_killed_is_said_in_one_line():
+  with pytest.raises(parallel_map.WorkerDiedError, match="worker process died") as raised:
+    with parallel_map.executor(2) as pool:
+      list(parallel_map.ordered_map(_killed_at_three, range(8), pool, chunk_size=1))
+  assert raised.value.one_line_if_uncaught  # (the command line prints it, not a traceback)
+
+
 def divide_one_by(x):
   return 1 / x
 
