@@ -18,7 +18,6 @@ else is stored as it came.
 import dataclasses
 import io
 import re
-import zlib
 
 import numpy as np
 import PIL.Image
@@ -27,6 +26,7 @@ import PIL.ImageOps
 from PIL import JpegImagePlugin
 from PIL import PngImagePlugin
 
+from imagesets.building import png_chunks
 from imagesets.constants import ORIGINAL_SIZE
 
 JPEG = "jpeg"
@@ -46,7 +46,6 @@ PIL.Image.preinit()
 _DRAFT_SCALE = 8  # the smallest scale libjpeg decodes to; it still reads all the data
 _JPEG_RESIZE_QUALITY = 90
 _JPEG_SOI = b"\xff\xd8\xff"
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _open(data: bytes) -> PIL.Image.Image:
@@ -58,7 +57,7 @@ def _open(data: bytes) -> PIL.Image.Image:
   try:
     if data.startswith(_JPEG_SOI):
       image = JpegImagePlugin.jpeg_factory(io.BytesIO(data))
-    elif data.startswith(_PNG_SIGNATURE):
+    elif data.startswith(png_chunks.SIGNATURE):
       image = PngImagePlugin.PngImageFile(io.BytesIO(data))
     else:
       image = None
@@ -192,22 +191,19 @@ def _walk_png_chunks(data: bytes) -> None:
   critical one (IHDR, PLTE, IDAT, IEND). PIL reads IDAT and IEND without their CRCs, and
   does not need IEND; libpng (`tf.io.decode_png`) refuses a file with a bad CRC there, or cut
   before the end of IEND. (A bad CRC in an ancillary chunk libpng only warns about.)"""
-  position, size = len(_PNG_SIGNATURE), len(data)
-  while True:
-    if position + 12 > size:
-      raise ValueError(f"no IEND chunk (file cut at byte {size}?)")
-    length = int.from_bytes(data[position:position + 4], "big")
-    kind = data[position + 4:position + 8].decode("latin-1")
-    end = position + 12 + length
+  size = len(data)
+  for kind, start, end in png_chunks.chunks(data):
+    if start + 12 > size:
+      break   # (not even an empty chunk's 12 bytes left)
+    name = kind.decode("latin-1")
     if end > size:
-      raise ValueError(f"chunk {kind} runs past the end of the file (cut at byte {size}?)")
+      raise ValueError(f"chunk {name} runs past the end of the file (cut at byte {size}?)")
     critical = kind[:1].isupper()  # (IHDR, PLTE, IDAT, IEND; ancillary ones: lower case)
-    if critical and (zlib.crc32(memoryview(data)[position + 4:end - 4])
-                     != int.from_bytes(data[end - 4:end], "big")):
-      raise ValueError(f"chunk {kind} has a bad CRC (damaged file)")
-    if kind == "IEND":
+    if critical and not png_chunks.crc_matches(memoryview(data)[start:end]):
+      raise ValueError(f"chunk {name} has a bad CRC (damaged file)")
+    if kind == b"IEND":
       return
-    position = end
+  raise ValueError(f"no IEND chunk (file cut at byte {size}?)")
 
 
 def _start_jpeg_decoding(data: bytes, scan_data: int) -> None:

@@ -11,13 +11,10 @@ import zlib
 
 import numpy as np
 
-_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+from imagesets.building import png_chunks
+
 _COLOR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> grey, grey+alpha, RGB, RGBA
 _MAX_STORED_BLOCK = 0xFFFF
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-  return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def _stored_zlib_stream(raw: bytes) -> bytes:
@@ -46,8 +43,8 @@ def encode(image: np.ndarray) -> bytes:
   filtered = np.concatenate([np.zeros((height, 1), np.uint8), rows], axis=1)  # filter 0 = None
   header = struct.pack(">IIBBBBB", width, height, 8, _COLOR_TYPES[channels], 0, 0, 0)
   return b"".join([
-      _SIGNATURE,
-      _chunk(b"IHDR", header),
-      _chunk(b"IDAT", _stored_zlib_stream(filtered.tobytes())),
-      _chunk(b"IEND", b""),
+      png_chunks.SIGNATURE,
+      png_chunks.chunk(b"IHDR", header),
+      png_chunks.chunk(b"IDAT", _stored_zlib_stream(filtered.tobytes())),
+      png_chunks.chunk(b"IEND", b""),
   ])

@@ -16,15 +16,14 @@ import dataclasses
 import io
 import os
 import pathlib
-import struct
-import zlib
 
 import numpy as np
 import PIL.Image
 
+from imagesets.building import png_chunks
+
 # Modes whose pixel values are the indices themselves.
 INDEX_MODES = ("P", "L")
-_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _GREY, _PALETTE = 0, 3  # PNG colour types
 _KEPT_CHUNKS = (b"IDAT", b"IEND")  # besides IHDR; PLTE, tRNS, gAMA, tEXt, ... are dropped
 # The fallback encoder: a fixed level on a fresh image (no source palette or text chunks)
@@ -68,13 +67,9 @@ def as_grey_png(data: bytes) -> bytes | None:
   copied chunk with a wrong CRC gives None too: PIL does not check IDAT's CRC, libpng
   (`tf.io.decode_png`) refuses it, so such a file is re-encoded from its decoded indices.
   """
-  if not data.startswith(_SIGNATURE):
+  if not data.startswith(png_chunks.SIGNATURE):
     return None
-  chunks, offset = [], len(_SIGNATURE)
-  while offset + 8 <= len(data):
-    length, kind = struct.unpack(">I4s", data[offset:offset + 8])
-    chunks.append((kind, data[offset:offset + 12 + length]))
-    offset += 12 + length
+  chunks = [(kind, data[start:end]) for kind, start, end in png_chunks.chunks(data)]
   if not chunks or chunks[0][0] != b"IHDR" or chunks[-1][0] != b"IEND":
     return None
   header = bytearray(chunks[0][1][8:21])
@@ -82,17 +77,11 @@ def as_grey_png(data: bytes) -> bytes | None:
   if depth != 8 or colour not in (_GREY, _PALETTE):
     return None
   kept = [raw for kind, raw in chunks if kind in _KEPT_CHUNKS]
-  if not all(map(_crc_matches, kept)):
+  if not all(map(png_chunks.crc_matches, kept)):
     return None
   header[9] = _GREY
-  ihdr = struct.pack(">I4s", 13, b"IHDR") + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
   # IDAT and IEND are copied whole: same type and data, so their (checked) CRCs stay valid.
-  return b"".join([_SIGNATURE, ihdr] + kept)
-
-
-def _crc_matches(raw: bytes) -> bool:
-  """Whether a whole chunk (length, type, data, CRC) carries the CRC of its type and data."""
-  return len(raw) >= 12 and zlib.crc32(raw[4:-4]) == int.from_bytes(raw[-4:], "big")
+  return b"".join([png_chunks.SIGNATURE, png_chunks.chunk(b"IHDR", bytes(header))] + kept)
 
 
 def encode(indices: np.ndarray) -> bytes:
