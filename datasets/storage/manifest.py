@@ -137,37 +137,45 @@ class Manifest:
     for name, file_entry in raw["files"].items():  # before any name can touch a path
       check_name(name, where)
       _check_entry(name, file_entry, where)
-    folders = {str(parent) for name in raw["files"]
-               for parent in pathlib.PurePosixPath(name).parents}
+    folders = folders_of(raw["files"])
     both = sorted(folders & raw["files"].keys())
     if both:  # (a file "a" and "a/b": no folder holds both)
       raise _damaged(where, f"names {both[0]!r} as a file and as a folder of others")
-    clash = case_clash(raw["files"])
+    clash = case_clash(raw["files"], folders)
     if clash:
       raise _damaged(where, f"names {clash}")
     return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
 
-def case_clash(names) -> str | None:
+def case_clash(names, folders: set[str] | None = None) -> str | None:
   """Two of the files `names` that a file system blind to case (macOS's and Windows'
   defaults; macOS's to Unicode normalisation too) holds as one file, or a file and a folder
   it holds as one, in words; else None. Fetched there, the second would overwrite the
-  first and the copy never check."""
-  seen, folders = {}, set()
+  first and the copy never check. `folders`: `folders_of(names)`, when made already."""
+  seen = {}
   for name in sorted(names):
     other = seen.setdefault(_folded(name), name)
     if other != name:
       return f"{other!r:.300} and {name!r:.300}, one file where case is not told apart"
-    at = name.rfind("/")
-    while at > 0 and name[:at] not in folders:   # (its folders, each once)
-      folders.add(name[:at])
-      at = name.rfind("/", 0, at)
-  folders = {_folded(folder): folder for folder in sorted(folders)}
+  folders = {_folded(folder): folder for folder in
+             sorted(folders_of(names) if folders is None else folders)}
   for folded, name in seen.items():
     if folded in folders:
       return (f"{name!r:.300} and {folders[folded]!r:.300}/..., a file and a folder where "
               "case is not told apart")
   return None
+
+
+def folders_of(names) -> set[str]:
+  """The folders that hold the files `names` (relative, "/"-separated), each once: "a" and
+  "a/b" of "a/b/c"."""
+  folders = set()
+  for name in names:
+    at = name.rfind("/")
+    while at > 0 and name[:at] not in folders:   # (a folder there holds its parents too)
+      folders.add(name[:at])
+      at = name.rfind("/", 0, at)
+  return folders
 
 
 def _folded(name: str) -> str:

@@ -238,8 +238,7 @@ def remove_others(folder: pathlib.Path, names) -> None:
   would be taken along. Before anything is written there; hidden names (live part files,
   locks) and links (never followed nor removed: `check_folder` refuses one in the way)
   are left."""
-  folders = {str(parent) for name in names for parent in pathlib.PurePosixPath(name).parents}
-  _remove_others(folder, set(names), folders, "")
+  _remove_others(folder, set(names), manifest_lib.folders_of(names), "")
 
 
 def _remove_others(folder: pathlib.Path, names: set[str], folders: set[str],
