@@ -355,8 +355,8 @@ def _fetch_metadata(bucket, ref: versions.Ref, manifest: manifest_lib.Manifest,
            and not name.startswith(constants.RECORD_INDEX_FOLDER + "/")]
   # (a version published again with other files: the old ones, in the new ones' way too)
   transfer.remove_others(folder, [*small, versions.MANIFEST])
-  for name in sorted(small, key=lambda n: n == versions.MARKER):
-    _fetch_checked(bucket, ref, manifest, folder, name)
+  for name in sorted((n for n in small if n != info), key=lambda n: n == versions.MARKER):
+    _fetch_checked(bucket, ref, manifest, folder, name)   # (dataset_info.json: above)
   manifest_path = folder / versions.MANIFEST
   if not manifest_path.is_file() or manifest_path.read_bytes() != manifest.to_bytes():
     transfer.write_atomically(manifest_path, manifest.to_bytes())
